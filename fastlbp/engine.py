@@ -11,6 +11,7 @@ new shape (another graph size) or dtype does.
 from __future__ import annotations
 
 import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,0 +1,238 @@
+"""The Python API: load a graph, set evidence, run with warm starts, read marginals.
+
+    import fastlbp.api as lbp
+    model = lbp.load("data/weblech.causal_fg")
+    session = lbp.Session(model)
+    session.run()
+    session.label("87", False)
+    result = session.run()            # warm-started from the previous messages
+    print(session.marginals()["87"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fastlbp import engine
+from fastlbp.errors import ContradictoryEvidence, InputError
+from fastlbp.graph import GraphError, evidence_from_labels
+from fastlbp.model import Model
+
+PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
+
+# Loaders by kind; `datalog` registers its formats on import.
+LOADERS: dict[str, Callable[[Path], Model]] = {}
+
+
+def _load_causal(path: Path) -> Model:
+    from fastlbp import causal_fg
+    return causal_fg.load(path)
+
+
+LOADERS["causal_fg"] = _load_causal
+
+
+def detect_format(path: Path) -> str:
+    """Which loader reads `path`: a Bingo directory, derivation.json or a causal factor graph."""
+    if path.is_dir():
+        return "bingo"
+    if path.suffix.lower() == ".json":
+        return "json"
+    return "causal_fg"
+
+
+def load(path: str | os.PathLike, format: str | None = None) -> Model:
+    """Loads a graph file or directory into a `Model`.
+
+    Args:
+        path: a libDAI causal factor-graph file, a derivation.json file or a
+            Bingo directory.
+        format: force a loader ("causal_fg", "json", "bingo").
+
+    Raises:
+        InputError: the file is missing or malformed (names file and line).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), None, "no such file or directory")
+    fmt = format or detect_format(p)
+    if fmt not in LOADERS:
+        try:
+            import datalog.formats  # noqa: F401  (registers json and bingo)
+        except ImportError:
+            pass
+    if fmt not in LOADERS:
+        raise InputError(str(p), None, f"no loader for format {fmt!r}")
+    return LOADERS[fmt](p)
+
+
+def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
+    """Reads a labels file: lines `NAME true|false`; blank lines and `#` comments skipped.
+
+    Raises:
+        InputError: malformed line or an unknown name (file and line named).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise InputError(str(p), None, err.strerror or str(err)) from None
+    labels: dict[int, bool] = {}
+    for ln, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        name, _, value = s.rpartition(" ")
+        name = name.strip()
+        value = value.lower()
+        if not name or value not in ("true", "false", "1", "0"):
+            raise InputError(str(p), ln, f"expected 'NAME true|false', got {s!r}")
+        if name not in model.index:
+            raise InputError(str(p), ln, f"unknown variable {name!r}")
+        labels[model.index[name]] = value in ("true", "1")
+    return labels
+
+
+@dataclasses.dataclass
+class Round:
+    """One inference round: marginals as numpy on the host, plus how it went."""
+
+    marginals: np.ndarray  # (V,) float64 P(x=1)
+    log_odds: np.ndarray  # (V,) float64
+    iterations: int
+    converged: bool
+    delta: float
+    seconds: float
+
+
+Runner = Callable[..., engine.RunResult]
+
+
+def make_runner(model: Model, schedule: str = "parall") -> Runner:
+    """A function `(graph, messages, evidence, tol, max_iters, damping) -> RunResult`.
+
+    The schedule is compiled once here (dependency analysis), so rounds only
+    run the jitted loop.
+    """
+    if schedule.lower() == "parall":
+        return engine.run_parall_jit
+    try:
+        from schedules import make_runner as schedule_runner
+    except ImportError:
+        raise InputError(None, None, f"unknown schedule {schedule!r} (available: parall)") from None
+    return schedule_runner(model, schedule)
+
+
+class Session:
+    """Evidence, messages and settings for repeated, warm-started rounds on one model.
+
+    Changing labels, tol, max_iters or damping never recompiles: they are data.
+    """
+
+    def __init__(self, model: Model, *, schedule: str = "parall", precision: str = "f64",
+                 tol: float = 1e-6, max_iters: int = 1000, damping: float = 0.0):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        if not 0.0 <= damping < 1.0:
+            raise ValueError(f"damping must be in [0, 1), got {damping}")
+        self.model = model
+        self.dtype = PRECISIONS[precision]
+        self.tol = tol
+        self.max_iters = max_iters
+        self.damping = damping
+        self.schedule = schedule
+        self._runner = make_runner(model, schedule)
+        self.graph = jax.device_put(model.graph)
+        self.labels: dict[int, bool] = dict(model.labels)
+        self.messages = engine.init(self.graph, self.dtype)
+        self.last: Round | None = None
+
+    # Evidence -------------------------------------------------------------
+    def _var(self, name_or_index: str | int) -> int:
+        if isinstance(name_or_index, int | np.integer):
+            return int(name_or_index)
+        try:
+            return self.model.index[name_or_index]
+        except KeyError:
+            raise KeyError(f"unknown variable {name_or_index!r}") from None
+
+    def label(self, name: str | int, truth: bool) -> None:
+        self.labels[self._var(name)] = bool(truth)
+
+    def unlabel(self, name: str | int) -> None:
+        self.labels.pop(self._var(name), None)
+
+    def evidence(self, labels: dict[int, bool] | None = None) -> jax.Array:
+        labels = self.labels if labels is None else labels
+        return jnp.asarray(evidence_from_labels(self.model.num_vars, labels), self.dtype)
+
+    # Inference ------------------------------------------------------------
+    def _call(self, messages, labels):
+        return self._runner(self.graph, messages, self.evidence(labels),
+                            jnp.asarray(self.tol, self.dtype),
+                            jnp.asarray(self.max_iters, jnp.int32),
+                            jnp.asarray(self.damping, self.dtype))
+
+    def run(self, *, warm: bool = True) -> Round:
+        """Runs one round to convergence, warm-started from the last messages.
+
+        Raises:
+            ContradictoryEvidence: the labels have probability 0; names a
+                minimal conflicting subset. Messages are left unchanged.
+        """
+        start = time.perf_counter()
+        msgs = self.messages if warm else engine.init(self.graph, self.dtype)
+        result = self._call(msgs, self.labels)
+        conflict = bool(result.conflict)
+        if conflict:
+            raise ContradictoryEvidence(self._conflicting_labels())
+        lo = np.asarray(result.log_odds, dtype=np.float64)
+        self.messages = result.messages
+        seconds = time.perf_counter() - start
+        self.last = Round(
+            marginals=np.asarray(result.marginals, dtype=np.float64), log_odds=lo,
+            iterations=int(result.iterations), converged=bool(result.converged),
+            delta=float(result.delta), seconds=seconds,
+        )
+        return self.last
+
+    def _conflicts(self, labels: dict[int, bool]) -> bool:
+        result = self._call(engine.init(self.graph, self.dtype), labels)
+        return bool(result.conflict)
+
+    def _conflicting_labels(self) -> dict[str, bool]:
+        """Deletion filter: drop every label whose removal keeps the conflict."""
+        labels = dict(self.labels)
+        if len(labels) <= 64:
+            for v in list(labels):
+                trial = {k: t for k, t in labels.items() if k != v}
+                if trial and self._conflicts(trial):
+                    labels = trial
+        return {self.model.var_names[v]: t for v, t in labels.items()}
+
+    def marginals(self) -> dict[str, float]:
+        """{variable name: P(=1)} from the last round (runs one if none yet)."""
+        rnd = self.last or self.run()
+        return dict(zip(self.model.var_names, rnd.marginals.tolist(), strict=True))
+
+
+def marginals(model: Model, labels: dict[int, bool] | None = None, **session_kwargs) -> Round:
+    """One cold round on `model` with `labels` (or the model's own labels)."""
+    session = Session(model, **session_kwargs)
+    if labels is not None:
+        session.labels = dict(labels)
+    return session.run(warm=False)
+
+
+__all__ = ["load", "read_labels", "Session", "Round", "marginals", "make_runner", "InputError",
+           "GraphError", "ContradictoryEvidence", "PRECISIONS", "LOADERS"]
