@@ -11,7 +11,7 @@ import functools
 import io
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -58,12 +58,12 @@ def handles_errors(fn):
     return wrapper
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     json = "json"
     csv = "csv"
 
 
-class Precision(str, Enum):
+class Precision(StrEnum):
     f64 = "f64"
     f32 = "f32"
 
