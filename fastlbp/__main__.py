@@ -1,0 +1,3 @@
+from fastlbp.cli import main
+
+main()
