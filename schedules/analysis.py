@@ -61,44 +61,73 @@ class Analysis:
 
 
 @dataclasses.dataclass
-class _Structure:
-    """Blocks, read events and the per-variable timelines of one order (numpy)."""
+class _Arrays:
+    """The graph and order as flat numpy arrays."""
 
-    num_edges: int
+    ef: np.ndarray  # (E,) int64 factor of each edge
+    ev: np.ndarray  # (E,) int64 variable of each edge
+    off: np.ndarray  # (F+1,) int64 factor offsets
     rank: np.ndarray  # (E,) int64
-    seq: np.ndarray  # (E,) edges sorted by (rank, factor, edge)
-    edge_block: np.ndarray  # (E,) block of each edge
-    block_thr: np.ndarray  # (NB,) rank of the block's first edge
-    block_factor: np.ndarray  # (NB,)
+    total: bool
+    seq: np.ndarray  # (E,) edges by (rank, factor, edge): time order
+    cut_ok: np.ndarray  # (E,) bool, a window may start at this position of seq
+    num_vars: int
+
+    @classmethod
+    def of(cls, graph: FactorGraph, order: Order) -> _Arrays:
+        g = graph.to_numpy()
+        ef = np.asarray(g.edge_factor, np.int64)
+        rank = np.asarray(order.rank, np.int64)
+        total = order.is_total
+        eid = np.arange(ef.size)
+        seq = np.argsort(rank, kind="stable") if total else np.lexsort((eid, ef, rank))
+        f_seq, r_seq = ef[seq], rank[seq]
+        cut_ok = np.ones(ef.size, bool)
+        cut_ok[1:] = (r_seq[1:] != r_seq[:-1]) if not total else (f_seq[1:] != f_seq[:-1])
+        return cls(ef, np.asarray(g.edge_var, np.int64), np.asarray(g.factor_offsets, np.int64),
+                   rank, total, seq, cut_ok, graph.num_vars)
+
+
+@dataclasses.dataclass
+class _Structure:
+    """Blocks, read events and timelines of a window of the order (local edge ids = positions)."""
+
+    edges: np.ndarray  # (n,) global edge ids in time order
+    ef: np.ndarray  # (n,)
+    ev: np.ndarray  # (n,)
+    rank: np.ndarray  # (n,)
+    edge_block: np.ndarray  # (n,) local block of each edge
     re_block: np.ndarray  # (R,) read events: block, sorted by block
     re_var: np.ndarray  # (R,) variable read
-    re_edge: np.ndarray  # (R,) the factor's own edge at that variable
-    re_first: np.ndarray  # (R,) True at the first read event of each block
-    re_last: np.ndarray  # (R,) True at the last read event of each block
-    edge_re: np.ndarray  # (E,) the read event of the edge's own variable in its block
-    wt_edges: np.ndarray  # (E,) edges sorted by (var, rank): the write timelines
-    wt_seg_start: np.ndarray  # (E,) True where a variable's writes start
-    re_wpos: np.ndarray  # (R,) index into wt_edges of the last write before the block (-1: none)
-    rt_order: np.ndarray  # (R,) read events sorted by (var, thr): the read timelines
+    re_factor: np.ndarray  # (R,) reading factor
+    re_local: np.ndarray  # (R,) local id of the factor's own edge at that variable (-1: outside)
+    re_first: np.ndarray  # (R,) first read event of its block
+    re_last: np.ndarray  # (R,) last read event of its block
+    in_block: np.ndarray  # (R,) the own edge is in the reading block
+    edge_re: np.ndarray  # (n,) the read event of the edge's own variable in its block
+    wt_order: np.ndarray  # (n,) local edges by (var, rank): write timelines
+    wt_seg_start: np.ndarray  # (n,)
+    re_wpos: np.ndarray  # (R,) last write position before the block (-1: none)
+    rt_order: np.ndarray  # (R,) read events by (var, rank): read timelines
     rt_seg_start: np.ndarray  # (R,)
-    edge_rpos: np.ndarray  # (E,) index into rt_order of the last read of the edge's var before
-    #                        its block by another block (-1: none)
-    unit: np.ndarray | None  # (E,) rank group for weak orders (one level per group), else None
-    # Factors split into several blocks: exclude the factor's own earlier messages exactly.
+    unit: np.ndarray | None  # (n,) local stage (weak orders: one level per stage)
+    # A factor split into several blocks skips its own earlier messages exactly.
     a_own: np.ndarray  # (Ra,) read events whose own write came before their block
     a_left: np.ndarray  # (Ra,) last write position before the own one (-1: none)
     a_lo: np.ndarray  # (Ra,) writes after the own one up to the block: [a_lo, a_hi]
     a_hi: np.ndarray
     b_edges: np.ndarray  # (Pb,) edges with own earlier read events at their variable
-    b_lo: np.ndarray  # (Pb,) read-timeline ranges between those own events: [b_lo, b_hi]
+    b_lo: np.ndarray  # (Pb,) read-timeline ranges between those events: [b_lo, b_hi]
     b_hi: np.ndarray
-    b_prefix: np.ndarray  # (E,) last read position before the first own one (or edge_rpos)
+    b_prefix: np.ndarray  # (n,) last read position before the first own one (-1: none)
 
 
 def _seg_cummax(x: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
     """Segmented running maximum (segments begin where seg_start is True); x >= -1."""
+    if x.size == 0:
+        return x
     seg = np.cumsum(seg_start) - 1
-    big = np.int64(x.max(initial=0) + 2)
+    big = np.int64(x.max() + 2)
     return np.maximum.accumulate(x + 2 + seg * big) - 2 - seg * big
 
 
@@ -113,87 +142,75 @@ def _loo_max(x: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
     return np.maximum(left, right)
 
 
-def build_structure(graph: FactorGraph, order: Order) -> _Structure:
-    g = graph.to_numpy()
-    ef = np.asarray(g.edge_factor, np.int64)
-    ev = np.asarray(g.edge_var, np.int64)
-    off = np.asarray(g.factor_offsets, np.int64)
-    num_edges = ef.size
-    rank = np.asarray(order.rank, np.int64)
-    total = order.is_total
-    eid = np.arange(num_edges)
-    seq = np.argsort(rank, kind="stable") if total else np.lexsort((eid, ef, rank))
-    f_seq = ef[seq]
-    r_seq = rank[seq]
-    new_block = np.ones(num_edges, bool)
-    new_block[1:] = (f_seq[1:] != f_seq[:-1]) | (r_seq[1:] != r_seq[:-1] if not total else False)
-    block_of_seq = np.cumsum(new_block) - 1
-    edge_block = np.empty(num_edges, np.int64)
-    edge_block[seq] = block_of_seq
-    block_first = seq[new_block]
-    block_thr = rank[block_first]
-    block_factor = ef[block_first]
+def _search_last_before(keys_var, keys_rank, var, rank, scale):
+    """Index of the last (var, rank') < (var, rank) in a (var, rank)-sorted timeline, or -1."""
+    pos = np.searchsorted(keys_var * scale + keys_rank, var * scale + rank, side="left") - 1
+    ok = pos >= 0
+    ok[ok] &= keys_var[pos[ok]] == var[ok]
+    return np.where(ok, pos, -1)
 
-    # Read events: every variable of the block's factor, block by block.
-    ksz = off[block_factor + 1] - off[block_factor]
-    re_start = np.zeros(ksz.size + 1, np.int64)
+
+def _structure(G: _Arrays, edges: np.ndarray, local_of: np.ndarray) -> _Structure:
+    n = edges.size
+    local_of[edges] = np.arange(n)
+    ef, ev, rank = G.ef[edges], G.ev[edges], G.rank[edges]
+    scale = np.int64(G.rank.max() + 2)
+    new_block = np.ones(n, bool)
+    new_block[1:] = (ef[1:] != ef[:-1]) | (rank[1:] != rank[:-1] if not G.total else False)
+    edge_block = np.cumsum(new_block) - 1
+    block_thr = rank[new_block]
+    block_factor = ef[new_block]
+    nb = block_factor.size
+
+    ksz = G.off[block_factor + 1] - G.off[block_factor]
+    re_start = np.zeros(nb + 1, np.int64)
     np.cumsum(ksz, out=re_start[1:])
     num_re = int(re_start[-1])
-    re_block = np.repeat(np.arange(ksz.size), ksz)
-    re_edge = np.repeat(off[block_factor] - re_start[:-1], ksz) + np.arange(num_re)
-    re_var = ev[re_edge]
+    re_block = np.repeat(np.arange(nb), ksz)
+    re_edge = np.repeat(G.off[block_factor] - re_start[:-1], ksz) + np.arange(num_re)
+    re_var = G.ev[re_edge]
+    re_factor = block_factor[re_block]
+    re_local = local_of[re_edge]
     re_first = np.zeros(num_re, bool)
     re_first[re_start[:-1]] = True
     re_last = np.zeros(num_re, bool)
     re_last[re_start[1:] - 1] = True
-    edge_re = re_start[edge_block] + (eid - off[ef])
+    in_block = re_local >= 0
+    in_block[in_block] &= edge_block[re_local[in_block]] == re_block[in_block]
+    edge_re = re_start[edge_block] + (edges - G.off[ef])
     re_thr = block_thr[re_block]
 
-    # Write timelines: each variable's incoming edges by rank.
-    wt_edges = np.lexsort((rank, ev))
-    wkey_var = ev[wt_edges]
-    wt_seg_start = np.ones(num_edges, bool)
-    wt_seg_start[1:] = wkey_var[1:] != wkey_var[:-1]
-    # Last write at var w with rank < thr: search in (var, rank) lexicographic order.
-    wkey = wkey_var * (rank.max() + 2) + rank[wt_edges]
-    pos = np.searchsorted(wkey, re_var * (rank.max() + 2) + re_thr, side="left") - 1
-    valid = (pos >= 0)
-    valid[valid] &= wkey_var[pos[valid]] == re_var[valid]
-    re_wpos = np.where(valid, pos, -1)
+    wt_order = np.lexsort((rank, ev))
+    wvar = ev[wt_order]
+    wt_seg_start = np.ones(n, bool)
+    wt_seg_start[1:] = wvar[1:] != wvar[:-1]
+    re_wpos = _search_last_before(wvar, rank[wt_order], re_var, re_thr, scale)
 
-    # Read timelines: each variable's read events by the reading block's rank.
     rt_order = np.lexsort((re_thr, re_var))
     rvar = re_var[rt_order]
     rt_seg_start = np.ones(num_re, bool)
     rt_seg_start[1:] = rvar[1:] != rvar[:-1]
-    rkey = rvar * (rank.max() + 2) + re_thr[rt_order]
-    thr_e = block_thr[edge_block]
-    pos = np.searchsorted(rkey, ev * (rank.max() + 2) + thr_e, side="left") - 1
-    valid = pos >= 0
-    valid[valid] &= rvar[pos[valid]] == ev[valid]
-    edge_rpos = np.where(valid, pos, -1)
-
-    unit = None if total else np.unique(rank, return_inverse=True)[1].astype(np.int64)
+    edge_rpos = _search_last_before(rvar, re_thr[rt_order], ev, block_thr[edge_block], scale)
+    unit = None if G.total else np.unique(rank, return_inverse=True)[1].astype(np.int64)
 
     # A: a read event whose factor wrote the variable in an earlier block skips that write.
-    wt_pos = np.empty(num_edges, np.int64)
-    wt_pos[wt_edges] = np.arange(num_edges)
-    own_j = wt_pos[re_edge]
+    wt_pos = np.empty(n, np.int64)
+    wt_pos[wt_order] = np.arange(n)
+    own_j = np.where(re_local >= 0, wt_pos[np.maximum(re_local, 0)], np.iinfo(np.int64).max)
     a_own = np.flatnonzero((re_wpos >= 0) & (own_j <= re_wpos))
     j = own_j[a_own]
     a_left = np.where(wt_seg_start[j], -1, j - 1)
     a_lo, a_hi = j + 1, re_wpos[a_own]
 
     # B: an edge skips the reads of its variable by its own factor's earlier blocks.
-    nb = block_factor.size
-    fb = np.lexsort((np.arange(nb), block_factor))  # blocks by factor, then time
-    fb_start = np.searchsorted(block_factor[fb], np.arange(off.size - 1))
+    fb = np.lexsort((np.arange(nb), block_factor))
+    bf_sorted = block_factor[fb]
+    grp = np.searchsorted(bf_sorted, bf_sorted, side="left")
     block_ord = np.empty(nb, np.int64)
-    block_ord[fb] = np.arange(nb) - fb_start[block_factor[fb]]
+    block_ord[fb] = np.arange(nb) - grp
     e_ord = block_ord[edge_block]
     b_prefix = edge_rpos.copy()
-    b_edges = np.zeros(0, np.int64)
-    b_lo = b_hi = b_edges
+    b_edges = b_lo = b_hi = np.zeros(0, np.int64)
     if e_ord.max(initial=0) > 0:
         rt_pos = np.empty(num_re, np.int64)
         rt_pos[rt_order] = np.arange(num_re)
@@ -201,22 +218,22 @@ def build_structure(graph: FactorGraph, order: Order) -> _Structure:
         cnt = e_ord[has]
         pe = np.repeat(has, cnt)
         i = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        earlier_block = fb[fb_start[ef[pe]] + i]
-        own_pos = rt_pos[re_start[earlier_block] + (pe - off[ef[pe]])]
+        earlier = fb[np.searchsorted(bf_sorted, ef[pe], side="left") + i]
+        own_pos = rt_pos[re_start[earlier] + (edges[pe] - G.off[ef[pe]])]
         o = np.lexsort((own_pos, pe))
         pe, own_pos = pe[o], own_pos[o]
         first = np.ones(pe.size, bool)
         first[1:] = pe[1:] != pe[:-1]
         last = np.ones(pe.size, bool)
         last[:-1] = pe[1:] != pe[:-1]
-        seg_first = rt_seg_start[own_pos[first]]
-        b_prefix[pe[first]] = np.where(seg_first, -1, own_pos[first] - 1)
+        b_prefix[pe[first]] = np.where(rt_seg_start[own_pos[first]], -1, own_pos[first] - 1)
         nxt = np.where(last, edge_rpos[pe], np.roll(own_pos, -1) - 1)
         b_edges, b_lo, b_hi = pe, own_pos + 1, nxt
-    return _Structure(num_edges, rank, seq, edge_block, block_thr, block_factor, re_block, re_var,
-                      re_edge, re_first, re_last, edge_re, wt_edges, wt_seg_start, re_wpos,
-                      rt_order, rt_seg_start, edge_rpos, unit, a_own, a_left, a_lo, a_hi,
-                      b_edges, b_lo, b_hi, b_prefix)
+    local_of[edges] = -1
+    return _Structure(edges, ef, ev, rank, edge_block, re_block, re_var, re_factor, re_local,
+                      re_first, re_last, in_block, edge_re, wt_order, wt_seg_start, re_wpos,
+                      rt_order, rt_seg_start, unit, a_own, a_left, a_lo, a_hi, b_edges, b_lo,
+                      b_hi, b_prefix)
 
 
 def _range_max(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -226,8 +243,7 @@ def _range_max(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     if not ok.any():
         return out
     lo, hi = lo[ok], hi[ok]
-    length = hi - lo + 1
-    k = np.floor(np.log2(length)).astype(np.int64)
+    k = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
     best = np.full(lo.shape, -1, np.int64)
     table = vals
     for level in range(int(k.max()) + 1):
@@ -241,49 +257,108 @@ def _range_max(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return out
 
 
-def _level_pass(s: _Structure, lev: np.ndarray) -> np.ndarray:
+def _readlev(s: _Structure, lev: np.ndarray) -> np.ndarray:
+    """(R,) per read event: the highest level among the block's edges at other variables."""
+    val = np.where(s.in_block, lev[np.maximum(s.re_local, 0)], -1)
+    return _loo_max(val, s.re_first, s.re_last)
+
+
+def _level_pass(s: _Structure, lev, x_ext, b_ext) -> np.ndarray:
     # A: one more than the newest level written, before the block, into another variable of
-    # the factor.
-    wvals = lev[s.wt_edges]
+    # the factor by another factor.
+    wvals = lev[s.wt_order]
     wmax = _seg_cummax(wvals, s.wt_seg_start)
     x = np.where(s.re_wpos >= 0, wmax[s.re_wpos], -1)
     if s.a_own.size:
         left = np.where(s.a_left >= 0, wmax[np.maximum(s.a_left, 0)], -1)
         x[s.a_own] = np.maximum(left, _range_max(wvals, s.a_lo, s.a_hi))
-    a = 1 + _loo_max(x, s.re_first, s.re_last)[s.edge_re]
-    lev = np.maximum(lev, a)
-    # B: no lower than any earlier block that read this edge's old value.
-    in_block = s.edge_block[s.re_edge] == s.re_block
-    val = np.where(in_block, lev[s.re_edge], -1)
-    readlev = _loo_max(val, s.re_first, s.re_last)
-    rvals = readlev[s.rt_order]
+    x = np.maximum(x, x_ext)
+    lev = np.maximum(lev, 1 + _loo_max(x, s.re_first, s.re_last)[s.edge_re])
+    # B: no lower than any earlier block of another factor that read this edge's old value.
+    rvals = _readlev(s, lev)[s.rt_order]
     rmax = _seg_cummax(rvals, s.rt_seg_start)
-    b = np.where(s.b_prefix >= 0, rmax[s.b_prefix], -1)
+    b = np.where(s.b_prefix >= 0, rmax[np.maximum(s.b_prefix, 0)], -1)
     if s.b_edges.size:
         np.maximum.at(b, s.b_edges, _range_max(rvals, s.b_lo, s.b_hi))
-    lev = np.maximum(lev, b)
+    lev = np.maximum(lev, np.maximum(b, b_ext))
     if s.unit is not None:
-        lev = np.maximum.reduceat(lev[np.argsort(s.unit, kind="stable")],
-                                  np.searchsorted(np.sort(s.unit), np.arange(s.unit.max() + 1)))[s.unit]
+        top = np.full(int(s.unit.max()) + 1, -1, np.int64)
+        np.maximum.at(top, s.unit, lev)
+        lev = top[s.unit]
     return lev
 
 
-def levelling(graph: FactorGraph, order: Order, max_passes: int | None = None) -> Analysis:
-    """Exact levelling (the default analysis)."""
+class _Top2:
+    """Per variable, the highest value and the highest from a different owner (factor)."""
+
+    def __init__(self, num_vars: int):
+        self.v1 = np.full(num_vars, -1, np.int64)
+        self.o1 = np.full(num_vars, -1, np.int64)
+        self.v2 = np.full(num_vars, -1, np.int64)
+
+    def excluding(self, var: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        return np.where(self.o1[var] != owner, self.v1[var], self.v2[var])
+
+    def merge(self, var: np.ndarray, val: np.ndarray, owner: np.ndarray) -> None:
+        keep = val >= 0
+        var, val, owner = var[keep], val[keep], owner[keep]
+        if var.size == 0:
+            return
+        o = np.lexsort((-val, var))
+        var, val, owner = var[o], val[o], owner[o]
+        head = np.ones(var.size, bool)
+        head[1:] = var[1:] != var[:-1]
+        grp = np.cumsum(head) - 1
+        tv, tvar, town = val[head], var[head], owner[head]
+        # Best candidate from another owner than the candidates' best, and than the old best.
+        c2 = np.full(tv.size, -1, np.int64)
+        np.maximum.at(c2, grp, np.where(owner != town[grp], val, -1))
+        cx = np.full(tv.size, -1, np.int64)
+        np.maximum.at(cx, grp, np.where(owner != self.o1[var], val, -1))
+        v1, o1, v2 = self.v1[tvar], self.o1[tvar], self.v2[tvar]
+        old_wins = v1 >= tv
+        same = o1 == town
+        self.v1[tvar] = np.where(old_wins, v1, tv)
+        self.o1[tvar] = np.where(old_wins, o1, town)
+        self.v2[tvar] = np.where(old_wins, np.maximum(v2, cx),
+                                 np.where(same, np.maximum(v2, c2), np.maximum(v1, c2)))
+
+
+def levelling(graph: FactorGraph, order: Order, window: int = 1024) -> Analysis:
+    """Exact levelling (the default analysis), window by window along the order.
+
+    Inside a window of about `window` edges the levels are a fixpoint iteration
+    from 0; what earlier windows wrote and read enters through per-variable
+    top-2 summaries (the best level, and the best from another factor).
+    """
     t0 = time.perf_counter()
-    s = build_structure(graph, order)
-    lev = np.zeros(s.num_edges, np.int64)
+    G = _Arrays.of(graph, order)
+    num_edges = G.ef.size
+    starts = np.flatnonzero(G.cut_ok)
+    cuts = np.unique(starts[np.minimum(np.searchsorted(starts, np.arange(0, num_edges, window)),
+                                       starts.size - 1)])
+    bounds = np.append(cuts, num_edges)
+    local_of = np.full(num_edges, -1, np.int64)
+    writes, reads = _Top2(G.num_vars), _Top2(G.num_vars)
+    lev_all = np.zeros(num_edges, np.int64)
     passes = 0
-    limit = max_passes or s.num_edges + 2
-    while True:
-        new = _level_pass(s, lev)
-        passes += 1
-        if np.array_equal(new, lev) or passes >= limit:
-            break
-        lev = new
-    lev = _compact(new)
-    return Analysis(lev, int(lev.max(initial=-1)) + 1, "levelling", time.perf_counter() - t0,
-                    order, passes)
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        s = _structure(G, G.seq[lo:hi], local_of)
+        x_ext = writes.excluding(s.re_var, s.re_factor)
+        b_ext = reads.excluding(s.ev, s.ef)
+        lev = np.zeros(s.edges.size, np.int64)
+        while True:
+            new = _level_pass(s, lev, x_ext, b_ext)
+            passes += 1
+            if np.array_equal(new, lev):
+                break
+            lev = new
+        lev_all[s.edges] = lev
+        writes.merge(s.ev, lev, s.ef)
+        reads.merge(s.re_var, _readlev(s, lev), s.re_factor)
+    lev_all = _compact(lev_all)
+    return Analysis(lev_all, int(lev_all.max(initial=-1)) + 1, "levelling",
+                    time.perf_counter() - t0, order, passes)
 
 
 def _compact(lev: np.ndarray) -> np.ndarray:
@@ -293,29 +368,25 @@ def _compact(lev: np.ndarray) -> np.ndarray:
 def algorithm3(graph: FactorGraph, order: Order) -> Analysis:
     """The paper's Algorithm 3: walk the order, cut a batch when an edge reads one in it."""
     t0 = time.perf_counter()
-    s = build_structure(graph, order)
+    G = _Arrays.of(graph, order)
+    s = _structure(G, G.seq, np.full(G.ef.size, -1, np.int64))
     # Newest rank written, before the block, by another factor into each variable read.
-    wranks = s.rank[s.wt_edges]
     p = s.re_wpos
-    own = (p >= 0) & (s.wt_edges[np.maximum(p, 0)] == s.re_edge)
+    own = (p >= 0) & (s.wt_order[np.maximum(p, 0)] == s.re_local)
     # Skip the factor's own write; if it was the variable's first, nothing is left.
     ok = (p >= 0) & ~(own & s.wt_seg_start[np.maximum(p, 0)])
     p = np.where(own, p - 1, p)
-    x = np.where(ok, wranks[np.maximum(p, 0)], -1)
-    newest = _loo_max(x, s.re_first, s.re_last)[s.edge_re]  # (E,) rank of newest read, or -1
+    x = np.where(ok, s.rank[s.wt_order][np.maximum(p, 0)], -1)
+    newest = _loo_max(x, s.re_first, s.re_last)[s.edge_re]  # (E,) in time order
     if s.unit is None:
-        keys = s.rank[s.seq]
-        need = newest[s.seq]
+        keys, need = s.rank, newest
     else:
         keys = np.unique(s.rank)
         need = np.full(keys.size, -1, np.int64)
         np.maximum.at(need, s.unit, newest)
     cut = _greedy_cuts(keys.tolist(), need.tolist())
-    if s.unit is None:
-        batch = np.empty(s.num_edges, np.int64)
-        batch[s.seq] = cut
-    else:
-        batch = np.asarray(cut, np.int64)[s.unit]
+    batch = np.empty(G.ef.size, np.int64)
+    batch[s.edges] = cut if s.unit is None else cut[s.unit]
     return Analysis(batch, int(batch.max(initial=-1)) + 1, "algorithm3", time.perf_counter() - t0,
                     order)
 
