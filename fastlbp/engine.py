@@ -75,11 +75,14 @@ def log_odds(graph: FactorGraph, messages: jax.Array, evidence: jax.Array) -> ja
 
 
 def iterate(sweep, graph: FactorGraph, messages: jax.Array, evidence: jax.Array, tol, max_iters,
-            damping) -> RunResult:
+            damping, *, with_iteration: bool = False) -> RunResult:
     """Runs `sweep(graph, messages, evidence) -> messages` to convergence on the device.
 
     Shared by every schedule: PARALL passes `step`; a batched schedule passes
-    its own sweep. Must be called inside jit.
+    its own sweep. With `with_iteration`, the sweep is called as
+    `sweep(graph, messages, evidence, iteration)` (iteration: () int32 from 0),
+    e.g. for schedules that change from one iteration to the next (SEQRND).
+    Must be called inside jit.
     """
     dtype = messages.dtype
     tol = jnp.asarray(tol, dtype)
@@ -93,7 +96,8 @@ def iterate(sweep, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
 
     def body(state):
         msgs, p, it, _, _ = state
-        new = _damp(sweep(graph, msgs, evidence), msgs, damping)
+        swept = sweep(graph, msgs, evidence, it) if with_iteration else sweep(graph, msgs, evidence)
+        new = _damp(swept, msgs, damping)
         lo = log_odds(graph, new, evidence)
         p_new = jax.nn.sigmoid(lo)
         conflict = jnp.any(jnp.isnan(p_new))

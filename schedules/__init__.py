@@ -1,0 +1,245 @@
+"""Update strategies, dependency analysis and the batched engine (DESIGN.md section 6).
+
+    import schedules
+    runner = schedules.make_runner(model, "seqfix")        # analysis + plan, once
+    result = runner(graph, messages, evidence, tol, max_iters, damping)
+    schedules.describe(model, "topo:algorithm3")           # JSON-able statistics
+
+A schedule spec is a strategy name or a custom order file, optionally followed
+by `:OPTION` parts:
+
+    parall | seqfix | seqrnd | topo | PATH-TO-ORDER-FILE
+    :levelling (default) | :algorithm3    dependency analysis
+    :seed=N :cycle=N                      SEQRND: seed, number of orders cycled (default 0, 8)
+    :bodyfirst                            TOPO: body messages backward first, then heads forward
+    :width=N                              chunk width (slots); default: chosen by a cost model
+    :unroll=N                             chunks per loop trip in the jitted loop (default 1)
+
+e.g. `seqfix:algorithm3`, `seqrnd:seed=3`, `orders/my.order:algorithm3`.
+Custom order files: see `schedules.orders.ORDER_FILE_HELP`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from fastlbp import engine
+from fastlbp.errors import InputError
+from fastlbp.graph import FactorGraph
+from schedules import analysis as _analysis
+from schedules import orders as _orders
+from schedules import plan as _plan
+from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
+from schedules.orders import BUILTIN, ORDER_FILE_HELP, Order
+
+_FLAGS = {"levelling", "algorithm3", "bodyfirst"}
+_VALUED = {"seed", "cycle", "width", "unroll"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A parsed schedule spec."""
+
+    strategy: str  # parall | seqfix | seqrnd | topo | file
+    path: str | None = None
+    analysis: str = "levelling"
+    seed: int = 0
+    cycle: int = 8
+    body_first: bool = False
+    width: int | None = None
+    unroll: int = 1
+
+
+def _is_option(part: str) -> bool:
+    key = part.split("=", 1)[0].lower()
+    return part.lower() in _FLAGS or (key in _VALUED and "=" in part)
+
+
+def parse_spec(spec: str, **overrides: Any) -> Spec:
+    """Parses `NAME[:OPTION...]` (see the module docstring); keywords override options.
+
+    Raises:
+        InputError: unknown strategy, missing order file, or a bad option.
+    """
+    text = spec.strip()
+    parts = text.split(":")
+    head = parts[0].lower()
+    if head in BUILTIN:
+        strategy, path, opts = head, None, parts[1:]
+    else:
+        opts = []
+        while len(parts) > 1 and _is_option(parts[-1]) and not os.path.exists(":".join(parts)):
+            opts.insert(0, parts.pop())
+        path = ":".join(parts)
+        if not os.path.exists(path):
+            raise InputError(path, None, f"unknown schedule {spec!r}: expected one of "
+                                         f"{', '.join(BUILTIN)} or a custom order file")
+        strategy = "file"
+    kw: dict[str, Any] = {}
+    for opt in opts:
+        low = opt.lower()
+        if low in ("levelling", "algorithm3"):
+            kw["analysis"] = low
+        elif low == "bodyfirst":
+            kw["body_first"] = True
+        elif "=" in opt and low.split("=", 1)[0] in _VALUED:
+            key, value = low.split("=", 1)
+            try:
+                kw[key] = int(value)
+            except ValueError:
+                raise InputError(None, None, f"schedule option {opt!r}: {value!r} is not an "
+                                             f"integer") from None
+        else:
+            raise InputError(None, None, f"unknown schedule option {opt!r} in {spec!r} (expected "
+                                         f"levelling, algorithm3, bodyfirst, seed=N, cycle=N, "
+                                         f"width=N or unroll=N)")
+    kw.update({k: v for k, v in overrides.items() if v is not None})
+    out = Spec(strategy, path, **kw)
+    if out.analysis not in ANALYSES:
+        raise InputError(None, None, f"unknown analysis {out.analysis!r} (expected one of "
+                                     f"{', '.join(ANALYSES)})")
+    if out.cycle < 1 or (out.width is not None and out.width < 1) or out.unroll < 1:
+        raise InputError(None, None, f"schedule options must be positive in {spec!r}")
+    return out
+
+
+def _graph_and_names(model) -> tuple[FactorGraph, tuple[str, ...]]:
+    if isinstance(model, FactorGraph):
+        return model, tuple(str(i) for i in range(model.num_vars))
+    return model.graph, tuple(model.var_names)
+
+
+def orders_for(model, spec: Spec) -> list[Order]:
+    """The order(s) of a spec: one, or `cycle` for SEQRND."""
+    graph, names = _graph_and_names(model)
+    if spec.strategy == "parall":
+        return [_orders.parall(graph)]
+    if spec.strategy == "seqfix":
+        return [_orders.seqfix(graph)]
+    if spec.strategy == "seqrnd":
+        return _orders.seqrnd(graph, spec.seed, spec.cycle)
+    if spec.strategy == "topo":
+        return [_orders.topo(graph, spec.body_first)]
+    return [_orders.read_order_file(spec.path, graph, names)]
+
+
+@dataclasses.dataclass
+class Compiled:
+    """A schedule analysed and packed for one graph."""
+
+    spec: Spec
+    analyses: list[Analysis]
+    layouts: list[_plan.ChunkLayout]
+    plan: _plan.Plan
+    order_seconds: float
+    pack_seconds: float
+
+
+def _per_slot_cost() -> float:
+    # Relative cost of one slot vs. one chunk step: a GPU step is launch-bound up to
+    # tens of thousands of slots; on a CPU every slot costs.
+    return 1.0 / 65536 if jax.default_backend() == "gpu" else 1.0 / 256
+
+
+def compile_schedule(model, spec: str | Spec, **overrides: Any) -> Compiled:
+    """Orders, dependency analysis and chunk packing for `model` (host side, numpy)."""
+    sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
+    graph, _ = _graph_and_names(model)
+    t0 = time.perf_counter()
+    ords = orders_for(model, sp)
+    t1 = time.perf_counter()
+    ans = [_analysis.analyse(graph, o, sp.analysis) for o in ords]
+    t2 = time.perf_counter()
+    width = sp.width
+    lo = max(_plan.min_width(graph, a.batch, o.rank, o.is_total) for a, o in zip(ans, ords,
+                                                                                  strict=True))
+    if width is None:
+        width = max(_plan.choose_width(graph, a.batch, o.rank, o.is_total, _per_slot_cost())
+                    for a, o in zip(ans, ords, strict=True))
+    width = max(width, lo)
+    layouts = [_plan.pack(graph, a.batch, o.rank, o.is_total, width)
+               for a, o in zip(ans, ords, strict=True)]
+    pl = _plan.stack(layouts, graph.num_edges, graph.num_vars)
+    return Compiled(sp, ans, layouts, pl, t1 - t0, time.perf_counter() - t2)
+
+
+def make_runner(model, spec: str, **overrides: Any):
+    """A jitted runner `(graph, messages, evidence, tol, max_iters, damping) -> RunResult`.
+
+    Args:
+        model: a `fastlbp.model.Model` (or a bare `FactorGraph`).
+        spec: schedule spec (module docstring).
+        overrides: analysis=, width=, unroll=, seed=, cycle= (win over the spec).
+
+    The plan is passed to the jitted loop as an argument, so the runner never
+    recompiles for new evidence, messages, tol, damping or max_iters.
+    """
+    sp = parse_spec(spec, **overrides)
+    if sp.strategy == "parall":
+        return engine.run_parall_jit
+    from schedules.batched import make_runner_fn
+    compiled = compile_schedule(model, sp)
+    runner = make_runner_fn(compiled.plan, sp.unroll)
+    runner.compiled = compiled
+    return runner
+
+
+def _histogram(sizes: np.ndarray) -> dict[str, list[int]]:
+    top = int(np.ceil(np.log2(max(int(sizes.max(initial=1)), 1) + 1)))
+    edges = [0] + [1 << k for k in range(top + 1)]
+    counts, _ = np.histogram(sizes, bins=edges)
+    return {"bin_edges": edges, "counts": counts.astype(int).tolist()}
+
+
+def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
+    """JSON-able statistics of a schedule on a model (for `fastlbp info --schedule S`).
+
+    Returns:
+        {"spec", "strategy", "analysis", "edges", "orders", "batches_per_iteration" (mean over
+        SEQRND's orders), "batches" (per order), "batch_size" {"min", "median", "max",
+        "histogram" {"bin_edges", "counts"}}, "analysis_seconds", "order_seconds",
+        "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes"}.
+    """
+    sp = parse_spec(spec, **overrides)
+    graph, _ = _graph_and_names(model)
+    if sp.strategy == "parall":
+        e = graph.num_edges
+        return {"spec": spec, "strategy": "parall", "analysis": "none", "edges": e, "orders": 1,
+                "batches_per_iteration": 1, "batches": [1],
+                "batch_size": {"min": e, "median": e, "max": e, "histogram": _histogram(np.array([e]))},
+                "analysis_seconds": 0.0, "order_seconds": 0.0, "pack_seconds": 0.0,
+                "chunks_per_iteration": 1, "chunk_width": e, "slot_fill": 1.0, "passes": 0}
+    c = compile_schedule(model, sp)
+    sizes = np.concatenate([lay.batch_sizes for lay in c.layouts])
+    batches = [a.num_batches for a in c.analyses]
+    width = c.plan.width
+    chunks = [lay.chunks.shape[0] for lay in c.layouts]
+    return {
+        "spec": spec,
+        "strategy": sp.strategy if sp.strategy != "file" else f"file:{sp.path}",
+        "analysis": sp.analysis,
+        "edges": graph.num_edges,
+        "orders": len(c.analyses),
+        "batches_per_iteration": float(np.mean(batches)) if len(batches) > 1 else batches[0],
+        "batches": batches,
+        "batch_size": {"min": int(sizes.min()), "median": float(np.median(sizes)),
+                       "max": int(sizes.max()), "histogram": _histogram(sizes)},
+        "analysis_seconds": float(sum(a.seconds for a in c.analyses)),
+        "order_seconds": c.order_seconds,
+        "pack_seconds": c.pack_seconds,
+        "chunks_per_iteration": int(max(chunks)),
+        "chunk_width": width,
+        "slot_fill": float(sum(lay.slots_used for lay in c.layouts) / (sum(chunks) * width)),
+        "passes": int(sum(a.passes for a in c.analyses)),
+    }
+
+
+__all__ = ["make_runner", "describe", "parse_spec", "compile_schedule", "orders_for", "Spec",
+           "Order", "Analysis", "levelling", "algorithm3", "ANALYSES", "BUILTIN",
+           "ORDER_FILE_HELP"]
