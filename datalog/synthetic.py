@@ -498,6 +498,12 @@ def sample_world(dg: DerivationGraph, seed: int = 0) -> tuple[np.ndarray, np.nda
     extra input drawn with that prior, as `to_model` builds it). Visits the
     graph frontier by frontier in topological order, vectorised per frontier.
 
+    With the default probabilities (0.999) a graph's alarms tend to come out
+    nearly all true or nearly all false: a false input or rule failure spreads
+    through single-derivation tuples layer by layer, or is absorbed by
+    redundant derivations. Lower `rule_probabilities`/`input_prior` in
+    `generate` for mixed labels.
+
     Returns:
         ((T,) bool tuple truth, (C,) bool clause truth).
 

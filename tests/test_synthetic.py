@@ -182,3 +182,12 @@ def test_sample_world_matches_model_probabilities():
     expected = np.array([0.6, 0.5, p_c, 0.8 * 0.5 * p_c_given_b])
     assert np.abs(samples.mean(axis=0) - expected).max() < 0.03
     _check_world(dg, *S.sample_world(dg, 0))
+
+
+def test_rule_probabilities_and_priors_options():
+    dg = S.generate(preset="weblech", rule_probabilities=(0.999, 0.9), input_prior=0.95,
+                    uncertain_input_fraction=0.5)
+    assert [r.probability for r in dg.rules[:4]] == [0.999, 0.9, 0.999, 0.9]
+    assert set(dg.priors.values()) == {1.0, 0.95}
+    p = np.asarray(to_model(dg).graph.p1)[dg.num_tuples:]
+    assert set(np.unique(p).tolist()) <= {0.999, 0.9}
