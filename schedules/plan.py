@@ -81,21 +81,16 @@ def _runs(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool):
     return order, run_of, run_factor, run_batch, new_atom, off
 
 
-def estimate_chunks(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
-                    width: int) -> int:
-    """About how many chunks `pack` makes for this width (for choosing it)."""
-    order, run_of, run_factor, run_batch, _, off = _runs(graph, batch, rank, total)
+def _atom_costs(graph, batch, rank, total):
+    _, _, run_factor, run_batch, new_atom, off = _runs(graph, batch, rank, total)
     cost = off[run_factor + 1] - off[run_factor]
-    per_batch = np.bincount(run_batch, weights=cost)
-    return int(np.ceil(per_batch / width).sum())
+    atom = np.cumsum(new_atom) - 1
+    return np.bincount(atom, weights=cost).astype(np.int64), run_batch[new_atom]
 
 
 def min_width(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool) -> int:
     """The smallest width that fits every atom (a run, or a stage's runs in one batch)."""
-    _, _, run_factor, _, new_atom, off = _runs(graph, batch, rank, total)
-    cost = off[run_factor + 1] - off[run_factor]
-    atom = np.cumsum(new_atom) - 1
-    return int(np.bincount(atom, weights=cost).max(initial=1))
+    return int(_atom_costs(graph, batch, rank, total)[0].max(initial=1))
 
 
 def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
@@ -161,18 +156,21 @@ def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
 
 def choose_width(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
                  per_slot: float) -> int:
-    """A power-of-two width minimising chunks * (1 + per_slot * width) (a launch-cost model)."""
-    lo = min_width(graph, batch, rank, total)
-    best, best_cost = None, np.inf
-    w = 1 << max(0, int(np.ceil(np.log2(max(lo, 1)))))
-    while w <= max(lo, 1 << 20):
-        cost = estimate_chunks(graph, batch, rank, total, w) * (1 + per_slot * w)
-        if cost < best_cost:
-            best, best_cost = w, cost
+    """A power-of-two width minimising chunks * (1 + per_slot * width) (a launch-cost model).
+
+    Chunks per width are estimated as sum over batches of ceil(slots / width).
+    """
+    cost, atom_batch = _atom_costs(graph, batch, rank, total)
+    per_batch = np.bincount(atom_batch, weights=cost)
+    w = 1 << int(np.ceil(np.log2(max(int(cost.max(initial=1)), 1))))
+    best, best_cost = w, np.inf
+    while True:
+        est = np.ceil(per_batch / w).sum() * (1 + per_slot * w)
+        if est < best_cost:
+            best, best_cost = w, est
+        if w >= per_batch.max(initial=1):
+            return best
         w *= 2
-        if w > 4 * graph.num_edges and best is not None:
-            break
-    return best
 
 
 def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> Plan:
