@@ -28,17 +28,19 @@ from fastlbp.graph import AND, FactorGraph
 from schedules import plan as P
 
 
-def _chunk_update(graph: FactorGraph, msgs, agg, rows):
+def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     """Updates the written slots of one chunk.
 
     Args:
         graph: the factor graph.
         msgs: (E+1,) log-odds, the last entry a dummy edge.
         agg: (V+1, 3) variable aggregates, the last row a dummy variable.
-        rows: (6, W) int32 chunk (plan.py rows).
+        acc: (2, 2) partial body sums [finite, #zero] of a factor spread over several
+            chunks (row 0), row 1 always zero.
+        rows: (8, W) int32 chunk (plan.py rows).
 
     Returns:
-        (msgs, agg) after the chunk.
+        (msgs, agg, acc) after the chunk.
     """
     width = rows.shape[-1]
     edge, var, fac, seg = rows[P.EDGE], rows[P.VAR], rows[P.FACTOR], rows[P.SEG]
@@ -64,7 +66,8 @@ def _chunk_update(graph: FactorGraph, msgs, agg, rows):
     is_zero = (term == -jnp.inf).astype(dtype)
     parts = jnp.stack([jnp.where(is_zero > 0, 0, term), is_zero], -1)
     fsum = jax.ops.segment_sum(parts, seg, num_segments=width + 1, indices_are_sorted=True)
-    own = fsum[seg] - parts
+    accp, accf = rows[P.ACCP], rows[P.ACCF]
+    own = fsum[seg] + acc[accf] - parts
     c = jnp.where(own[:, 1] > 0.5, -jnp.inf, own[:, 0])
     log_1mc = kernels._log1mexp(c)
     g1 = kernels._logaddexp(log_q + log_1mc, log_r + c)
@@ -80,7 +83,10 @@ def _chunk_update(graph: FactorGraph, msgs, agg, rows):
     msgs = msgs.at[jnp.where(write, edge, dummy_edge)].set(new)
     change = jnp.where(write[:, None], kernels.split_infinite(new) - split_old, 0)
     agg = agg.at[jnp.where(write, var, dummy_var)].add(change)
-    return msgs, agg
+    # A big factor's last chunk consumed the accumulator; leading chunks add to it.
+    acc = acc.at[accf].set(0).at[accp].add(jnp.where((accp == 0)[:, None], parts, 0))
+    acc = acc.at[P.NO_ACC].set(0)
+    return msgs, agg, acc
 
 
 def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, unroll: int = 1):
@@ -89,7 +95,7 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, unrol
     Returns:
         (E,) new messages (undamped; `engine.iterate` damps).
     """
-    chunks = plan.chunks[jnp.mod(iteration, plan.chunks.shape[0])]  # (C, 6, W)
+    chunks = plan.chunks[jnp.mod(iteration, plan.chunks.shape[0])]  # (C, 8, W)
     agg = kernels.var_aggregates(graph, messages, evidence)
     agg = jnp.concatenate([agg, jnp.zeros((1, 3), agg.dtype)])
     msgs = jnp.concatenate([messages, jnp.zeros((1,), messages.dtype)])
@@ -97,7 +103,8 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, unrol
     def body(i, state):
         return _chunk_update(graph, *state, chunks[i])
 
-    msgs, _ = jax.lax.fori_loop(0, chunks.shape[0], body, (msgs, agg), unroll=unroll)
+    acc = jnp.zeros((2, 2), messages.dtype)
+    msgs, _, _ = jax.lax.fori_loop(0, chunks.shape[0], body, (msgs, agg, acc), unroll=unroll)
     return msgs[:-1]
 
 
