@@ -1,0 +1,216 @@
+"""Batched SEQFIX / TOPO benchmark: batches, analysis time, µs per iteration, rounds to 1e-6.
+
+Usage (one call on the GPU; on a CPU use small sizes):
+
+    python benchmarks/bench_schedules.py                       # 0.05M, 0.5M, ftp, 5M edges
+    python benchmarks/bench_schedules.py --sizes 50000 --quick # CPU smoke test
+
+For every size (factor-graph edges; `ftp` = the paper's ftp preset, ~0.69M)
+it builds a synthetic Bingo-like graph (datalog.synthetic, else the layered
+generator in schedules.synthetic) and, for SEQFIX and TOPO:
+
+* batches per iteration with levelling and with Algorithm 3, analysis seconds;
+* chunks per iteration, chunk width, packing seconds, compile seconds;
+* µs per iteration (tol = 0, a few iterations, after compiling);
+* a cold round to tol 1e-6 (at most 1000 iterations) and a warm round after
+  labelling the most likely alarm false, both timed end to end on the device.
+  Rounds whose estimated time exceeds --round-budget seconds are capped (the
+  cap is reported; `converged` says whether it finished).
+
+On the smallest size it checks exactness on the device: the levelling plan
+against the Algorithm 3 plan and against a plan of 2-slot chunks (every split
+of a batch must keep results), f64 messages within 1e-10 after 3 iterations.
+Details go to $OUT/bench_schedules.json (rewritten after every size); a table
+is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import fastlbp  # noqa: E402, F401  (float64 on)
+import schedules  # noqa: E402
+from fastlbp import engine  # noqa: E402
+from fastlbp.graph import evidence_from_labels  # noqa: E402
+from schedules import analysis, orders  # noqa: E402
+
+try:
+    from common import environment, write_json  # noqa: E402
+except ImportError:  # pragma: no cover
+    import json
+    import os
+
+    def environment():
+        return {"device": str(jax.devices()[0]), "jax": jax.__version__,
+                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+    def write_json(name, payload):
+        out = Path(os.environ.get("OUT", "out"))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(payload, indent=1))
+        return out / name
+
+
+def make_model(size: str, seed: int = 0):
+    """A synthetic model: `size` is a number of factor-graph edges or a datalog preset name."""
+    try:
+        from datalog.bayesnet import to_model
+        from datalog.synthetic import generate
+    except ImportError:
+        from schedules.synthetic import layered_graph
+        return layered_graph(int(size), seed), "schedules.synthetic.layered_graph"
+    if size.isdigit():
+        return to_model(generate(factor_edges=int(size), seed=seed)), "datalog.synthetic"
+    return to_model(generate(preset=size, seed=seed)), f"datalog.synthetic preset {size}"
+
+
+def _args(graph, labels=None, tol=1e-6, iters=1000):
+    n = graph.num_vars
+    ev = jnp.asarray(evidence_from_labels(n, labels or {}))
+    return ev, jnp.asarray(tol), jnp.asarray(iters, jnp.int32), jnp.asarray(0.0)
+
+
+def _timed_call(runner, graph, msgs, ev, tol, iters, damping):
+    t0 = time.perf_counter()
+    res = runner(graph, msgs, ev, tol, iters, damping)
+    jax.block_until_ready(res.marginals)
+    return res, time.perf_counter() - t0
+
+
+def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> dict:
+    graph = model.graph if hasattr(model, "graph") else model
+    row: dict = {"strategy": name}
+    order = orders.seqfix(graph) if name == "seqfix" else orders.topo(graph)
+    for method in ("levelling", "algorithm3"):
+        a = analysis.analyse(graph, order, method)
+        row[f"batches_{method}"] = a.num_batches
+        row[f"analysis_s_{method}"] = round(a.seconds, 3)
+    t0 = time.perf_counter()
+    runner = schedules.make_runner(model, name)
+    row["setup_s"] = round(time.perf_counter() - t0, 3)
+    comp = runner.compiled
+    row["chunks_per_iteration"] = comp.plan.num_chunks
+    row["chunk_width"] = comp.plan.width
+    row["pack_s"] = round(comp.pack_seconds, 3)
+    row["unroll"] = runner.unroll
+
+    zeros = engine.init(graph_dev)
+    ev, _, _, damp = _args(graph)
+    few = 2 if quick else 5
+    t0 = time.perf_counter()
+    res = runner(graph_dev, zeros, ev, jnp.asarray(0.0), jnp.asarray(1, jnp.int32), damp)
+    jax.block_until_ready(res.marginals)
+    row["compile_and_first_s"] = round(time.perf_counter() - t0, 3)
+    _, secs = _timed_call(runner, graph_dev, zeros, ev, jnp.asarray(0.0),
+                          jnp.asarray(few, jnp.int32), damp)
+    per_iter = secs / few
+    row["us_per_iteration"] = round(per_iter * 1e6, 1)
+    row["us_per_chunk"] = round(per_iter * 1e6 / max(comp.plan.num_chunks, 1), 2)
+
+    cap = int(max(1, min(1000, budget / max(per_iter, 1e-9))))
+    row["round_iteration_cap"] = cap
+    res, secs = _timed_call(runner, graph_dev, zeros, ev, jnp.asarray(1e-6),
+                            jnp.asarray(cap, jnp.int32), damp)
+    row["cold_round_s"] = round(secs, 4)
+    row["cold_iterations"] = int(res.iterations)
+    row["cold_converged"] = bool(res.converged)
+    # Warm round: label the most likely alarm (or variable) false, continue from the messages.
+    marg = np.asarray(res.marginals)
+    alarms = list(getattr(model, "alarms", ()) or range(graph.num_vars))
+    cand = [a for a in alarms if marg[a] < 1 - 1e-9] or alarms
+    top = int(max(cand, key=lambda a: marg[a]))
+    ev1, _, _, _ = _args(graph, {top: False})
+    res2, secs2 = _timed_call(runner, graph_dev, res.messages, ev1, jnp.asarray(1e-6),
+                              jnp.asarray(cap, jnp.int32), damp)
+    row["warm_label"] = top
+    row["warm_round_s"] = round(secs2, 4)
+    row["warm_iterations"] = int(res2.iterations)
+    row["warm_converged"] = bool(res2.converged)
+    row["warm_conflict"] = bool(res2.conflict)
+    return row
+
+
+def check_exactness(model, graph_dev, name: str) -> dict:
+    """Levelling plan vs Algorithm 3 plan vs 2-slot chunks, 3 iterations, f64."""
+    graph = model.graph if hasattr(model, "graph") else model
+    zeros = engine.init(graph_dev)
+    ev, _, _, damp = _args(graph)
+    out = {}
+    base = schedules.make_runner(model, name)(graph_dev, zeros, ev, jnp.asarray(0.0),
+                                              jnp.asarray(3, jnp.int32), damp)
+    for other in (f"{name}:algorithm3", f"{name}:width=2"):
+        res = schedules.make_runner(model, other)(graph_dev, zeros, ev, jnp.asarray(0.0),
+                                                  jnp.asarray(3, jnp.int32), damp)
+        a, b = np.asarray(base.messages), np.asarray(res.messages)
+        fin = np.isfinite(a) & np.isfinite(b)
+        out[other] = {
+            "max_message_diff": float(np.max(np.abs(a[fin] - b[fin]), initial=0.0)),
+            "infinities_agree": bool(np.array_equal(a[~fin], b[~fin])),
+            "max_marginal_diff": float(np.max(np.abs(np.asarray(base.marginals)
+                                                     - np.asarray(res.marginals)))),
+        }
+        out[other]["ok"] = out[other]["max_message_diff"] < 1e-10 and out[other]["infinities_agree"]
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", nargs="+", default=["50000", "500000", "ftp", "5000000"],
+                   help="factor-graph edges or datalog presets (e.g. ftp)")
+    p.add_argument("--strategies", nargs="+", default=["seqfix", "topo"])
+    p.add_argument("--round-budget", type=float, default=20.0,
+                   help="most seconds one round may take (iterations are capped to fit)")
+    p.add_argument("--quick", action="store_true", help="small budget, fewer timing iterations")
+    p.add_argument("--no-check", action="store_true", help="skip the exactness check")
+    args = p.parse_args(argv)
+    budget = 2.0 if args.quick else args.round_budget
+    report = {"environment": environment(), "sizes": {}}
+    rows = []
+    for i, size in enumerate(args.sizes):
+        t0 = time.perf_counter()
+        model, source = make_model(size)
+        graph = model.graph if hasattr(model, "graph") else model
+        gen_s = time.perf_counter() - t0
+        graph_dev = jax.device_put(graph)
+        entry = {"source": source, "edges": graph.num_edges, "variables": graph.num_vars,
+                 "factors": graph.num_factors, "generate_s": round(gen_s, 2), "strategies": {}}
+        for name in args.strategies:
+            row = bench_strategy(model, graph_dev, name, budget, args.quick)
+            row["size"] = size
+            row["edges"] = graph.num_edges
+            if i == 0 and not args.no_check:
+                row["exactness"] = check_exactness(model, graph_dev, name)
+            entry["strategies"][name] = row
+            rows.append(row)
+            print(f"[{size} {name}] {row}", flush=True)
+        report["sizes"][size] = entry
+        write_json("bench_schedules.json", report)
+
+    print()
+    head = (f"{'size':>8} {'edges':>9} {'strat':>6} {'lev':>6} {'alg3':>6} {'anal s':>7} "
+            f"{'chunks':>6} {'W':>5} {'us/it':>9} {'cold s':>8} {'it':>4} {'warm s':>8} {'it':>4}"
+            f" {'exact':>5}")
+    print(head)
+    for r in rows:
+        exact = r.get("exactness")
+        ok = "-" if exact is None else ("yes" if all(v["ok"] for v in exact.values()) else "NO")
+        print(f"{r['size']:>8} {r['edges']:>9} {r['strategy']:>6} {r['batches_levelling']:>6} "
+              f"{r['batches_algorithm3']:>6} {r['analysis_s_levelling']:>7} "
+              f"{r['chunks_per_iteration']:>6} {r['chunk_width']:>5} {r['us_per_iteration']:>9} "
+              f"{r['cold_round_s']:>8} {r['cold_iterations']:>4} {r['warm_round_s']:>8} "
+              f"{r['warm_iterations']:>4} {ok:>5}")
+    print(f"device: {report['environment']['device']}")
+
+
+if __name__ == "__main__":
+    main()
