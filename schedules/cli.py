@@ -1,0 +1,54 @@
+"""`fastlbp schedule`: what a schedule turns into on a graph (batches, sizes, analysis time)."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fastlbp.cli import app, emit, handles_errors
+
+
+class AnalysisChoice(StrEnum):
+    levelling = "levelling"
+    algorithm3 = "algorithm3"
+
+
+@app.command("schedule")
+@handles_errors
+def schedule_command(
+    graph: Annotated[Path, typer.Argument(help="A graph file or Bingo directory (as for "
+                                               "`fastlbp marginals`).", show_default=False)],
+    schedule: Annotated[str, typer.Option(
+        "--schedule", "-s",
+        help="seqfix, seqrnd, topo, parall, or a custom order file; options may follow "
+             "after ':' (seqfix:algorithm3, seqrnd:seed=3:cycle=4, topo:bodyfirst, "
+             "width=N, unroll=N).")] = "seqfix",
+    analysis: Annotated[AnalysisChoice | None, typer.Option(
+        help="Dependency analysis (default levelling; overrides the spec).")] = None,
+) -> None:
+    """Print, as JSON, the batches a schedule makes on a graph.
+
+    Keys: strategy, analysis, batches_per_iteration, batch_size (min, median,
+    max, histogram over power-of-two bins), analysis_seconds, chunks_per_iteration,
+    chunk_width.
+
+    Custom order files (UTF-8; '#' comments):
+
+      order total    one edge per line, `FACTOR VARIABLE` or `#EDGE`, every edge once
+
+      order stages   one edge per line, a line `---` ends a stage (a stage updates together)
+
+      order pairs    lines `EDGE < EDGE` (left updated first); a cycle is an error
+
+    Example: fastlbp schedule graph.causal_fg --schedule topo --analysis algorithm3
+    """
+    import schedules
+    from fastlbp import api
+
+    model = api.load(graph)
+    emit(json.dumps(schedules.describe(model, schedule,
+                                       analysis=analysis.value if analysis else None)))
