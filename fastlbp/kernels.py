@@ -140,8 +140,28 @@ def factor_inputs(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> tuple[ja
 
 def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
                       backend: str = "xla") -> jax.Array:
-    """(F, 2) per-factor [sum of finite terms, number of zero terms]."""
-    return segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
+    """Per-factor sums of the body terms, arranged for exact leave-one-out.
+
+    Every term is <= 0, so for an edge that does not hold the factor's most
+    negative term, sum - own term is at least as large in magnitude as that
+    term and keeps full relative precision. The edge(s) holding the most
+    negative term m would lose the others' (possibly tiny) sum to
+    cancellation, turning "almost surely" into "surely" (a spurious hard
+    message), so they get the sum without m instead.
+
+    Returns:
+        (F, 5): [sum of finite terms, #zero terms, m, #terms equal to m,
+        sum of finite terms other than m].
+    """
+    sums = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
+    body = ~graph.edge_is_head & (is_zero < 0.5)
+    m = jax.ops.segment_min(jnp.where(body, finite, 0), graph.edge_factor, num_segments=graph.num_factors,
+                            indices_are_sorted=True)
+    m = jnp.minimum(m, 0)  # factors with no finite body term
+    is_min = (body & (finite == m[graph.edge_factor])).astype(finite.dtype)
+    rest = segment_sums((is_min, jnp.where(is_min > 0, 0, finite)), graph.edge_factor,
+                        graph.num_factors, backend)
+    return jnp.concatenate([sums, m[:, None], rest], axis=-1)
 
 
 def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: jax.Array,
@@ -155,9 +175,11 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
     is_and, log_q, log_1mq, log_r, log_1mr = _factor_params(graph, dtype)
     a = graph.edge_factor
     edge_and = is_and[a]
-    own = factor_agg[a]
-    others_zero = own[:, 1] - is_zero
-    c = jnp.where(others_zero > 0.5, -jnp.inf, own[:, 0] - finite)  # log prod over the other body edges
+    agg = factor_agg[a]
+    others_zero = agg[:, 1] - is_zero
+    holds_min = ~graph.edge_is_head & (is_zero < 0.5) & (finite == agg[:, 2])
+    others = jnp.where(holds_min, agg[:, 4] + (agg[:, 3] - 1) * agg[:, 2], agg[:, 0] - finite)
+    c = jnp.where(others_zero > 0.5, -jnp.inf, others)  # log prod over the other body edges
     log_1mc = _log1mexp(c)
 
     g1 = _logaddexp(log_q[a] + log_1mc, log_r[a] + c)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 BLOCK = 256
 
 
-def _kernel(num_out: int, split_infinite: bool, block: int, num_segments: int, *refs):
+def _kernel(num_out: int, split_infinite: bool, block: int, num_segments: int, masked: bool, *refs):
     segp_ref = refs[0]
     x_refs = refs[1 : 1 + (1 if split_infinite else num_out)]
     out_refs = refs[len(refs) - num_out :]
@@ -58,8 +58,13 @@ def _kernel(num_out: int, split_infinite: bool, block: int, num_segments: int, *
     zero = jnp.zeros((block,), jnp.float64)
     for value, out_ref in zip(columns, out_refs, strict=True):
         prefix = jnp.cumsum(value)
-        plgpu.atomic_add(out_ref, idx_last, jnp.where(last, prefix, zero))
-        plgpu.atomic_add(out_ref, idx_first, jnp.where(first, value - prefix, zero))
+        if masked:
+            # Lanes without a contribution issue no atomic at all (no contention on a dummy row).
+            plgpu.atomic_add(out_ref, seg, prefix, mask=last)
+            plgpu.atomic_add(out_ref, seg, value - prefix, mask=first)
+        else:
+            plgpu.atomic_add(out_ref, idx_last, jnp.where(last, prefix, zero))
+            plgpu.atomic_add(out_ref, idx_first, jnp.where(first, value - prefix, zero))
 
 
 @functools.partial(jax.jit, static_argnames=("num_segments", "split_infinite", "interpret"))
@@ -88,9 +93,15 @@ def segment_sum(columns, segment_ids, *, num_segments: int, split_infinite: bool
     seg = jnp.concatenate([segment_ids.astype(jnp.int32), jnp.full((pad,), num_segments, jnp.int32)])
     segp = jnp.concatenate([jnp.full((1,), -1, jnp.int32), seg, jnp.full((1,), -1, jnp.int32)])
     xs = [jnp.concatenate([c, jnp.zeros((pad,), c.dtype)]) for c in columns]
-    zeros = [jnp.zeros((num_segments + 1,), jnp.float64) for _ in range(num_out)]
+    # The kernel adds into its outputs in place, so each call needs fresh
+    # zeros. A constant zero buffer gets hoisted out of loops and reused (seen
+    # on the H200: sums accumulated across while-loop iterations); a zero that
+    # depends on this call's data (seg[k] >= 0, so the minimum is 0) cannot be,
+    # and one per output keeps XLA from merging them into one buffer.
+    zeros = [jnp.full((num_segments + 1,), jnp.minimum(seg[k], 0).astype(jnp.float64))
+             for k in range(num_out)]
     n_in = 1 + len(xs)
-    kernel = functools.partial(_kernel, num_out, split_infinite, block, num_segments)
+    kernel = functools.partial(_kernel, num_out, split_infinite, block, num_segments, not interpret)
     outs = pl.pallas_call(
         kernel,
         grid=(padded // block,),
