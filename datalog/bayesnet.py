@@ -163,7 +163,10 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
     clause_var[clause_merged] = tuple_var[heads[clause_merged]]
     num_vars = tv.size + cv.size
     if num_vars == 0:
-        raise InputError(dg.source, None, "nothing is left of the graph after cycle elimination")
+        if compress:  # every tuple is a certain fact: keep them rather than return an empty model
+            return to_model(dg, compress=False, stages=st, extra_report=extra_report)
+        raise InputError(dg.source, None, "no tuple is an input or derivable from the inputs: "
+                         "nothing is left of the graph after cycle elimination")
 
     # Per-variable factor: kind, p1, p2.
     rule_p = np.array([r.probability for r in dg.rules], np.float64)
