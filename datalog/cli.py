@@ -47,8 +47,8 @@ def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_fo
     cycle elimination and (unless `compress` is false) compression. A factor
     graph does not convert back into a derivation graph.
     """
-    from fastlbp import api, causal_fg
     from datalog import formats
+    from fastlbp import api, causal_fg
 
     if not src.exists():
         raise InputError(str(src), None, "no such file or directory")
