@@ -41,6 +41,7 @@ import gzip
 import itertools
 import json
 import math
+import operator
 import os
 import re
 from pathlib import Path
@@ -142,7 +143,8 @@ def _fast_clauses(clauses, rule_index, num_tuples):
     try:
         if not clauses or set(map(type, clauses)) != {list} or set(map(len, clauses)) != {3}:
             return None
-        rule_col, head_col, body_col = zip(*clauses, strict=True)
+        # itemgetter maps run in C; zip(*clauses) would build a 10^6-argument call.
+        rule_col, head_col, body_col = (list(map(operator.itemgetter(i), clauses)) for i in range(3))
         rules = np.fromiter(map(rule_index.__getitem__, rule_col), np.int32, len(clauses))
         if set(map(type, head_col)) != {int} or set(map(type, body_col)) != {list}:
             return None
