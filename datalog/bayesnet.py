@@ -2,12 +2,14 @@
 
 Pipeline of `to_model`:
 
-1. Cycle elimination (`datalog.cycles`): keep a clause only if its body was
-   derived strictly before its head in the least fixpoint; drop tuples that
-   only cyclic derivations support.
-2. Compression, each step exact: every alarm's (indeed every remaining
-   variable's) marginal is unchanged, with or without evidence on kept
-   variables, exactly and under LBP:
+1. Cycle elimination (`datalog.cycles`): a clause on a cycle survives only if
+   its body was derived strictly before its head in the least fixpoint
+   (mode "bingo": every clause is held to that); tuples that only cyclic
+   derivations support are dropped. An acyclic graph is left as it is.
+2. Compression (`compress=True`, what the file loaders do), each step
+   exact: every alarm's (indeed every remaining variable's) marginal is
+   unchanged, with or without evidence on kept variables, exactly and under
+   LBP:
 
    * constant inputs: an input tuple with prior 1.0 is always true, so it
      is removed from the bodies of AND factors (AND with a true conjunct is
@@ -25,10 +27,13 @@ Pipeline of `to_model`:
    * clause g = (t1 and ... and tn => t0): AND over its body, p1 = rule
      probability, p2 = 0;
    * derived tuple: deterministic OR over its clauses (p1 = 1, p2 = 0);
-   * input tuple: a prior, AND with no body, p1 = p2 = prior.
+   * input tuple: a prior, AND with no body, p1 = p2 = prior;
+   * a tuple with a prior that kept clauses also derive: OR over its clauses
+     and an extra input variable `name@input` (the prior).
 
 Variables are the kept tuples (input order), then the kept clauses that were
-not merged (input order). `Model.meta` keeps the mapping back:
+not merged (input order), then the `@input` variables. Without compression
+on an acyclic graph: every tuple, then every clause. `Model.meta` keeps the mapping back:
 `tuple_var` (T,) and `clause_var` (C,) int32, -1 where the tuple or clause is
 not a variable (a merged clause maps to its head's variable), and `report`,
 the counts of what each step removed or merged.
@@ -84,14 +89,15 @@ def _ancestors(dg: DerivationGraph, roots: np.ndarray, clause_ok: np.ndarray,
     return tuple_seen, clause_seen
 
 
-def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | None = None,
-             extra_report: dict | None = None) -> Model:
+def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycles",
+             stages: Stages | None = None, extra_report: dict | None = None) -> Model:
     """Converts a derivation graph to a named factor graph (cycle elimination always runs).
 
     Args:
         dg: the derivation graph (duplicates already merged, see
             `derivation.merge_duplicates`, or harmless repeats otherwise).
         compress: apply the exact compressions (module docstring).
+        cycles: cycle-elimination mode, "cycles" or "bingo" (`datalog.cycles`).
         stages: the least-fixpoint stages if already computed.
         extra_report: counts to add to `meta["report"]` (e.g. from the loader).
 
@@ -100,7 +106,7 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
             nothing is left.
     """
     num_t, num_c = dg.num_tuples, dg.num_clauses
-    st = stages if stages is not None else least_fixpoint(dg)
+    st = stages if stages is not None else least_fixpoint(dg, cycles)
     derivable = st.derivable
     heads = np.asarray(dg.clause_head, np.int64)
     rules = np.asarray(dg.clause_rule, np.int64)
@@ -119,7 +125,6 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
     prior = np.full(num_t, DEFAULT_INPUT_PRIOR)
     for t, p in dg.priors.items():
         prior[t] = p
-    is_input = st.is_input
     clause_ok = st.clause_kept.copy()
     tuple_ok = derivable.copy()
     entry_ok = np.ones(body.size, bool)
@@ -132,7 +137,9 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
         "merged_tuples": 0,
     }
     if compress:
-        constant = is_input & (prior == 1.0) & ~interest
+        # Pure inputs (no surviving derivation) with prior 1 are certain facts.
+        has_clause = np.bincount(heads[clause_ok], minlength=num_t) > 0
+        constant = derivable & ~has_clause & (prior == 1.0) & ~interest
         entry_ok = ~constant[body]
         tuple_ok &= ~constant
         report["constant_inputs_removed"] = int(np.count_nonzero(constant & derivable))
@@ -144,8 +151,14 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
             clause_ok &= needed_c
     # A kept derived tuple with one kept clause is merged with it.
     kept_per_head = np.bincount(heads[clause_ok], minlength=num_t)
+    has_prior = np.zeros(num_t, bool)
+    if dg.priors:
+        has_prior[np.fromiter(dg.priors.keys(), np.int64, len(dg.priors))] = True
+    derived = tuple_ok & (kept_per_head > 0)
+    pure_input = tuple_ok & (kept_per_head == 0)
+    with_input_var = derived & has_prior
     if compress:
-        merged_tuple = tuple_ok & ~is_input & (kept_per_head == 1)
+        merged_tuple = derived & ~has_prior & (kept_per_head == 1)
     else:
         merged_tuple = np.zeros(num_t, bool)
     clause_merged = clause_ok & merged_tuple[heads]
@@ -161,10 +174,12 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
     cv = np.flatnonzero(clause_ok & ~clause_merged)
     clause_var[cv] = tv.size + np.arange(cv.size)
     clause_var[clause_merged] = tuple_var[heads[clause_merged]]
-    num_vars = tv.size + cv.size
+    xt = np.flatnonzero(with_input_var)  # tuples that get a `name@input` variable
+    input_var = tv.size + cv.size + np.arange(xt.size)
+    num_vars = tv.size + cv.size + xt.size
     if num_vars == 0:
         if compress:  # every tuple is a certain fact: keep them rather than return an empty model
-            return to_model(dg, compress=False, stages=st, extra_report=extra_report)
+            return to_model(dg, compress=False, cycles=cycles, stages=st, extra_report=extra_report)
         raise InputError(dg.source, None, "no tuple is an input or derivable from the inputs: "
                          "nothing is left of the graph after cycle elimination")
 
@@ -173,13 +188,14 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
     kind = np.full(num_vars, AND, np.int64)
     p1 = np.zeros(num_vars)
     p2 = np.zeros(num_vars)
-    t_vars = tuple_var[tv]
-    derived_t = tv[~is_input[tv]]
+    derived_t = np.flatnonzero(derived)
     kind[tuple_var[derived_t]] = OR
     p1[tuple_var[derived_t]] = 1.0
-    inputs_t = tv[is_input[tv]]
+    inputs_t = np.flatnonzero(pure_input)
     p1[tuple_var[inputs_t]] = prior[inputs_t]
     p2[tuple_var[inputs_t]] = prior[inputs_t]
+    p1[input_var] = prior[xt]
+    p2[input_var] = prior[xt]
     and_clauses = np.flatnonzero(clause_ok)
     and_owner = clause_var[and_clauses]  # merged clauses own their head's variable
     kind[and_owner] = AND
@@ -192,8 +208,9 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
     entries = np.flatnonzero(entry_ok & clause_ok[entry_clause])
     and_entry_owner = clause_var[entry_clause[entries]]
     and_member = tuple_var[body[entries]]
-    owner = np.concatenate([or_owner, and_entry_owner])
-    member = np.concatenate([or_member, and_member])
+    # The `@input` variable joins its tuple's OR after the clauses (stable sort keeps it last).
+    owner = np.concatenate([or_owner, tuple_var[xt], and_entry_owner])
+    member = np.concatenate([or_member, input_var, and_member])
     order = np.argsort(owner, kind="stable")
     factor_body = member[order]
     counts = np.bincount(owner, minlength=num_vars)
@@ -204,8 +221,8 @@ def to_model(dg: DerivationGraph, *, compress: bool = True, stages: Stages | Non
     graph = from_arrays(kind, np.arange(num_vars), f_offsets, factor_body, p1, p2, num_vars=num_vars)
 
     rule_names = [r.name for r in dg.rules]
-    names = [dg.tuples[t] for t in tv] + [f"{rule_names[rules[g]]}#{g}" for g in cv]
-    del t_vars
+    names = ([dg.tuples[t] for t in tv] + [f"{rule_names[rules[g]]}#{g}" for g in cv]
+             + [f"{dg.tuples[t]}@input" for t in xt])
     return Model(
         graph=graph,
         var_names=tuple(names),

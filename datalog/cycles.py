@@ -2,15 +2,24 @@
 
 Evaluate the derivation graph like the Datalog fixpoint: inputs hold at
 stage 0; a clause fires at stage 1 + the largest stage of its body tuples; a
-tuple's stage is the first stage at which some clause deriving it fires. A
-clause survives iff it fires exactly at its head's stage, i.e. every body
-tuple was derived strictly before the head. Stages strictly increase along
-surviving clauses, so the result is acyclic, and every tuple that the
-fixpoint derives keeps the clause that first derived it.
+tuple's stage is the first stage at which some clause deriving it fires.
+Bingo's criterion keeps a clause iff it fires exactly at its head's stage,
+i.e. every body tuple was derived strictly before the head.
 
-Tuples that are heads of clauses but never derived (every derivation depends
-on the tuple itself) are "neither derived nor input": they and their clauses
-are dropped and reported.
+Two modes:
+
+* "cycles" (default): the criterion is applied to the clauses that lie on a
+  cycle (head and some body tuple in one strongly connected component);
+  every other clause that fires is kept. An acyclic graph is left as it is.
+* "bingo": the criterion is applied to every clause, as Bingo does; this
+  also drops acyclic alternative derivations that come later in the fixpoint.
+
+Either way the result is acyclic (edges between components follow the
+condensation order; inside a component stages strictly increase) and every
+tuple the fixpoint derives keeps the clause that first derived it, so
+exactly the derivable tuples stay derivable. Tuples that are heads of
+clauses but never derived (every derivation depends on the tuple itself) are
+"neither derived nor input": they and their clauses are dropped and reported.
 """
 
 from __future__ import annotations
@@ -31,12 +40,16 @@ class Stages:
         clause_stage: (C,) int32, stage each clause fires; -1 if never.
         is_input: (T,) bool, input tuples (stage 0).
         clause_kept: (C,) bool, clauses that survive cycle elimination.
+        on_cycle: (C,) bool, clauses that lie on a cycle.
+        mode: "cycles" or "bingo".
     """
 
     tuple_stage: np.ndarray
     clause_stage: np.ndarray
     is_input: np.ndarray
     clause_kept: np.ndarray
+    on_cycle: np.ndarray
+    mode: str = "cycles"
 
     @property
     def derivable(self) -> np.ndarray:
@@ -68,8 +81,35 @@ def _ranges(offsets: np.ndarray, items: np.ndarray) -> np.ndarray:
     return np.repeat(starts, lens) + (np.arange(total) - seg_start)
 
 
-def least_fixpoint(dg: DerivationGraph) -> Stages:
-    """Computes the stages, frontier by frontier (O(tuples + body entries), numpy per stage)."""
+MODES = ("cycles", "bingo")
+
+
+def clauses_on_cycles(dg: DerivationGraph) -> np.ndarray:
+    """(C,) bool: clauses whose head and some body tuple share a strongly connected component."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    num_t = dg.num_tuples
+    lens = np.diff(np.asarray(dg.body_offsets, np.int64))
+    body = np.asarray(dg.body, np.int64)
+    head_of_entry = np.repeat(np.asarray(dg.clause_head, np.int64), lens)
+    adj = csr_matrix((np.ones(body.size, np.int8), (body, head_of_entry)), shape=(num_t, num_t))
+    _, comp = connected_components(adj, directed=True, connection="strong")
+    same = comp[body] == comp[head_of_entry]  # includes self-loops
+    owner = np.repeat(np.arange(dg.num_clauses), lens)
+    return np.bincount(owner[same], minlength=dg.num_clauses) > 0
+
+
+def least_fixpoint(dg: DerivationGraph, mode: str = "cycles") -> Stages:
+    """Computes the stages, frontier by frontier (O(tuples + body entries), numpy per stage).
+
+    Args:
+        dg: the derivation graph.
+        mode: "cycles" (Bingo's criterion on clauses that lie on cycles) or
+            "bingo" (on every clause); see the module docstring.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     num_t, num_c = dg.num_tuples, dg.num_clauses
     heads = np.asarray(dg.clause_head, np.int64)
     offsets = np.asarray(dg.body_offsets, np.int64)
@@ -110,8 +150,13 @@ def least_fixpoint(dg: DerivationGraph) -> Stages:
         new_heads = new_heads[tuple_stage[new_heads] < 0]
         tuple_stage[new_heads] = stage
         frontier = new_heads
-    clause_kept = (clause_stage >= 0) & (clause_stage == tuple_stage[heads]) if num_c else np.zeros(0, bool)
-    return Stages(tuple_stage, clause_stage, is_input, clause_kept)
+    first = (clause_stage >= 0) & (clause_stage == tuple_stage[heads])
+    on_cycle = clauses_on_cycles(dg) if num_c else np.zeros(0, bool)
+    if mode == "bingo":
+        clause_kept = first
+    else:
+        clause_kept = (clause_stage >= 0) & (first | ~on_cycle)
+    return Stages(tuple_stage, clause_stage, is_input, clause_kept, on_cycle, mode)
 
 
 def is_acyclic(dg: DerivationGraph, clause_kept: np.ndarray) -> bool:

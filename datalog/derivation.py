@@ -35,9 +35,10 @@ class DerivationGraph:
         body: (B,) int32 body tuples, clause by clause.
         priors: {tuple index: P(true)} input tuples given a prior explicitly.
             Inputs are these tuples and every tuple that no clause derives
-            (prior DEFAULT_INPUT_PRIOR); a tuple with a prior is an input even
-            if clauses derive it (cycle elimination then drops those clauses:
-            inputs hold from the start of the least fixpoint).
+            (prior DEFAULT_INPUT_PRIOR). A tuple with a prior that clauses
+            also derive holds from the start of the least fixpoint; in the
+            network it is the OR of its clauses and an input variable
+            `name@input` with that prior.
         alarms: (A,) int32 alarm tuples, in the input's order.
         labels: {tuple index: truth} known labels: evidence for every round.
         truth: {tuple index: truth} ground truth of alarms (Bingo's

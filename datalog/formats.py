@@ -552,7 +552,7 @@ def clean(dg: DerivationGraph) -> tuple[DerivationGraph, dict, list[str]]:
 
 
 def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
-                          compress: bool = True) -> Model:
+                          compress: bool = True, cycles: str = "cycles") -> Model:
     """Duplicates merged, cycles eliminated, compressed, converted (see `datalog.bayesnet`).
 
     Raises:
@@ -560,7 +560,7 @@ def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
             nor derivable (located by `where`).
     """
     dg, report, warnings = clean(dg)
-    stages = least_fixpoint(dg)
+    stages = least_fixpoint(dg, cycles)
     underivable = np.flatnonzero(~stages.derivable)
     if underivable.size:
         for group, t in sorted((where or {}).keys(), key=lambda k: k[1]):
@@ -572,19 +572,24 @@ def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
         warnings.append(f"{underivable.size} tuples are neither inputs nor derivable from the inputs "
                         f"(every derivation depends on the tuple itself), dropped with their clauses: "
                         f"{shown}{', ...' if underivable.size > 3 else ''}")
-    model = to_model(dg, compress=compress, stages=stages, extra_report=report)
+    model = to_model(dg, compress=compress, cycles=cycles, stages=stages, extra_report=report)
     model.meta["warnings"] = warnings
     return model
 
 
-def load_json(path: str | os.PathLike) -> Model:
-    """Loads derivation.json into a model (loader "json")."""
-    return model_from_derivation(*read_json(path))
+def load_json(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+    """Loads derivation.json into a model (loader "json"); see `model_from_derivation`."""
+    return model_from_derivation(*read_json(path), compress=compress, cycles=cycles)
 
 
-def load_bingo(path: str | os.PathLike) -> Model:
-    """Loads a Bingo directory into a model (loader "bingo")."""
-    return model_from_derivation(*read_bingo(path))
+def load_bingo(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+    """Loads a Bingo directory into a model (loader "bingo"); see `model_from_derivation`."""
+    return model_from_derivation(*read_bingo(path), compress=compress, cycles=cycles)
+
+
+def load(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+    """Loads derivation.json or a Bingo directory, with control over compression and cycle mode."""
+    return model_from_derivation(*read_derivation(path), compress=compress, cycles=cycles)
 
 
 def _register() -> None:

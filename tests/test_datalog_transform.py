@@ -60,17 +60,22 @@ def naive_fixpoint(dg) -> set[int]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_cycle_elimination_keeps_exactly_the_derivable_tuples_and_is_acyclic(seed):
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["cycles", "bingo"]))
+def test_cycle_elimination_keeps_exactly_the_derivable_tuples_and_is_acyclic(seed, mode):
     dg = random_derivation(seed, max_tuples=9, max_clauses=14, alarms=False)
-    stages = least_fixpoint(dg)
+    stages = least_fixpoint(dg, mode)
     assert set(np.flatnonzero(stages.derivable).tolist()) == naive_fixpoint(dg)
     assert is_acyclic(dg, stages.clause_kept)
     kept = stages.clause_kept
     # Every derivable tuple that is not an input keeps a derivation; kept clauses derive in order.
     for t in np.flatnonzero(stages.derivable & ~stages.is_input):
         assert kept[np.asarray(dg.clause_head) == t].any()
-    for c in np.flatnonzero(kept):
+    # Off cycles ("cycles" mode) every clause that fires survives; on cycles only in-order ones.
+    fires = stages.clause_stage >= 0
+    if mode == "cycles":
+        assert np.array_equal(kept & ~stages.on_cycle, fires & ~stages.on_cycle)
+    in_order = kept if mode == "bingo" else kept & stages.on_cycle
+    for c in np.flatnonzero(in_order):
         body = dg.clause_body(int(c))
         assert all(stages.tuple_stage[b] < stages.tuple_stage[dg.clause_head[c]] for b in body)
     # The kept clauses alone derive the same tuples.
@@ -94,7 +99,7 @@ def test_compression_leaves_every_alarm_marginal_unchanged(seed):
         with pytest.raises(InputError, match="nothing is left"):
             to_model(dg)
         return
-    full = to_model(dg, compress=False)
+    full = to_model(dg)
     small = to_model(dg, compress=True)
     assert small.num_vars <= full.num_vars
     assert [small.var_names[a] for a in small.alarms] == [full.var_names[a] for a in full.alarms]
@@ -133,7 +138,7 @@ def test_hand_made_graph_known_marginals():
         assert got["d"] == pytest.approx(0.9 * 0.5 * 0.8)
         assert got["e"] == pytest.approx(1 - 0.5 * (1 - 0.5 * 0.5))
         assert got["f"] == pytest.approx(0.7)  # f <- g <- b; the clause g <- f closes a cycle: dropped
-    rep = to_model(dg).meta["report"]
+    rep = to_model(dg, compress=True).meta["report"]
     assert rep["clauses_dropped_by_cycle_elimination"] == 1
     assert rep["constant_inputs_removed"] == 1  # b
     assert rep["merged_tuples"] >= 3  # a, d, f (and g)
@@ -142,7 +147,7 @@ def test_hand_made_graph_known_marginals():
 def test_mapping_names_tuples_and_clauses():
     dg = from_clauses([("R0", "a", ["b"]), ("R1", "a", ["c"]), ("R2", "d", ["a"])],
                       priors={"b": 0.5, "c": 0.5}, alarms=["d"])
-    model = to_model(dg)
+    model = to_model(dg, compress=True)
     tv, cv = model.meta["tuple_var"], model.meta["clause_var"]
     for t, name in enumerate(dg.tuples):
         if tv[t] >= 0:
@@ -195,13 +200,31 @@ def test_presto_parses_and_converts():
     stages = least_fixpoint(dg)
     # The shipped graph turns out acyclic: nothing is dropped, everything derivable.
     assert stages.derivable.all() and stages.num_dropped_clauses == 0
-    full, small = to_model(dg, compress=False), to_model(dg)
+    full, small = to_model(dg), to_model(dg, compress=True)
     assert full.num_vars == 63 + 40 and small.num_vars < full.num_vars
     import fastlbp.api as api
     a = api.marginals(full).marginals
     b = api.marginals(small).marginals
     for name in ("CatchVH(3,4)", "CatchVH(3,5)"):
         assert b[small.index[name]] == pytest.approx(a[full.index[name]], abs=1e-9)
+
+
+def test_acyclic_graph_is_left_alone_unless_bingo_mode():
+    # e has two derivations; the one through d comes later in the fixpoint than the one from b.
+    dg = from_clauses([("R0", "d", ["b"]), ("R1", "e", ["b"]), ("R2", "e", ["d"])], alarms=["e"])
+    assert least_fixpoint(dg).clause_kept.all()
+    assert least_fixpoint(dg, "bingo").clause_kept.tolist() == [True, True, False]
+    model = to_model(dg)
+    assert model.var_names == ("b", "d", "e", "R0#0", "R1#1", "R2#2")
+
+
+def test_prior_on_a_derived_tuple_adds_an_input_variable():
+    dg = from_clauses([("R0", "a", ["b"])], rules={"R0": 0.5}, priors={"a": 0.2, "b": 0.5}, alarms=["a"])
+    for compress in (False, True):
+        model = to_model(dg, compress=compress)
+        assert "a@input" in model.var_names
+        got = _exact_by_name(model)
+        assert got["a"] == pytest.approx(1 - (1 - 0.2) * (1 - 0.25))
 
 
 def test_presto_with_an_added_cycle(tmp_path):
