@@ -74,7 +74,7 @@ def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_fo
         if dst.exists() and not dst.is_dir():
             raise InputError(str(dst), None, "exists and is not a directory (a Bingo graph is a directory; "
                              "name a .json file for derivation.json)")
-        formats.save_bingo(dg, dst)
+        warnings += formats.save_bingo(dg, dst)
     else:
         raise InputError(str(dst), None, f"unknown output format {dfmt!r}")
     notes = [f"wrote {dst} ({dfmt}): {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, "

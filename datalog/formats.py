@@ -446,7 +446,9 @@ def read_bingo(directory: str | os.PathLike) -> tuple[DerivationGraph, Where]:
     ip = d / BINGO_INPUT_PROBS
     if ip.is_file():
         for ln, name, value in _name_value_lines(ip, "prior"):
-            priors[tuple_ref(ip, ln, name)] = check_probability(value, str(ip), ln, None, "input prior")
+            # May name a tuple in no clause: an isolated input (derivation.json can hold one).
+            t = names.setdefault(name, len(names))
+            priors[t] = check_probability(value, str(ip), ln, None, "input prior")
     alarms = []
     bq = d / BINGO_ALARMS
     if bq.is_file():
@@ -482,8 +484,13 @@ def read_bingo(directory: str | os.PathLike) -> tuple[DerivationGraph, Where]:
     return dg, where
 
 
-def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> None:
-    """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files."""
+def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
+    """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files.
+
+    Returns:
+        Warnings: alarms, labels and truth naming a tuple that is in no clause
+        cannot be written (Bingo knows only the tuples of its clauses).
+    """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     names = dg.tuples
@@ -498,20 +505,30 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> None:
     (d / BINGO_CLAUSES).write_text("\n".join(out) + "\n", encoding="utf-8")
     (d / BINGO_RULE_PROBS).write_text("".join(f"{r.name}: {r.probability!r}\n" for r in dg.rules),
                                       encoding="utf-8")
-    alarm_list = np.asarray(dg.alarms).tolist()
+    in_clause = np.zeros(dg.num_tuples, bool)
+    in_clause[np.asarray(dg.clause_head, np.int64)] = True
+    in_clause[np.asarray(dg.body, np.int64)] = True
+    alarm_list = [a for a in np.asarray(dg.alarms).tolist() if in_clause[a]]
+    truth = {t: v for t, v in dg.truth.items() if in_clause[t]}
+    labels = {t: v for t, v in dg.labels.items() if in_clause[t]}
+    dropped = len(dg.alarms) + len(dg.truth) + len(dg.labels) - len(alarm_list) - len(truth) - len(labels)
     (d / BINGO_ALARMS).write_text("".join(f"{names[a]}\n" for a in alarm_list), encoding="utf-8")
     extra = {
-        BINGO_ORACLE: "".join(f"{names[t]}\n" for t, v in dg.truth.items() if v) if dg.truth else None,
+        BINGO_ORACLE: "".join(f"{names[t]}\n" for t, v in truth.items() if v) if truth else None,
         BINGO_INPUT_PROBS: "".join(f"{names[t]}: {p!r}\n" for t, p in sorted(dg.priors.items()))
         if dg.priors else None,
-        BINGO_LABELS: "".join(f"{names[t]} {'true' if v else 'false'}\n" for t, v in dg.labels.items())
-        if dg.labels else None,
+        BINGO_LABELS: "".join(f"{names[t]} {'true' if v else 'false'}\n" for t, v in labels.items())
+        if labels else None,
     }
     for fname, text in extra.items():
         if text is not None:
             (d / fname).write_text(text, encoding="utf-8")
         elif (d / fname).exists():
             (d / fname).unlink()  # a stale file from an earlier conversion would change the meaning
+    if dropped:
+        return [f"{dropped} alarms/labels name tuples that are in no clause; Bingo's files cannot hold "
+                "them, left out"]
+    return []
 
 
 # Loading to a model --------------------------------------------------------

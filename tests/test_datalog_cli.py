@@ -77,3 +77,12 @@ def test_info_schedule(monkeypatch):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["schedule"] == {"batches": 3, "analysis_seconds": 0.01}
     assert seen["args"] == (41, "seqfix")
+
+
+def test_shipped_examples_load():
+    data = Path(__file__).parent.parent / "data"
+    import fastlbp.api as api
+    for name in ("presto.json", "presto", "weblech.json", "weblech"):
+        model = api.load(data / name)
+        assert model.alarms and len(model.meta["truth"]) == len(model.alarms)
+        assert set(model.meta["truth"]) == set(model.alarms)
