@@ -30,12 +30,19 @@ def layered_graph(num_clauses: int, seed: int = 0) -> DerivationGraph:
     heads = num_inputs + rng.integers(0, num_derived, num_clauses)
     lens = rng.integers(1, 4, num_clauses)
     owner_head = np.repeat(heads, lens)
-    # Body tuples come from before the head (acyclic) except ~0.1% back edges.
+    # Body tuples come from before the head: acyclic so far.
     body = (rng.random(owner_head.size) * owner_head).astype(np.int64)
-    back = rng.random(body.size) < 0.001
-    body[back] = rng.integers(num_inputs, num_t, back.sum())
     offsets = np.zeros(num_clauses + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
+    # ~1% of the clauses get a reverse twin (head <- its body's first derived tuple): 2-cycles.
+    first = body[offsets[:-1]]
+    is_head = np.zeros(num_t, bool)
+    is_head[heads] = True
+    twin = np.flatnonzero((rng.random(num_clauses) < 0.01) & is_head[first])
+    heads = np.concatenate([heads, first[twin]])
+    body = np.concatenate([body, heads[twin]])
+    offsets = np.concatenate([offsets, offsets[-1] + 1 + np.arange(twin.size)])
+    num_clauses += twin.size
     names = [f"in({i},{i % 97})" for i in range(num_inputs)]
     names += [f"out({i},{i % 89})" for i in range(num_derived)]
     return DerivationGraph(
@@ -68,8 +75,10 @@ def main() -> None:
         back, where = timed("read_json (parse + validate)", formats.read_json, path)
         dd = timed("merge_duplicates", merge_duplicates, back)
         stages = timed("least_fixpoint (cycle elimination)", least_fixpoint, dd.graph)
-        model = timed("to_model (compress + factor graph)", lambda: to_model(dd.graph, stages=stages))
+        model = timed("to_model (compress + factor graph)",
+                      lambda: to_model(dd.graph, compress=True, stages=stages))
         print(f"{'json total (load -> Model)':<42} {time.perf_counter() - start:8.2f} s")
+        print(f"clauses on cycles: {int(stages.on_cycle.sum()):,}")
         print(f"model: {model.num_vars:,} variables, {model.graph.num_edges:,} edges; {model.meta['report']}")
         bdir = Path(tmp) / "bingo"
         timed("save_bingo", formats.save_bingo, dg, bdir)
