@@ -44,7 +44,7 @@ def detect_format(path: Path) -> str:
     """Which loader reads `path`: a Bingo directory, derivation.json or a causal factor graph."""
     if path.is_dir():
         return "bingo"
-    if path.suffix.lower() == ".json":
+    if path.name.lower().endswith((".json", ".json.gz")):
         return "json"
     return "causal_fg"
 
