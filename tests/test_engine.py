@@ -1,0 +1,196 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import DATA
+from graphs import random_factors, random_labels, random_polytree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastlbp import causal_fg, engine, reference
+from fastlbp.api import Session
+from fastlbp.errors import ContradictoryEvidence
+from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.model import Model
+
+
+def _engine(factors, num_vars, labels, **kw):
+    g = from_factors(factors, num_vars)
+    return engine.run(g, evidence_from_labels(num_vars, labels), **kw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), with_labels=st.booleans())
+def test_parall_matches_sequential_reference(seed, with_labels):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(2, 10))
+    factors = random_factors(rng, V, int(rng.integers(1, 12)))
+    labels = random_labels(rng, V) if with_labels else {}
+    result = _engine(factors, V, labels, tol=0.0, max_iters=25)
+    try:
+        ref = reference.sequential_lbp(factors, V, labels, None, tol=0.0, max_iters=25)
+    except reference.Contradiction:
+        assert bool(result.conflict)
+        return
+    assert not bool(result.conflict)
+    np.testing.assert_allclose(np.asarray(result.marginals), ref.marginals, rtol=0, atol=1e-10)
+    # Messages agree too (log-odds vs normalized pairs).
+    m1 = 1 / (1 + np.exp(-np.asarray(result.messages)))
+    np.testing.assert_allclose(m1, ref.messages[:, 1], rtol=0, atol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([0.3, 0.7]))
+def test_damping_matches_reference(seed, damping):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(2, 8))
+    factors = random_factors(rng, V, int(rng.integers(1, 10)), hard=0.0)
+    result = _engine(factors, V, {}, tol=0.0, max_iters=15, damping=damping)
+    ref = reference.sequential_lbp(factors, V, {}, None, tol=0.0, max_iters=15, damping=damping)
+    np.testing.assert_allclose(np.asarray(result.marginals), ref.marginals, rtol=0, atol=1e-10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_exact_on_polytrees(seed):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(1, 14))
+    factors = random_polytree(rng, V)
+    labels = random_labels(rng, V, most=3)
+    try:
+        exact = reference.exact_marginals(factors, V, labels)
+    except reference.Contradiction:
+        return
+    result = _engine(factors, V, labels, tol=1e-15, max_iters=200)
+    assert bool(result.converged)
+    np.testing.assert_allclose(np.asarray(result.marginals), exact, rtol=0, atol=1e-10)
+
+
+def test_reference_can_fail():
+    # A wrong message equation must be caught: flip p1/p2 of one factor.
+    factors = [Factor(AND, 0, (), 0.8, 0.8), Factor(AND, 1, (0,), 0.9, 0.2)]
+    exact = reference.exact_marginals(factors, 2)
+    wrong = [factors[0], Factor(AND, 1, (0,), 0.2, 0.9)]
+    result = _engine(wrong, 2, {}, tol=1e-12)
+    assert np.max(np.abs(np.asarray(result.marginals) - exact)) > 0.1
+
+
+@pytest.mark.parametrize("kind", [AND, OR])
+def test_huge_fan_in_is_finite_and_exact(kind):
+    n = 10_000
+    rng = np.random.default_rng(0)
+    priors = rng.uniform(0.9995, 1.0, n) if kind == AND else rng.uniform(0.0, 0.0005, n)
+    factors = [Factor(AND, i + 1, (), float(p), float(p)) for i, p in enumerate(priors)]
+    factors.append(Factor(kind, 0, tuple(range(1, n + 1)), 0.999, 0.001))
+    for dtype in (jnp.float64, jnp.float32):
+        result = _engine(factors, n + 1, {}, tol=1e-12, max_iters=10, dtype=dtype)
+        p = np.asarray(result.marginals, dtype=np.float64)
+        assert np.all(np.isfinite(p))
+        # Tree: exact. P(all body true) = prod(priors) (AND) or P(none) = prod(1-priors) (OR).
+        if kind == AND:
+            cond = np.exp(np.sum(np.log(priors)))
+            expect = 0.001 + (0.999 - 0.001) * cond
+        else:
+            none = np.exp(np.sum(np.log1p(-priors)))
+            expect = 0.999 * (1 - none) + 0.001 * none
+        tol = 1e-10 if dtype == jnp.float64 else 2e-4
+        assert abs(p[0] - expect) < tol
+        assert 0.01 < expect < 0.99  # the product is neither 0 nor 1: no underflow shortcut
+
+    # Hard evidence on one body variable: leave-one-out stays exact (no 0/0).
+    labels = {1: kind == OR}
+    result = _engine(factors, n + 1, labels, tol=1e-12)
+    p = np.asarray(result.marginals)
+    assert np.all(np.isfinite(p))
+    assert p[0] == pytest.approx(0.999 if kind == OR else 0.001, abs=1e-12)
+
+
+def test_float32_keeps_the_ranking():
+    rng = np.random.default_rng(7)
+    for _ in range(10):
+        V = 60
+        factors = random_factors(rng, V, 80, hard=0.0)
+        g = from_factors(factors, V)
+        p64 = np.asarray(engine.run(g, tol=1e-9, max_iters=300).marginals)
+        p32 = np.asarray(engine.run(g, tol=1e-6, max_iters=300, dtype=jnp.float32).marginals)
+        assert np.max(np.abs(p64 - p32)) < 1e-3
+        i, j = np.triu_indices(V, 1)
+        clear = np.abs(p64[i] - p64[j]) > 2e-3
+        assert np.all(np.sign(p64[i] - p64[j])[clear] == np.sign(p32[i] - p32[j])[clear])
+
+
+def _libdai(name):
+    return causal_fg.load_marginals(DATA / "weblech" / name)
+
+
+def test_weblech_matches_libdai_parall():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    result = engine.run(model.graph, tol=0.0, max_iters=200)
+    p = np.asarray(result.marginals)
+    ref = _libdai("parall200.marg")
+    assert len(ref) == model.num_vars
+    assert max(abs(p[model.index[k]] - v) for k, v in ref.items()) < 1e-6
+
+    name, truth = (DATA / "weblech" / "label.txt").read_text().split()
+    session = Session(model, tol=1e-6)
+    session.messages = result.messages
+    session.label(name, truth == "true")
+    rnd = session.run()
+    ref = _libdai("parall-after-label.marg")
+    assert max(abs(rnd.marginals[model.index[k]] - v) for k, v in ref.items()) < 1e-6
+
+
+def test_changing_evidence_never_recompiles():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    session = Session(model)
+    session.run()
+    before = engine.run_parall_jit._cache_size()
+    rng = np.random.default_rng(0)
+    for v in rng.choice(model.num_vars, 5, replace=False):
+        session.label(int(v), False)
+        try:
+            session.run()
+        except ContradictoryEvidence:
+            session.unlabel(int(v))
+        session.tol, session.damping, session.max_iters = 1e-5, 0.1, 50
+    assert engine.run_parall_jit._cache_size() == before
+
+
+def test_graph_is_an_argument_not_a_constant():
+    # Two graphs of equal shapes share one compiled program.
+    g1 = from_factors([Factor(AND, 0, (1,), 0.9, 0.0), Factor(AND, 1, (), 0.5, 0.5)])
+    g2 = from_factors([Factor(OR, 1, (0,), 0.7, 0.1), Factor(AND, 0, (), 0.2, 0.2)])
+    engine.run(g1)
+    n = engine.run_parall_jit._cache_size()
+    r2 = engine.run(g2, tol=1e-12)
+    assert engine.run_parall_jit._cache_size() == n
+    np.testing.assert_allclose(np.asarray(r2.marginals),
+                               reference.exact_marginals(g2.factors(), 2), atol=1e-10)
+    lowered = jax.jit(lambda g: engine.step(g, engine.init(g), jnp.zeros(2))).lower(g1).as_text()
+    assert "0.9" not in lowered  # p1 is an argument, not embedded
+
+
+def test_contradictory_labels_are_named():
+    # a -> b deterministically (OR), c independent: labelling a true and b false contradicts.
+    factors = [Factor(AND, 0, (), 0.5, 0.5), Factor(OR, 1, (0,), 1.0, 0.0), Factor(AND, 2, (), 0.5, 0.5)]
+    model = Model(graph=from_factors(factors), var_names=("a", "b", "c"))
+    session = Session(model)
+    session.label("c", True)
+    session.label("a", True)
+    session.label("b", False)
+    with pytest.raises(ContradictoryEvidence) as info:
+        session.run()
+    assert info.value.labels == {"a": True, "b": False}
+    assert "a=true" in str(info.value) and "nan" not in str(info.value).lower()
+    session.unlabel("b")
+    rnd = session.run()
+    assert np.all(np.isfinite(rnd.marginals)) and rnd.marginals[1] == 1.0
+
+
+def test_warm_start_continues_from_messages():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    session = Session(model, tol=1e-9)
+    cold = session.run()
+    warm = session.run()
+    assert warm.iterations <= 1
+    np.testing.assert_allclose(warm.marginals, cold.marginals, atol=1e-9)
