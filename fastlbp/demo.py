@@ -18,14 +18,15 @@ from datalog.derivation import DerivationGraph, Rule
 
 def layered(num_inputs: int = 40, layers: int = 3, width: int = 40, *, max_clauses: int = 3,
             max_body: int = 3, num_rules: int = 6, alarm_relation: str = "race",
-            seed: int = 0) -> DerivationGraph:
+            num_alarms: int | None = None, seed: int = 0) -> DerivationGraph:
     """A layered derivation graph.
 
     Layer 0 holds `num_inputs` input tuples `in(i)` with priors in [0.6, 1];
     each of the `layers` following layers holds `width` tuples (the last ones
     are the alarms `race(i)`), each derived by 1..max_clauses clauses whose
     bodies (1..max_body tuples) come from earlier layers, mostly the previous
-    one. Rules have probabilities in [0.7, 0.999].
+    one. Rules have probabilities in [0.7, 0.999]. `num_alarms` (default
+    `width`) sizes the last layer.
     """
     rng = np.random.default_rng(seed)
     rules = [Rule(f"R{r}", float(np.round(rng.uniform(0.7, 0.999), 3)), f"rule {r}")
@@ -35,11 +36,13 @@ def layered(num_inputs: int = 40, layers: int = 3, width: int = 40, *, max_claus
     heads, rule_of, lens, bodies = [], [], [], []
     for layer in range(1, layers + 1):
         start = len(tuples)
-        rel = alarm_relation if layer == layers else f"p{layer}"
-        tuples += [f"{rel}({i})" for i in range(width)]
+        last = layer == layers
+        rel = alarm_relation if last else f"p{layer}"
+        n = (num_alarms or width) if last else width
+        tuples += [f"{rel}({i})" for i in range(n)]
         prev_lo, prev_hi = layer_start[-1], start
-        n_clauses = rng.integers(1, max_clauses + 1, size=width)
-        head = np.repeat(start + np.arange(width), n_clauses)
+        n_clauses = rng.integers(1, max_clauses + 1, size=n)
+        head = np.repeat(start + np.arange(n), n_clauses)
         c = head.shape[0]
         blen = rng.integers(1, max_body + 1, size=c)
         total = int(blen.sum())
@@ -63,7 +66,7 @@ def layered(num_inputs: int = 40, layers: int = 3, width: int = 40, *, max_claus
     offsets = np.zeros(lens_all.shape[0] + 1, dtype=np.int64)
     np.cumsum(lens_all, out=offsets[1:])
     priors = {i: float(p) for i, p in enumerate(np.round(rng.uniform(0.6, 1.0, num_inputs), 3))}
-    first_alarm = len(tuples) - width
+    first_alarm = len(tuples) - (num_alarms or width)
     return DerivationGraph(
         tuples=tuples, rules=rules,
         clause_rule=np.concatenate(rule_of).astype(np.int32),
