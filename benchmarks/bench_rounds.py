@@ -8,12 +8,14 @@ metrics: every round up to Rank-100%-T, the cold one included), and how many
 XLA compilations happened during the rounds (must be 0). Prints a short table
 last; writes every round's details to $OUT/bench_rounds.json (default ./out).
 
-    python benchmarks/bench_rounds.py                       # ftp size (~0.69 M edges), SEQFIX
-    python benchmarks/bench_rounds.py --small --schedule parall   # CPU smoke run
+    python benchmarks/bench_rounds.py                       # ftp size (0.69 M edges), SEQFIX
+    python benchmarks/bench_rounds.py --small --schedule parall   # CPU smoke run (hedc size)
     python benchmarks/bench_rounds.py --graph G --oracle TRUE_ALARMS
 
-Without --graph it builds a Bingo-like layered graph with fastlbp.demo (520
-alarms, like ftp's 522) and takes its true alarms from one forward sample.
+Without --graph it generates a synthetic Bingo-like graph of a Table 1 size
+with `datalog.synthetic.generate(preset=...)` (ftp: 688,090 factor-graph
+edges, 1,831 alarms) and takes the true alarms from one ancestral sample
+(`datalog.synthetic.sample_truth`, same seed: 46 true alarms for ftp, seed 0).
 """
 
 from __future__ import annotations
@@ -35,11 +37,10 @@ import jax  # noqa: E402
 import jax.monitoring  # noqa: E402
 
 import fastlbp  # noqa: E402
-from fastlbp import api, demo  # noqa: E402
+from fastlbp import api  # noqa: E402
 from fastlbp import simulate as sim  # noqa: E402
 
-FTP = {"num_inputs": 20000, "layers": 7, "width": 12800, "num_alarms": 520}
-SMALL = {"num_inputs": 300, "layers": 4, "width": 250, "num_alarms": 60}
+SMALL_PRESET = "hedc"  # 19,578 edges, 55 alarms (24 true with seed 0)
 
 COMPILES: list[str] = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -53,18 +54,20 @@ def build(args):
             raise SystemExit("--graph needs --oracle TRUE_ALARMS")
         truth = sim.read_oracle(args.oracle, model)
         return model, truth, str(args.graph)
+    from datalog import synthetic
     from datalog.bayesnet import to_model
-    params = dict(SMALL if args.small else FTP, seed=args.seed)
-    dg = demo.layered(**params)
+    preset = SMALL_PRESET if args.small else args.preset
+    dg = synthetic.generate(preset=preset, seed=args.seed)
     model = to_model(dg)
-    sample = demo.sample_truth(dg, seed=args.seed)
+    sample = synthetic.sample_truth(dg, seed=args.seed)
     truth = {int(a) for a in dg.alarms if sample[a]}
-    return model, truth, f"fastlbp.demo.layered({params})"
+    return model, truth, f"datalog.synthetic.generate(preset={preset!r}, seed={args.seed})"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", action="store_true", help="a small graph (CPU smoke run)")
+    ap.add_argument("--preset", default="ftp", help="synthetic graph size: a Table 1 program name")
+    ap.add_argument("--small", action="store_true", help=f"preset {SMALL_PRESET} (CPU smoke run)")
     ap.add_argument("--graph", help="a graph file or Bingo directory instead of the generated one")
     ap.add_argument("--oracle", help="true alarms, one per line (with --graph)")
     ap.add_argument("--schedule", default="seqfix")
@@ -142,7 +145,8 @@ def main() -> None:
         ("warm round median", f"{ms(summary['warm_round_median_s'])} "
                               f"({summary['warm_round_median_iterations']} it)"),
         ("warm round p90 / max", f"{ms(summary['warm_round_p90_s'])} / {ms(summary['warm_round_max_s'])}"),
-        ("rounds (not converged)", f"{len(steps)} ({summary['not_converged_rounds']})"),
+        ("rounds (not converged)", f"{len(steps)} ({summary['not_converged_rounds']})"
+                                   + ("" if result.complete else ", stopped early: metrics partial")),
         ("Rank-100%-T / 90%", f"{m.rank_100_t} / {m.rank_90_t}"),
         ("Inversions / AUC", f"{m.inversions} / {m.auc:.4f}"),
         ("TotalTime", f"{m.total_time_s:.3f} s"),

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fastlbp import api, metrics
-from fastlbp.errors import InputError
+from fastlbp.errors import ContradictoryEvidence, InputError
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
 
@@ -37,6 +37,7 @@ class Step:
     round_s: float
     iterations: int
     converged: bool
+    evidence_dropped: bool = False  # its label made LBP report a conflict, so it is not evidence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +55,13 @@ class SimulationResult:
             "auc": m.auc, "total_time_s": m.total_time_s, "average_time_s": m.average_time_s,
             "num_alarms": self.num_alarms, "num_true": m.num_true, "complete": self.complete,
             "compile_s": self.compile_s,
+            "evidence_dropped": [s.alarm for s in self.steps if s.evidence_dropped],
             "median_round_s": float(np.median([s.round_s for s in self.steps])) if self.steps else 0.0,
             "max_round_s": max((s.round_s for s in self.steps), default=0.0),
             "not_converged_rounds": sum(not s.converged for s in self.steps),
             "labels": [{"alarm": s.alarm, "truth": s.truth, "probability": s.probability,
-                        "round_s": s.round_s, "iterations": s.iterations, "converged": s.converged}
+                        "round_s": s.round_s, "iterations": s.iterations, "converged": s.converged,
+                        "evidence_dropped": s.evidence_dropped}
                        for s in self.steps],
         }
 
@@ -105,8 +108,11 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         session_kwargs: schedule, precision, tol, max_iters, damping (see
             `fastlbp.api.Session`).
 
-    Raises:
-        ContradictoryEvidence: the oracle's answers contradict the model.
+    A label after which LBP reports contradictory evidence (NaN marginals:
+    the oracle contradicts the model, or LBP derived a spurious hard
+    conflict) does not stop the run: the alarm counts as labelled, its label
+    is withdrawn from the evidence, the round is rerun, and the step is
+    marked `evidence_dropped`.
     """
     truth = {model.index[a] if isinstance(a, str) else int(a) for a in true_alarms}
     start = time.perf_counter()
@@ -122,13 +128,15 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     open_alarms = [int(a) for a in alarms if int(a) not in session.labels]
     need = len(truth & set(open_alarms))
     steps: list[Step] = []
+    labelled = set(session.labels)  # every labelled alarm, even one whose label is not evidence
     found = 0
+    dropped: set[int] = set()
     t0 = time.perf_counter()
     rnd = session.run(warm=False)
     while found < need and len(steps) < len(open_alarms):
         if max_rounds is not None and len(steps) >= max_rounds:
             break
-        order = order_alarms(rnd.marginals, alarms, exclude=session.labels)
+        order = order_alarms(rnd.marginals, alarms, exclude=labelled)
         round_s = time.perf_counter() - t0
         top = int(order[0])
         is_true = top in truth
@@ -138,11 +146,18 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         if on_step is not None:
             on_step(len(steps), step)
         session.label(top, is_true)
+        labelled.add(top)
         found += is_true
         if found == need:
             break
         t0 = time.perf_counter()
-        rnd = session.run()
+        try:
+            rnd = session.run()
+        except ContradictoryEvidence:
+            session.unlabel(top)
+            dropped.add(top)
+            rnd = session.run()
+    steps = [dataclasses.replace(s, evidence_dropped=s.var in dropped) for s in steps]
     sequence = [s.truth for s in steps]
     m = metrics.summarize(sequence, [s.round_s for s in steps], num_alarms=len(open_alarms))
     return SimulationResult(steps, m, compile_s, len(open_alarms), found == need)
@@ -167,6 +182,9 @@ def to_table(result: SimulationResult) -> str:
         bad = sum(not s.converged for s in result.steps)
         if bad:
             rows.append(("not converged", f"{bad} of {len(result.steps)} rounds"))
+        dropped = sum(s.evidence_dropped for s in result.steps)
+        if dropped:
+            rows.append(("labels not used", f"{dropped} (LBP reported them contradictory)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
 

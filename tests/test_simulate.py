@@ -88,3 +88,17 @@ def test_plot_writes_pngs(tmp_path):
     assert res.exit_code == 0, res.output
     for name in ("roc.png", "true_alarms_over_time.png"):
         assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_contradicting_oracle_does_not_stop_the_run():
+    from triage_support import hand_model
+    model = hand_model()
+    # race(1) is certain (prior 1, rule 1): an oracle calling it false contradicts the model.
+    race2 = model.index["race(2)"]
+    result = sim.simulate(model, {race2})
+    assert result.complete
+    by_alarm = {s.alarm: s for s in result.steps}
+    assert by_alarm["race(1)"].evidence_dropped and not by_alarm["race(1)"].truth
+    assert by_alarm["race(2)"].truth and not by_alarm["race(2)"].evidence_dropped
+    assert result.as_dict()["evidence_dropped"] == ["race(1)"]
+    assert "labels not used" in sim.to_table(result)
