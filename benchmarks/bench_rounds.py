@@ -9,7 +9,7 @@ XLA compilations happened during the rounds (must be 0). Prints a short table
 last; writes every round's details to $OUT/bench_rounds.json (default ./out).
 
     python benchmarks/bench_rounds.py                       # ftp size (0.69 M edges), SEQFIX
-    python benchmarks/bench_rounds.py --small --schedule parall   # CPU smoke run (hedc size)
+    python benchmarks/bench_rounds.py --small --schedule parall   # CPU smoke run (weblech size)
     python benchmarks/bench_rounds.py --graph G --oracle TRUE_ALARMS
 
 Without --graph it generates a synthetic Bingo-like graph of a Table 1 size
@@ -40,7 +40,7 @@ import fastlbp  # noqa: E402
 from fastlbp import api  # noqa: E402
 from fastlbp import simulate as sim  # noqa: E402
 
-SMALL_PRESET = "hedc"  # 19,578 edges, 55 alarms (24 true with seed 0)
+SMALL_PRESET = "weblech"  # 2,351 edges, 11 alarms (all true with seed 0): a smoke run
 
 COMPILES: list[str] = []
 jax.monitoring.register_event_duration_secs_listener(
