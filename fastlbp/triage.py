@@ -515,9 +515,19 @@ class Terminal:
         self.say(format_explanation(t.explain(var, self.why)))
 
     def run(self) -> int:
-        """Runs until quit or end of input; returns the exit status."""
+        """Runs until quit or end of input; returns the exit status (130 after Ctrl-C)."""
         self.say(f"session: {self.t.journal.path}   (h for help)")
-        self.show_current()
+        try:
+            self.show_current()
+            self._loop()
+        except KeyboardInterrupt:
+            # Labels are journaled before they are acknowledged: nothing to flush.
+            self.say(f"\ninterrupted; saved: {self.t.journal.path} (resume with --resume)")
+            return 130
+        self.say(f"saved: {self.t.journal.path} (resume with --resume)")
+        return 0
+
+    def _loop(self) -> None:
         commands: dict[str, Callable[[str], bool]] = {}
         for names, fn in (
             (("t", "true", "y", "yes"), lambda a: self._label(True)),
@@ -536,10 +546,7 @@ class Terminal:
         while True:
             self.stdout.write("> ")
             self.stdout.flush()
-            try:
-                line = self.stdin.readline()
-            except KeyboardInterrupt:
-                line = ""
+            line = self.stdin.readline()
             if not line:
                 self.say()
                 break
@@ -558,8 +565,6 @@ class Terminal:
                 self.say(f"unknown command {word!r} (h for help)")
                 continue
             fn(arg.strip())
-        self.say(f"saved: {self.t.journal.path} (resume with --resume)")
-        return 0
 
     def _report(self, out: Outcome, show: bool = False) -> bool:
         if out.accepted:

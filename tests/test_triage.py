@@ -248,3 +248,21 @@ def test_pty_kill_mid_round_loses_no_acknowledged_label(tmp_path):
     labelled = [t.model.var_names[v] for _, v in t.order]
     assert labelled[:4] == acknowledged and len(labelled) in (4, 5)
     t.close()
+
+
+@pytestmark_pty
+def test_pty_ctrl_c_exits_cleanly(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    child = spawn(tmp_path, str(graph), "--max-iters", "300")
+    child.expect("> ")
+    child.sendline("t")
+    child.expect("accepted:")
+    child.expect("> ")
+    child.sendintr()
+    child.expect("interrupted; saved:")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    t = Triage.open(demo_model(), tmp_path / "g.demo.triage.db", resume=True)
+    assert len(t.labels) == 1
+    t.close()
