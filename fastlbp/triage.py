@@ -210,6 +210,16 @@ def explain(model: Model, marginals: np.ndarray, var: int, k: int = 3, *,
     return Explanation(names[var], float(marginals[var]), ders, len(own), "factor", used)
 
 
+MAX_BODY_SHOWN = 8
+
+
+def _body_lines(body: list[tuple[str, float]]) -> list[str]:
+    lines = [f"      <- {name}   P = {p:.4f}" for name, p in body[:MAX_BODY_SHOWN]]
+    if len(body) > MAX_BODY_SHOWN:
+        lines.append(f"      ... and {len(body) - MAX_BODY_SHOWN} more")
+    return lines
+
+
 def format_explanation(ex: Explanation) -> str:
     lines = []
     if ex.kind == "derivation":
@@ -220,14 +230,12 @@ def format_explanation(ex: Explanation) -> str:
         for d in ex.derivations:
             text = f"  {d.rule_text}" if d.rule_text else ""
             lines.append(f"    {d.rule}{text}   P(clause) = {d.probability:.4f}")
-            for name, p in d.body:
-                lines.append(f"      <- {name}   P = {p:.4f}")
+            lines += _body_lines(d.body)
     else:
         lines.append("  why: no derivation provenance in this graph; factor neighbours:")
         for d in ex.derivations:
             lines.append(f"    {d.rule} ({d.rule_text})")
-            for name, p in d.body:
-                lines.append(f"      <- {name}   P = {p:.4f}")
+            lines += _body_lines(d.body)
         for name, p in ex.used_by:
             lines.append(f"      -> used by {name}   P = {p:.4f}")
     return "\n".join(lines)
