@@ -25,7 +25,13 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
-    bingo_model, copy_bandwidth, environment, floor_bytes, np_close, timed, write_json,
+    bingo_model,
+    copy_bandwidth,
+    environment,
+    floor_bytes,
+    np_close,
+    timed,
+    write_json,
 )
 
 from fastlbp import engine  # noqa: E402
@@ -74,7 +80,10 @@ def main(argv=None) -> int:
     env = environment()
     bandwidth = copy_bandwidth(2 << 30) if jax.devices()[0].platform == "gpu" else copy_bandwidth(1 << 27)
     print(f"# {env['device']} jax {env['jax']}  copy bandwidth {bandwidth / 1e12:.2f} TB/s", flush=True)
-    variants = {"xla": engine.run_parall_jit}
+    variants = {"xla": engine.parall_runner("xla", 1), "xla-unroll4": engine.parall_runner("xla", 4)}
+    if jax.devices()[0].platform == "gpu":
+        variants["pallas"] = engine.parall_runner("pallas", 1)
+        variants["pallas-unroll4"] = engine.parall_runner("pallas", 4)
     rows = []
     for size in args.sizes:
         rows += bench_size(size, args.iters, bandwidth, variants)

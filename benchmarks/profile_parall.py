@@ -64,7 +64,7 @@ def main():
                 print(f"{name:40s} {med / n * 1e6:9.1f} us", flush=True)
             tol = jnp.asarray(0.0, dtype)
             for iters in (50, 200):
-                med, _ = timed(engine.run_parall_jit, g, msgs, ev, tol, jnp.asarray(iters, jnp.int32),
+                med, _ = timed(engine.parall_runner(), g, msgs, ev, tol, jnp.asarray(iters, jnp.int32),
                                jnp.asarray(0.0, dtype), repeats=3)
                 print(f"{'run (while_loop) ' + str(iters) + ' iters':40s} {med / iters * 1e6:9.1f} us")
 

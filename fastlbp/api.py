@@ -125,7 +125,7 @@ def make_runner(model: Model, schedule: str = "parall") -> Runner:
     run the jitted loop.
     """
     if schedule.lower() == "parall":
-        return engine.run_parall_jit
+        return engine.parall_runner()
     try:
         from schedules import make_runner as schedule_runner
     except ImportError:

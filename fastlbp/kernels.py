@@ -48,7 +48,31 @@ def combine(agg: jax.Array) -> jax.Array:
     return jnp.where(pos & neg, jnp.nan, out)
 
 
-def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.Array) -> jax.Array:
+def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_segments: int,
+                 backend: str = "xla", split_infinite_values: bool = False) -> jax.Array:
+    """Sums of sorted segments, (S, k), with XLA's scatter or the Pallas kernel.
+
+    Args:
+        columns: k arrays of shape (N,); with `split_infinite_values` one
+            log-odds array that is split into [finite, #+inf, #-inf] (k = 3).
+        segment_ids: (N,) int32 sorted.
+        backend: "xla", "pallas" or "pallas_interpret" (the Pallas kernel
+            run by the interpreter, for tests on the CPU).
+    """
+    dtype = columns[0].dtype
+    if backend == "xla":
+        data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
+        return jax.ops.segment_sum(data, segment_ids, num_segments=num_segments, indices_are_sorted=True)
+    from fastlbp import pallas_kernels
+
+    out = pallas_kernels.segment_sum(columns, segment_ids, num_segments=num_segments,
+                                     split_infinite=split_infinite_values,
+                                     interpret=backend == "pallas_interpret")
+    return out.astype(dtype)
+
+
+def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.Array,
+                   backend: str = "xla") -> jax.Array:
     """Sums every variable's incoming messages and its evidence.
 
     Args:
@@ -60,10 +84,7 @@ def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.A
         (V, 3) aggregate [finite sum, #+inf, #-inf].
     """
     in_var_order = factor_to_var[graph.var_edges]
-    agg = jax.ops.segment_sum(
-        split_infinite(in_var_order), graph.slot_var, num_segments=graph.num_vars,
-        indices_are_sorted=True,
-    )
+    agg = segment_sums((in_var_order,), graph.slot_var, graph.num_vars, backend, True)
     return agg + split_infinite(evidence.astype(factor_to_var.dtype))
 
 
@@ -91,7 +112,66 @@ def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.logaddexp(a, b)
 
 
-def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> jax.Array:
+def _factor_params(graph: FactorGraph, dtype):
+    is_and = graph.factor_kind == AND
+    p1 = graph.p1.astype(dtype)
+    p2 = graph.p2.astype(dtype)
+    q = jnp.where(is_and, p2, p1)  # f(x0=1) when x_j alone decides the body condition
+    r = jnp.where(is_and, p1, p2)
+    return is_and, jnp.log(q), jnp.log1p(-q), jnp.log(r), jnp.log1p(-r)
+
+
+def factor_inputs(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per-edge body terms whose per-factor sums the factor messages need.
+
+    The term is log m(1) for AND bodies and log m(0) for OR bodies (0 on head
+    edges), split into its finite part and whether it is -inf (a zero).
+
+    Returns:
+        finite: (E,) and is_zero: (E,), in the messages' dtype.
+    """
+    mu = var_to_factor_msgs
+    edge_and = (graph.factor_kind == AND)[graph.edge_factor]
+    term = jax.nn.log_sigmoid(jnp.where(edge_and, mu, -mu))
+    term = jnp.where(graph.edge_is_head, 0, term)
+    is_zero = term == -jnp.inf
+    return jnp.where(is_zero, 0, term), is_zero.astype(mu.dtype)
+
+
+def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
+                      backend: str = "xla") -> jax.Array:
+    """(F, 2) per-factor [sum of finite terms, number of zero terms]."""
+    return segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
+
+
+def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: jax.Array,
+                    is_zero: jax.Array, factor_agg: jax.Array) -> jax.Array:
+    """New factor-to-variable messages (E,) from the per-factor aggregates.
+
+    NaN marks an edge whose incoming messages are contradictory.
+    """
+    mu = var_to_factor_msgs
+    dtype = mu.dtype
+    is_and, log_q, log_1mq, log_r, log_1mr = _factor_params(graph, dtype)
+    a = graph.edge_factor
+    edge_and = is_and[a]
+    own = factor_agg[a]
+    others_zero = own[:, 1] - is_zero
+    c = jnp.where(others_zero > 0.5, -jnp.inf, own[:, 0] - finite)  # log prod over the other body edges
+    log_1mc = _log1mexp(c)
+
+    g1 = _logaddexp(log_q[a] + log_1mc, log_r[a] + c)
+    g0 = _logaddexp(log_1mq[a] + log_1mc, log_1mr[a] + c)
+    head_mu = mu[graph.factor_offsets[a]]
+    h1 = jax.nn.log_sigmoid(head_mu)
+    h0 = jax.nn.log_sigmoid(-head_mu)
+    k_fixed = _logaddexp(h0 + log_1mq[a], h1 + log_q[a])
+    k_free = _logaddexp(h0 + g0, h1 + g1)
+    body_msg = jnp.where(edge_and, k_free - k_fixed, k_fixed - k_free)
+    return jnp.where(graph.edge_is_head, g1 - g0, body_msg)
+
+
+def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: str = "xla") -> jax.Array:
     """New factor-to-variable messages for every edge from variable-to-factor messages.
 
     Args:
@@ -102,39 +182,6 @@ def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> jax.Arra
         (E,) log-odds, factor order. NaN marks an edge whose incoming
         messages are contradictory.
     """
-    mu = var_to_factor_msgs
-    dtype = mu.dtype
-    is_and = graph.factor_kind == AND
-    p1 = graph.p1.astype(dtype)
-    p2 = graph.p2.astype(dtype)
-    q = jnp.where(is_and, p2, p1)  # f(x0=1) when the body is decided by x_j alone
-    r = jnp.where(is_and, p1, p2)
-    log_q, log_1mq = jnp.log(q), jnp.log1p(-q)
-    log_r, log_1mr = jnp.log(r), jnp.log1p(-r)
-
-    edge_and = is_and[graph.edge_factor]
-    log_h1 = jax.nn.log_sigmoid(mu)
-    log_h0 = jax.nn.log_sigmoid(-mu)
-    # The body term whose product decides the condition: m(1) for AND, m(0) for OR.
-    term = jnp.where(edge_and, log_h1, log_h0)
-    term = jnp.where(graph.edge_is_head, 0, term)
-    is_zero = (term == -jnp.inf).astype(dtype)
-    finite = jnp.where(is_zero > 0, 0, term)
-    fsum = jax.ops.segment_sum(
-        jnp.stack([finite, is_zero], -1), graph.edge_factor, num_segments=graph.num_factors,
-        indices_are_sorted=True,
-    )
-    own = fsum[graph.edge_factor] - jnp.stack([finite, is_zero], -1)
-    c = jnp.where(own[:, 1] > 0.5, -jnp.inf, own[:, 0])  # log prod over the other body edges
-    log_1mc = _log1mexp(c)
-
-    a = graph.edge_factor
-    g1 = _logaddexp(log_q[a] + log_1mc, log_r[a] + c)
-    g0 = _logaddexp(log_1mq[a] + log_1mc, log_1mr[a] + c)
-    head_edge = graph.factor_offsets[a]
-    h1 = log_h1[head_edge]
-    h0 = log_h0[head_edge]
-    k_fixed = _logaddexp(h0 + log_1mq[a], h1 + log_q[a])
-    k_free = _logaddexp(h0 + g0, h1 + g1)
-    body_msg = jnp.where(edge_and, k_free - k_fixed, k_fixed - k_free)
-    return jnp.where(graph.edge_is_head, g1 - g0, body_msg)
+    finite, is_zero = factor_inputs(graph, var_to_factor_msgs)
+    agg = factor_aggregates(graph, finite, is_zero, backend)
+    return factor_messages(graph, var_to_factor_msgs, finite, is_zero, agg)

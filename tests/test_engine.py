@@ -144,7 +144,7 @@ def test_changing_evidence_never_recompiles():
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
     session = Session(model)
     session.run()
-    before = engine.run_parall_jit._cache_size()
+    before = engine.parall_runner()._cache_size()
     rng = np.random.default_rng(0)
     for v in rng.choice(model.num_vars, 5, replace=False):
         session.label(int(v), False)
@@ -153,7 +153,7 @@ def test_changing_evidence_never_recompiles():
         except ContradictoryEvidence:
             session.unlabel(int(v))
         session.tol, session.damping, session.max_iters = 1e-5, 0.1, 50
-    assert engine.run_parall_jit._cache_size() == before
+    assert engine.parall_runner()._cache_size() == before
 
 
 def test_graph_is_an_argument_not_a_constant():
@@ -161,9 +161,9 @@ def test_graph_is_an_argument_not_a_constant():
     g1 = from_factors([Factor(AND, 0, (1,), 0.9, 0.0), Factor(AND, 1, (), 0.5, 0.5)])
     g2 = from_factors([Factor(OR, 1, (0,), 0.7, 0.1), Factor(AND, 0, (), 0.2, 0.2)])
     engine.run(g1)
-    n = engine.run_parall_jit._cache_size()
+    n = engine.parall_runner()._cache_size()
     r2 = engine.run(g2, tol=1e-12)
-    assert engine.run_parall_jit._cache_size() == n
+    assert engine.parall_runner()._cache_size() == n
     np.testing.assert_allclose(np.asarray(r2.marginals),
                                reference.exact_marginals(g2.factors(), 2), atol=1e-10)
     lowered = jax.jit(lambda g: engine.step(g, engine.init(g), jnp.zeros(2))).lower(g1).as_text()
