@@ -166,6 +166,24 @@ class Explanation:
     used_by: list[tuple[str, float]] = dataclasses.field(default_factory=list)
 
 
+def _tuple_of_var(model: Model) -> dict[int, int]:
+    cached = model.meta.get("_tuple_of_var")
+    if cached is None:
+        tv = np.asarray(model.meta["tuple_var"])
+        kept = np.flatnonzero(tv >= 0)
+        cached = dict(zip(tv[kept].tolist(), kept.tolist(), strict=True))
+        model.meta["_tuple_of_var"] = cached
+    return cached
+
+
+def _tuple_probability(dg, tuple_var, marginals: np.ndarray, t: int) -> float:
+    """P(tuple) from its variable; a tuple compressed away is a constant fact (prior 1.0)."""
+    v = int(np.asarray(tuple_var)[t])
+    if v >= 0:
+        return float(marginals[v])
+    return float(dg.priors.get(t, 1.0))
+
+
 def explain(model: Model, marginals: np.ndarray, var: int, k: int = 3, *,
             clauses_by_head: dict[int, np.ndarray] | None = None) -> Explanation:
     """Why `var` has its probability: its `k` strongest derivations.
@@ -178,19 +196,27 @@ def explain(model: Model, marginals: np.ndarray, var: int, k: int = 3, *,
     """
     names = model.var_names
     dg = model.meta.get("derivation")
-    offset = model.meta.get("clause_var_offset")
-    if dg is not None and offset is not None and var < dg.num_tuples:
+    tuple_var = model.meta.get("tuple_var")
+    clause_var = model.meta.get("clause_var")
+    tuple_of_var = _tuple_of_var(model) if dg is not None and tuple_var is not None else {}
+    if var in tuple_of_var:
+        t = tuple_of_var[var]
         if clauses_by_head is None:
-            clauses = np.flatnonzero(np.asarray(dg.clause_head) == var)
+            clauses = np.flatnonzero(np.asarray(dg.clause_head) == t)
         else:
-            clauses = clauses_by_head.get(var, np.zeros(0, np.int64))
-        p = marginals[offset + clauses]
-        strongest = clauses[np.argsort(-p, kind="stable")[:k]]
+            clauses = clauses_by_head.get(t, np.zeros(0, np.int64))
+        # A clause that compression merged into its head shares the head's
+        # variable; one that was pruned or dropped has none (-1).
+        cvars = np.asarray(clause_var)[clauses]
+        p = np.where(cvars >= 0, marginals[np.maximum(cvars, 0)], -1.0)
+        strongest = np.argsort(-p, kind="stable")[:k]
         ders = []
-        for g in strongest.tolist():
+        for i in strongest.tolist():
+            g = int(clauses[i])
             rule = dg.rules[int(dg.clause_rule[g])]
-            body = [(dg.tuples[t], float(marginals[t])) for t in dg.clause_body(g).tolist()]
-            ders.append(Derivation(rule.name, rule.text, float(marginals[offset + g]), body))
+            body = [(dg.tuples[b], _tuple_probability(dg, tuple_var, marginals, b))
+                    for b in dg.clause_body(g).tolist()]
+            ders.append(Derivation(rule.name, rule.text, float(max(p[i], 0.0)), body))
         return Explanation(names[var], float(marginals[var]), ders, len(clauses), "derivation")
 
     g = model.graph

@@ -114,9 +114,9 @@ def test_explain_ranks_derivations_by_clause_marginal():
     race2 = model.index["race(2)"]
     ex = explain(model, p, race2, k=5)
     assert ex.kind == "derivation" and ex.total == 2
-    off = model.meta["clause_var_offset"]
+    clause_var = model.meta["clause_var"]
     assert [d.rule for d in ex.derivations] == ["R1", "R2"]  # p(R1#1) = .9*.5 > p(R2#2) = .6*.5
-    assert ex.derivations[0].probability == pytest.approx(p[off + 1])
+    assert ex.derivations[0].probability == pytest.approx(p[clause_var[1]])
     assert [b for b, _ in ex.derivations[0].body] == ["in(a)", "in(b)"]
     assert ex.derivations[0].rule_text == "race(y) :- in(x), in(y)"
     text = format_explanation(ex)
