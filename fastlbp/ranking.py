@@ -117,7 +117,10 @@ def relation(alarm: str) -> str:
 # Writers --------------------------------------------------------------------
 
 def _p(p: float) -> str:
-    return f"{p:.6f}" if math.isfinite(p) else str(p)
+    # Small probabilities still order the alarms: show their magnitude, not 0.000000.
+    if not math.isfinite(p):
+        return str(p)
+    return f"{p:.6f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
 
 
 def to_table(ranking: Ranking) -> str:
