@@ -142,26 +142,26 @@ def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
                       backend: str = "xla") -> jax.Array:
     """Per-factor sums of the body terms, arranged for exact leave-one-out.
 
-    Every term is <= 0, so for an edge that does not hold the factor's most
-    negative term, sum - own term is at least as large in magnitude as that
-    term and keeps full relative precision. The edge(s) holding the most
-    negative term m would lose the others' (possibly tiny) sum to
-    cancellation, turning "almost surely" into "surely" (a spurious hard
-    message), so they get the sum without m instead.
+    Every term is <= 0. For an edge whose term is at least half the factor's
+    sum S, the others sum to at least S/2 in magnitude, so S - own term keeps
+    full relative precision. At most one term can be below S/2 (two would
+    already sum below S): the dominant one. For it, S - own would lose the
+    others' (possibly tiny) sum to cancellation and turn "almost surely" into
+    "surely" (a spurious hard message), so it gets the sum of the other terms
+    directly, from a second pass.
 
     Returns:
-        (F, 5): [sum of finite terms, #zero terms, m, #terms equal to m,
-        sum of finite terms other than m].
+        (F, 3): [sum of finite terms S, #zero terms, sum of finite terms >= S/2].
     """
     sums = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
-    body = ~graph.edge_is_head & (is_zero < 0.5)
-    m = jax.ops.segment_min(jnp.where(body, finite, 0), graph.edge_factor, num_segments=graph.num_factors,
-                            indices_are_sorted=True)
-    m = jnp.minimum(m, 0)  # factors with no finite body term
-    is_min = (body & (finite == m[graph.edge_factor])).astype(finite.dtype)
-    rest = segment_sums((is_min, jnp.where(is_min > 0, 0, finite)), graph.edge_factor,
-                        graph.num_factors, backend)
-    return jnp.concatenate([sums, m[:, None], rest], axis=-1)
+    dominant = _dominant(graph, finite, is_zero, sums[graph.edge_factor, 0])
+    rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors, backend)
+    return jnp.concatenate([sums, rest], axis=-1)
+
+
+def _dominant(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array, factor_sum: jax.Array):
+    """(E,) bool: the edge holds its factor's dominant term (below half the sum)."""
+    return ~graph.edge_is_head & (is_zero < 0.5) & (finite < 0.5 * factor_sum)
 
 
 def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: jax.Array,
@@ -177,8 +177,8 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
     edge_and = is_and[a]
     agg = factor_agg[a]
     others_zero = agg[:, 1] - is_zero
-    holds_min = ~graph.edge_is_head & (is_zero < 0.5) & (finite == agg[:, 2])
-    others = jnp.where(holds_min, agg[:, 4] + (agg[:, 3] - 1) * agg[:, 2], agg[:, 0] - finite)
+    dominant = _dominant(graph, finite, is_zero, agg[:, 0])
+    others = jnp.where(dominant, agg[:, 2], agg[:, 0] - finite)
     c = jnp.where(others_zero > 0.5, -jnp.inf, others)  # log prod over the other body edges
     log_1mc = _log1mexp(c)
 

@@ -94,11 +94,14 @@ def segment_sum(columns, segment_ids, *, num_segments: int, split_infinite: bool
     segp = jnp.concatenate([jnp.full((1,), -1, jnp.int32), seg, jnp.full((1,), -1, jnp.int32)])
     xs = [jnp.concatenate([c, jnp.zeros((pad,), c.dtype)]) for c in columns]
     # The kernel adds into its outputs in place, so each call needs fresh
-    # zeros. A constant zero buffer gets hoisted out of loops and reused (seen
-    # on the H200: sums accumulated across while-loop iterations); a zero that
-    # depends on this call's data (seg[k] >= 0, so the minimum is 0) cannot be,
-    # and one per output keeps XLA from merging them into one buffer.
-    zeros = [jnp.full((num_segments + 1,), jnp.minimum(seg[k], 0).astype(jnp.float64))
+    # zeros. A zero buffer that depends only on loop-invariant data (a
+    # constant, the graph's segment ids) is hoisted out of a while loop and
+    # then accumulates across iterations (seen on the H200), so each buffer is
+    # derived from this call's values: min(|v|, 0) is 0 for every number, and
+    # a NaN value (contradiction) is mapped to 0 as well.
+    v0 = xs[0][0].astype(jnp.float64)
+    fresh = jnp.where(jnp.isnan(v0), 0.0, jnp.minimum(jnp.abs(v0), 0.0))
+    zeros = [jnp.full((num_segments + 1,), fresh + jnp.minimum(seg[k], 0).astype(jnp.float64))
              for k in range(num_out)]
     n_in = 1 + len(xs)
     kernel = functools.partial(_kernel, num_out, split_infinite, block, num_segments, not interpret)
