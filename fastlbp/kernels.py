@@ -49,7 +49,8 @@ def combine(agg: jax.Array) -> jax.Array:
 
 
 def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_segments: int,
-                 backend: str = "xla", split_infinite_values: bool = False) -> jax.Array:
+                 backend: str = "xla", split_infinite_values: bool = False,
+                 gather_index: jax.Array | None = None) -> jax.Array:
     """Sums of sorted segments, (S, k), with XLA's scatter or the Pallas kernel.
 
     Args:
@@ -58,15 +59,19 @@ def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_seg
         segment_ids: (N,) int32 sorted.
         backend: "xla", "pallas" or "pallas_interpret" (the Pallas kernel
             run by the interpreter, for tests on the CPU).
+        gather_index: optional (N,) int32; element i of a column is
+            column[gather_index[i]] (the Pallas kernel gathers in-kernel).
     """
     dtype = columns[0].dtype
     if backend == "xla":
+        if gather_index is not None:
+            columns = tuple(c[gather_index] for c in columns)
         data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
         return jax.ops.segment_sum(data, segment_ids, num_segments=num_segments, indices_are_sorted=True)
     from fastlbp import pallas_kernels
 
     out = pallas_kernels.segment_sum(columns, segment_ids, num_segments=num_segments,
-                                     split_infinite=split_infinite_values,
+                                     split_infinite=split_infinite_values, gather_index=gather_index,
                                      interpret=backend == "pallas_interpret")
     return out.astype(dtype)
 
@@ -83,8 +88,8 @@ def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.A
     Returns:
         (V, 3) aggregate [finite sum, #+inf, #-inf].
     """
-    in_var_order = factor_to_var[graph.var_edges]
-    agg = segment_sums((in_var_order,), graph.slot_var, graph.num_vars, backend, True)
+    agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, backend, True,
+                       gather_index=graph.var_edges)
     return agg + split_infinite(evidence.astype(factor_to_var.dtype))
 
 
