@@ -78,7 +78,7 @@ if not hasattr(getattr(jax.lib, "xla_bridge", None), "get_backend"):
     jax.lib.xla_bridge = types.SimpleNamespace(get_backend=jax.extend.backend.get_backend)
 
 from pgmax import fgraph, fgroup, infer, vgroup  # noqa: E402
-from pgmax.factor import update_utils  # noqa: E402
+from pgmax.factor import logical, update_utils  # noqa: E402
 
 from fastlbp.graph import AND, FactorGraph  # noqa: E402
 
@@ -268,8 +268,9 @@ def build_pgmax(model, evidence=None, *, hard: float = HARD, enum_max: int = ENU
 def logminusexp_eps(eps: float):
     """Diagnosis only: PGMax's logical factors with another log-minus-exp cut-off (default 1e-4).
 
-    Clears JAX's caches on entry and exit, since PGMax's update functions are
-    module-level jitted functions that would otherwise keep their old trace.
+    Clears the trace cache of PGMax's (module-level, jitted) logical update on
+    entry and exit, which would otherwise keep the cut-off it was traced with.
+    Runners built inside must also run inside.
     """
     original = update_utils.logminusexp_with_temp
 
@@ -277,12 +278,12 @@ def logminusexp_eps(eps: float):
         return original(data1, data2, temperature, eps=eps)
 
     update_utils.logminusexp_with_temp = patched
-    jax.clear_caches()
+    logical.pass_logical_fac_to_var_messages.clear_cache()
     try:
         yield
     finally:
         update_utils.logminusexp_with_temp = original
-        jax.clear_caches()
+        logical.pass_logical_fac_to_var_messages.clear_cache()
 
 
 class PGMaxRunner:
