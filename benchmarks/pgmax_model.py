@@ -46,7 +46,9 @@ log(exp(a) - exp(b)) with a hard-coded cut-off `eps=1e-4`: where a - b <
 probability < 1e-4 gets P = 0 exactly (an AND head: P(all true) > 1 - 1e-4
 gives P = 1), and a -inf message to a parent becomes +inf - inf = NaN in
 PGMax's message normalization, which then spreads (seen on loopy graphs of
-deterministic AND/OR factors). `logminusexp_eps` swaps the cut-off for a
+deterministic AND/OR factors, and whenever hard evidence such as a label
+"false" on a tuple reaches an OR: PGMax cannot take hard labels; evidence up
+to ~10 in log-odds stays finite). `logminusexp_eps` swaps the cut-off for a
 diagnosis (with 1e-12 the encoding matches fastlbp to ~1e-11 on Bingo-like
 graphs).
 
