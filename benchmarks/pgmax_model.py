@@ -298,13 +298,19 @@ class PGMaxRunner:
     Attributes:
         arrays: the initial (log_potentials, ftov_msgs, evidence) of PGMax's
             `BPArrays` (uniform messages, the evidence), in `dtype`.
-        fn: jitted `arrays -> (V,) P(x=1)` of the fastlbp variables.
+        fn: jitted `*arrays -> (V,) P(x=1)` of the fastlbp variables.
     """
 
     def __init__(self, fg, num_iters: int, damping: float = 0.0, dtype=jnp.float64):
         enc: Encoding = fg.fastlbp_encoding
         self.dtype = jnp.dtype(dtype)
         self.x64 = self.dtype == jnp.float64
+        self.compiled = None
+        if enc.num_pgmax_edges == 0:  # only unary factors: PGMax cannot build BP without a factor
+            ev = enc.log_evidence[: enc.num_vars]
+            self.arrays = (jnp.asarray(ev[:, 1] - ev[:, 0], self.dtype),)
+            self.fn = jax.jit(jax.nn.sigmoid)
+            return
         with jax.enable_x64(self.x64):
             bp = infer.BP(fg.bp_state, temperature=1.0)
             init = bp.init(evidence_updates={enc.variables: enc.log_evidence})
@@ -312,7 +318,7 @@ class PGMaxRunner:
             self.arrays = tuple(jnp.asarray(x, self.dtype)
                                 for x in (init.log_potentials, init.ftov_msgs, init.evidence))
 
-        def marginals(arrays):
+        def marginals(*arrays):
             arrays = infer.BPArrays(*arrays)
             if num_iters > 0:
                 arrays = bp.run(arrays, num_iters=num_iters, damping=damping, temperature=1.0)
@@ -320,18 +326,17 @@ class PGMaxRunner:
             return jax.nn.sigmoid(beliefs[:, 1] - beliefs[:, 0])
 
         self.fn = jax.jit(marginals)
-        self.compiled = None
 
     def compile(self):
         with jax.enable_x64(self.x64):
-            self.compiled = self.fn.lower(self.arrays).compile()
+            self.compiled = self.fn.lower(*self.arrays).compile()
         return self.compiled
 
     def run(self, arrays=None) -> jax.Array:
         """(V,) P(x=1) after the iterations (a device array; block on it to time)."""
         fn = self.compiled or self.fn
         with jax.enable_x64(self.x64):
-            return fn(self.arrays if arrays is None else arrays)
+            return fn(*(self.arrays if arrays is None else arrays))
 
 
 def run_pgmax(fg, num_iters: int, damping: float = 0.0, dtype=jnp.float64) -> np.ndarray:

@@ -210,3 +210,10 @@ def test_pgmax_nan_on_hard_false_label():
     ours = engine.run(graph, evidence_from_labels(9, labels), tol=0, max_iters=30)
     np.testing.assert_allclose(np.asarray(ours.marginals), reference.exact_marginals(factors, 9, labels),
                                atol=1e-12)
+
+
+def test_only_unary_factors():
+    factors = [Factor(AND, 0, (), 0.3, 0.3), Factor(OR, 1, (0,), 0.6, 0.6)]
+    got, enc = pgmax_marginals(factors, 2, 3)
+    assert enc.counts["unary"] == 2 and enc.num_pgmax_edges == 0
+    np.testing.assert_allclose(got, [0.3, 0.6], atol=1e-12)
