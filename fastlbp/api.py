@@ -29,7 +29,11 @@ from fastlbp.model import Model
 PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
 
 # Loaders by kind; `datalog` registers its formats on import.
-LOADERS: dict[str, Callable[[Path], Model]] = {}
+LOADERS: dict[str, Callable[..., Model]] = {}
+
+# Options every derivation-graph load gets unless the caller passes its own
+# (the CLI's `fastlbp --cycles bingo ...` sets "cycles" here).
+DERIVATION_OPTIONS: dict[str, object] = {}
 
 
 def _load_causal(path: Path) -> Model:
@@ -49,13 +53,17 @@ def detect_format(path: Path) -> str:
     return "causal_fg"
 
 
-def load(path: str | os.PathLike, format: str | None = None) -> Model:
+def load(path: str | os.PathLike, format: str | None = None, **options) -> Model:
     """Loads a graph file or directory into a `Model`.
 
     Args:
         path: a libDAI causal factor-graph file, a derivation.json file or a
             Bingo directory.
         format: force a loader ("causal_fg", "json", "bingo").
+        **options: for derivation graphs, `compress` (default True) and
+            `cycles`: "cycles" (default: Bingo's least-fixpoint criterion on
+            the clauses that lie on a cycle) or "bingo" (on every clause, as
+            Bingo does); see `datalog.cycles`.
 
     Raises:
         InputError: the file is missing or malformed (names file and line).
@@ -71,7 +79,9 @@ def load(path: str | os.PathLike, format: str | None = None) -> Model:
             pass
     if fmt not in LOADERS:
         raise InputError(str(p), None, f"no loader for format {fmt!r}")
-    return LOADERS[fmt](p)
+    if fmt == "causal_fg":
+        return LOADERS[fmt](p)
+    return LOADERS[fmt](p, **{**DERIVATION_OPTIONS, **options})
 
 
 def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:

@@ -86,3 +86,23 @@ def test_shipped_examples_load():
         model = api.load(data / name)
         assert model.alarms and len(model.meta["truth"]) == len(model.alarms)
         assert set(model.meta["truth"]) == set(model.alarms)
+
+
+def test_cycles_option_selects_bingo_mode():
+    import json as _json
+
+    from typer.testing import CliRunner as _Runner
+
+    from fastlbp import api
+    from fastlbp.cli import get_app
+
+    path = str(Path(__file__).resolve().parents[1] / "data" / "weblech.json")
+    try:
+        default = _Runner().invoke(get_app(), ["info", path, "--format", "json"])
+        bingo = _Runner().invoke(get_app(), ["--cycles", "bingo", "info", path, "--format", "json"])
+    finally:
+        api.DERIVATION_OPTIONS.clear()
+    assert default.exit_code == 0 and bingo.exit_code == 0, bingo.output
+    text_default, text_bingo = default.stdout, bingo.stdout
+    assert _json.loads(text_default) != _json.loads(text_bingo)
+    assert "143" in text_bingo  # clauses Bingo's criterion drops on this acyclic graph
