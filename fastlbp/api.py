@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp import engine
-from fastlbp.errors import ContradictoryEvidence, InputError
+from fastlbp.errors import ContradictoryEvidence, InputError, read_text
 from fastlbp.graph import GraphError, evidence_from_labels
 from fastlbp.model import Model
 
@@ -91,12 +91,7 @@ def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
         InputError: malformed line or an unknown name (file and line named).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise InputError(str(p), None, err.strerror or str(err)) from None
+    text = read_text(p)
     labels: dict[int, bool] = {}
     for ln, line in enumerate(text.splitlines(), 1):
         s = line.strip()

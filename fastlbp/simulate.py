@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fastlbp import api, metrics
-from fastlbp.errors import ContradictoryEvidence, InputError
+from fastlbp.errors import ContradictoryEvidence, InputError, read_text
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
 
@@ -73,12 +73,7 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
         InputError: unreadable file, or a name that is not an alarm (line named).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise InputError(str(p), None, err.strerror or str(err)) from None
+    text = read_text(p)
     alarms = set(alarm_vars(model).tolist())
     truth: set[int] = set()
     for ln, line in enumerate(text.splitlines(), 1):
