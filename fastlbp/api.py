@@ -22,14 +22,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp import engine
-from fastlbp.errors import ContradictoryEvidence, InputError
+from fastlbp.errors import ContradictoryEvidence, InputError, read_text
 from fastlbp.graph import GraphError, evidence_from_labels
 from fastlbp.model import Model
 
 PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
 
 # Loaders by kind; `datalog` registers its formats on import.
-LOADERS: dict[str, Callable[[Path], Model]] = {}
+LOADERS: dict[str, Callable[..., Model]] = {}
+
+# Options every derivation-graph load gets unless the caller passes its own
+# (the CLI's `fastlbp --cycles bingo ...` sets "cycles" here).
+DERIVATION_OPTIONS: dict[str, object] = {}
 
 
 def _load_causal(path: Path) -> Model:
@@ -44,18 +48,22 @@ def detect_format(path: Path) -> str:
     """Which loader reads `path`: a Bingo directory, derivation.json or a causal factor graph."""
     if path.is_dir():
         return "bingo"
-    if path.suffix.lower() == ".json":
+    if path.name.lower().endswith((".json", ".json.gz")):
         return "json"
     return "causal_fg"
 
 
-def load(path: str | os.PathLike, format: str | None = None) -> Model:
+def load(path: str | os.PathLike, format: str | None = None, **options) -> Model:
     """Loads a graph file or directory into a `Model`.
 
     Args:
         path: a libDAI causal factor-graph file, a derivation.json file or a
             Bingo directory.
         format: force a loader ("causal_fg", "json", "bingo").
+        **options: for derivation graphs, `compress` (default True) and
+            `cycles`: "cycles" (default: Bingo's least-fixpoint criterion on
+            the clauses that lie on a cycle) or "bingo" (on every clause, as
+            Bingo does); see `datalog.cycles`.
 
     Raises:
         InputError: the file is missing or malformed (names file and line).
@@ -71,7 +79,9 @@ def load(path: str | os.PathLike, format: str | None = None) -> Model:
             pass
     if fmt not in LOADERS:
         raise InputError(str(p), None, f"no loader for format {fmt!r}")
-    return LOADERS[fmt](p)
+    if fmt == "causal_fg":
+        return LOADERS[fmt](p)
+    return LOADERS[fmt](p, **{**DERIVATION_OPTIONS, **options})
 
 
 def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
@@ -81,12 +91,7 @@ def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
         InputError: malformed line or an unknown name (file and line named).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise InputError(str(p), None, err.strerror or str(err)) from None
+    text = read_text(p)
     labels: dict[int, bool] = {}
     for ln, line in enumerate(text.splitlines(), 1):
         s = line.strip()

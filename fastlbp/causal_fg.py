@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import InputError
+from fastlbp.errors import InputError, read_text
 from fastlbp.graph import AND, OR, GraphError, from_arrays
 from fastlbp.model import Model
 
@@ -141,12 +141,7 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
 def load(path: str | os.PathLike) -> Model:
     """Reads a causal factor-graph file (see `parse`)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise InputError(str(p), None, err.strerror or str(err)) from None
+    text = read_text(p)
     return parse(text, p)
 
 

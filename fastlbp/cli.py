@@ -25,13 +25,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+class CycleMode(StrEnum):
+    cycles = "cycles"
+    bingo = "bingo"
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    cycles: Annotated[CycleMode, typer.Option(
+        "--cycles",
+        help="Cycle elimination for derivation graphs: 'cycles' applies Bingo's criterion (a clause "
+             "survives only if its body is derived strictly before its head in the least fixpoint) "
+             "to the clauses on a cycle; 'bingo' applies it to every clause, as Bingo does.",
+    )] = CycleMode.cycles,
+) -> None:
     """Rank program-analysis alarms by loopy belief propagation (GPU when present, else CPU).
 
     Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a
     libDAI causal factor-graph file. Run `fastlbp COMMAND --help` for details.
     """
+    from fastlbp import api
+
+    api.DERIVATION_OPTIONS["cycles"] = cycles.value
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = ()

@@ -114,14 +114,18 @@ def iterate(sweep, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
 
 
 def default_backend() -> str:
-    """"pallas" on a GPU, "xla" elsewhere (the CPU path)."""
-    return "pallas" if jax.default_backend() == "gpu" else "xla"
+    """The segment-sum backend used unless one is forced: "xla" on every device.
+
+    The Pallas kernel is exact and tested, but on the H200 it measured slower
+    than XLA's scatter (BENCHMARKS.md), so it is opt-in: `backend="pallas"`.
+    """
+    return "xla"
 
 
 def default_unroll() -> int:
-    # A GPU while-loop trip costs ~15 us of host round trip (measured on the
-    # H200), so several sweeps share a trip; the CPU gains nothing from it.
-    return 4 if jax.default_backend() == "gpu" else 1
+    # Several sweeps per while-loop trip saved the trip's ~15 us on the H200
+    # for the Pallas path but cost time for the XLA path (BENCHMARKS.md).
+    return 1
 
 
 def _parall_loop(graph, messages, evidence, tol, max_iters, damping, backend: str, unroll: int):

@@ -29,3 +29,16 @@ class ContradictoryEvidence(ValueError):
         self.labels = dict(labels)
         shown = ", ".join(f"{k}={'true' if v else 'false'}" for k, v in self.labels.items())
         super().__init__(f"contradictory labels (joint probability 0): {shown}")
+
+
+def read_text(path) -> str:
+    """A UTF-8 text file's contents; unreadable or non-UTF-8 files raise `InputError` naming the file."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise InputError(str(p), None, err.strerror or str(err)) from None

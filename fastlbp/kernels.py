@@ -49,7 +49,8 @@ def combine(agg: jax.Array) -> jax.Array:
 
 
 def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_segments: int,
-                 backend: str = "xla", split_infinite_values: bool = False) -> jax.Array:
+                 backend: str = "xla", split_infinite_values: bool = False,
+                 gather_index: jax.Array | None = None) -> jax.Array:
     """Sums of sorted segments, (S, k), with XLA's scatter or the Pallas kernel.
 
     Args:
@@ -58,15 +59,19 @@ def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_seg
         segment_ids: (N,) int32 sorted.
         backend: "xla", "pallas" or "pallas_interpret" (the Pallas kernel
             run by the interpreter, for tests on the CPU).
+        gather_index: optional (N,) int32; element i of a column is
+            column[gather_index[i]] (the Pallas kernel gathers in-kernel).
     """
     dtype = columns[0].dtype
     if backend == "xla":
+        if gather_index is not None:
+            columns = tuple(c[gather_index] for c in columns)
         data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
         return jax.ops.segment_sum(data, segment_ids, num_segments=num_segments, indices_are_sorted=True)
     from fastlbp import pallas_kernels
 
     out = pallas_kernels.segment_sum(columns, segment_ids, num_segments=num_segments,
-                                     split_infinite=split_infinite_values,
+                                     split_infinite=split_infinite_values, gather_index=gather_index,
                                      interpret=backend == "pallas_interpret")
     return out.astype(dtype)
 
@@ -83,8 +88,8 @@ def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.A
     Returns:
         (V, 3) aggregate [finite sum, #+inf, #-inf].
     """
-    in_var_order = factor_to_var[graph.var_edges]
-    agg = segment_sums((in_var_order,), graph.slot_var, graph.num_vars, backend, True)
+    agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, backend, True,
+                       gather_index=graph.var_edges)
     return agg + split_infinite(evidence.astype(factor_to_var.dtype))
 
 
@@ -140,8 +145,28 @@ def factor_inputs(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> tuple[ja
 
 def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
                       backend: str = "xla") -> jax.Array:
-    """(F, 2) per-factor [sum of finite terms, number of zero terms]."""
-    return segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
+    """Per-factor sums of the body terms, arranged for exact leave-one-out.
+
+    Every term is <= 0. For an edge whose term is at least half the factor's
+    sum S, the others sum to at least S/2 in magnitude, so S - own term keeps
+    full relative precision. At most one term can be below S/2 (two would
+    already sum below S): the dominant one. For it, S - own would lose the
+    others' (possibly tiny) sum to cancellation and turn "almost surely" into
+    "surely" (a spurious hard message), so it gets the sum of the other terms
+    directly, from a second pass.
+
+    Returns:
+        (F, 3): [sum of finite terms S, #zero terms, sum of finite terms >= S/2].
+    """
+    sums = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
+    dominant = _dominant(graph, finite, is_zero, sums[graph.edge_factor, 0])
+    rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors, backend)
+    return jnp.concatenate([sums, rest], axis=-1)
+
+
+def _dominant(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array, factor_sum: jax.Array):
+    """(E,) bool: the edge holds its factor's dominant term (below half the sum)."""
+    return ~graph.edge_is_head & (is_zero < 0.5) & (finite < 0.5 * factor_sum)
 
 
 def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: jax.Array,
@@ -155,9 +180,11 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
     is_and, log_q, log_1mq, log_r, log_1mr = _factor_params(graph, dtype)
     a = graph.edge_factor
     edge_and = is_and[a]
-    own = factor_agg[a]
-    others_zero = own[:, 1] - is_zero
-    c = jnp.where(others_zero > 0.5, -jnp.inf, own[:, 0] - finite)  # log prod over the other body edges
+    agg = factor_agg[a]
+    others_zero = agg[:, 1] - is_zero
+    dominant = _dominant(graph, finite, is_zero, agg[:, 0])
+    others = jnp.where(dominant, agg[:, 2], agg[:, 0] - finite)
+    c = jnp.where(others_zero > 0.5, -jnp.inf, others)  # log prod over the other body edges
     log_1mc = _log1mexp(c)
 
     g1 = _logaddexp(log_q[a] + log_1mc, log_r[a] + c)

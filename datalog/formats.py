@@ -1,0 +1,619 @@
+"""Reading and writing derivation graphs: derivation.json and Bingo's text files.
+
+Importing this module registers the loaders "json" and "bingo" in
+`fastlbp.api.LOADERS`; each returns a `Model` after cycle elimination and
+compression (`datalog.bayesnet.to_model`), with `meta["warnings"]` and
+`meta["report"]` saying what was merged, dropped or removed.
+
+derivation.json (schema: `datalog/derivation.schema.json`, version 1)::
+
+    {"format": "fastlbp-derivation", "version": 1,
+     "rules": {"R0": {"probability": 0.9, "text": "path(x,z) :- edge(x,y), path(y,z)."}},
+     "tuples": ["edge(1,2)", "path(1,2)"],          # optional: names for integer references
+     "clauses": [["R0", 1, [0]],                     # [rule, head, body]; compact form
+                 {"rule": "R0", "head": "path(1,2)", "body": ["edge(1,2)"]}],
+     "inputs": {"edge(1,2)": 0.999},                # optional priors of input tuples
+     "alarms": ["path(1,2)"],                        # optional
+     "labels": {"path(1,2)": false},                 # optional known labels (evidence)
+     "truth": {"path(1,2)": true}}                   # optional ground truth (never evidence)
+
+A tuple reference is a name or an index into "tuples"; names not listed in
+"tuples" are added. A rule without "probability" has 0.999. A file ending in
+`.gz` (or starting with gzip's magic bytes) is decompressed.
+
+Bingo directory: `named_cons_all.txt` (`R12: NOT a(1,2), NOT b(2), c(1,2)`,
+body after NOT, head last), optional `base_queries.txt` (alarms, one tuple per
+line), `oracle_queries.txt` (true alarms: ground truth), `rule-prob.txt`
+(`R12: 0.9`; missing rules get 0.999); fastlbp extensions, written only when
+needed: `input-prob.txt` (`tuple: prior`) and `labels.txt` (`tuple true|false`).
+
+Input tuples are the tuples that no clause derives, plus tuples given a prior.
+A tuple that clauses derive but that is not derivable from the inputs
+(every derivation depends on itself) is "neither derived nor input": it and
+its clauses are dropped with a warning, and an alarm or label naming it is an
+error. Duplicate clauses (same rule, head and body set) are merged with a
+warning; so are repeated body tuples within a clause.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import math
+import operator
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from datalog.bayesnet import to_model
+from datalog.cycles import least_fixpoint
+from datalog.derivation import DEFAULT_RULE_PROBABILITY, DerivationGraph, Rule, merge_duplicates
+from fastlbp.errors import InputError
+from fastlbp.model import Model
+
+FORMAT_NAME = "fastlbp-derivation"
+FORMAT_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("derivation.schema.json")
+
+BINGO_CLAUSES = "named_cons_all.txt"
+BINGO_ALARMS = "base_queries.txt"
+BINGO_ORACLE = "oracle_queries.txt"
+BINGO_RULE_PROBS = "rule-prob.txt"
+BINGO_INPUT_PROBS = "input-prob.txt"
+BINGO_LABELS = "labels.txt"
+
+# (group, tuple index) -> (path, line, JSON location) of the reference, for messages.
+Where = dict[tuple[str, int], tuple[str, int | None, str | None]]
+
+
+# Reading text --------------------------------------------------------------
+
+def read_text(path: str | os.PathLike) -> str:
+    """Reads a UTF-8 file (gzip-compressed allowed); bad bytes are reported with their line."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as err:
+        raise InputError(str(p), None, err.strerror or str(err)) from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as err:
+            raise InputError(str(p), None, f"not a valid gzip file ({err})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise InputError(str(p), line, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
+
+
+def check_probability(value, path, line, location, what) -> float:
+    """A probability: a number (not a bool) in [0, 1], not NaN."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise InputError(path, line, f"{what} {value!r} is not a number", location) from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(path, line, f"{what} must be a number, got {_json_type(value)}", location)
+    value = float(value)
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InputError(path, line, f"{what} {value!r} is not a probability in [0, 1]", location)
+    return value
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+# derivation.json -----------------------------------------------------------
+
+class _Tuples:
+    """Tuple names and their indices, growing as names are referenced."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.index = {n: i for i, n in enumerate(names)}
+
+    def ref(self, value, path, location, *, create: bool) -> int:
+        if isinstance(value, str):
+            i = self.index.get(value)
+            if i is None:
+                if not create:
+                    raise InputError(path, None, f"tuple {value!r} is not in the graph", location)
+                i = self.index[value] = len(self.names)
+                self.names.append(value)
+            return i
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value < len(self.names):
+                raise InputError(path, None, f"tuple index {value} is out of range: \"tuples\" has "
+                                 f"{len(self.names)} entries", location)
+            return value
+        raise InputError(path, None, f"expected a tuple name or index, got {_json_type(value)}", location)
+
+
+def _fast_clauses(clauses, rule_index, num_tuples):
+    """Columns of well-formed compact clauses with integer references, or None (then the slow path)."""
+    try:
+        if not clauses or set(map(type, clauses)) != {list} or set(map(len, clauses)) != {3}:
+            return None
+        # itemgetter maps run in C; zip(*clauses) would build a 10^6-argument call.
+        rule_col, head_col, body_col = (list(map(operator.itemgetter(i), clauses)) for i in range(3))
+        rules = np.fromiter(map(rule_index.__getitem__, rule_col), np.int32, len(clauses))
+        if set(map(type, head_col)) != {int} or set(map(type, body_col)) != {list}:
+            return None
+        flat = list(itertools.chain.from_iterable(body_col))
+        if flat and set(map(type, flat)) != {int}:
+            return None
+        heads = np.array(head_col, np.int64)
+        body = np.array(flat, np.int64)
+        for arr in (heads, body):
+            if arr.size and (arr.min() < 0 or arr.max() >= num_tuples):
+                return None
+        lens = np.fromiter(map(len, body_col), np.int64, len(clauses))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    offsets = np.zeros(len(clauses) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return rules, heads.astype(np.int32), offsets, body.astype(np.int32)
+
+
+def _slow_clauses(clauses, rule_index, tuples: _Tuples, path):
+    rules, heads, offsets, body = [], [], [0], []
+    for i, c in enumerate(clauses):
+        loc = f"$.clauses[{i}]"
+        if isinstance(c, list):
+            if len(c) != 3:
+                raise InputError(path, None, f"a clause is [rule, head, body], got {len(c)} items", loc)
+            rule, head, b = c
+            rloc, hloc, bloc = f"{loc}[0]", f"{loc}[1]", f"{loc}[2]"
+        elif isinstance(c, dict):
+            extra = set(c) - {"rule", "head", "body"}
+            if extra:
+                raise InputError(path, None, f"unknown clause field {sorted(extra)[0]!r}", loc)
+            for key in ("rule", "head"):
+                if key not in c:
+                    raise InputError(path, None, f"clause has no {key!r}", loc)
+            rule, head, b = c["rule"], c["head"], c.get("body", [])
+            rloc, hloc, bloc = f"{loc}.rule", f"{loc}.head", f"{loc}.body"
+        else:
+            raise InputError(path, None, f"a clause must be an array or an object, got {_json_type(c)}",
+                             loc)
+        if not isinstance(rule, str):
+            raise InputError(path, None, f"rule must be a rule name (string), got {_json_type(rule)}", rloc)
+        if rule not in rule_index:
+            raise InputError(path, None, f"rule {rule!r} is not defined in \"rules\"", rloc)
+        if head is None:
+            raise InputError(path, None, "missing head", hloc)
+        if not isinstance(b, list):
+            raise InputError(path, None, f"body must be an array, got {_json_type(b)}", bloc)
+        rules.append(rule_index[rule])
+        heads.append(tuples.ref(head, path, hloc, create=True))
+        body.extend(tuples.ref(t, path, f"{bloc}[{j}]", create=True) for j, t in enumerate(b))
+        offsets.append(len(body))
+    return (np.array(rules, np.int32), np.array(heads, np.int32), np.array(offsets, np.int64),
+            np.array(body, np.int32))
+
+
+def _expect(value, kind, path, location, what):
+    if not isinstance(value, kind):
+        names = {dict: "an object", list: "an array", str: "a string"}
+        raise InputError(path, None, f"{what} must be {names[kind]}, got {_json_type(value)}", location)
+
+
+TOP_LEVEL = ("format", "version", "rules", "tuples", "clauses", "inputs", "alarms", "labels", "truth")
+
+
+def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Where]:
+    """Parses derivation.json text into a graph (raw: duplicates and cycles kept).
+
+    Raises:
+        InputError: invalid JSON (line), or a wrong type or value (JSON path).
+    """
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})") from None
+    _expect(doc, dict, path, "$", "the document")
+    for key in doc:
+        if key not in TOP_LEVEL:
+            raise InputError(path, None, f"unknown field {key!r} (expected one of {', '.join(TOP_LEVEL)})",
+                             f"$.{key}")
+    if doc.get("format") != FORMAT_NAME:
+        raise InputError(path, None, f"\"format\" must be {FORMAT_NAME!r}, got {doc.get('format')!r}",
+                         "$.format")
+    version = doc.get("version")
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        raise InputError(path, None, f"unsupported version {version!r} (this fastlbp reads version "
+                         f"{FORMAT_VERSION})", "$.version")
+    for key in ("rules", "clauses"):
+        if key not in doc:
+            raise InputError(path, None, f"missing required field {key!r}", "$")
+
+    rules_doc = doc["rules"]
+    _expect(rules_doc, dict, path, "$.rules", "\"rules\"")
+    rules = []
+    for name, spec in rules_doc.items():
+        loc = f"$.rules[{json.dumps(name)}]"
+        if isinstance(spec, int | float) and not isinstance(spec, bool):
+            spec = {"probability": spec}
+        _expect(spec, dict, path, loc, "a rule")
+        extra = set(spec) - {"probability", "text"}
+        if extra:
+            raise InputError(path, None, f"unknown rule field {sorted(extra)[0]!r}", loc)
+        p = spec.get("probability", DEFAULT_RULE_PROBABILITY)
+        p = check_probability(p, path, None, f"{loc}.probability", "rule probability")
+        text = spec.get("text")
+        if text is not None:
+            _expect(text, str, path, f"{loc}.text", "rule text")
+        rules.append(Rule(name, p, text))
+    rule_index = {r.name: i for i, r in enumerate(rules)}
+
+    names_doc = doc.get("tuples", [])
+    _expect(names_doc, list, path, "$.tuples", "\"tuples\"")
+    for i, n in enumerate(names_doc):
+        if not isinstance(n, str):
+            raise InputError(path, None, f"a tuple name must be a string, got {_json_type(n)}",
+                             f"$.tuples[{i}]")
+    tuples = _Tuples(list(names_doc))
+    if len(tuples.index) != len(tuples.names):
+        seen = set()
+        for i, n in enumerate(tuples.names):
+            if n in seen:
+                raise InputError(path, None, f"tuple {n!r} is listed twice", f"$.tuples[{i}]")
+            seen.add(n)
+
+    clauses = doc["clauses"]
+    _expect(clauses, list, path, "$.clauses", "\"clauses\"")
+    if not clauses:
+        raise InputError(path, None, "the graph is empty: no clauses", "$.clauses")
+    cols = _fast_clauses(clauses, rule_index, len(tuples.names))
+    if cols is None:
+        cols = _slow_clauses(clauses, rule_index, tuples, path)
+    c_rule, c_head, offsets, body = cols
+
+    where: Where = {}
+    priors = {}
+    inputs = doc.get("inputs", {})
+    _expect(inputs, dict, path, "$.inputs", "\"inputs\"")
+    for name, p in inputs.items():
+        loc = f"$.inputs[{json.dumps(name)}]"
+        t = tuples.ref(name, path, loc, create=False)
+        priors[t] = check_probability(p, path, None, loc, "input prior")
+    alarms_doc = doc.get("alarms", [])
+    _expect(alarms_doc, list, path, "$.alarms", "\"alarms\"")
+    alarms = []
+    for i, a in enumerate(alarms_doc):
+        loc = f"$.alarms[{i}]"
+        t = tuples.ref(a, path, loc, create=False)
+        if ("alarm", t) not in where:
+            where[("alarm", t)] = (path, None, loc)
+            alarms.append(t)
+    groups = {}
+    for key in ("labels", "truth"):
+        group = doc.get(key, {})
+        _expect(group, dict, path, f"$.{key}", f"\"{key}\"")
+        out = {}
+        for name, v in group.items():
+            loc = f"$.{key}[{json.dumps(name)}]"
+            t = tuples.ref(name, path, loc, create=False)
+            if not isinstance(v, bool):
+                raise InputError(path, None, f"a label must be true or false, got {_json_type(v)}", loc)
+            out[t] = v
+            where[(key.rstrip("s"), t)] = (path, None, loc)
+        groups[key] = out
+    dg = DerivationGraph(
+        tuples=tuples.names, rules=rules, clause_rule=c_rule, clause_head=c_head,
+        body_offsets=offsets, body=body, priors=priors, alarms=np.array(alarms, np.int32),
+        labels=groups["labels"], truth=groups["truth"], source=path,
+    )
+    return dg, where
+
+
+def dumps_json(dg: DerivationGraph) -> str:
+    """derivation.json text: compact clauses `[rule, head, [body]]` one per line, tuples by index."""
+    dump = json.dumps
+    rules = ",\n  ".join(
+        f"{dump(r.name)}: " + dump({"probability": r.probability, **({"text": r.text} if r.text else {})})
+        for r in dg.rules)
+    rule_names = [dump(r.name) for r in dg.rules]
+    offsets = np.asarray(dg.body_offsets).tolist()
+    body = np.asarray(dg.body).tolist()
+    clauses = ",\n  ".join(
+        f"[{rule_names[r]},{h},[{','.join(map(str, body[offsets[c]:offsets[c + 1]]))}]]"
+        for c, (r, h) in enumerate(zip(np.asarray(dg.clause_rule).tolist(),
+                                       np.asarray(dg.clause_head).tolist(), strict=True)))
+    names = dg.tuples
+    parts = [
+        f'"format": {dump(FORMAT_NAME)}',
+        f'"version": {FORMAT_VERSION}',
+        "\"rules\": {\n  " + rules + "\n}",
+        "\"tuples\": [\n  " + ",\n  ".join(map(dump, names)) + "\n]",
+        "\"clauses\": [\n  " + clauses + "\n]",
+    ]
+    if dg.priors:
+        parts.append("\"inputs\": " + dump({names[t]: p for t, p in sorted(dg.priors.items())}))
+    if len(dg.alarms):
+        parts.append("\"alarms\": " + dump([names[a] for a in np.asarray(dg.alarms).tolist()]))
+    for key, group in (("labels", dg.labels), ("truth", dg.truth)):
+        if group:
+            parts.append(f"\"{key}\": " + dump({names[t]: v for t, v in group.items()}))
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
+    """Writes derivation.json (gzip-compressed when the name ends in .gz)."""
+    p = Path(path)
+    data = dumps_json(dg).encode("utf-8")
+    if p.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=9, mtime=0)
+    p.write_bytes(data)
+
+
+def read_json(path: str | os.PathLike) -> tuple[DerivationGraph, Where]:
+    return parse_json(read_text(path), str(path))
+
+
+# Bingo's text files --------------------------------------------------------
+
+_LIT = r"(?:NOT\s+)?[^\s(),:]+(?:\([^()]*\))?"
+_CLAUSE_LINE = re.compile(rf"\s*([^\s:]+)\s*:\s*({_LIT}(?:\s*,\s*{_LIT})*)\s*")
+_LITERAL = re.compile(r"(NOT\s+)?([^\s(),:]+(?:\([^()]*\))?)")
+
+
+def _lines(path: Path):
+    for ln, line in enumerate(read_text(path).splitlines(), 1):
+        s = line.strip()
+        if s:
+            yield ln, s
+
+
+def _name_value_lines(path: Path, what: str):
+    """Lines `NAME: value` (split at the last colon)."""
+    for ln, s in _lines(path):
+        name, sep, value = s.rpartition(":")
+        if not sep or not name.strip():
+            raise InputError(str(path), ln, f"malformed line, expected 'NAME: {what}', got {s!r}")
+        yield ln, name.strip(), value.strip()
+
+
+def read_bingo(directory: str | os.PathLike) -> tuple[DerivationGraph, Where]:
+    """Parses a Bingo directory (raw graph: duplicates and cycles kept).
+
+    Raises:
+        InputError: naming the file, the line and the problem.
+    """
+    d = Path(directory)
+    cons = d / BINGO_CLAUSES
+    if not cons.is_file():
+        raise InputError(str(d), None, f"not a Bingo directory: {BINGO_CLAUSES} is missing")
+    cpath = str(cons)
+    names: dict[str, int] = {}
+    rule_index: dict[str, int] = {}
+    c_rule, c_head, offsets, body, lines = [], [], [0], [], []
+    for ln, s in _lines(cons):
+        m = _CLAUSE_LINE.fullmatch(s)
+        if m is None:
+            rule, sep, rest = s.partition(":")
+            if not sep:
+                msg = "malformed line: expected 'RULE: NOT body1, ..., NOT bodyN, head'"
+            elif not rest.strip():
+                msg = "missing head: the clause has no tuples"
+            else:
+                msg = ("malformed line: expected 'RULE: NOT body1, ..., NOT bodyN, head' with tuples "
+                       "like name(1,2) separated by commas")
+            raise InputError(cpath, ln, f"{msg}; got {s!r}")
+        lits = _LITERAL.findall(m.group(2))
+        if lits[-1][0]:
+            raise InputError(cpath, ln, f"missing head: every tuple is negated with NOT, but the last one "
+                             f"is the head and has no NOT; got {s!r}")
+        for neg, t in lits[:-1]:
+            if not neg:
+                raise InputError(cpath, ln, f"tuple {t!r} lacks NOT: only the last tuple, the head, has "
+                                 "no NOT")
+        rule = m.group(1)
+        r = rule_index.setdefault(rule, len(rule_index))
+        c_rule.append(r)
+        for _, t in lits:
+            names.setdefault(t, len(names))
+        c_head.append(names[lits[-1][1]])
+        body.extend(names[t] for _, t in lits[:-1])
+        offsets.append(len(body))
+        lines.append(ln)
+    if not c_head:
+        raise InputError(cpath, None, "the graph is empty: no clauses")
+
+    probs: dict[str, float] = {}
+    rp = d / BINGO_RULE_PROBS
+    if rp.is_file():
+        for ln, name, value in _name_value_lines(rp, "probability"):
+            probs[name] = check_probability(value, str(rp), ln, None, f"probability of rule {name!r}")
+    rules = [Rule(name, probs.get(name, DEFAULT_RULE_PROBABILITY)) for name in rule_index]
+
+    def tuple_ref(path: Path, ln: int, name: str) -> int:
+        if name not in names:
+            raise InputError(str(path), ln, f"tuple {name!r} is not in the graph ({BINGO_CLAUSES})")
+        return names[name]
+
+    where: Where = {}
+    priors = {}
+    ip = d / BINGO_INPUT_PROBS
+    if ip.is_file():
+        for ln, name, value in _name_value_lines(ip, "prior"):
+            # May name a tuple in no clause: an isolated input (derivation.json can hold one).
+            t = names.setdefault(name, len(names))
+            priors[t] = check_probability(value, str(ip), ln, None, "input prior")
+    alarms = []
+    bq = d / BINGO_ALARMS
+    if bq.is_file():
+        for ln, s in _lines(bq):
+            t = tuple_ref(bq, ln, s)
+            if ("alarm", t) not in where:
+                where[("alarm", t)] = (str(bq), ln, None)
+                alarms.append(t)
+    truth = {}
+    oq = d / BINGO_ORACLE
+    if oq.is_file():
+        truth = {a: False for a in alarms}
+        for ln, s in _lines(oq):
+            t = tuple_ref(oq, ln, s)
+            truth[t] = True
+            where[("truth", t)] = (str(oq), ln, None)
+    labels = {}
+    lp = d / BINGO_LABELS
+    if lp.is_file():
+        for ln, s in _lines(lp):
+            name, _, value = s.rpartition(" ")
+            if not name.strip() or value.lower() not in ("true", "false"):
+                raise InputError(str(lp), ln, f"expected 'TUPLE true|false', got {s!r}")
+            t = tuple_ref(lp, ln, name.strip())
+            labels[t] = value.lower() == "true"
+            where[("label", t)] = (str(lp), ln, None)
+    dg = DerivationGraph(
+        tuples=list(names), rules=rules, clause_rule=np.array(c_rule, np.int32),
+        clause_head=np.array(c_head, np.int32), body_offsets=np.array(offsets, np.int64),
+        body=np.array(body, np.int32), priors=priors, alarms=np.array(alarms, np.int32),
+        labels=labels, truth=truth, source=str(d), clause_lines=np.array(lines, np.int32),
+    )
+    return dg, where
+
+
+def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
+    """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files.
+
+    Returns:
+        Warnings: alarms, labels and truth naming a tuple that is in no clause
+        cannot be written (Bingo knows only the tuples of its clauses).
+    """
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    names = dg.tuples
+    rule_names = [r.name for r in dg.rules]
+    offsets = np.asarray(dg.body_offsets).tolist()
+    body = np.asarray(dg.body).tolist()
+    out = []
+    for c, (r, h) in enumerate(zip(np.asarray(dg.clause_rule).tolist(), np.asarray(dg.clause_head).tolist(),
+                                   strict=True)):
+        lits = [f"NOT {names[t]}" for t in body[offsets[c]:offsets[c + 1]]] + [names[h]]
+        out.append(f"{rule_names[r]}: {', '.join(lits)}")
+    (d / BINGO_CLAUSES).write_text("\n".join(out) + "\n", encoding="utf-8")
+    (d / BINGO_RULE_PROBS).write_text("".join(f"{r.name}: {r.probability!r}\n" for r in dg.rules),
+                                      encoding="utf-8")
+    in_clause = np.zeros(dg.num_tuples, bool)
+    in_clause[np.asarray(dg.clause_head, np.int64)] = True
+    in_clause[np.asarray(dg.body, np.int64)] = True
+    alarm_list = [a for a in np.asarray(dg.alarms).tolist() if in_clause[a]]
+    truth = {t: v for t, v in dg.truth.items() if in_clause[t]}
+    labels = {t: v for t, v in dg.labels.items() if in_clause[t]}
+    dropped = len(dg.alarms) + len(dg.truth) + len(dg.labels) - len(alarm_list) - len(truth) - len(labels)
+    (d / BINGO_ALARMS).write_text("".join(f"{names[a]}\n" for a in alarm_list), encoding="utf-8")
+    extra = {
+        BINGO_ORACLE: "".join(f"{names[t]}\n" for t, v in truth.items() if v) if truth else None,
+        BINGO_INPUT_PROBS: "".join(f"{names[t]}: {p!r}\n" for t, p in sorted(dg.priors.items()))
+        if dg.priors else None,
+        BINGO_LABELS: "".join(f"{names[t]} {'true' if v else 'false'}\n" for t, v in labels.items())
+        if labels else None,
+    }
+    for fname, text in extra.items():
+        if text is not None:
+            (d / fname).write_text(text, encoding="utf-8")
+        elif (d / fname).exists():
+            (d / fname).unlink()  # a stale file from an earlier conversion would change the meaning
+    if dropped:
+        return [f"{dropped} alarms/labels name tuples that are in no clause; Bingo's files cannot hold "
+                "them, left out"]
+    return []
+
+
+# Loading to a model --------------------------------------------------------
+
+def read_derivation(path: str | os.PathLike, format: str | None = None) -> tuple[DerivationGraph, Where]:
+    """Reads a derivation graph (raw) from a derivation.json file or a Bingo directory."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), None, "no such file or directory")
+    fmt = format or ("bingo" if p.is_dir() else "json")
+    if fmt == "bingo":
+        return read_bingo(p)
+    if fmt == "json":
+        if p.is_dir():
+            raise InputError(str(p), None, "is a directory, expected a derivation.json file")
+        return read_json(p)
+    raise InputError(str(p), None, f"{fmt!r} is not a derivation-graph format (json, bingo)")
+
+
+def _clause_where(dg: DerivationGraph, c: int) -> str:
+    if dg.clause_lines is not None:
+        return f"{dg.source}/{BINGO_CLAUSES}:{int(dg.clause_lines[c])}"
+    return f"{dg.source}: at $.clauses[{c}]"
+
+
+def clean(dg: DerivationGraph) -> tuple[DerivationGraph, dict, list[str]]:
+    """Merges duplicate clauses; returns the graph, counts for the report, and warnings."""
+    dd = merge_duplicates(dg)
+    warnings = []
+    if dd.duplicate_clauses:
+        warnings.append(f"{dd.duplicate_clauses} duplicate clauses merged (first: "
+                        f"{_clause_where(dg, dd.first_duplicate)})")
+    if dd.duplicate_body_tuples:
+        warnings.append(f"{dd.duplicate_body_tuples} repeated body tuples within a clause removed")
+    report = {"duplicate_clauses_merged": dd.duplicate_clauses,
+              "duplicate_body_tuples_removed": dd.duplicate_body_tuples}
+    return dd.graph, report, warnings
+
+
+def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
+                          compress: bool = True, cycles: str = "cycles") -> Model:
+    """Duplicates merged, cycles eliminated, compressed, converted (see `datalog.bayesnet`).
+
+    Raises:
+        InputError: an alarm or label names a tuple that is neither an input
+            nor derivable (located by `where`).
+    """
+    dg, report, warnings = clean(dg)
+    stages = least_fixpoint(dg, cycles)
+    underivable = np.flatnonzero(~stages.derivable)
+    if underivable.size:
+        for group, t in sorted((where or {}).keys(), key=lambda k: k[1]):
+            if not stages.derivable[t]:
+                path, line, loc = where[(group, t)]
+                raise InputError(path, line, f"{group} {dg.tuples[t]!r} is neither an input nor derivable "
+                                 "from the inputs (every derivation of it depends on itself)", loc)
+        shown = ", ".join(repr(dg.tuples[t]) for t in underivable[:3])
+        warnings.append(f"{underivable.size} tuples are neither inputs nor derivable from the inputs "
+                        f"(every derivation depends on the tuple itself), dropped with their clauses: "
+                        f"{shown}{', ...' if underivable.size > 3 else ''}")
+    model = to_model(dg, compress=compress, cycles=cycles, stages=stages, extra_report=report)
+    model.meta["warnings"] = warnings
+    return model
+
+
+def load_json(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+    """Loads derivation.json into a model (loader "json"); see `model_from_derivation`."""
+    return model_from_derivation(*read_json(path), compress=compress, cycles=cycles)
+
+
+def load_bingo(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+    """Loads a Bingo directory into a model (loader "bingo"); see `model_from_derivation`."""
+    return model_from_derivation(*read_bingo(path), compress=compress, cycles=cycles)
+
+
+def load(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+    """Loads derivation.json or a Bingo directory, with control over compression and cycle mode."""
+    return model_from_derivation(*read_derivation(path), compress=compress, cycles=cycles)
+
+
+def _register() -> None:
+    from fastlbp import api
+
+    api.LOADERS.setdefault("json", load_json)
+    api.LOADERS.setdefault("bingo", load_bingo)
+
+
+_register()

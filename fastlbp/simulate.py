@@ -1,0 +1,233 @@
+"""Bingo's experiment loop: an oracle always labels the top-ranked alarm until every true alarm is found.
+
+    result = simulate(model, read_oracle("oracle_queries.txt", model), schedule="seqfix")
+    result.metrics.rank_100_t, result.metrics.average_time_s
+
+Round i is the inference whose ranking put alarm i on top: round 1 is the
+cold run, every later one a warm-started run after the previous label. Its
+time covers the run, copying the marginals to the host and ordering the
+alarms (what a user waits for). Compilation happens before round 1 (with
+the same shapes, so the rounds never recompile) and is reported apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from fastlbp import api, metrics
+from fastlbp.errors import ContradictoryEvidence, InputError, read_text
+from fastlbp.model import Model
+from fastlbp.ranking import alarm_vars, order_alarms
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One label of the run: the alarm on top, the oracle's answer, and the round that ranked it."""
+
+    alarm: str
+    var: int
+    truth: bool
+    probability: float  # P(alarm) when it was on top
+    round_s: float
+    iterations: int
+    converged: bool
+    evidence_dropped: bool = False  # its label made LBP report a conflict, so it is not evidence
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationResult:
+    steps: list[Step]
+    metrics: metrics.Metrics
+    compile_s: float  # compiling and the schedule's setup, before round 1
+    num_alarms: int  # alarms not labelled in the input
+    complete: bool  # every true alarm was found (False: stopped by max_rounds)
+
+    def as_dict(self) -> dict:
+        m = self.metrics
+        return {
+            "rank_100_t": m.rank_100_t, "rank_90_t": m.rank_90_t, "inversions": m.inversions,
+            "auc": m.auc, "total_time_s": m.total_time_s, "average_time_s": m.average_time_s,
+            "num_alarms": self.num_alarms, "num_true": m.num_true, "complete": self.complete,
+            "compile_s": self.compile_s,
+            "evidence_dropped": [s.alarm for s in self.steps if s.evidence_dropped],
+            "median_round_s": float(np.median([s.round_s for s in self.steps])) if self.steps else 0.0,
+            "max_round_s": max((s.round_s for s in self.steps), default=0.0),
+            "not_converged_rounds": sum(not s.converged for s in self.steps),
+            "labels": [{"alarm": s.alarm, "truth": s.truth, "probability": s.probability,
+                        "round_s": s.round_s, "iterations": s.iterations, "converged": s.converged,
+                        "evidence_dropped": s.evidence_dropped}
+                       for s in self.steps],
+        }
+
+
+def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
+    """Reads true alarms, one name per line (Bingo's `oracle_queries.txt`); `#` comments skipped.
+
+    Raises:
+        InputError: unreadable file, or a name that is not an alarm (line named).
+    """
+    p = Path(path)
+    text = read_text(p)
+    alarms = set(alarm_vars(model).tolist())
+    truth: set[int] = set()
+    for ln, line in enumerate(text.splitlines(), 1):
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        v = model.index.get(name)
+        if v is None:
+            raise InputError(str(p), ln, f"unknown alarm {name!r}")
+        if v not in alarms:
+            raise InputError(str(p), ln, f"{name!r} is not an alarm of the graph")
+        truth.add(v)
+    return truth
+
+
+def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int | None = None,
+             on_step: Callable[[int, Step], None] | None = None, **session_kwargs) -> SimulationResult:
+    """Runs Bingo's loop with an oracle.
+
+    Args:
+        model: the graph; its own labels are kept as known evidence.
+        true_alarms: the true alarms (variable indices or names); every
+            other alarm is false.
+        max_rounds: stop after this many labels even if true alarms remain.
+        on_step: called after each label with (1-based index, step), for
+            progress output.
+        session_kwargs: schedule, precision, tol, max_iters, damping (see
+            `fastlbp.api.Session`).
+
+    A label after which LBP reports contradictory evidence (NaN marginals:
+    the oracle contradicts the model, or LBP derived a spurious hard
+    conflict) does not stop the run: the alarm counts as labelled, its label
+    is withdrawn from the evidence, the round is rerun, and the step is
+    marked `evidence_dropped`.
+    """
+    truth = {model.index[a] if isinstance(a, str) else int(a) for a in true_alarms}
+    start = time.perf_counter()
+    session = api.Session(model, **session_kwargs)
+    # Compile with max_iters as data = 1: the same program the rounds run.
+    max_iters = session.max_iters
+    session.max_iters = 1
+    session.run(warm=False)
+    session.max_iters = max_iters
+    compile_s = time.perf_counter() - start
+
+    alarms = alarm_vars(model)
+    open_alarms = [int(a) for a in alarms if int(a) not in session.labels]
+    need = len(truth & set(open_alarms))
+    steps: list[Step] = []
+    labelled = set(session.labels)  # every labelled alarm, even one whose label is not evidence
+    found = 0
+    dropped: set[int] = set()
+    t0 = time.perf_counter()
+    rnd = session.run(warm=False)
+    while found < need and len(steps) < len(open_alarms):
+        if max_rounds is not None and len(steps) >= max_rounds:
+            break
+        order = order_alarms(rnd.marginals, alarms, exclude=labelled)
+        round_s = time.perf_counter() - t0
+        top = int(order[0])
+        is_true = top in truth
+        step = Step(model.var_names[top], top, is_true, float(rnd.marginals[top]), round_s,
+                    rnd.iterations, rnd.converged)
+        steps.append(step)
+        if on_step is not None:
+            on_step(len(steps), step)
+        session.label(top, is_true)
+        labelled.add(top)
+        found += is_true
+        if found == need:
+            break
+        t0 = time.perf_counter()
+        try:
+            rnd = session.run()
+        except ContradictoryEvidence:
+            session.unlabel(top)
+            dropped.add(top)
+            rnd = session.run()
+    steps = [dataclasses.replace(s, evidence_dropped=s.var in dropped) for s in steps]
+    sequence = [s.truth for s in steps]
+    m = metrics.summarize(sequence, [s.round_s for s in steps], num_alarms=len(open_alarms))
+    return SimulationResult(steps, m, compile_s, len(open_alarms), found == need)
+
+
+def to_table(result: SimulationResult) -> str:
+    m = result.metrics
+    rows = [
+        ("Rank-100%-T", f"{m.rank_100_t}"),
+        ("Rank-90%-T", f"{m.rank_90_t}"),
+        ("Inversions", f"{m.inversions}"),
+        ("AUC", f"{m.auc:.4f}"),
+        ("TotalTime", f"{m.total_time_s:.3f} s"),
+        ("AverageTime", f"{m.average_time_s * 1e3:.2f} ms"),
+        ("true alarms", f"{m.num_true} of {result.num_alarms}"
+                        + ("" if result.complete else " (stopped before all were found)")),
+        ("compile", f"{result.compile_s:.3f} s"),
+    ]
+    if result.steps:
+        times = np.array([s.round_s for s in result.steps])
+        rows.append(("round median/max", f"{np.median(times) * 1e3:.2f} / {times.max() * 1e3:.2f} ms"))
+        bad = sum(not s.converged for s in result.steps)
+        if bad:
+            rows.append(("not converged", f"{bad} of {len(result.steps)} rounds"))
+        dropped = sum(s.evidence_dropped for s in result.steps)
+        if dropped:
+            rows.append(("labels not used", f"{dropped} (LBP reported them contradictory)"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
+
+
+class PlotsUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def require_matplotlib():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotsUnavailable("plots need matplotlib: pip install 'fastlbp[plots]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot(result: SimulationResult, out_dir: str | os.PathLike) -> list[Path]:
+    """Writes `roc.png` (false vs true alarms found, the paper's Figure 7) and
+    `true_alarms_over_time.png` (true alarms found vs elapsed round time).
+
+    Raises:
+        PlotsUnavailable: matplotlib is missing.
+    """
+    plt = require_matplotlib()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    x, y = metrics.roc_points([s.truth for s in result.steps])
+    paths = []
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    ax.plot(x, y, drawstyle="steps-post")
+    ax.set_xlabel("false alarms labelled")
+    ax.set_ylabel("true alarms found")
+    ax.set_title(f"ROC (AUC {result.metrics.auc:.3f})")
+    fig.tight_layout()
+    paths.append(out / "roc.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    t = np.concatenate([[0.0], np.cumsum([s.round_s for s in result.steps])])
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    ax.plot(t, y, drawstyle="steps-post")
+    ax.set_xlabel("time in rounds (s)")
+    ax.set_ylabel("true alarms found")
+    ax.set_title(f"TotalTime {result.metrics.total_time_s:.3g} s")
+    fig.tight_layout()
+    paths.append(out / "true_alarms_over_time.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,104 @@
+"""`fastlbp simulate`: the oracle loop, its metrics, and the command."""
+
+import importlib.util
+import json
+
+import pytest
+from triage_support import demo_model, install, write_demo
+from typer.testing import CliRunner
+
+from fastlbp import api, metrics, ranking
+from fastlbp import simulate as sim
+from fastlbp.cli import get_app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    install()
+    return runner.invoke(get_app(), [str(a) for a in args])
+
+
+def test_loop_labels_the_top_alarm_each_round(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    model = demo_model()
+    truth = sim.read_oracle(oracle, model)
+    assert 0 < len(truth) < len(model.alarms)
+    result = sim.simulate(model, truth, tol=1e-6, max_iters=300)
+    assert result.complete
+    # Replay the same labels by hand: each step's alarm must be the top one.
+    s = api.Session(model, tol=1e-6, max_iters=300)
+    rnd = s.run(warm=False)
+    for step in result.steps:
+        top = ranking.order_alarms(rnd.marginals, ranking.alarm_vars(model), exclude=s.labels)[0]
+        assert step.var == top and step.probability == rnd.marginals[top]
+        assert step.truth == (top in truth)
+        s.label(top, step.truth)
+        rnd = s.run()
+    seq = [st.truth for st in result.steps]
+    assert seq[-1] and sum(seq) == len(truth)  # stops at the last true alarm
+    assert result.metrics == metrics.summarize(seq, [st.round_s for st in result.steps],
+                                               num_alarms=len(model.alarms))
+    assert result.metrics.rank_100_t == len(result.steps)
+
+
+def test_max_rounds_stops_early(tmp_path):
+    _, oracle = write_demo(tmp_path)
+    model = demo_model()
+    result = sim.simulate(model, sim.read_oracle(oracle, model), max_rounds=2)
+    assert len(result.steps) == 2
+
+
+def test_cli_json_and_table(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    res = invoke("simulate", graph, "--oracle", oracle, "--format", "json", "--max-iters", "300")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    for key in ("rank_100_t", "rank_90_t", "inversions", "auc", "total_time_s", "average_time_s"):
+        assert key in doc
+    assert set(doc["labels"][0]) >= {"alarm", "truth", "probability", "round_s"}
+    assert doc["rank_100_t"] == len(doc["labels"])
+    assert sum(lab["truth"] for lab in doc["labels"]) == len(oracle.read_text().split())
+    res = invoke("simulate", graph, "--oracle", oracle, "--max-iters", "300")
+    assert res.exit_code == 0, res.output
+    assert "Rank-100%-T" in res.stdout and "AverageTime" in res.stdout and "TotalTime" in res.stdout
+
+
+def test_cli_bad_oracle_names_line(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    oracle.write_text("race(1)\nnot_a_tuple(9)\n")
+    res = invoke("simulate", graph, "--oracle", oracle)
+    assert res.exit_code == 2 and f"{oracle}:2:" in res.stderr and "unknown alarm" in res.stderr
+    oracle.write_text("in(1)\n")
+    res = invoke("simulate", graph, "--oracle", oracle)
+    assert res.exit_code == 2 and "is not an alarm" in res.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None, reason="matplotlib installed")
+def test_plot_without_matplotlib_says_so(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    res = invoke("simulate", graph, "--oracle", oracle, "--plot", tmp_path / "plots")
+    assert res.exit_code == 2 and "matplotlib" in res.stderr and "fastlbp[plots]" in res.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib")
+def test_plot_writes_pngs(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    res = invoke("simulate", graph, "--oracle", oracle, "--plot", tmp_path / "plots", "--max-iters", "300")
+    assert res.exit_code == 0, res.output
+    for name in ("roc.png", "true_alarms_over_time.png"):
+        assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_contradicting_oracle_does_not_stop_the_run():
+    from triage_support import hand_model
+    model = hand_model()
+    # race(1) is certain (prior 1, rule 1): an oracle calling it false contradicts the model.
+    race2 = model.index["race(2)"]
+    result = sim.simulate(model, {race2})
+    assert result.complete
+    by_alarm = {s.alarm: s for s in result.steps}
+    assert by_alarm["race(1)"].evidence_dropped and not by_alarm["race(1)"].truth
+    assert by_alarm["race(2)"].truth and not by_alarm["race(2)"].evidence_dropped
+    assert result.as_dict()["evidence_dropped"] == ["race(1)"]
+    assert "labels not used" in sim.to_table(result)
