@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every GPU benchmark in one call (the device tool runs this from the repo root):
-#   bash benchmarks/run_all.sh            (OUT=dir for the JSON details)
-# PGMax comes from a wheel carried in .whl/ (pip install --no-deps).
+# The GPU benchmarks, run from the repo root on the device machine:
+#   bash benchmarks/run_all.sh parall     PARALL (XLA vs Pallas) and PGMax side by side
+#   bash benchmarks/run_all.sh schedules  SEQFIX/TOPO batches and rounds, interactive rounds
+# PGMax comes from a wheel carried in .whl/ (pip install --no-deps). JSON details go to $OUT.
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -11,8 +12,13 @@ if ls .whl/pgmax-*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site:$PWD
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-run() { echo "=== $*"; timeout "${STEP_TIMEOUT:-240}" python3 "$@" 2>&1 | filter | tee -a "$OUT/log.txt" | tail -40; }
-run benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200
-[ -f benchmarks/bench_schedules.py ] && run benchmarks/bench_schedules.py
-run benchmarks/bench_pgmax.py --sizes 50000 500000 --iters 200
-run benchmarks/bench_rounds.py --max-rounds 60
+run() { echo "=== $*"; timeout "$1" python3 "${@:2}" 2>&1 | filter | tee -a "$OUT/log.txt" | tail -30; }
+case "${1:-parall}" in
+  parall)
+    run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200
+    run 250 benchmarks/bench_pgmax.py --sizes 50000 500000 --iters 200 ;;
+  schedules)
+    run 330 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --round-budget 8
+    run 220 benchmarks/bench_rounds.py --schedule parall --max-rounds 40 --out "$OUT/rounds_parall"
+    run 40 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 3 --out "$OUT/rounds_seqfix" ;;
+esac
