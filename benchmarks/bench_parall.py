@@ -80,10 +80,10 @@ def main(argv=None) -> int:
     env = environment()
     bandwidth = copy_bandwidth(2 << 30) if jax.devices()[0].platform == "gpu" else copy_bandwidth(1 << 27)
     print(f"# {env['device']} jax {env['jax']}  copy bandwidth {bandwidth / 1e12:.2f} TB/s", flush=True)
-    variants = {"xla": engine.parall_runner("xla", 1), "xla-unroll4": engine.parall_runner("xla", 4)}
+    variants = {"xla": engine.parall_runner("xla", 1), "xla-unroll4": engine.parall_runner("xla", 4),
+                "scatter": engine.parall_runner("scatter", 1)}
     if jax.devices()[0].platform == "gpu":
         variants["pallas"] = engine.parall_runner("pallas", 1)
-        variants["pallas-unroll4"] = engine.parall_runner("pallas", 4)
     rows = []
     for size in args.sizes:
         rows += bench_size(size, args.iters, bandwidth, variants)

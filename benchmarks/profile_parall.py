@@ -26,7 +26,7 @@ def loop(fn, n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, nargs="+", default=[500_000])
-    ap.add_argument("--backend", nargs="+", default=["xla", "pallas"])
+    ap.add_argument("--backend", nargs="+", default=["xla", "scatter"])
     ap.add_argument("--reps", type=int, default=50)
     args = ap.parse_args()
     n = args.reps

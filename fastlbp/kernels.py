@@ -27,7 +27,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from fastlbp import segments
 from fastlbp.graph import AND, FactorGraph
+from fastlbp.segments import SegmentPlan
 
 # Columns of the per-variable aggregate (V, 3): finite log-odds sum, number of
 # +inf terms, number of -inf terms.
@@ -50,20 +52,29 @@ def combine(agg: jax.Array) -> jax.Array:
 
 def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_segments: int,
                  backend: str = "xla", split_infinite_values: bool = False,
-                 gather_index: jax.Array | None = None) -> jax.Array:
-    """Sums of sorted segments, (S, k), with XLA's scatter or the Pallas kernel.
+                 gather_index: jax.Array | None = None, plan: SegmentPlan | None = None) -> jax.Array:
+    """Sums of sorted segments, (S, k).
 
     Args:
         columns: k arrays of shape (N,); with `split_infinite_values` one
             log-odds array that is split into [finite, #+inf, #-inf] (k = 3).
-        segment_ids: (N,) int32 sorted.
-        backend: "xla", "pallas" or "pallas_interpret" (the Pallas kernel
-            run by the interpreter, for tests on the CPU).
+        segment_ids: (N,) int32 sorted (of the gathered elements).
+        backend: "xla" (dense gathers and row sums through `plan`, no
+            atomics), "scatter" (XLA's segment_sum), "pallas" or
+            "pallas_interpret" (the Pallas kernel run by the interpreter, for
+            tests on the CPU).
         gather_index: optional (N,) int32; element i of a column is
-            column[gather_index[i]] (the Pallas kernel gathers in-kernel).
+            column[gather_index[i]].
+        plan: the graph's `SegmentPlan` for these segments (required by "xla").
     """
     dtype = columns[0].dtype
-    if backend == "xla":
+    if backend == "xla" and plan is not None:
+        if split_infinite_values:
+            return segments.segment_sum(plan, columns[0], transform=split_infinite)
+        data = columns[0] if len(columns) == 1 else jnp.stack(columns, -1)
+        out = segments.segment_sum(plan, data)
+        return out[:, None] if len(columns) == 1 else out
+    if backend in ("xla", "scatter"):
         if gather_index is not None:
             columns = tuple(c[gather_index] for c in columns)
         data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
@@ -89,7 +100,7 @@ def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.A
         (V, 3) aggregate [finite sum, #+inf, #-inf].
     """
     agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, backend, True,
-                       gather_index=graph.var_edges)
+                       gather_index=graph.var_edges, plan=graph.var_sums)
     return agg + split_infinite(evidence.astype(factor_to_var.dtype))
 
 
@@ -158,9 +169,11 @@ def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
     Returns:
         (F, 3): [sum of finite terms S, #zero terms, sum of finite terms >= S/2].
     """
-    sums = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend)
+    sums = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend,
+                        plan=graph.factor_sums)
     dominant = _dominant(graph, finite, is_zero, sums[graph.edge_factor, 0])
-    rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors, backend)
+    rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors, backend,
+                        plan=graph.factor_sums)
     return jnp.concatenate([sums, rest], axis=-1)
 
 
