@@ -67,8 +67,17 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     parts = jnp.stack([jnp.where(is_zero > 0, 0, term), is_zero], -1)
     fsum = jax.ops.segment_sum(parts, seg, num_segments=width + 1, indices_are_sorted=True)
     accp, accf = rows[P.ACCP], rows[P.ACCF]
-    own = fsum[seg] + acc[accf] - parts
-    c = jnp.where(own[:, 1] > 0.5, -jnp.inf, own[:, 0])
+    total = fsum[seg] + acc[accf]
+    finite = parts[:, 0]
+    # Exact leave-one-out for a factor's dominant body term (see
+    # kernels.factor_aggregates): its edge takes the sum of the other terms
+    # directly. A dominant term in a leading chunk of a spread factor is
+    # never written, and then no written edge is dominant.
+    dominant = ~is_head & (is_zero < 0.5) & (finite < 0.5 * total[:, 0])
+    rest = jax.ops.segment_sum(jnp.where(dominant, 0, finite), seg, num_segments=width + 1,
+                               indices_are_sorted=True)
+    others = jnp.where(dominant, rest[seg] + acc[accf][:, 0], total[:, 0] - finite)
+    c = jnp.where(total[:, 1] - is_zero > 0.5, -jnp.inf, others)
     log_1mc = kernels._log1mexp(c)
     g1 = kernels._logaddexp(log_q + log_1mc, log_r + c)
     g0 = kernels._logaddexp(log_1mq + log_1mc, log_1mr + c)

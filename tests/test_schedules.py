@@ -354,3 +354,27 @@ def test_cli_schedule_command_prints_describe():
     res = CliRunner().invoke(get_app(), ["schedule", str(WEBLECH / "graph.causal_fg"),
                                          "--schedule", "nosuch"])
     assert res.exit_code == 2 and "unknown schedule" in res.output
+
+
+@pytest.mark.parametrize("spec", ["seqfix", "topo", "seqfix:width=2"])
+def test_batched_leave_one_out_keeps_tiny_sums_of_others(spec):
+    # As tests/test_engine.py: "sum - own" would cancel x2's tiny share and send x1 a
+    # hard +inf; labelling x1 false then looked contradictory.
+    import jax.numpy as jnp
+
+    from fastlbp import engine, reference
+    from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
+    from fastlbp.model import Model
+
+    factors = [Factor(AND, 1, (), 1 - 1e-10, 1 - 1e-10), Factor(AND, 2, (), 4e-18, 4e-18),
+               Factor(OR, 0, (1, 2), 1.0, 0.0), Factor(AND, 3, (2,), 0.5, 0.0)]
+    model = Model(graph=from_factors(factors), var_names=("h", "x1", "x2", "y"))
+    runner = schedules.make_runner(model, spec)
+    g = model.graph
+    args = (jnp.asarray(1e-15), jnp.asarray(100, jnp.int32), jnp.asarray(0.0))
+    first = runner(g, engine.init(g), jnp.asarray(evidence_from_labels(4, {0: True})), *args)
+    labels = {0: True, 1: False}
+    warm = runner(g, first.messages, jnp.asarray(evidence_from_labels(4, labels)), *args)
+    assert not bool(warm.conflict)
+    np.testing.assert_allclose(np.asarray(warm.marginals), reference.exact_marginals(factors, 4, labels),
+                               atol=1e-12)
