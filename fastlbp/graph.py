@@ -26,7 +26,8 @@ from collections.abc import Iterable, Sequence
 import jax
 import numpy as np
 
-from fastlbp.segments import SegmentPlan, build as build_segments
+from fastlbp.segments import SegmentPlan
+from fastlbp.segments import build as build_segments
 
 AND = 0
 OR = 1
