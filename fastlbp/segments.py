@@ -109,8 +109,9 @@ def segment_sum(plan: SegmentPlan, values: jax.Array, transform=None) -> jax.Arr
     outputs = []
     current = values
     for i, idx in enumerate(plan.levels):
-        ext = jnp.concatenate([current, jnp.zeros((1,) + current.shape[1:], current.dtype)])
-        rows = ext[idx]
+        # Padding indices equal the source length: out of bounds, read as 0
+        # (no padded copy of the source).
+        rows = jnp.take(current, idx, axis=0, mode="fill", fill_value=0)
         if i == 0 and transform is not None:
             rows = transform(rows)
         current = rows.sum(axis=1)
