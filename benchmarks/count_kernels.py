@@ -1,0 +1,45 @@
+"""Counts the kernels (fusions, custom calls, scatters...) in one PARALL while-loop trip.
+
+    python benchmarks/count_kernels.py --size 500000
+"""
+
+import argparse
+import collections
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import jax
+import jax.numpy as jnp
+from common import bingo_model
+
+from fastlbp import engine
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=500_000)
+    ap.add_argument("--backend", default="xla")
+    args = ap.parse_args()
+    g = jax.device_put(bingo_model(args.size).graph)
+    dtype = jnp.float64
+    run = engine.parall_runner(args.backend, 1)
+    text = run.lower(g, engine.init(g, dtype), jnp.zeros(g.num_vars, dtype), jnp.asarray(0.0, dtype),
+                     jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dtype)).compile().as_text()
+    # Split into computations; find the while body(ies).
+    comps = re.split(r"\n(?=\S.*\{\s*$)", text, flags=re.M)
+    for body in comps:
+        ops = collections.Counter()
+        for line in body.splitlines():
+            m = re.search(r"=\s*\S+\s+(fusion|custom-call|scatter|gather|copy|reduce|sort|all-reduce|"
+                          r"dynamic-update-slice|while|conditional)\(", line)
+            if m:
+                ops[m.group(1)] += 1
+        if sum(ops.values()) >= 4:
+            print(body.split("\n", 1)[0][:60], dict(ops))
+
+
+if __name__ == "__main__":
+    main()
