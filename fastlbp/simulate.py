@@ -209,25 +209,23 @@ def plot(result: SimulationResult, out_dir: str | os.PathLike) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     x, y = metrics.roc_points([s.truth for s in result.steps])
-    paths = []
+    t = np.concatenate([[0.0], np.cumsum([s.round_s for s in result.steps])])
+    return [
+        _step_plot(plt, x, y, "false alarms labelled", f"ROC (AUC {result.metrics.auc:.3f})",
+                   out / "roc.png"),
+        _step_plot(plt, t, y, "time in rounds (s)", f"TotalTime {result.metrics.total_time_s:.3g} s",
+                   out / "true_alarms_over_time.png"),
+    ]
+
+
+def _step_plot(plt, x, y, xlabel: str, title: str, path: Path) -> Path:
+    """True alarms found (y) against `x` as a step curve, saved to `path`."""
     fig, ax = plt.subplots(figsize=(4.5, 4))
     ax.plot(x, y, drawstyle="steps-post")
-    ax.set_xlabel("false alarms labelled")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("true alarms found")
-    ax.set_title(f"ROC (AUC {result.metrics.auc:.3f})")
+    ax.set_title(title)
     fig.tight_layout()
-    paths.append(out / "roc.png")
-    fig.savefig(paths[-1], dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-
-    t = np.concatenate([[0.0], np.cumsum([s.round_s for s in result.steps])])
-    fig, ax = plt.subplots(figsize=(4.5, 4))
-    ax.plot(t, y, drawstyle="steps-post")
-    ax.set_xlabel("time in rounds (s)")
-    ax.set_ylabel("true alarms found")
-    ax.set_title(f"TotalTime {result.metrics.total_time_s:.3g} s")
-    fig.tight_layout()
-    paths.append(out / "true_alarms_over_time.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
-    return paths
+    return path
