@@ -75,24 +75,40 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[50_000, 500_000, 5_000_000])
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--variants", nargs="+", default=["xla", "fused"],
+                    help="first one is the reference for |d|; see the list in main()")
     args = ap.parse_args(argv)
 
     env = environment()
     bandwidth = copy_bandwidth(2 << 30) if jax.devices()[0].platform == "gpu" else copy_bandwidth(1 << 27)
     print(f"# {env['device']} jax {env['jax']}  copy bandwidth {bandwidth / 1e12:.2f} TB/s", flush=True)
-    variants = {"xla": engine.parall_runner("xla", 1), "xla-unroll4": engine.parall_runner("xla", 4),
-                "scatter": engine.parall_runner("scatter", 1)}
-    if jax.devices()[0].platform == "gpu":
-        variants["pallas"] = engine.parall_runner("pallas", 1)
+    from fastlbp import fused
+
+    gpu = jax.devices()[0].platform == "gpu"
+    all_variants = {
+        "xla": lambda: engine.parall_runner("xla", 1),
+        "xla-unroll4": lambda: engine.parall_runner("xla", 4),
+        "scatter": lambda: engine.parall_runner("scatter", 1),
+        "pallas": lambda: engine.parall_runner("pallas" if gpu else "pallas_interpret", 1),
+        "fused": lambda: fused.runner(1, interpret=not gpu),
+        "fused-unroll4": lambda: fused.runner(4, interpret=not gpu),
+        "fused-t256": lambda: fused.runner(1, interpret=not gpu, tile=256, chunk=1024),
+        "fused-t1024": lambda: fused.runner(1, interpret=not gpu, tile=1024, chunk=4096, num_warps=8),
+        "fused-w8": lambda: fused.runner(1, interpret=not gpu, num_warps=8),
+    }
+    unknown = set(args.variants) - set(all_variants)
+    if unknown:
+        ap.error(f"unknown variants {sorted(unknown)}; choose from {sorted(all_variants)}")
+    variants = {name: all_variants[name]() for name in args.variants}
     rows = []
     for size in args.sizes:
         rows += bench_size(size, args.iters, bandwidth, variants)
         print(f"# done {size}", flush=True)
     write_json("bench_parall.json", {"env": env, "copy_bandwidth_Bps": bandwidth, "rows": rows})
-    print(f"{'edges':>9} {'variant':>8} {'prec':>4} {'us/iter':>9} {'floor us':>9} {'x floor':>8} "
+    print(f"{'edges':>9} {'variant':>13} {'prec':>4} {'us/iter':>9} {'floor us':>9} {'x floor':>8} "
           f"{'compile s':>9} {'|d| vs f64':>10}")
     for r in rows:
-        print(f"{r['factor_edges']:>9} {r['variant']:>8} {r['precision']:>4} {r['us_per_iter']:>9.1f} "
+        print(f"{r['factor_edges']:>9} {r['variant']:>13} {r['precision']:>4} {r['us_per_iter']:>9.1f} "
               f"{r['floor_us']:>9.1f} {r['x_floor']:>8.2f} {r['compile_s']:>9.2f} "
               f"{r['max_abs_diff_vs_f64']:>10.2e}")
     return 0

@@ -182,11 +182,17 @@ def parall_runner(backend: str | None = None, unroll: int | None = None):
     """The jitted PARALL loop `(graph, messages, evidence, tol, max_iters, damping) -> RunResult`.
 
     Args:
-        backend: "xla", "pallas" or "pallas_interpret"; None picks the
+        backend: "xla", "scatter", "pallas", "fused" (two Pallas kernels per
+            sweep, `fastlbp.fused`), or "pallas_interpret"/"fused_interpret"
+            (the same kernels interpreted, for the CPU); None picks the
             faster one for the default device.
         unroll: sweeps per while-loop trip; None picks per device.
     """
     key = (backend or default_backend(), unroll or default_unroll())
+    if key[0] in ("fused", "fused_interpret"):
+        from fastlbp import fused
+
+        return fused.runner(key[1], interpret=key[0] == "fused_interpret")
     if key not in _RUNNERS:
         _RUNNERS[key] = jax.jit(functools.partial(_parall_loop, backend=key[0], unroll=key[1]))
     return _RUNNERS[key]

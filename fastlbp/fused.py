@@ -1,0 +1,647 @@
+"""Fused PARALL for the GPU: one Pallas kernel per half-sweep.
+
+The XLA path (`fastlbp.kernels`) runs an iteration as about twenty kernels,
+and at 0.5M edges their launches, not the bytes, set the time. Here an
+iteration is two Pallas (Triton) kernels and a tiny reduction:
+
+* the *factor kernel* reads each factor's messages and its variables'
+  totals, forms the variable-to-factor messages, the body terms and their
+  exact leave-one-out sums, and writes the new factor-to-variable messages;
+* the *variable kernel* sums each variable's incoming messages and its
+  evidence into the totals the next factor kernel reads, forms the marginal
+  and the largest change of any marginal (the convergence test).
+
+Layout (`build`, once per graph, on the host). Both sides use *rows*: a factor
+(or a variable) is one row of W slots, W the next power of two of its number
+of edges, unused slots padded (-1). Rows of one width are a *class*; a program
+takes a tile of R x W = `TILE` slots of one class (R rows), so every row is
+reduced inside one program with no atomics and no mixing of neighbouring
+rows: a factor whose terms are all tiny keeps its tiny sum exactly. Rows wider
+than `TILE` (hub tuples, OR factors with thousands of derivations) get one
+program each, which walks the row in chunks of `BIG_CHUNK`; those programs come
+first in the grid, so the long ones start early.
+
+* Message slots are the factor rows laid end to end: a factor's edges are
+  contiguous, the head at column 0, rows of one width (and so of one size
+  class) together. Messages live in this padded order for the whole run
+  (`edge_slot` maps a graph edge to its slot); loads and stores of the factor
+  kernel are contiguous.
+* Variable slots are the variable rows laid end to end; each holds the
+  message slot of one of the variable's edges (the dual permutation), so the
+  variable kernel gathers its messages. Variables are renumbered in row order
+  (`var_kvar`), so the variable kernel's totals are contiguous stores and the
+  factor kernel gathers them through `slot_var` (int32).
+* A variable's total is its finite log-odds sum (float) and a count of +inf
+  and -inf terms (hard evidence), each saturated at 2 and packed in one int32
+  (`pos + 4 * neg`): leave-one-out only needs to know whether another
+  infinite term remains.
+
+Per factor, the body terms are log m(1) (AND) or log m(0) (OR) of the
+variable-to-factor messages. An edge's "others" sum is S - own term, except for
+the row's smallest term (the only one that can dominate S), whose others are
+summed directly, so no tiny sum is lost to cancellation (see
+`kernels.factor_aggregates`). The messages follow DESIGN.md section 4 in log
+space, as in `fastlbp.kernels`.
+
+On the CPU (tests) the same kernels run with `interpret=True`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import weakref
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fastlbp.graph import AND, FactorGraph
+
+TILE = 512  # slots per program for rows of width <= TILE
+BIG_CHUNK = 2048  # slots per loop step for wider rows
+NUM_WARPS = 4
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """Rows and programs of one side (factors or variables).
+
+    Attributes:
+        slots: (S,) int32. Factor side: kernel variable of each message slot;
+            variable side: message slot of each variable slot. -1 = padding.
+        prog_class: (P,) int32 branch of each program (index into `widths`;
+            len(widths) = the wide-row branch).
+        prog_slot0: (P,) int32 first slot of the program's tile or row.
+        prog_row0: (P,) int32 first row of the tile (the row of a wide row).
+        prog_len: (P,) int32 slots used by a wide row (0 for tiles).
+        widths: static, the row widths of the tile classes present.
+        tile: static, slots per tile.
+        chunk: static, slots per step of a wide row.
+    """
+
+    slots: jax.Array
+    prog_class: jax.Array
+    prog_slot0: jax.Array
+    prog_row0: jax.Array
+    prog_len: jax.Array
+    widths: tuple[int, ...] = dataclasses.field(metadata=dict(static=True))
+    tile: int = dataclasses.field(metadata=dict(static=True))
+    chunk: int = dataclasses.field(metadata=dict(static=True))
+
+    @property
+    def num_programs(self) -> int:
+        return int(self.prog_class.shape[0])
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class FusedLayout:
+    """The padded row layout of a factor graph (see the module docstring).
+
+    Attributes:
+        factors: factor rows; `factors.slots` is the kernel variable of each
+            message slot.
+        variables: variable rows; `variables.slots` is a message slot.
+        edge_slot: (E,) int32 message slot of each graph edge.
+        row_factor: (Rf,) int32 factor of each factor row (-1 padding row).
+        var_kvar: (V,) int32 kernel variable (variable row) of each variable.
+        kvar_var: (Vk,) int32 variable of each variable row (-1 padding row).
+    """
+
+    factors: Side
+    variables: Side
+    edge_slot: jax.Array
+    row_factor: jax.Array
+    var_kvar: jax.Array
+    kvar_var: jax.Array
+
+    @property
+    def num_slots(self) -> int:
+        return int(self.factors.slots.shape[0])
+
+    @property
+    def num_kvars(self) -> int:
+        return int(self.kvar_var.shape[0])
+
+
+def _rows(sizes: np.ndarray, tile: int, chunk: int):
+    """Packs items of `sizes` slots into rows and programs.
+
+    Returns:
+        row_item: (R,) item of each row, -1 for padding rows.
+        row_slot0: (R,) first slot of each row.
+        total_slots, widths, and the program tables (class, slot0, row0, len).
+    """
+    sizes = np.maximum(np.asarray(sizes, np.int64), 1)
+    width = 1 << np.ceil(np.log2(sizes)).astype(np.int64)
+    wide = width > tile
+    row_item, row_slot0 = [], []
+    prog = {"class": [], "slot0": [], "row0": [], "len": []}
+    slot = row = 0
+    present = sorted({int(w) for w in width[~wide]}, reverse=True)
+
+    # Wide rows first (one program each, the longest first).
+    wide_items = np.flatnonzero(wide)
+    wide_items = wide_items[np.argsort(-sizes[wide_items], kind="stable")]
+    spans = -(-sizes[wide_items] // chunk) * chunk
+    if wide_items.size:
+        starts = slot + np.concatenate([[0], np.cumsum(spans)[:-1]])
+        row_item.append(wide_items)
+        row_slot0.append(starts)
+        prog["class"].append(np.full(wide_items.size, len(present)))
+        prog["slot0"].append(starts)
+        prog["row0"].append(row + np.arange(wide_items.size))
+        prog["len"].append(sizes[wide_items])
+        slot += int(spans.sum())
+        row += wide_items.size
+    for k, w in enumerate(present):
+        items = np.flatnonzero(width == w)
+        r = tile // w
+        n_rows = -(-items.size // r) * r
+        padded = np.full(n_rows, -1, np.int64)
+        padded[: items.size] = items
+        row_item.append(padded)
+        row_slot0.append(slot + w * np.arange(n_rows))
+        n_progs = n_rows // r
+        prog["class"].append(np.full(n_progs, k))
+        prog["slot0"].append(slot + tile * np.arange(n_progs))
+        prog["row0"].append(row + r * np.arange(n_progs))
+        prog["len"].append(np.zeros(n_progs, np.int64))
+        slot += n_rows * w
+        row += n_rows
+    # Every branch is traced (and the interpreter checks its slices), so the
+    # arrays are at least one chunk (slots) or one tile (rows) long.
+    if row < tile:
+        row_item.append(np.full(tile - row, -1, np.int64))
+        row_slot0.append(np.full(tile - row, slot, np.int64))
+    slot = max(slot, chunk)
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
+    tables = {k: cat(v).astype(np.int32) for k, v in prog.items()}
+    if slot >= 2**31 - 1:
+        raise ValueError("graph too large for int32 slot indices")
+    return cat(row_item), cat(row_slot0), slot, tuple(present), tables
+
+
+def _fill(row_item, row_slot0, offsets, num_slots):
+    """(slot of each item element in CSR order, slots array skeleton)."""
+    offsets = np.asarray(offsets, np.int64)
+    sizes = np.diff(offsets)
+    item_row = np.full(sizes.shape[0], -1, np.int64)
+    real = row_item >= 0
+    item_row[row_item[real]] = np.flatnonzero(real)
+    starts = row_slot0[item_row]
+    elem_item = np.repeat(np.arange(sizes.shape[0]), sizes)
+    elem_slot = starts[elem_item] + (np.arange(offsets[-1]) - offsets[:-1][elem_item])
+    return elem_slot, item_row
+
+
+def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> FusedLayout:
+    """Builds the row layout of `graph` (host side, vectorised numpy)."""
+    if tile & (tile - 1) or chunk & (chunk - 1) or chunk < tile:
+        raise ValueError("tile and chunk must be powers of two with chunk >= tile")
+    g = graph.to_numpy()
+    f_off = np.asarray(g.factor_offsets, np.int64)
+    v_off = np.asarray(g.var_offsets, np.int64)
+
+    # Variables first: their row order is the kernel numbering.
+    v_item, v_slot0, v_slots, v_widths, v_tables = _rows(np.diff(v_off), tile, chunk)
+    var_elem_slot, var_row = _fill(v_item, v_slot0, v_off, v_slots)
+
+    f_item, f_slot0, f_slots, f_widths, f_tables = _rows(np.diff(f_off), tile, chunk)
+    edge_slot, _ = _fill(f_item, f_slot0, f_off, f_slots)
+
+    slot_var = np.full(f_slots, -1, np.int64)
+    slot_var[edge_slot] = var_row[np.asarray(g.edge_var, np.int64)]
+    var_slots = np.full(v_slots, -1, np.int64)
+    var_slots[var_elem_slot] = edge_slot[np.asarray(g.var_edges, np.int64)]
+
+    def side(slots, widths, tables):
+        return Side(slots=jnp.asarray(slots, jnp.int32), prog_class=jnp.asarray(tables["class"]),
+                    prog_slot0=jnp.asarray(tables["slot0"]), prog_row0=jnp.asarray(tables["row0"]),
+                    prog_len=jnp.asarray(tables["len"]), widths=widths, tile=tile, chunk=chunk)
+
+    return FusedLayout(
+        factors=side(slot_var, f_widths, f_tables),
+        variables=side(var_slots, v_widths, v_tables),
+        edge_slot=jnp.asarray(edge_slot, jnp.int32),
+        row_factor=jnp.asarray(f_item, jnp.int32),
+        var_kvar=jnp.asarray(var_row, jnp.int32),
+        kvar_var=jnp.asarray(v_item, jnp.int32),
+    )
+
+
+# ---------------------------------------------------------------- math (jnp, runs inside kernels)
+
+def _log_sigmoid(x):
+    return jnp.minimum(x, 0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+def _logaddexp(a, b):
+    # Arguments are logs of probabilities (never +inf); -inf + -inf stays -inf.
+    hi = jnp.maximum(a, b)
+    return jnp.where(hi == -jnp.inf, hi, hi + jnp.log1p(jnp.exp(-jnp.abs(a - b))))
+
+
+def _log1mexp(c):
+    return jnp.where(c > -0.6931471805599453, jnp.log(-jnp.expm1(c)), jnp.log1p(-jnp.exp(c)))
+
+
+def _signed(pos, neg, finite):
+    """+inf where some +inf term, -inf where some -inf term, NaN where both, else `finite`."""
+    # Constants as arrays: the Triton lowering cannot splat a Python inf.
+    inf = jnp.full_like(finite, jnp.inf)
+    ninf = jnp.full_like(finite, -jnp.inf)
+    nan = jnp.full_like(finite, jnp.nan)
+    return jnp.where(pos, jnp.where(neg, nan, inf), jnp.where(neg, ninf, finite))
+
+
+def _var_to_factor(m, fin, cnt):
+    """Variable-to-factor log-odds: the variable's total less the edge's own message."""
+    own_pos = (m == jnp.inf).astype(jnp.int32)
+    own_neg = (m == -jnp.inf).astype(jnp.int32)
+    pos = (cnt & 3) - own_pos > 0
+    neg = (cnt >> 2) - own_neg > 0
+    finite_own = jnp.where((own_pos + own_neg) > 0, jnp.zeros_like(m), m)
+    soft = fin - finite_own
+    return _signed(pos, neg, soft)
+
+
+def _body_terms(n, body, is_and):
+    """Finite part of the body term and whether it is -inf (a zero)."""
+    t = _log_sigmoid(jnp.where(is_and, n, -n))
+    t = jnp.where(body, t, jnp.zeros_like(t))
+    zero = t == -jnp.inf
+    return jnp.where(zero, jnp.zeros_like(t), t), zero
+
+
+def _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l1mr):
+    others_zero = Z - zero.astype(jnp.int32)
+    others = jnp.where(is_min, O, S - tf)
+    c = jnp.where(others_zero > 0, jnp.full_like(others, -jnp.inf), others)
+    l1c = _log1mexp(c)
+    g1 = _logaddexp(lq + l1c, lr + c)
+    g0 = _logaddexp(l1mq + l1c, l1mr + c)
+    h1 = _log_sigmoid(hn)
+    h0 = _log_sigmoid(-hn)
+    k_fixed = _logaddexp(h0 + l1mq, h1 + lq)
+    k_free = _logaddexp(h0 + g0, h1 + g1)
+    body_msg = jnp.where(is_and, k_free - k_fixed, k_fixed - k_free)
+    return jnp.where(is_head, g1 - g0, body_msg)
+
+
+def _finish(new, m, valid, damping, active):
+    mixed = (1 - damping) * new + damping * m
+    out = jnp.where(jnp.isfinite(new) & jnp.isfinite(m), mixed, new)
+    out = jnp.where(active, out, m)
+    return jnp.where(valid, out, jnp.zeros_like(out))
+
+
+# ---------------------------------------------------------------- factor kernel
+
+def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, sv_ref, m_ref, fin_ref, cnt_ref,
+                   and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref, scal_ref, out_ref):
+    from jax.experimental import pallas as pl
+
+    pid = pl.program_id(0)
+    cls = cls_ref[pid]
+    slot0 = s0_ref[pid]
+    row0 = r0_ref[pid]
+    damping = scal_ref[0]
+    active = scal_ref[1] > 0
+
+    def tile_branch(w):
+        r = tile // w
+
+        def branch():
+            sl = pl.ds(slot0, tile)
+            sv = sv_ref[sl].reshape(r, w)
+            m = m_ref[sl].reshape(r, w)
+            valid = sv >= 0
+            idx = jnp.where(valid, sv, 0)
+            fin = fin_ref[idx]
+            cnt = cnt_ref[idx]
+            rows = pl.ds(row0, r)
+            is_and = (and_ref[rows] > 0)[:, None]
+            lq, l1mq = lq_ref[rows][:, None], l1mq_ref[rows][:, None]
+            lr, l1mr = lr_ref[rows][:, None], l1mr_ref[rows][:, None]
+            col = jax.lax.broadcasted_iota(jnp.int32, (r, w), 1)
+            is_head = col == 0
+            body = valid & ~is_head
+            n = _var_to_factor(m, fin, cnt)
+            tf, zero = _body_terms(n, body, is_and)
+            S = jnp.sum(tf, axis=1, keepdims=True)
+            Z = jnp.sum(zero.astype(jnp.int32), axis=1, keepdims=True, dtype=jnp.int32)
+            cand = body & ~zero
+            mn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)), axis=1, keepdims=True)
+            am = jnp.min(jnp.where(cand & (tf == mn), col, w), axis=1, keepdims=True)
+            is_min = col == am
+            O = jnp.sum(jnp.where(is_min, jnp.zeros_like(tf), tf), axis=1, keepdims=True)
+            hn = jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n)), axis=1, keepdims=True)
+            new = _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l1mr)
+            out_ref[sl] = _finish(new, m, valid, damping, active).reshape(tile)
+
+        return branch
+
+    def wide_branch():
+        length = len_ref[pid]
+        steps = (length + chunk - 1) // chunk
+        is_and = and_ref[row0] > 0
+        lq, l1mq, lr, l1mr = lq_ref[row0], l1mq_ref[row0], lr_ref[row0], l1mr_ref[row0]
+        lane = jax.lax.broadcasted_iota(jnp.int32, (chunk,), 0)
+
+        def load(k):
+            start = slot0 + k * chunk
+            sl = pl.ds(start, chunk)
+            sv = sv_ref[sl]
+            m = m_ref[sl]
+            valid = sv >= 0
+            idx = jnp.where(valid, sv, 0)
+            n = _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+            gidx = start + lane
+            is_head = gidx == slot0
+            tf, zero = _body_terms(n, valid & ~is_head, is_and)
+            return sl, m, valid, gidx, is_head, n, tf, zero
+
+        def pass1(k, carry):
+            S, Z, mn, am, hn = carry
+            _, _, valid, gidx, is_head, n, tf, zero = load(k)
+            cand = valid & ~is_head & ~zero
+            cmn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)))
+            cam = jnp.min(jnp.where(cand & (tf == cmn), gidx, jnp.iinfo(jnp.int32).max))
+            better = cmn < mn
+            return (S + jnp.sum(tf), Z + jnp.sum(zero.astype(jnp.int32), dtype=jnp.int32),
+                    jnp.where(better, cmn, mn), jnp.where(better, cam, am),
+                    hn + jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n))))
+
+        dt = out_ref.dtype
+        init = (jnp.zeros((), dt), jnp.zeros((), jnp.int32), jnp.ones((), dt), jnp.full((), -1, jnp.int32),
+                jnp.zeros((), dt))
+        S, Z, _, am, hn = jax.lax.fori_loop(0, steps, pass1, init)
+
+        def pass2(k, O):
+            _, _, _, gidx, _, _, tf, _ = load(k)
+            return O + jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
+
+        O = jax.lax.fori_loop(0, steps, pass2, jnp.zeros((), dt))
+
+        def pass3(k, carry):
+            sl, m, valid, gidx, is_head, n, tf, zero = load(k)
+            new = _messages(n, tf, zero, gidx == am, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l1mr)
+            out_ref[sl] = _finish(new, m, valid, damping, active)
+            return carry
+
+        jax.lax.fori_loop(0, steps, pass3, 0)
+
+    branches = [tile_branch(w) for w in widths] + [wide_branch]
+    jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+
+
+def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active, interpret: bool = False,
+                num_warps: int = NUM_WARPS):
+    """New factor-to-variable messages (slot order) from messages and variable totals.
+
+    Args:
+        messages: (S,) slot order.
+        fin: (Vk,) finite part of each kernel variable's total; cnt: (Vk,) int32 packed counts.
+        params: (is_and (Rf,) int32, log q, log 1-q, log r, log 1-r (Rf,) floats).
+        damping, active: () scalars (active 0 leaves the messages unchanged).
+    """
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
+    side = layout.factors
+    dt = messages.dtype
+    scal = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
+    kernel = functools.partial(_factor_kernel, side.widths, side.tile, side.chunk)
+    return pl.pallas_call(
+        kernel,
+        grid=(side.num_programs,),
+        out_shape=jax.ShapeDtypeStruct(messages.shape, dt),
+        interpret=interpret,
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
+    )(side.prog_class, side.prog_slot0, side.prog_row0, side.prog_len, side.slots, messages, fin, cnt,
+      *params, scal)
+
+
+# ---------------------------------------------------------------- variable kernel
+
+def _totals(fin, pos, neg, ev):
+    fin = fin + jnp.where(jnp.isfinite(ev), ev, jnp.zeros_like(ev))
+    pos = pos + (ev == jnp.inf).astype(jnp.int32)
+    neg = neg + (ev == -jnp.inf).astype(jnp.int32)
+    lo = _signed(pos > 0, neg > 0, fin)
+    p = 1 / (1 + jnp.exp(-lo))
+    cnt = jnp.minimum(pos, 2) + 4 * jnp.minimum(neg, 2)
+    return fin, cnt, p
+
+
+def _change(p, p_old):
+    bad = jnp.isnan(p) | jnp.isnan(p_old)
+    return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
+
+
+def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, vs_ref, m_ref, ev_ref, pold_ref,
+                fin_ref, cnt_ref, p_ref, delta_ref, bad_ref):
+    from jax.experimental import pallas as pl
+
+    pid = pl.program_id(0)
+    cls = cls_ref[pid]
+    slot0 = s0_ref[pid]
+    row0 = r0_ref[pid]
+
+    def gather(sl):
+        vs = vs_ref[sl]
+        valid = vs >= 0
+        m = m_ref[jnp.where(valid, vs, 0)]
+        m = jnp.where(valid, m, jnp.zeros_like(m))
+        return (jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m)), (m == jnp.inf).astype(jnp.int32),
+                (m == -jnp.inf).astype(jnp.int32))
+
+    def tile_branch(w):
+        r = tile // w
+
+        def branch():
+            fin, pos, neg = (x.reshape(r, w) for x in gather(pl.ds(slot0, tile)))
+            rows = pl.ds(row0, r)
+            f, c, p = _totals(jnp.sum(fin, axis=1), jnp.sum(pos, axis=1, dtype=jnp.int32),
+                                jnp.sum(neg, axis=1, dtype=jnp.int32), ev_ref[rows])
+            fin_ref[rows] = f
+            cnt_ref[rows] = c
+            p_ref[rows] = p
+            d, bad = _change(p, pold_ref[rows])
+            delta_ref[pid] = jnp.max(d)
+            bad_ref[pid] = jnp.max(bad.astype(jnp.int32))
+
+        return branch
+
+    def wide_branch():
+        steps = (len_ref[pid] + chunk - 1) // chunk
+
+        def body(k, carry):
+            fin, pos, neg = gather(pl.ds(slot0 + k * chunk, chunk))
+            return (carry[0] + jnp.sum(fin), carry[1] + jnp.sum(pos, dtype=jnp.int32),
+                    carry[2] + jnp.sum(neg, dtype=jnp.int32))
+
+        dt = fin_ref.dtype
+        init = (jnp.zeros((), dt), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+        fin, pos, neg = jax.lax.fori_loop(0, steps, body, init)
+        f, c, p = _totals(fin, pos, neg, ev_ref[row0])
+        fin_ref[row0] = f
+        cnt_ref[row0] = c
+        p_ref[row0] = p
+        d, bad = _change(p, pold_ref[row0])
+        delta_ref[pid] = d
+        bad_ref[pid] = bad.astype(jnp.int32)
+
+    branches = [tile_branch(w) for w in widths] + [wide_branch]
+    jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+
+
+def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool = False,
+             num_warps: int = NUM_WARPS):
+    """Variable totals, marginals and the largest marginal change.
+
+    Args:
+        messages: (S,) slot order.
+        evidence_k: (Vk,) evidence log-odds by kernel variable.
+        p_old: (Vk,) previous marginals.
+
+    Returns:
+        fin (Vk,), cnt (Vk,) int32, p (Vk,), delta () and conflict () bool.
+    """
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
+    side = layout.variables
+    dt = messages.dtype
+    vk = layout.num_kvars
+    nprog = side.num_programs
+    kernel = functools.partial(_var_kernel, side.widths, side.tile, side.chunk)
+    fin, cnt, p, delta, bad = pl.pallas_call(
+        kernel,
+        grid=(nprog,),
+        out_shape=(jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((vk,), jnp.int32),
+                   jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((nprog,), dt),
+                   jax.ShapeDtypeStruct((nprog,), jnp.int32)),
+        interpret=interpret,
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
+    )(side.prog_class, side.prog_slot0, side.prog_row0, side.prog_len, side.slots, messages, evidence_k,
+      p_old)
+    return fin, cnt, p, jnp.max(delta, initial=0.0), jnp.any(bad > 0)
+
+
+# ---------------------------------------------------------------- the loop
+
+def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
+    """Per factor row: is AND, log q, log(1-q), log r, log(1-r) (see `kernels._factor_params`)."""
+    rf = layout.row_factor
+    f = jnp.where(rf >= 0, rf, 0)
+    is_and = graph.factor_kind[f] == AND
+    p1 = graph.p1[f].astype(dtype)
+    p2 = graph.p2[f].astype(dtype)
+    q = jnp.where(is_and, p2, p1)
+    r = jnp.where(is_and, p1, p2)
+    return (is_and.astype(jnp.int32), jnp.log(q), jnp.log1p(-q), jnp.log(r), jnp.log1p(-r))
+
+
+def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,
+             unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS):
+    """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`."""
+    from fastlbp.engine import RunResult
+
+    dtype = messages.dtype
+    tol = jnp.asarray(tol, dtype)
+    damping = jnp.asarray(damping, dtype)
+    slots = jnp.zeros((layout.num_slots,), dtype).at[layout.edge_slot].set(messages)
+    kv = layout.kvar_var
+    evidence_k = jnp.where(kv >= 0, evidence.astype(dtype)[jnp.where(kv >= 0, kv, 0)], 0)
+    params = factor_params(layout, graph, dtype)
+    fin, cnt, p, _, conflict = var_pass(layout, slots, evidence_k, jnp.zeros_like(evidence_k), interpret,
+                                        num_warps)
+
+    def active(state):
+        _, _, _, _, it, delta, conflict = state
+        return (it < max_iters) & (delta >= tol) & ~conflict
+
+    def sweep(state, go):
+        msgs, fin, cnt, p, it, delta, conflict = state
+        new = factor_pass(layout, msgs, fin, cnt, params, damping, go.astype(dtype), interpret, num_warps)
+        fin, cnt, p_new, d, bad = var_pass(layout, new, evidence_k, p, interpret, num_warps)
+        return (new, fin, cnt, p_new, jnp.where(go, it + 1, it), jnp.where(go, d, delta),
+                jnp.where(go, bad, conflict))
+
+    def body(state):
+        for _ in range(unroll):
+            state = sweep(state, active(state))
+        return state
+
+    state = (slots, fin, cnt, p, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype), conflict)
+    slots, fin, cnt, p, it, delta, conflict = jax.lax.while_loop(active, body, state)
+    k = layout.var_kvar
+    c = cnt[k]
+    pos, neg = (c & 3) > 0, (c >> 2) > 0
+    lo = _signed(pos, neg, fin[k])
+    return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=p[k], iterations=it,
+                     converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
+
+
+# ---------------------------------------------------------------- layouts per graph, runners
+
+_LAYOUTS: dict[tuple, tuple[weakref.ref, FusedLayout]] = {}
+
+
+def layout_for(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> FusedLayout:
+    """The graph's layout, built on first use and kept while the graph lives."""
+    if isinstance(graph.edge_var, jax.core.Tracer):
+        raise TypeError("the fused backend needs a concrete graph (call its runner outside jit)")
+    key = (id(graph), tile, chunk)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    layout = build(graph, tile, chunk)
+    _LAYOUTS[key] = (weakref.ref(graph, lambda _, key=key: _LAYOUTS.pop(key, None)), layout)
+    return layout
+
+
+class Runner:
+    """`(graph, messages, evidence, tol, max_iters, damping) -> RunResult`, like `engine.parall_runner`.
+
+    The graph's layout is built (once, on the host) when the runner first sees
+    the graph; the jitted loop takes it as an argument. `lower(...)` mirrors
+    `jax.jit(...).lower(...)` for benchmarks that time compilation.
+    """
+
+    def __init__(self, unroll: int = 1, interpret: bool = False, tile: int = TILE, chunk: int = BIG_CHUNK,
+                 num_warps: int = NUM_WARPS):
+        self.tile, self.chunk = tile, chunk
+        self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret,
+                                                 num_warps=num_warps))
+
+    def __call__(self, graph, messages, evidence, tol, max_iters, damping):
+        return self._jitted(layout_for(graph, self.tile, self.chunk), graph, messages, evidence, tol,
+                            max_iters, damping)
+
+    def lower(self, graph, *args):
+        lowered = self._jitted.lower(layout_for(graph, self.tile, self.chunk), graph, *args)
+        tile, chunk = self.tile, self.chunk
+
+        class _Lowered:
+            def compile(self):
+                compiled = lowered.compile()
+                return lambda g, *a: compiled(layout_for(g, tile, chunk), g, *a)
+
+        return _Lowered()
+
+
+_RUNNERS: dict = {}
+
+
+def runner(unroll: int = 1, interpret: bool = False, tile: int = TILE, chunk: int = BIG_CHUNK,
+           num_warps: int = NUM_WARPS) -> Runner:
+    """A cached `Runner` for these settings."""
+    key = (unroll, interpret, tile, chunk, num_warps)
+    if key not in _RUNNERS:
+        _RUNNERS[key] = Runner(*key)
+    return _RUNNERS[key]
