@@ -72,23 +72,27 @@ class Side:
         slots: (S,) int32. Factor side: kernel variable of each message slot;
             variable side: message slot of each variable slot. -1 = padding.
         prog_class: (P,) int32 branch of each program (index into `widths`;
-            len(widths) = the wide-row branch).
-        prog_slot0: (P,) int32 first slot of the program's tile or row.
-        prog_row0: (P,) int32 first row of the tile (the row of a wide row).
-        prog_len: (P,) int32 slots used by a wide row (0 for tiles).
+            len(widths) = a chunk of a wide row).
+        prog_slot0: (P,) int32 first slot of the program's tile or chunk.
+        prog_row0: (P,) int32 first row of the tile (the row of a chunk).
+        prog_head: (P,) int32 first slot of a chunk's row (0 for tiles).
         widths: static, the row widths of the tile classes present.
         tile: static, slots per tile.
-        chunk: static, slots per step of a wide row.
+        chunk: static, slots per chunk of a wide row.
+        wide_chunks: static, programs (the first ones) that take a chunk.
+        wide_rows: static, wide rows (the first rows).
     """
 
     slots: jax.Array
     prog_class: jax.Array
     prog_slot0: jax.Array
     prog_row0: jax.Array
-    prog_len: jax.Array
+    prog_head: jax.Array
     widths: tuple[int, ...] = dataclasses.field(metadata=dict(static=True))
     tile: int = dataclasses.field(metadata=dict(static=True))
     chunk: int = dataclasses.field(metadata=dict(static=True))
+    wide_chunks: int = dataclasses.field(metadata=dict(static=True))
+    wide_rows: int = dataclasses.field(metadata=dict(static=True))
 
     @property
     def num_programs(self) -> int:
@@ -138,22 +142,25 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
     width = 1 << np.ceil(np.log2(sizes)).astype(np.int64)
     wide = width > tile
     row_item, row_slot0 = [], []
-    prog = {"class": [], "slot0": [], "row0": [], "len": []}
+    prog = {"class": [], "slot0": [], "row0": [], "head": []}
     slot = row = 0
     present = sorted({int(w) for w in width[~wide]}, reverse=True)
 
-    # Wide rows first (one program each, the longest first).
+    # Wide rows first (the longest first), one program per chunk.
     wide_items = np.flatnonzero(wide)
     wide_items = wide_items[np.argsort(-sizes[wide_items], kind="stable")]
-    spans = -(-sizes[wide_items] // chunk) * chunk
+    n_chunks = -(-sizes[wide_items] // chunk)
+    spans = n_chunks * chunk
     if wide_items.size:
         starts = slot + np.concatenate([[0], np.cumsum(spans)[:-1]])
         row_item.append(wide_items)
         row_slot0.append(starts)
-        prog["class"].append(np.full(wide_items.size, len(present)))
-        prog["slot0"].append(starts)
-        prog["row0"].append(row + np.arange(wide_items.size))
-        prog["len"].append(sizes[wide_items])
+        chunk_row = np.repeat(np.arange(wide_items.size), n_chunks)
+        chunk_k = np.arange(int(n_chunks.sum())) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
+        prog["class"].append(np.full(chunk_row.size, len(present)))
+        prog["slot0"].append(starts[chunk_row] + chunk * chunk_k)
+        prog["row0"].append(row + chunk_row)
+        prog["head"].append(starts[chunk_row])
         slot += int(spans.sum())
         row += wide_items.size
     for k, w in enumerate(present):
@@ -168,7 +175,7 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
         prog["class"].append(np.full(n_progs, k))
         prog["slot0"].append(slot + tile * np.arange(n_progs))
         prog["row0"].append(row + r * np.arange(n_progs))
-        prog["len"].append(np.zeros(n_progs, np.int64))
+        prog["head"].append(np.zeros(n_progs, np.int64))
         slot += n_rows * w
         row += n_rows
     # Every branch is traced (and the interpreter checks its slices), so the
@@ -181,7 +188,8 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
     tables = {k: cat(v).astype(np.int32) for k, v in prog.items()}
     if slot >= 2**31 - 1:
         raise ValueError("graph too large for int32 slot indices")
-    return cat(row_item), cat(row_slot0), slot, tuple(present), tables
+    wide_info = (int(n_chunks.sum()), int(wide_items.size))
+    return cat(row_item), cat(row_slot0), slot, tuple(present), tables, wide_info
 
 
 def _fill(row_item, row_slot0, offsets, num_slots):
@@ -206,10 +214,10 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
     v_off = np.asarray(g.var_offsets, np.int64)
 
     # Variables first: their row order is the kernel numbering.
-    v_item, v_slot0, v_slots, v_widths, v_tables = _rows(np.diff(v_off), tile, chunk)
+    v_item, v_slot0, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), tile, chunk)
     var_elem_slot, var_row = _fill(v_item, v_slot0, v_off, v_slots)
 
-    f_item, f_slot0, f_slots, f_widths, f_tables = _rows(np.diff(f_off), tile, chunk)
+    f_item, f_slot0, f_slots, f_widths, f_tables, f_wide = _rows(np.diff(f_off), tile, chunk)
     edge_slot, _ = _fill(f_item, f_slot0, f_off, f_slots)
 
     slot_var = np.full(f_slots, -1, np.int64)
@@ -217,14 +225,15 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
     var_slots = np.full(v_slots, -1, np.int64)
     var_slots[var_elem_slot] = edge_slot[np.asarray(g.var_edges, np.int64)]
 
-    def side(slots, widths, tables):
+    def side(slots, widths, tables, wide):
         return Side(slots=jnp.asarray(slots, jnp.int32), prog_class=jnp.asarray(tables["class"]),
                     prog_slot0=jnp.asarray(tables["slot0"]), prog_row0=jnp.asarray(tables["row0"]),
-                    prog_len=jnp.asarray(tables["len"]), widths=widths, tile=tile, chunk=chunk)
+                    prog_head=jnp.asarray(tables["head"]), widths=widths, tile=tile, chunk=chunk,
+                    wide_chunks=wide[0], wide_rows=wide[1])
 
     return FusedLayout(
-        factors=side(slot_var, f_widths, f_tables),
-        variables=side(var_slots, v_widths, v_tables),
+        factors=side(slot_var, f_widths, f_tables, f_wide),
+        variables=side(var_slots, v_widths, v_tables, v_wide),
         edge_slot=jnp.asarray(edge_slot, jnp.int32),
         row_factor=jnp.asarray(f_item, jnp.int32),
         var_kvar=jnp.asarray(var_row, jnp.int32),
@@ -298,10 +307,28 @@ def _finish(new, m, valid, damping, active):
     return jnp.where(valid, out, jnp.zeros_like(out))
 
 
-# ---------------------------------------------------------------- factor kernel
+# ---------------------------------------------------------------- factor kernels
 
-def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, sv_ref, m_ref, fin_ref, cnt_ref,
-                   and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref, scal_ref, out_ref):
+def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
+    """A wide row's chunk: messages, validity, slot ids, head mask, n, terms."""
+    from jax.experimental import pallas as pl
+
+    sl = pl.ds(start, size)
+    sv = sv_ref[sl]
+    m = m_ref[sl]
+    valid = sv >= 0
+    idx = jnp.where(valid, sv, 0)
+    n = _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+    gidx = start + jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
+    is_head = gidx == head
+    tf, zero = _body_terms(n, valid & ~is_head, is_and)
+    return sl, m, valid, gidx, is_head, n, tf, zero
+
+
+def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, head_ref, sv_ref, m_ref, fin_ref, cnt_ref,
+                   and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref, scal_ref,
+                   out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, phn_ref):
+    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program)."""
     from jax.experimental import pallas as pl
 
     pid = pl.program_id(0)
@@ -344,58 +371,56 @@ def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, sv_ref
 
         return branch
 
-    def wide_branch():
-        length = len_ref[pid]
-        steps = (length + chunk - 1) // chunk
+    def chunk_branch():
         is_and = and_ref[row0] > 0
-        lq, l1mq, lr, l1mr = lq_ref[row0], l1mq_ref[row0], lr_ref[row0], l1mr_ref[row0]
-        lane = jax.lax.broadcasted_iota(jnp.int32, (chunk,), 0)
+        _, _, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
+            sv_ref, m_ref, fin_ref, cnt_ref, slot0, head_ref[pid], is_and, chunk)
+        cand = valid & ~is_head & ~zero
+        mn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)))
+        am = jnp.min(jnp.where(cand & (tf == mn), gidx, jnp.iinfo(jnp.int32).max))
+        ps_ref[pid] = jnp.sum(tf)
+        pz_ref[pid] = jnp.sum(zero.astype(jnp.int32), dtype=jnp.int32)
+        pmn_ref[pid] = mn
+        pam_ref[pid] = am
+        po_ref[pid] = jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
+        phn_ref[pid] = jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n)))
 
-        def load(k):
-            start = slot0 + k * chunk
-            sl = pl.ds(start, chunk)
-            sv = sv_ref[sl]
-            m = m_ref[sl]
-            valid = sv >= 0
-            idx = jnp.where(valid, sv, 0)
-            n = _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
-            gidx = start + lane
-            is_head = gidx == slot0
-            tf, zero = _body_terms(n, valid & ~is_head, is_and)
-            return sl, m, valid, gidx, is_head, n, tf, zero
-
-        def pass1(k, carry):
-            S, Z, mn, am, hn = carry
-            _, _, valid, gidx, is_head, n, tf, zero = load(k)
-            cand = valid & ~is_head & ~zero
-            cmn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)))
-            cam = jnp.min(jnp.where(cand & (tf == cmn), gidx, jnp.iinfo(jnp.int32).max))
-            better = cmn < mn
-            return (S + jnp.sum(tf), Z + jnp.sum(zero.astype(jnp.int32), dtype=jnp.int32),
-                    jnp.where(better, cmn, mn), jnp.where(better, cam, am),
-                    hn + jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n))))
-
-        dt = out_ref.dtype
-        init = (jnp.zeros((), dt), jnp.zeros((), jnp.int32), jnp.ones((), dt), jnp.full((), -1, jnp.int32),
-                jnp.zeros((), dt))
-        S, Z, _, am, hn = jax.lax.fori_loop(0, steps, pass1, init)
-
-        def pass2(k, O):
-            _, _, _, gidx, _, _, tf, _ = load(k)
-            return O + jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
-
-        O = jax.lax.fori_loop(0, steps, pass2, jnp.zeros((), dt))
-
-        def pass3(k, carry):
-            sl, m, valid, gidx, is_head, n, tf, zero = load(k)
-            new = _messages(n, tf, zero, gidx == am, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l1mr)
-            out_ref[sl] = _finish(new, m, valid, damping, active)
-            return carry
-
-        jax.lax.fori_loop(0, steps, pass3, 0)
-
-    branches = [tile_branch(w) for w in widths] + [wide_branch]
+    branches = [tile_branch(w) for w in widths] + [chunk_branch]
     jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+
+
+def _wide_kernel(chunk, s0_ref, r0_ref, head_ref, sv_ref, fin_ref, cnt_ref, and_ref, lq_ref, l1mq_ref,
+                 lr_ref, l1mr_ref, scal_ref, S_ref, Z_ref, am_ref, O_ref, hn_ref, m_ref, _, out_ref):
+    """Messages of one chunk of a wide factor from its row's aggregates (in place)."""
+    from jax.experimental import pallas as pl
+
+    pid = pl.program_id(0)
+    row = r0_ref[pid]
+    is_and = and_ref[row] > 0
+    sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
+        sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
+    new = _messages(n, tf, zero, gidx == am_ref[row], S_ref[row], Z_ref[row], O_ref[row], hn_ref[row],
+                    is_head, is_and, lq_ref[row], l1mq_ref[row], lr_ref[row], l1mr_ref[row])
+    out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
+
+
+def _combine_factor_partials(side: Side, ps, pz, pmn, pam, po, phn):
+    """Per wide factor row: S, #zero, slot of the smallest term, sum without it, head message."""
+    seg = side.prog_row0[: side.wide_chunks]
+    nr = side.wide_rows
+    kw = dict(num_segments=nr, indices_are_sorted=True)
+    S = jax.ops.segment_sum(ps, seg, **kw)
+    Z = jax.ops.segment_sum(pz, seg, **kw)
+    mn = jax.ops.segment_min(pmn, seg, **kw)
+    index = jnp.arange(seg.shape[0], dtype=jnp.int32)
+    star = jax.ops.segment_min(jnp.where(pmn == mn[seg], index, seg.shape[0]), seg, **kw)
+    is_star = index == star[seg]
+    am = pam[jnp.minimum(star, seg.shape[0] - 1)]
+    # The chunk holding the smallest term adds its sum without it; the others add
+    # their whole sums: no subtraction, so a tiny remainder stays exact.
+    O = jax.ops.segment_sum(jnp.where(is_star, po, ps), seg, **kw)
+    hn = jax.ops.segment_sum(phn, seg, **kw)
+    return S, Z, am, O, hn
 
 
 def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active, interpret: bool = False,
@@ -414,15 +439,34 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
     side = layout.factors
     dt = messages.dtype
     scal = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
+    nw = max(side.wide_chunks, 1)
+    cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = functools.partial(_factor_kernel, side.widths, side.tile, side.chunk)
-    return pl.pallas_call(
+    tables = (side.prog_class, side.prog_slot0, side.prog_row0, side.prog_head)
+    out, *partials = pl.pallas_call(
         kernel,
         grid=(side.num_programs,),
-        out_shape=jax.ShapeDtypeStruct(messages.shape, dt),
+        out_shape=(jax.ShapeDtypeStruct(messages.shape, dt), jax.ShapeDtypeStruct((nw,), dt),
+                   jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
+                   jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
+                   jax.ShapeDtypeStruct((nw,), dt)),
         interpret=interpret,
-        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
-    )(side.prog_class, side.prog_slot0, side.prog_row0, side.prog_len, side.slots, messages, fin, cnt,
-      *params, scal)
+        compiler_params=cp,
+    )(*tables, side.slots, messages, fin, cnt, *params, scal)
+    if not side.wide_chunks:
+        return out
+    aggregates = _combine_factor_partials(side, *partials)
+    wc = side.wide_chunks
+    operands = (side.prog_slot0[:wc], side.prog_row0[:wc], side.prog_head[:wc], side.slots, fin, cnt,
+                *params, scal, *aggregates, messages, out)
+    return pl.pallas_call(
+        functools.partial(_wide_kernel, side.chunk),
+        grid=(wc,),
+        out_shape=jax.ShapeDtypeStruct(messages.shape, dt),
+        input_output_aliases={len(operands) - 1: 0},
+        interpret=interpret,
+        compiler_params=cp,
+    )(*operands)
 
 
 # ---------------------------------------------------------------- variable kernel
@@ -442,8 +486,9 @@ def _change(p, p_old):
     return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
 
 
-def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, vs_ref, m_ref, ev_ref, pold_ref,
-                fin_ref, cnt_ref, p_ref, delta_ref, bad_ref):
+def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, pold_ref,
+                fin_ref, cnt_ref, p_ref, delta_ref, bad_ref, pf_ref, pp_ref, pn_ref):
+    """Tiles: totals, marginals, largest change. Chunks of wide rows: partial sums."""
     from jax.experimental import pallas as pl
 
     pid = pl.program_id(0)
@@ -466,7 +511,7 @@ def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, vs_ref, m
             fin, pos, neg = (x.reshape(r, w) for x in gather(pl.ds(slot0, tile)))
             rows = pl.ds(row0, r)
             f, c, p = _totals(jnp.sum(fin, axis=1), jnp.sum(pos, axis=1, dtype=jnp.int32),
-                                jnp.sum(neg, axis=1, dtype=jnp.int32), ev_ref[rows])
+                              jnp.sum(neg, axis=1, dtype=jnp.int32), ev_ref[rows])
             fin_ref[rows] = f
             cnt_ref[rows] = c
             p_ref[rows] = p
@@ -476,26 +521,15 @@ def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, len_ref, vs_ref, m
 
         return branch
 
-    def wide_branch():
-        steps = (len_ref[pid] + chunk - 1) // chunk
+    def chunk_branch():
+        fin, pos, neg = gather(pl.ds(slot0, chunk))
+        pf_ref[pid] = jnp.sum(fin)
+        pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
+        pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
+        delta_ref[pid] = jnp.zeros((), delta_ref.dtype)
+        bad_ref[pid] = jnp.zeros((), jnp.int32)
 
-        def body(k, carry):
-            fin, pos, neg = gather(pl.ds(slot0 + k * chunk, chunk))
-            return (carry[0] + jnp.sum(fin), carry[1] + jnp.sum(pos, dtype=jnp.int32),
-                    carry[2] + jnp.sum(neg, dtype=jnp.int32))
-
-        dt = fin_ref.dtype
-        init = (jnp.zeros((), dt), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-        fin, pos, neg = jax.lax.fori_loop(0, steps, body, init)
-        f, c, p = _totals(fin, pos, neg, ev_ref[row0])
-        fin_ref[row0] = f
-        cnt_ref[row0] = c
-        p_ref[row0] = p
-        d, bad = _change(p, pold_ref[row0])
-        delta_ref[pid] = d
-        bad_ref[pid] = bad.astype(jnp.int32)
-
-    branches = [tile_branch(w) for w in widths] + [wide_branch]
+    branches = [tile_branch(w) for w in widths] + [chunk_branch]
     jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
 
 
@@ -518,18 +552,34 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
     dt = messages.dtype
     vk = layout.num_kvars
     nprog = side.num_programs
+    nw = max(side.wide_chunks, 1)
     kernel = functools.partial(_var_kernel, side.widths, side.tile, side.chunk)
-    fin, cnt, p, delta, bad = pl.pallas_call(
+    fin, cnt, p, delta, bad, pf, pp, pn = pl.pallas_call(
         kernel,
         grid=(nprog,),
         out_shape=(jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((vk,), jnp.int32),
                    jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((nprog,), dt),
-                   jax.ShapeDtypeStruct((nprog,), jnp.int32)),
+                   jax.ShapeDtypeStruct((nprog,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
+                   jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), jnp.int32)),
         interpret=interpret,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
-    )(side.prog_class, side.prog_slot0, side.prog_row0, side.prog_len, side.slots, messages, evidence_k,
-      p_old)
-    return fin, cnt, p, jnp.max(delta, initial=0.0), jnp.any(bad > 0)
+    )(side.prog_class, side.prog_slot0, side.prog_row0, side.slots, messages, evidence_k, p_old)
+    delta = jnp.max(delta, initial=0.0)
+    bad = jnp.any(bad > 0)
+    if side.wide_chunks:
+        # Wide rows are the first kernel variables; their chunk sums are added here.
+        seg = side.prog_row0[: side.wide_chunks]
+        kw = dict(num_segments=side.wide_rows, indices_are_sorted=True)
+        nr = side.wide_rows
+        f, c, pw = _totals(jax.ops.segment_sum(pf, seg, **kw), jax.ops.segment_sum(pp, seg, **kw),
+                           jax.ops.segment_sum(pn, seg, **kw), evidence_k[:nr])
+        d, b = _change(pw, p_old[:nr])
+        fin = jax.lax.dynamic_update_slice(fin, f, (0,))
+        cnt = jax.lax.dynamic_update_slice(cnt, c, (0,))
+        p = jax.lax.dynamic_update_slice(p, pw, (0,))
+        delta = jnp.maximum(delta, jnp.max(d))
+        bad = bad | jnp.any(b)
+    return fin, cnt, p, delta, bad
 
 
 # ---------------------------------------------------------------- the loop
