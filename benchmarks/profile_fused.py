@@ -77,7 +77,8 @@ def main(argv=None) -> int:
             rows.append(row)
             print(row, flush=True)
     write_json("profile_fused.json", {"size": args.size, "rows": rows})
-    print(f"{'config':>12} {'dt':>4} {'factor us':>10} {'var us':>8} {'compile f/v s':>14} {'wide chunks f/v':>15}")
+    print(f"{'config':>12} {'dt':>4} {'factor us':>10} {'var us':>8} {'compile f/v s':>14} "
+          f"{'wide chunks f/v':>15}")
     for r in rows:
         print(f"{r['config']:>12} {r['dtype']:>4} {r['factor_us']:>10.1f} {r['var_us']:>8.1f} "
               f"{r['factor_compile_s']:>6.1f}/{r['var_compile_s']:<6.1f} "
