@@ -92,9 +92,9 @@ def main(argv=None) -> int:
         "pallas": lambda: engine.parall_runner("pallas" if gpu else "pallas_interpret", 1),
         "fused": lambda: fused.runner(1, interpret=not gpu),
         "fused-unroll4": lambda: fused.runner(4, interpret=not gpu),
-        "fused-t256": lambda: fused.runner(1, interpret=not gpu, tile=256, chunk=1024),
-        "fused-t1024": lambda: fused.runner(1, interpret=not gpu, tile=1024, chunk=4096, num_warps=8),
-        "fused-w8": lambda: fused.runner(1, interpret=not gpu, num_warps=8),
+        "fused-t256": lambda: fused.runner(1, interpret=not gpu, tile=256, chunk=256, num_warps=4),
+        "fused-t1024": lambda: fused.runner(1, interpret=not gpu, tile=1024, chunk=1024, num_warps=8),
+        "fused-w4": lambda: fused.runner(1, interpret=not gpu, num_warps=4),
     }
     unknown = set(args.variants) - set(all_variants)
     if unknown:

@@ -59,8 +59,8 @@ import numpy as np
 from fastlbp.graph import AND, FactorGraph
 
 TILE = 512  # slots per program for rows of width <= TILE
-BIG_CHUNK = 2048  # slots per loop step for wider rows
-NUM_WARPS = 4
+BIG_CHUNK = 512  # slots per program for a chunk of a wider row
+NUM_WARPS = 8
 
 
 @jax.tree_util.register_dataclass
