@@ -188,8 +188,11 @@ def parall_runner(backend: str | None = None, unroll: int | None = None):
             faster one for the default device.
         unroll: sweeps per while-loop trip; None picks per device.
     """
-    key = (backend or default_backend(), unroll or default_unroll())
-    if key[0] in ("fused", "fused_interpret"):
+    backend = backend or default_backend()
+    fused_backend = backend in ("fused", "fused_interpret")
+    # Four sweeps per trip measured fastest for the fused kernels (BENCHMARKS.md).
+    key = (backend, unroll or (4 if fused_backend else default_unroll()))
+    if fused_backend:
         from fastlbp import fused
 
         return fused.runner(key[1], interpret=key[0] == "fused_interpret")

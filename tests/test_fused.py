@@ -1,0 +1,165 @@
+"""The fused Pallas PARALL kernels (`fastlbp.fused`), interpreted on the CPU.
+
+Small tiles and chunks make every branch run on small graphs: rows of every
+width, and rows wider than a tile split into chunks whose partial aggregates
+are combined (the path hub variables and big OR factors take on the GPU).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from graphs import random_factors, random_labels
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastlbp import engine, fused, reference
+from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
+
+SMALL = dict(tile=8, chunk=8)
+
+
+def _run(g, ev, runner, dtype=jnp.float64, messages=None, tol=0.0, max_iters=20, damping=0.0):
+    msgs = engine.init(g, dtype) if messages is None else messages
+    return runner(g, msgs, jnp.asarray(ev, dtype), jnp.asarray(tol, dtype), jnp.asarray(max_iters, jnp.int32),
+                  jnp.asarray(damping, dtype))
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), tile=st.sampled_from([4, 8, 512]))
+def test_fused_matches_sequential_reference(seed, tile):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(2, 12))
+    factors = random_factors(rng, V, int(rng.integers(1, 16)), max_body=int(rng.integers(1, 11)))
+    labels = random_labels(rng, V)
+    g = from_factors(factors, V)
+    runner = fused.runner(1, interpret=True, tile=tile, chunk=max(tile, 8))
+    result = _run(g, evidence_from_labels(V, labels), runner)
+    try:
+        ref = reference.sequential_lbp(factors, V, labels, None, tol=0.0, max_iters=20)
+    except reference.Contradiction:
+        assert bool(result.conflict)
+        return
+    assert not bool(result.conflict)
+    np.testing.assert_allclose(np.asarray(result.marginals), ref.marginals, atol=1e-10)
+    assert int(result.iterations) == 20
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([0.0, 0.4]), unroll=st.sampled_from([1, 3]))
+def test_fused_matches_xla_engine(seed, damping, unroll):
+    # Bigger loopy graphs, hubs, hard evidence, damping, and convergence on the device.
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(30, 120))
+    factors = random_factors(rng, V, int(V * 1.5), max_body=6)
+    factors.append(Factor(OR, 0, tuple(range(1, V)), 0.2, 0.9))
+    g = from_factors(factors, V)
+    ev = evidence_from_labels(V, random_labels(rng, V, most=4))
+    ref = _run(g, ev, engine.parall_runner("xla"), tol=1e-9, max_iters=80, damping=damping)
+    for dtype in (jnp.float64, jnp.float32):
+        got = _run(g, ev, fused.runner(unroll, interpret=True, **SMALL), dtype, tol=1e-9, max_iters=80,
+                   damping=damping)
+        assert bool(got.conflict) == bool(ref.conflict)
+        if bool(ref.conflict):
+            return
+        if dtype == jnp.float64:
+            np.testing.assert_allclose(np.asarray(got.marginals), np.asarray(ref.marginals), atol=1e-12)
+            np.testing.assert_allclose(np.asarray(got.messages), np.asarray(ref.messages), atol=1e-9)
+            assert int(got.iterations) == int(ref.iterations)
+            assert bool(got.converged) == bool(ref.converged)
+        else:
+            np.testing.assert_allclose(np.asarray(got.marginals), np.asarray(ref.marginals), atol=1e-4)
+
+
+def test_layout_places_every_edge_once():
+    rng = np.random.default_rng(3)
+    factors = random_factors(rng, 40, 60, max_body=9)
+    factors.append(Factor(AND, 1, tuple(range(2, 40)), 0.9, 0.1))
+    g = from_factors(factors, 40)
+    lay = fused.build(g, tile=8, chunk=16)
+    edge_slot = np.asarray(lay.edge_slot)
+    assert len(set(edge_slot.tolist())) == g.num_edges
+    slot_var = np.asarray(lay.factors.slots)
+    kvar = np.asarray(lay.var_kvar)
+    # A slot holds its edge's variable (renumbered); padding slots hold -1.
+    np.testing.assert_array_equal(slot_var[edge_slot], kvar[np.asarray(g.edge_var)])
+    assert np.sum(slot_var >= 0) == g.num_edges
+    # A factor's edges fill consecutive slots, head first (column 0 of its row).
+    off = np.asarray(g.factor_offsets)
+    for a in range(g.num_factors):
+        slots = edge_slot[off[a]:off[a + 1]]
+        np.testing.assert_array_equal(slots, slots[0] + np.arange(slots.size))
+    # The variable side lists every message slot exactly once.
+    var_slots = np.asarray(lay.variables.slots)
+    assert sorted(var_slots[var_slots >= 0].tolist()) == sorted(edge_slot.tolist())
+    assert lay.factors.wide_chunks > 0 and lay.variables.wide_chunks > 0
+
+
+@pytest.mark.parametrize("kind", [AND, OR])
+def test_huge_fan_in_is_exact(kind):
+    n = 10_000
+    rng = np.random.default_rng(0)
+    priors = rng.uniform(0.9995, 1.0, n) if kind == AND else rng.uniform(0.0, 0.0005, n)
+    factors = [Factor(AND, i + 1, (), float(p), float(p)) for i, p in enumerate(priors)]
+    factors.append(Factor(kind, 0, tuple(range(1, n + 1)), 0.999, 0.001))
+    g = from_factors(factors, n + 1)
+    res = _run(g, np.zeros(n + 1), fused.runner(1, interpret=True, tile=512, chunk=2048), tol=1e-12,
+               max_iters=10)
+    if kind == AND:
+        expect = 0.001 + (0.999 - 0.001) * np.exp(np.sum(np.log(priors)))
+    else:
+        none = np.exp(np.sum(np.log1p(-priors)))
+        expect = 0.999 * (1 - none) + 0.001 * none
+    assert abs(float(res.marginals[0]) - expect) < 1e-10
+    # One body variable labelled: the wide row's leave-one-out stays exact.
+    ev = evidence_from_labels(n + 1, {1: kind == OR})
+    res = _run(g, ev, fused.runner(1, interpret=True, tile=512, chunk=2048), tol=1e-12, max_iters=10)
+    assert abs(float(res.marginals[0]) - (0.999 if kind == OR else 0.001)) < 1e-12
+
+
+@pytest.mark.parametrize(("tile", "chunk"), [(2, 2), (4, 8), (512, 512)])
+def test_tiny_sum_of_others_in_a_row(tile, chunk):
+    # (2, 2): the OR's row is wide, split in chunks; the others: one tile row.
+    # x2's term (-4e-18) is all that is left for x1 once its own term (-23)
+    # is removed; "sum - own" would cancel it to 0 (a spurious hard message).
+    factors = [Factor(AND, 1, (), 1 - 1e-10, 1 - 1e-10), Factor(AND, 2, (), 4e-18, 4e-18),
+               Factor(OR, 0, (1, 2, 4), 1.0, 0.0), Factor(AND, 3, (2,), 0.5, 0.0),
+               Factor(AND, 4, (), 1e-300, 1e-300)]
+    g = from_factors(factors)
+    runner = fused.runner(1, interpret=True, tile=tile, chunk=chunk)
+    first = _run(g, evidence_from_labels(5, {0: True}), runner, tol=1e-15, max_iters=50)
+    labels = {0: True, 1: False}
+    warm = _run(g, evidence_from_labels(5, labels), runner, messages=first.messages, tol=1e-15,
+                max_iters=50)
+    assert not bool(warm.conflict)
+    np.testing.assert_allclose(np.asarray(warm.marginals), reference.exact_marginals(factors, 5, labels),
+                               atol=1e-12)
+
+
+def test_contradiction_is_reported():
+    factors = [Factor(AND, 0, (1,), 1.0, 0.0), Factor(AND, 1, (), 0.5, 0.5)]
+    g = from_factors(factors)
+    res = _run(g, evidence_from_labels(2, {0: True, 1: False}), fused.runner(1, interpret=True))
+    assert bool(res.conflict) and not bool(res.converged)
+
+
+def test_new_evidence_never_recompiles():
+    rng = np.random.default_rng(1)
+    g = from_factors(random_factors(rng, 20, 25), 20)
+    runner = fused.runner(1, interpret=True, **SMALL)
+    _run(g, np.zeros(20), runner, tol=1e-6)
+    before = runner._jitted._cache_size()
+    for v in range(5):
+        ev = evidence_from_labels(20, {v: bool(v % 2)})
+        _run(g, ev, runner, tol=1e-6, max_iters=int(10 + v), damping=0.1 * v)
+    assert runner._jitted._cache_size() == before
+
+
+def test_engine_backend_name_and_concrete_graph():
+    rng = np.random.default_rng(2)
+    g = from_factors(random_factors(rng, 8, 10), 8)
+    res = engine.run(g, np.zeros(8), backend="fused_interpret", tol=1e-10)
+    ref = engine.run(g, np.zeros(8), tol=1e-10)
+    np.testing.assert_allclose(np.asarray(res.marginals), np.asarray(ref.marginals), atol=1e-12)
+    with pytest.raises(TypeError, match="concrete graph"):
+        jax.jit(lambda g: fused.layout_for(g).edge_slot)(g)
