@@ -113,13 +113,29 @@ def iterate(sweep, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
                      converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
 
 
-def default_backend() -> str:
-    """The segment-sum backend used unless one is forced: "xla" on every device.
+BACKENDS = ("xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
 
-    The Pallas kernel is exact and tested, but on the H200 it measured slower
-    than XLA's scatter (BENCHMARKS.md), so it is opt-in: `backend="pallas"`.
+
+def default_backend() -> str:
+    """The PARALL backend used unless one is forced: `$FASTLBP_BACKEND`, else "xla".
+
+    On the H200 (BENCHMARKS.md) the fused Pallas kernels ("fused") run an
+    iteration 1.3x faster than XLA at 0.5M edges (f64) and 1.7x at 5M (f32),
+    but their first compile takes 10-18 s against XLA's 1-2 s, which a
+    one-shot `fastlbp rank` never wins back; so XLA stays the default on every
+    device and long runs opt in with `FASTLBP_BACKEND=fused` (or
+    `backend="fused"`). The segment-sum Pallas kernel ("pallas") is slower
+    than XLA and kept for comparison.
     """
-    return "xla"
+    import os
+
+    name = os.environ.get("FASTLBP_BACKEND", "").strip() or "xla"
+    if name not in BACKENDS:
+        from fastlbp.errors import InputError
+
+        raise InputError("$FASTLBP_BACKEND", None, f"{name!r} is not a backend; choose one of "
+                         f"{', '.join(BACKENDS)}")
+    return name
 
 
 def default_unroll() -> int:

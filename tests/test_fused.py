@@ -163,3 +163,12 @@ def test_engine_backend_name_and_concrete_graph():
     np.testing.assert_allclose(np.asarray(res.marginals), np.asarray(ref.marginals), atol=1e-12)
     with pytest.raises(TypeError, match="concrete graph"):
         jax.jit(lambda g: fused.layout_for(g).edge_slot)(g)
+
+
+def test_backend_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FASTLBP_BACKEND", "fused_interpret")
+    assert engine.default_backend() == "fused_interpret"
+    assert isinstance(engine.parall_runner(), fused.Runner)
+    monkeypatch.setenv("FASTLBP_BACKEND", "gpu-please")
+    with pytest.raises(ValueError, match="FASTLBP_BACKEND.*choose one of"):
+        engine.default_backend()
