@@ -184,6 +184,17 @@ def make_runner(model, spec: str, **overrides: Any):
     sp = parse_spec(spec, **overrides)
     if sp.strategy == "parall":
         return engine.run_parall_jit
+    backend = engine.default_backend()
+    if backend in ("fused", "fused_interpret"):
+        # One persistent Pallas kernel per iteration (schedules/pallas_batched.py).
+        from schedules import pallas_batched
+
+        if sp.width is None:
+            sp = dataclasses.replace(sp, width=pallas_batched.WIDTH)
+        compiled = compile_schedule(model, sp)
+        runner = pallas_batched.make_runner_fn(compiled.plan, interpret=backend == "fused_interpret")
+        runner.compiled = compiled
+        return runner
     from schedules.batched import make_runner_fn
     compiled = compile_schedule(model, sp)
     unroll = sp.unroll or (8 if jax.default_backend() == "gpu" else 1)
