@@ -12,7 +12,7 @@ no host round trip per chunk: a chunk costs a few dependent memory round trips.
 Same plan (`schedules.plan`), same arithmetic as `batched._chunk_update`:
 
 * runs are segments of the chunk; their sums use a (W, W) same-run mask
-  (exact: a run never mixes with its neighbours), so W is kept small (64);
+  (exact: a run never mixes with its neighbours), so W is kept small (32);
 * a factor spread over several chunks carries its body sums in an
   accumulator (`ACCP`, `ACCF`);
 * the dominant body term takes the sum of the other terms directly;
@@ -32,7 +32,7 @@ from fastlbp import engine, kernels
 from fastlbp.graph import AND, FactorGraph
 from schedules import plan as P
 
-WIDTH = 64  # slots per chunk: the same-run masks are W x W
+WIDTH = 32  # slots per chunk: the same-run masks are W x W (W = 64 and up spill; BENCHMARKS.md)
 NUM_WARPS = 4
 
 
