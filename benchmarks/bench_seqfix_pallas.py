@@ -95,27 +95,31 @@ def bench(size: str, strategies, xla_iters: int) -> list[dict]:
     return rows
 
 
-def sweep(size: str, strategy: str, widths, warps) -> list[dict]:
-    """µs per iteration of the persistent kernel for each chunk width and warp count."""
+def sweep(size: str, strategy: str, widths, warps, atomic: bool) -> list[dict]:
+    """µs per iteration of the persistent kernel per chunk width and warp count, and its
+    largest marginal difference from the XLA chunk loop after 3 iterations."""
     model = _model(size)
     graph = jax.device_put(model.graph)
+    interpret = jax.devices()[0].platform != "gpu"
     m0 = jnp.zeros((graph.num_edges,), jnp.float64)
     ev0 = jnp.zeros((graph.num_vars,), jnp.float64)
+
+    def args(iters):
+        return (graph, m0, ev0, jnp.asarray(0.0), jnp.asarray(iters, jnp.int32), jnp.asarray(0.0))
+
+    ref = batched.make_runner_fn(schedules.compile_schedule(model, strategy).plan)(*args(3)).marginals
     rows = []
     for w in widths:
         comp = schedules.compile_schedule(model, f"{strategy}:width={w}")
         for nw in warps:
-            run = pallas_batched.make_runner_fn(comp.plan, interpret=jax.devices()[0].platform != "gpu",
-                                                num_warps=nw)
-            args = (graph, m0, ev0, jnp.asarray(0.0), jnp.asarray(1, jnp.int32), jnp.asarray(0.0))
-            jax.block_until_ready(run(*args).messages)
-            args = args[:4] + (jnp.asarray(5, jnp.int32),) + args[5:]
+            run = pallas_batched.make_runner_fn(comp.plan, interpret=interpret, num_warps=nw, atomic=atomic)
+            diff = float(jnp.max(jnp.abs(run(*args(3)).marginals - ref)))
             t0 = time.perf_counter()
-            jax.block_until_ready(run(*args).messages)
+            jax.block_until_ready(run(*args(5)).messages)
             t = (time.perf_counter() - t0) / 5
-            row = {"size": size, "strategy": strategy, "width": w, "warps": nw,
+            row = {"size": size, "strategy": strategy, "width": w, "warps": nw, "atomic": atomic,
                    "chunks": comp.plan.num_chunks, "ms_per_iter": t * 1e3,
-                   "us_per_chunk": t / comp.plan.num_chunks * 1e6}
+                   "us_per_chunk": t / comp.plan.num_chunks * 1e6, "max_abs_diff_3_iters": diff}
             rows.append(row)
             print(row, flush=True)
     return rows
@@ -128,17 +132,18 @@ def main(argv=None) -> int:
     ap.add_argument("--xla-iters", type=int, default=2)
     ap.add_argument("--sweep-widths", type=int, nargs="*", help="only time these chunk widths ...")
     ap.add_argument("--sweep-warps", type=int, nargs="*", default=[4], help="... with these warp counts")
+    ap.add_argument("--atomic", action="store_true", help="the GPU kernel with atomic run sums")
     args = ap.parse_args(argv)
     env = environment()
     print(f"# {env['device']} jax {env['jax']}", flush=True)
     if args.sweep_widths:
         rows = [r for size in args.sizes for strategy in args.strategies
-                for r in sweep(size, strategy, args.sweep_widths, args.sweep_warps)]
+                for r in sweep(size, strategy, args.sweep_widths, args.sweep_warps, args.atomic)]
         write_json("sweep_seqfix_pallas.json", {"env": env, "rows": rows})
         for r in rows:
             print(f"{r['size']:>7} {r['strategy']:>7} W={r['width']:<4} warps={r['warps']:<2} "
                   f"chunks {r['chunks']:>6}  {r['ms_per_iter']:8.1f} ms/it  "
-                  f"{r['us_per_chunk']:6.1f} us/chunk")
+                  f"{r['us_per_chunk']:6.1f} us/chunk  |d| {r['max_abs_diff_3_iters']:.1e}")
         return 0
     rows = []
     for size in args.sizes:
