@@ -46,17 +46,18 @@ def _timed(fn, *args):
     return time.perf_counter() - t0, out
 
 
-def bench(size: str, strategies, xla_iters: int) -> list[dict]:
+def bench(size: str, strategies, xla_iters: int, width: int, warps: int, atomic: bool) -> list[dict]:
     model = _model(size)
     graph = jax.device_put(model.graph)
     interpret = jax.devices()[0].platform != "gpu"
     rows = []
     for strategy in strategies:
         t0 = time.perf_counter()
-        comp_p = schedules.compile_schedule(model, f"{strategy}:width={pallas_batched.WIDTH}")
+        comp_p = schedules.compile_schedule(model, f"{strategy}:width={width}")
         analysis_s = time.perf_counter() - t0
         comp_x = schedules.compile_schedule(model, strategy)
-        run_p = pallas_batched.make_runner_fn(comp_p.plan, interpret=interpret)
+        run_p = pallas_batched.make_runner_fn(comp_p.plan, interpret=interpret, num_warps=warps,
+                                              atomic=atomic)
         run_x = batched.make_runner_fn(comp_x.plan, unroll=8 if not interpret else 1)
         m0 = jnp.zeros((graph.num_edges,), jnp.float64)
         ev0 = jnp.zeros((graph.num_vars,), jnp.float64)
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-widths", type=int, nargs="*", help="only time these chunk widths ...")
     ap.add_argument("--sweep-warps", type=int, nargs="*", default=[4], help="... with these warp counts")
     ap.add_argument("--atomic", action="store_true", help="the GPU kernel with atomic run sums")
+    ap.add_argument("--width", type=int, default=pallas_batched.WIDTH, help="chunk width of the Pallas plan")
+    ap.add_argument("--warps", type=int, default=pallas_batched.NUM_WARPS)
     args = ap.parse_args(argv)
     env = environment()
     print(f"# {env['device']} jax {env['jax']}", flush=True)
@@ -147,7 +150,7 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for size in args.sizes:
-        rows += bench(size, args.strategies, args.xla_iters)
+        rows += bench(size, args.strategies, args.xla_iters, args.width, args.warps, args.atomic)
     write_json("bench_seqfix_pallas.json", {"env": env, "rows": rows})
     print(f"{'size':>7} {'strategy':>8} {'batches':>8} {'chunks':>7} {'ms/it pallas':>12} {'ms/it xla':>9} "
           f"{'x':>5} {'cold s (it)':>13} {'warm ms (it)':>13} {'|d|':>8}")
