@@ -189,10 +189,16 @@ def make_runner(model, spec: str, **overrides: Any):
         # One persistent Pallas kernel per iteration (schedules/pallas_batched.py).
         from schedules import pallas_batched
 
+        interpret = backend == "fused_interpret"
         if sp.width is None:
-            sp = dataclasses.replace(sp, width=pallas_batched.WIDTH)
+            width = pallas_batched.WIDTH if interpret else pallas_batched.ATOMIC_WIDTH
+            sp = dataclasses.replace(sp, width=width)
         compiled = compile_schedule(model, sp)
-        runner = pallas_batched.make_runner_fn(compiled.plan, interpret=backend == "fused_interpret")
+        if interpret:
+            runner = pallas_batched.make_runner_fn(compiled.plan, interpret=True)
+        else:
+            runner = pallas_batched.make_runner_fn(compiled.plan, num_warps=pallas_batched.ATOMIC_WARPS,
+                                                   atomic=True)
         runner.compiled = compiled
         return runner
     from schedules.batched import make_runner_fn

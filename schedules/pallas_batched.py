@@ -19,6 +19,13 @@ Same plan (`schedules.plan`), same arithmetic as `batched._chunk_update`:
 * a variable written by several slots of one chunk gets one update, the sum
   of their changes (one store per variable, no atomics), so the interpreter
   runs it too (tests on the CPU).
+
+On the GPU `_kernel_atomic` (the default there) replaces the W x W masks by
+atomic adds into a per-chunk scratch row, so wider chunks (128 slots) and
+fewer of them pay: 3.2x the XLA chunk loop per SEQFIX iteration at the ftp
+size (BENCHMARKS.md). It needs hardware atomics on repeated addresses, which
+the interpreter does not model, so the GPU check is
+`benchmarks/bench_seqfix_pallas.py` (marginals against the XLA loop).
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ from schedules import plan as P
 
 WIDTH = 32  # slots per chunk: the same-run masks are W x W (W = 64 and up spill; BENCHMARKS.md)
 NUM_WARPS = 4
+# The GPU variant (atomic run sums, O(W) per chunk): fastest measured at the ftp size.
+ATOMIC_WIDTH = 128
+ATOMIC_WARPS = 8
 
 
 def _log_sigmoid(x):
