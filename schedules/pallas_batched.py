@@ -148,30 +148,6 @@ def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, lq_ref,
     jax.lax.fori_loop(0, num_chunks, body, (jnp.zeros((), dt), jnp.zeros((), dt)))
 
 
-GROUP = 8  # lanes pre-reduced before an atomic add (same target inside a group of 8)
-
-
-def _grouped_atomic_add(ref, key, values, valid):
-    """ref[key] += values over valid lanes, one atomic per distinct key in each group of 8 lanes.
-
-    A run (or a hub variable) with hundreds of slots would otherwise queue
-    hundreds of atomics on one address; summing equal keys inside each group
-    first cuts them 8-fold. (W/8, 8, 8) masks: O(8 W) work.
-    """
-    from jax.experimental.pallas import triton as plgpu
-
-    w = key.shape[0]
-    k2 = key.reshape(w // GROUP, GROUP)
-    v2 = values.reshape(w // GROUP, GROUP)
-    ok = valid.reshape(w // GROUP, GROUP)
-    same = (k2[:, :, None] == k2[:, None, :]) & ok[:, None, :]
-    part = jnp.sum(jnp.where(same, v2[:, None, :], jnp.zeros_like(v2)[:, None, :]), axis=2)
-    j = jax.lax.broadcasted_iota(jnp.int32, same.shape, 1)
-    k = jax.lax.broadcasted_iota(jnp.int32, same.shape, 2)
-    earlier = jnp.max((same & (k < j)).astype(jnp.int32), axis=2)
-    plgpu.atomic_add(ref, k2, part, mask=ok & (earlier == 0))
-
-
 def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref,
                    _m, _f, _p, _n, _s, msgs_ref, fin_ref, pos_ref, neg_ref, scratch_ref):
     """The GPU variant for wide chunks: run sums by atomics into a scratch row.
@@ -223,9 +199,8 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
         finite = jnp.where(zero, zeros, term)
         zf = zero.astype(dt)
 
-        everywhere = lane >= 0
-        _grouped_atomic_add(scratch_ref, SF + seg, finite, everywhere)
-        _grouped_atomic_add(scratch_ref, SZ + seg, zf, everywhere)
+        plgpu.atomic_add(scratch_ref, SF + seg, finite)
+        plgpu.atomic_add(scratch_ref, SZ + seg, zf)
         at_head = jnp.where(is_head, seg, W)
         scratch_ref[H1 + at_head] = log_h1
         scratch_ref[H0 + at_head] = log_h0
@@ -236,7 +211,7 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
         h1 = load(scratch_ref, H1 + seg)
         h0 = load(scratch_ref, H0 + seg)
         dominant = ~is_head & ~zero & (finite < 0.5 * tot_fin)
-        _grouped_atomic_add(scratch_ref, SR + seg, jnp.where(dominant, zeros, finite), everywhere)
+        plgpu.atomic_add(scratch_ref, SR + seg, jnp.where(dominant, zeros, finite))
         plgpu.debug_barrier()
         rest = load(scratch_ref, SR + seg)
         others = jnp.where(dominant, rest + carried_fin, tot_fin - finite)
@@ -249,9 +224,9 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
         new = jnp.where(is_head, g1 - g0, jnp.where(is_and, k_free - k_fixed, k_fixed - k_free))
 
         msgs_ref[jnp.where(write, edge, dummy_edge)] = new
-        _grouped_atomic_add(fin_ref, var, _finite(new) - _finite(old), write)
-        _grouped_atomic_add(pos_ref, var, (new == jnp.inf).astype(dt) - own_pos, write)
-        _grouped_atomic_add(neg_ref, var, (new == -jnp.inf).astype(dt) - own_neg, write)
+        plgpu.atomic_add(fin_ref, var, _finite(new) - _finite(old), mask=write)
+        plgpu.atomic_add(pos_ref, var, (new == jnp.inf).astype(dt) - own_pos, mask=write)
+        plgpu.atomic_add(neg_ref, var, (new == -jnp.inf).astype(dt) - own_neg, mask=write)
 
         reset = jnp.max(from_acc.astype(jnp.int32)) > 0
         acc_fin = jnp.where(reset, jnp.zeros((), dt), acc_fin) + jnp.sum(jnp.where(to_acc, finite, zeros))
