@@ -57,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp.graph import AND, FactorGraph
+from fastlbp.logspace import factor_messages, log_sigmoid, signed
 
 TILE = 512  # slots per program for rows of width <= TILE
 BIG_CHUNK = 512  # slots per program for a chunk of a wider row
@@ -243,29 +244,6 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
 
 # ---------------------------------------------------------------- math (jnp, runs inside kernels)
 
-def _log_sigmoid(x):
-    return jnp.minimum(x, 0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
-
-
-def _logaddexp(a, b):
-    # Arguments are logs of probabilities (never +inf); -inf + -inf stays -inf.
-    hi = jnp.maximum(a, b)
-    return jnp.where(hi == -jnp.inf, hi, hi + jnp.log1p(jnp.exp(-jnp.abs(a - b))))
-
-
-def _log1mexp(c):
-    return jnp.where(c > -0.6931471805599453, jnp.log(-jnp.expm1(c)), jnp.log1p(-jnp.exp(c)))
-
-
-def _signed(pos, neg, finite):
-    """+inf where some +inf term, -inf where some -inf term, NaN where both, else `finite`."""
-    # Constants as arrays: the Triton lowering cannot splat a Python inf.
-    inf = jnp.full_like(finite, jnp.inf)
-    ninf = jnp.full_like(finite, -jnp.inf)
-    nan = jnp.full_like(finite, jnp.nan)
-    return jnp.where(pos, jnp.where(neg, nan, inf), jnp.where(neg, ninf, finite))
-
-
 def _var_to_factor(m, fin, cnt):
     """Variable-to-factor log-odds: the variable's total less the edge's own message."""
     own_pos = (m == jnp.inf).astype(jnp.int32)
@@ -274,12 +252,12 @@ def _var_to_factor(m, fin, cnt):
     neg = (cnt >> 2) - own_neg > 0
     finite_own = jnp.where((own_pos + own_neg) > 0, jnp.zeros_like(m), m)
     soft = fin - finite_own
-    return _signed(pos, neg, soft)
+    return signed(pos, neg, soft)
 
 
 def _body_terms(n, body, is_and):
     """Finite part of the body term and whether it is -inf (a zero)."""
-    t = _log_sigmoid(jnp.where(is_and, n, -n))
+    t = log_sigmoid(jnp.where(is_and, n, -n))
     t = jnp.where(body, t, jnp.zeros_like(t))
     zero = t == -jnp.inf
     return jnp.where(zero, jnp.zeros_like(t), t), zero
@@ -289,15 +267,7 @@ def _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l
     others_zero = Z - zero.astype(jnp.int32)
     others = jnp.where(is_min, O, S - tf)
     c = jnp.where(others_zero > 0, jnp.full_like(others, -jnp.inf), others)
-    l1c = _log1mexp(c)
-    g1 = _logaddexp(lq + l1c, lr + c)
-    g0 = _logaddexp(l1mq + l1c, l1mr + c)
-    h1 = _log_sigmoid(hn)
-    h0 = _log_sigmoid(-hn)
-    k_fixed = _logaddexp(h0 + l1mq, h1 + lq)
-    k_free = _logaddexp(h0 + g0, h1 + g1)
-    body_msg = jnp.where(is_and, k_free - k_fixed, k_fixed - k_free)
-    return jnp.where(is_head, g1 - g0, body_msg)
+    return factor_messages(is_head, is_and, c, log_sigmoid(hn), log_sigmoid(-hn), lq, l1mq, lr, l1mr)
 
 
 def _finish(new, m, valid, damping, active):
@@ -475,7 +445,7 @@ def _totals(fin, pos, neg, ev):
     fin = fin + jnp.where(jnp.isfinite(ev), ev, jnp.zeros_like(ev))
     pos = pos + (ev == jnp.inf).astype(jnp.int32)
     neg = neg + (ev == -jnp.inf).astype(jnp.int32)
-    lo = _signed(pos > 0, neg > 0, fin)
+    lo = signed(pos > 0, neg > 0, fin)
     p = 1 / (1 + jnp.exp(-lo))
     cnt = jnp.minimum(pos, 2) + 4 * jnp.minimum(neg, 2)
     return fin, cnt, p
@@ -632,7 +602,7 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     k = layout.var_kvar
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
-    lo = _signed(pos, neg, fin[k])
+    lo = signed(pos, neg, fin[k])
     return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=p[k], iterations=it,
                      converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
 
