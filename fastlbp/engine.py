@@ -130,11 +130,14 @@ def default_backend() -> str:
     import os
 
     name = os.environ.get("FASTLBP_BACKEND", "").strip() or "xla"
-    if name not in BACKENDS:
-        from fastlbp.errors import InputError
+    from fastlbp.errors import InputError
 
+    if name not in BACKENDS:
         raise InputError("$FASTLBP_BACKEND", None, f"{name!r} is not a backend; choose one of "
                          f"{', '.join(BACKENDS)}")
+    if name in ("pallas", "fused") and jax.default_backend() != "gpu":
+        raise InputError("$FASTLBP_BACKEND", None, f"{name!r} needs a GPU (this JAX runs on "
+                         f"{jax.default_backend()}); {name}_interpret runs the same kernels, slowly")
     return name
 
 

@@ -172,3 +172,7 @@ def test_backend_from_the_environment(monkeypatch):
     monkeypatch.setenv("FASTLBP_BACKEND", "gpu-please")
     with pytest.raises(ValueError, match="FASTLBP_BACKEND.*choose one of"):
         engine.default_backend()
+    if jax.default_backend() != "gpu":
+        monkeypatch.setenv("FASTLBP_BACKEND", "fused")
+        with pytest.raises(ValueError, match="needs a GPU.*fused_interpret"):
+            engine.default_backend()
