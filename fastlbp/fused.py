@@ -2,7 +2,7 @@
 
 The XLA path (`fastlbp.kernels`) runs an iteration as about twenty kernels,
 and at 0.5M edges their launches, not the bytes, set the time. Here an
-iteration is two Pallas (Triton) kernels and a tiny reduction:
+iteration is mainly two Pallas (Triton) kernels:
 
 * the *factor kernel* reads each factor's messages and its variables'
   totals, forms the variable-to-factor messages, the body terms and their
@@ -17,9 +17,13 @@ of edges, unused slots padded (-1). Rows of one width are a *class*; a program
 takes a tile of R x W = `TILE` slots of one class (R rows), so every row is
 reduced inside one program with no atomics and no mixing of neighbouring
 rows: a factor whose terms are all tiny keeps its tiny sum exactly. Rows wider
-than `TILE` (hub tuples, OR factors with thousands of derivations) get one
-program each, which walks the row in chunks of `BIG_CHUNK`; those programs come
-first in the grid, so the long ones start early.
+than `TILE` (hub tuples, OR factors with thousands of derivations) are cut
+into chunks of `BIG_CHUNK` slots, one program each (the first programs of the
+grid); a chunk writes partial aggregates, XLA combines them per row (a few
+small segment sums, no subtraction), and a small third kernel writes the wide
+factors' messages. A wide variable's partial sums are combined the same way.
+So an iteration is three Pallas kernels and a few small XLA reductions when
+the graph has wide rows, two kernels when it has none.
 
 * Message slots are the factor rows laid end to end: a factor's edges are
   contiguous, the head at column 0, rows of one width (and so of one size
