@@ -62,3 +62,38 @@ def random_polytree(rng: np.random.Generator, num_vars: int, max_parents: int = 
 def random_labels(rng: np.random.Generator, num_vars: int, most: int = 2) -> dict[int, bool]:
     k = int(rng.integers(0, min(most, num_vars) + 1))
     return {int(v): bool(rng.integers(2)) for v in rng.choice(num_vars, size=k, replace=False)}
+
+
+def assert_matches_reference(factors, num_vars: int, labels, marginals, messages, step, iters: int,
+                             atol: float = 1e-10) -> None:
+    """An engine's PARALL run of `iters` iterations equals the sequential reference's.
+
+    Loopy BP on some small graphs is chaotic (marginals swing between 0 and 1
+    from one iteration to the next), and there rounding-level differences
+    between two correct implementations grow every iteration without bound.
+    So where the end result differs, every single iteration must still agree:
+    `step(log_odds) -> log_odds` applied to the reference's messages after k
+    iterations must give its messages after k + 1, within `atol`, for every k.
+
+    Args:
+        marginals: (V,) the engine's marginals after `iters` iterations.
+        messages: (E,) the engine's factor-to-variable log-odds after them.
+        step: one engine iteration on (E,) log-odds messages.
+    """
+    from fastlbp import reference
+
+    ref = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=iters)
+    with np.errstate(over="ignore"):  # exp(+large) = inf gives P = 0, as it should
+        m1 = 1 / (1 + np.exp(-np.asarray(messages, np.float64)))
+    if (np.max(np.abs(np.asarray(marginals) - ref.marginals), initial=0) <= atol
+            and np.max(np.abs(m1 - ref.messages[:, 1]), initial=0) <= atol):
+        return
+    before = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=0).messages
+    for k in range(iters):
+        after = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=k + 1).messages
+        with np.errstate(divide="ignore"):
+            log_odds = np.log(before[:, 1]) - np.log(before[:, 0])
+        with np.errstate(over="ignore"):
+            got = 1 / (1 + np.exp(-np.asarray(step(log_odds), np.float64)))
+        np.testing.assert_allclose(got, after[:, 1], rtol=0, atol=atol, err_msg=f"iteration {k + 1}")
+        before = after

@@ -3,8 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DATA
-from graphs import random_factors, random_labels, random_polytree
-from hypothesis import given, settings
+from graphs import assert_matches_reference, random_factors, random_labels, random_polytree
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fastlbp import causal_fg, engine, reference
@@ -21,6 +21,7 @@ def _engine(factors, num_vars, labels, **kw):
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), with_labels=st.booleans())
+@example(seed=226502211, with_labels=False)  # chaotic: marginals swing 0 <-> 1, rounding grows to 1e-9
 def test_parall_matches_sequential_reference(seed, with_labels):
     rng = np.random.default_rng(seed)
     V = int(rng.integers(2, 10))
@@ -28,16 +29,17 @@ def test_parall_matches_sequential_reference(seed, with_labels):
     labels = random_labels(rng, V) if with_labels else {}
     result = _engine(factors, V, labels, tol=0.0, max_iters=25)
     try:
-        ref = reference.sequential_lbp(factors, V, labels, None, tol=0.0, max_iters=25)
+        reference.sequential_lbp(factors, V, labels, None, tol=0.0, max_iters=25)
     except reference.Contradiction:
         assert bool(result.conflict)
         return
     assert not bool(result.conflict)
-    np.testing.assert_allclose(np.asarray(result.marginals), ref.marginals, rtol=0, atol=1e-10)
-    # Messages agree too (log-odds vs normalized pairs).
-    with np.errstate(over="ignore"):  # exp(+large) = inf gives P = 0, as it should
-        m1 = 1 / (1 + np.exp(-np.asarray(result.messages)))
-    np.testing.assert_allclose(m1, ref.messages[:, 1], rtol=0, atol=1e-10)
+    # Marginals and messages (log-odds vs normalized pairs) agree; on a chaotic
+    # instance, every single iteration does.
+    g = from_factors(factors, V)
+    ev = evidence_from_labels(V, labels)
+    assert_matches_reference(factors, V, labels, result.marginals, result.messages,
+                             lambda m: engine.step(g, jnp.asarray(m), jnp.asarray(ev)), iters=25)
 
 
 @settings(max_examples=20, deadline=None)
