@@ -65,7 +65,7 @@ def random_labels(rng: np.random.Generator, num_vars: int, most: int = 2) -> dic
 
 
 def assert_matches_reference(factors, num_vars: int, labels, marginals, messages, step, iters: int,
-                             atol: float = 1e-10) -> None:
+                             atol: float = 1e-10, **ref_options) -> None:
     """An engine's PARALL run of `iters` iterations equals the sequential reference's.
 
     Loopy BP on some small graphs is chaotic (marginals swing between 0 and 1
@@ -79,18 +79,22 @@ def assert_matches_reference(factors, num_vars: int, labels, marginals, messages
         marginals: (V,) the engine's marginals after `iters` iterations.
         messages: (E,) the engine's factor-to-variable log-odds after them.
         step: one engine iteration on (E,) log-odds messages.
+        ref_options: passed to the reference (e.g. damping=).
     """
     from fastlbp import reference
 
-    ref = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=iters)
+    ref = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=iters,
+                                   **ref_options)
     with np.errstate(over="ignore"):  # exp(+large) = inf gives P = 0, as it should
         m1 = 1 / (1 + np.exp(-np.asarray(messages, np.float64)))
     if (np.max(np.abs(np.asarray(marginals) - ref.marginals), initial=0) <= atol
             and np.max(np.abs(m1 - ref.messages[:, 1]), initial=0) <= atol):
         return
-    before = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=0).messages
+    before = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=0,
+                                      **ref_options).messages
     for k in range(iters):
-        after = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=k + 1).messages
+        after = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=k + 1,
+                                         **ref_options).messages
         with np.errstate(divide="ignore"):
             log_odds = np.log(before[:, 1]) - np.log(before[:, 0])
         with np.errstate(over="ignore"):
