@@ -2,6 +2,8 @@
 # The GPU benchmarks, run from the repo root on the device machine:
 #   bash benchmarks/run_all.sh parall     PARALL (XLA vs Pallas) and PGMax side by side
 #   bash benchmarks/run_all.sh schedules  SEQFIX/TOPO batches and rounds, interactive rounds
+#   bash benchmarks/run_all.sh fused      the fused Pallas kernels (FASTLBP_BACKEND=fused): check, PARALL
+#                                         side by side with XLA, the persistent SEQFIX/TOPO kernel, rounds
 # PGMax comes from a wheel carried in .whl/ (pip install --no-deps). JSON details go to $OUT.
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT=${OUT:-out}
@@ -21,4 +23,10 @@ case "${1:-parall}" in
     run 330 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --round-budget 8
     run 220 benchmarks/bench_rounds.py --schedule parall --max-rounds 40 --out "$OUT/rounds_parall"
     run 40 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 3 --out "$OUT/rounds_seqfix" ;;
+  fused)
+    run 150 benchmarks/check_fused.py --graphs 6
+    run 300 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4
+    run 330 benchmarks/bench_seqfix_pallas.py --sizes ftp --strategies seqfix topo --atomic --width 128 --warps 8
+    FASTLBP_BACKEND=fused run 150 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 60 \
+      --out "$OUT/rounds_seqfix_fused" ;;
 esac
