@@ -27,6 +27,7 @@ case "${1:-parall}" in
     run 150 benchmarks/check_fused.py --graphs 6
     run 300 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4
     run 330 benchmarks/bench_seqfix_pallas.py --sizes ftp --strategies seqfix topo --atomic --width 128 --warps 8
-    FASTLBP_BACKEND=fused run 150 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 60 \
-      --out "$OUT/rounds_seqfix_fused" ;;
+    export FASTLBP_BACKEND=fused
+    run 150 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 60 --out "$OUT/rounds_seqfix_fused"
+    unset FASTLBP_BACKEND ;;
 esac
