@@ -3,7 +3,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DATA
-from graphs import assert_matches_reference, random_factors, random_labels, random_polytree
+from graphs import (
+    assert_matches_reference,
+    check_engine_against_reference,
+    random_factors,
+    random_labels,
+    random_polytree,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -22,24 +28,19 @@ def _engine(factors, num_vars, labels, **kw):
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), with_labels=st.booleans())
 @example(seed=226502211, with_labels=False)  # chaotic: marginals swing 0 <-> 1, rounding grows to 1e-9
+@example(seed=181136, with_labels=False)  # chaotic: the probability-space reference underflows to 0/0
 def test_parall_matches_sequential_reference(seed, with_labels):
     rng = np.random.default_rng(seed)
     V = int(rng.integers(2, 10))
     factors = random_factors(rng, V, int(rng.integers(1, 12)))
     labels = random_labels(rng, V) if with_labels else {}
     result = _engine(factors, V, labels, tol=0.0, max_iters=25)
-    try:
-        reference.sequential_lbp(factors, V, labels, None, tol=0.0, max_iters=25)
-    except reference.Contradiction:
-        assert bool(result.conflict)
-        return
-    assert not bool(result.conflict)
     # Marginals and messages (log-odds vs normalized pairs) agree; on a chaotic
-    # instance, every single iteration does.
+    # instance, every single iteration does (tests/graphs.py).
     g = from_factors(factors, V)
     ev = evidence_from_labels(V, labels)
-    assert_matches_reference(factors, V, labels, result.marginals, result.messages,
-                             lambda m: engine.step(g, jnp.asarray(m), jnp.asarray(ev)), iters=25)
+    check_engine_against_reference(factors, V, labels, result,
+                                   lambda m: engine.step(g, jnp.asarray(m), jnp.asarray(ev)), iters=25)
 
 
 @settings(max_examples=20, deadline=None)
