@@ -60,7 +60,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp.graph import AND, FactorGraph
+from fastlbp import kernels
+from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages, log_sigmoid, signed
 
 TILE = 512  # slots per program for rows of width <= TILE
@@ -559,15 +560,11 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
 # ---------------------------------------------------------------- the loop
 
 def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
-    """Per factor row: is AND, log q, log(1-q), log r, log(1-r) (see `kernels._factor_params`)."""
+    """`kernels.factor_log_params` per factor row (is AND as int32; padding rows take factor 0's)."""
     rf = layout.row_factor
-    f = jnp.where(rf >= 0, rf, 0)
-    is_and = graph.factor_kind[f] == AND
-    p1 = graph.p1[f].astype(dtype)
-    p2 = graph.p2[f].astype(dtype)
-    q = jnp.where(is_and, p2, p1)
-    r = jnp.where(is_and, p1, p2)
-    return (is_and.astype(jnp.int32), jnp.log(q), jnp.log1p(-q), jnp.log(r), jnp.log1p(-r))
+    rows = jnp.where(rf >= 0, rf, 0)
+    is_and, *logs = kernels.factor_log_params(graph, dtype)
+    return (is_and[rows].astype(jnp.int32), *(x[rows] for x in logs))
 
 
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 
 from fastlbp import segments
 from fastlbp.graph import AND, FactorGraph
+from fastlbp.logspace import log1mexp
 from fastlbp.segments import SegmentPlan
 
 # Columns of the per-variable aggregate (V, 3): finite log-odds sum, number of
@@ -118,9 +119,7 @@ def var_to_factor(graph: FactorGraph, factor_to_var: jax.Array, agg: jax.Array) 
     return combine(agg[graph.edge_var] - split_infinite(factor_to_var))
 
 
-def _log1mexp(c: jax.Array) -> jax.Array:
-    """log(1 - e^c) for c <= 0, accurate at both ends (Maechler 2012)."""
-    return jnp.where(c > -0.6931471805599453, jnp.log(-jnp.expm1(c)), jnp.log1p(-jnp.exp(c)))
+_log1mexp = log1mexp
 
 
 def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -128,7 +127,8 @@ def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.logaddexp(a, b)
 
 
-def _factor_params(graph: FactorGraph, dtype):
+def factor_log_params(graph: FactorGraph, dtype):
+    """Per factor: is AND (bool), log q, log(1-q), log r, log(1-r) (module docstring), (F,) each."""
     is_and = graph.factor_kind == AND
     p1 = graph.p1.astype(dtype)
     p2 = graph.p2.astype(dtype)
@@ -190,7 +190,7 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
     """
     mu = var_to_factor_msgs
     dtype = mu.dtype
-    is_and, log_q, log_1mq, log_r, log_1mr = _factor_params(graph, dtype)
+    is_and, log_q, log_1mq, log_r, log_1mr = factor_log_params(graph, dtype)
     a = graph.edge_factor
     edge_and = is_and[a]
     agg = factor_agg[a]

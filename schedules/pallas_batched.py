@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from fastlbp import engine, kernels
-from fastlbp.graph import AND, FactorGraph
+from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages, finite_part, log_sigmoid, signed
 from schedules import plan as P
 
@@ -69,6 +69,14 @@ class _Chunk(NamedTuple):
     finite: jax.Array  # finite part of the body term
     zero: jax.Array  # bool, body term is -inf
     zf: jax.Array  # zero as 0.0/1.0
+
+
+def _chunk_rows(chunks_ref, base, c, width):
+    """The plan rows (EDGE .. ACCF) of chunk c, (W,) int32 each."""
+    from jax.experimental import pallas as pl
+
+    off = base + c * (P.ROWS * width)
+    return [chunks_ref[pl.ds(off + k * width, width)] for k in range(P.ROWS)]
 
 
 def _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, lane, dt) -> _Chunk:
@@ -118,7 +126,6 @@ def _next_acc(ch: _Chunk, acc):
 def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref,
             _m, _f, _p, _n, msgs_ref, fin_ref, pos_ref, neg_ref):
     """The portable variant: run sums and per-variable updates through W x W masks."""
-    from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     W = width
@@ -133,8 +140,7 @@ def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, lq_ref,
         return jnp.sum(jnp.where(mask, x[None, :], jnp.zeros_like(x)[None, :]), axis=1)
 
     def body(c, acc):
-        off = base + c * (P.ROWS * W)
-        rows = [chunks_ref[pl.ds(off + k * W, W)] for k in range(P.ROWS)]
+        rows = _chunk_rows(chunks_ref, base, c, W)
         ch = _chunk_front(rows, lambda ref, idx: ref[idx], msgs_ref, fin_ref, pos_ref, neg_ref, param_refs,
                           lane, dt)
         zeros = jnp.zeros_like(ch.old)
@@ -172,7 +178,6 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
     zeroed before the next chunk. Aggregates and scratch are read with
     volatile loads (past L1), since atomics update L2 only.
     """
-    from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     W = width
@@ -187,8 +192,7 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
         return plgpu.load(ref.at[idx], volatile=True)
 
     def body(c, acc):
-        off = base + c * (P.ROWS * W)
-        rows = [chunks_ref[pl.ds(off + k * W, W)] for k in range(P.ROWS)]
+        rows = _chunk_rows(chunks_ref, base, c, W)
         ch = _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, lane, dt)
         zeros = jnp.zeros_like(ch.old)
         seg = ch.seg
@@ -223,18 +227,18 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
 
 
 def factor_params(graph: FactorGraph, dtype):
-    """Per factor: is AND (int32), log q, log(1-q), log r, log(1-r) (see `kernels._factor_params`)."""
-    is_and = graph.factor_kind == AND
-    p1 = graph.p1.astype(dtype)
-    p2 = graph.p2.astype(dtype)
-    q = jnp.where(is_and, p2, p1)
-    r = jnp.where(is_and, p1, p2)
-    return is_and.astype(jnp.int32), jnp.log(q), jnp.log1p(-q), jnp.log(r), jnp.log1p(-r)
+    """`kernels.factor_log_params` with is AND as int32 (the kernels index them by factor)."""
+    is_and, *logs = kernels.factor_log_params(graph, dtype)
+    return (is_and.astype(jnp.int32), *logs)
 
 
 def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, interpret: bool = False,
-          num_warps: int = NUM_WARPS, atomic: bool = False):
-    """One iteration (plan `iteration mod P`), like `batched.sweep`; returns (E,) messages."""
+          num_warps: int = NUM_WARPS, atomic: bool = False, params=None):
+    """One iteration (plan `iteration mod P`), like `batched.sweep`; returns (E,) messages.
+
+    `params`: `factor_params(graph, dtype)`, computed once per run by the caller
+    (None: computed here).
+    """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
@@ -253,7 +257,8 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, inter
         kernel = functools.partial(_kernel_atomic, width, num_chunks)
     else:
         kernel = functools.partial(_kernel, width, num_chunks, interpret)
-    operands = (base, plan.chunks.reshape(-1), *factor_params(graph, dt), *state)
+    params = factor_params(graph, dt) if params is None else params
+    operands = (base, plan.chunks.reshape(-1), *params, *state)
     first = len(operands) - len(state)
     out = pl.pallas_call(
         kernel,
@@ -270,8 +275,10 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, inter
 def run(graph, plan, messages, evidence, tol, max_iters, damping, interpret: bool = False,
         num_warps: int = NUM_WARPS, atomic: bool = False):
     """The batched schedule to convergence with the persistent kernel (`engine.iterate`)."""
+    params = factor_params(graph, messages.dtype)  # once per run, not per iteration
+
     def swp(g, m, e, it):
-        return sweep(g, plan, m, e, it, interpret, num_warps, atomic)
+        return sweep(g, plan, m, e, it, interpret, num_warps, atomic, params)
     return engine.iterate(swp, graph, messages, evidence, tol, max_iters, damping, with_iteration=True)
 
 

@@ -144,3 +144,21 @@ def _assert_steps(factors, num_vars, labels, step, iters, atol, ref_options) -> 
             got = 1 / (1 + np.exp(-np.asarray(step(log_odds), np.float64)))
         np.testing.assert_allclose(got, after[:, 1], rtol=0, atol=atol, err_msg=f"iteration {k + 1}")
         before = after
+
+
+def huge_fan_in(kind: int, n: int = 10_000) -> tuple[list[Factor], float]:
+    """A tree: one AND/OR factor over n prior-only body variables (var 0 is its head).
+
+    Priors sit so close to 1 (AND) or 0 (OR) that the body product is neither
+    0 nor 1 only if no term underflows. Returns the factors and the exact P(x0).
+    """
+    rng = np.random.default_rng(0)
+    priors = rng.uniform(0.9995, 1.0, n) if kind == AND else rng.uniform(0.0, 0.0005, n)
+    factors = [Factor(AND, i + 1, (), float(p), float(p)) for i, p in enumerate(priors)]
+    factors.append(Factor(kind, 0, tuple(range(1, n + 1)), 0.999, 0.001))
+    if kind == AND:  # P(all body true) = prod(priors)
+        expect = 0.001 + (0.999 - 0.001) * np.exp(np.sum(np.log(priors)))
+    else:  # P(none true) = prod(1 - priors)
+        none = np.exp(np.sum(np.log1p(-priors)))
+        expect = 0.999 * (1 - none) + 0.001 * none
+    return factors, float(expect)

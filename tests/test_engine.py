@@ -6,6 +6,7 @@ from conftest import DATA
 from graphs import (
     assert_matches_reference,
     check_engine_against_reference,
+    huge_fan_in,
     random_factors,
     random_labels,
     random_polytree,
@@ -84,21 +85,12 @@ def test_reference_can_fail():
 @pytest.mark.parametrize("kind", [AND, OR])
 def test_huge_fan_in_is_finite_and_exact(kind):
     n = 10_000
-    rng = np.random.default_rng(0)
-    priors = rng.uniform(0.9995, 1.0, n) if kind == AND else rng.uniform(0.0, 0.0005, n)
-    factors = [Factor(AND, i + 1, (), float(p), float(p)) for i, p in enumerate(priors)]
-    factors.append(Factor(kind, 0, tuple(range(1, n + 1)), 0.999, 0.001))
+    factors, expect = huge_fan_in(kind, n)
     for dtype in (jnp.float64, jnp.float32):
         result = _engine(factors, n + 1, {}, tol=1e-12, max_iters=10, dtype=dtype)
         p = np.asarray(result.marginals, dtype=np.float64)
         assert np.all(np.isfinite(p))
-        # Tree: exact. P(all body true) = prod(priors) (AND) or P(none) = prod(1-priors) (OR).
-        if kind == AND:
-            cond = np.exp(np.sum(np.log(priors)))
-            expect = 0.001 + (0.999 - 0.001) * cond
-        else:
-            none = np.exp(np.sum(np.log1p(-priors)))
-            expect = 0.999 * (1 - none) + 0.001 * none
+        # Tree: exact.
         tol = 1e-10 if dtype == jnp.float64 else 2e-4
         assert abs(p[0] - expect) < tol
         assert 0.01 < expect < 0.99  # the product is neither 0 nor 1: no underflow shortcut
