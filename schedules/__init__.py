@@ -10,6 +10,9 @@ by `:OPTION` parts:
 
     parall | seqfix | seqrnd | topo | PATH-TO-ORDER-FILE
     :levelling (default) | :algorithm3    dependency analysis
+    :relaxed (default) | :chunked         engine: relax whole sweeps to the fixed point
+                                          (schedules/relaxed.py), or run the batches in
+                                          order, chunk by chunk (schedules/batched.py)
     :seed=N :cycle=N                      SEQRND: seed, number of orders cycled (default 0, 8)
     :bodyfirst                            TOPO: body messages backward first, then heads forward
     :width=N                              chunk width (slots); default: chosen by a cost model
@@ -38,7 +41,7 @@ from schedules import plan as _plan
 from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
 from schedules.orders import BUILTIN, ORDER_FILE_HELP, Order
 
-_FLAGS = {"levelling", "algorithm3", "bodyfirst"}
+_FLAGS = {"levelling", "algorithm3", "bodyfirst", "relaxed", "chunked"}
 _VALUED = {"seed", "cycle", "width", "unroll"}
 
 
@@ -54,6 +57,7 @@ class Spec:
     body_first: bool = False
     width: int | None = None
     unroll: int | None = None  # None: 8 on a GPU (a while-loop trip costs ~15 us there), else 1
+    engine: str = "relaxed"  # relaxed | chunked (SEQRND and other many-run orders: chunked)
 
 
 def _is_option(part: str) -> bool:
@@ -88,6 +92,8 @@ def parse_spec(spec: str, **overrides: Any) -> Spec:
             kw["analysis"] = low
         elif low == "bodyfirst":
             kw["body_first"] = True
+        elif low in ("relaxed", "chunked"):
+            kw["engine"] = low
         elif "=" in opt and low.split("=", 1)[0] in _VALUED:
             key, value = low.split("=", 1)
             try:
@@ -97,8 +103,8 @@ def parse_spec(spec: str, **overrides: Any) -> Spec:
                                              f"integer") from None
         else:
             raise InputError(None, None, f"unknown schedule option {opt!r} in {spec!r} (expected "
-                                         f"levelling, algorithm3, bodyfirst, seed=N, cycle=N, "
-                                         f"width=N or unroll=N)")
+                                         f"levelling, algorithm3, relaxed, chunked, bodyfirst, seed=N, "
+                                         f"cycle=N, width=N or unroll=N)")
     kw.update({k: v for k, v in overrides.items() if v is not None})
     out = Spec(strategy, path, **kw)
     if out.analysis not in ANALYSES:
@@ -184,6 +190,10 @@ def make_runner(model, spec: str, **overrides: Any):
     sp = parse_spec(spec, **overrides)
     if sp.strategy == "parall":
         return engine.run_parall_jit
+    if sp.engine == "relaxed":
+        runner = make_relaxed_runner(model, sp)
+        if runner is not None:
+            return runner
     backend = engine.default_backend()
     if backend in ("fused", "fused_interpret"):
         # One persistent Pallas kernel per iteration (schedules/pallas_batched.py).
@@ -206,6 +216,31 @@ def make_runner(model, spec: str, **overrides: Any):
     unroll = sp.unroll or (8 if jax.default_backend() == "gpu" else 1)
     runner = make_runner_fn(compiled.plan, unroll)
     runner.compiled = compiled
+    return runner
+
+
+def make_relaxed_runner(model, spec: str | Spec, **overrides: Any):
+    """The relaxation runner of a single-order spec (schedules/relaxed.py), or None.
+
+    None when the spec has several orders (SEQRND) or its order splits the
+    factors into too many runs; those run chunk by chunk.
+    """
+    from schedules import relaxed
+
+    sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
+    graph, _ = _graph_and_names(model)
+    t0 = time.perf_counter()
+    ords = orders_for(model, sp)
+    if len(ords) != 1:
+        return None
+    t1 = time.perf_counter()
+    an = _analysis.analyse(graph, ords[0], sp.analysis)
+    t2 = time.perf_counter()
+    rplan = relaxed.build(graph, ords[0], an.num_batches)
+    if rplan is None:
+        return None
+    runner = relaxed.make_runner_fn(rplan)
+    runner.compiled = Compiled(sp, [an], [], None, t1 - t0, time.perf_counter() - t2)
     return runner
 
 

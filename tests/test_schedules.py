@@ -61,8 +61,9 @@ def _cases(count, seed0=0):
         yield rng, factors, graph, labels
 
 
-SPECS = ["seqfix", "topo:algorithm3", "topo:bodyfirst:unroll=3", "seqrnd:cycle=3",
-         "seqfix:algorithm3:width=4096"]
+# Every strategy with both engines: relaxation (the default) and the chunk loop.
+SPECS = ["seqfix", "seqfix:chunked", "topo:algorithm3", "topo:algorithm3:chunked", "topo:bodyfirst",
+         "topo:bodyfirst:unroll=3:chunked", "seqrnd:cycle=3", "seqfix:algorithm3:width=4096:chunked"]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -208,8 +209,8 @@ def test_reading_one_batch_too_early_changes_the_result():
 
 def test_chunk_width_does_not_change_results():
     for _rng, _, graph, labels in _cases(3, seed0=400):
-        base = _call(schedules.make_runner(graph, "seqfix:width=1"), graph, labels, 3)
-        wide = _call(schedules.make_runner(graph, "seqfix:width=1024"), graph, labels, 3)
+        base = _call(schedules.make_runner(graph, "seqfix:width=1:chunked"), graph, labels, 3)
+        wide = _call(schedules.make_runner(graph, "seqfix:width=1024:chunked"), graph, labels, 3)
         # Same values; only the summation order of factors split over chunks differs.
         a, b = np.asarray(base.messages), np.asarray(wide.messages)
         fin = np.isfinite(a)
@@ -218,18 +219,22 @@ def test_chunk_width_does_not_change_results():
         assert np.max(np.abs(a[fin] - b[fin]), initial=0.0) < 1e-12
 
 
-def test_no_recompilation_when_evidence_or_settings_change():
+@pytest.mark.parametrize("spec", ["seqfix", "seqfix:chunked"])
+def test_no_recompilation_when_evidence_or_settings_change(spec):
+    from schedules.relaxed import run_relaxed
+
+    jitted = run_relaxed if spec == "seqfix" else run_batched
     model = causal_fg.load(WEBLECH / "graph.causal_fg")
-    runner = schedules.make_runner(model, "seqfix")
+    runner = schedules.make_runner(model, spec)
     graph = model.graph
-    before = run_batched._cache_size()
+    before = jitted._cache_size()
     n = model.num_vars
     for labels, tol, iters, damping in [({}, 1e-6, 5, 0.0), ({3: True}, 1e-3, 7, 0.2),
                                         ({87: False, 5: True}, 1e-9, 3, 0.5)]:
         ev = jnp.asarray(evidence_from_labels(n, labels))
         runner(graph, jnp.zeros(graph.num_edges), ev, jnp.asarray(tol),
                jnp.asarray(iters, jnp.int32), jnp.asarray(damping))
-    assert run_batched._cache_size() - before == 1
+    assert jitted._cache_size() - before == 1
 
 
 def test_libdai_seqfix_weblech_cold_and_warm():
@@ -356,7 +361,7 @@ def test_cli_schedule_command_prints_describe():
     assert res.exit_code == 2 and "unknown schedule" in res.output
 
 
-@pytest.mark.parametrize("spec", ["seqfix", "topo", "seqfix:width=2"])
+@pytest.mark.parametrize("spec", ["seqfix", "topo", "seqfix:chunked", "seqfix:width=2:chunked"])
 def test_batched_leave_one_out_keeps_tiny_sums_of_others(spec):
     # As tests/test_engine.py: "sum - own" would cancel x2's tiny share and send x1 a
     # hard +inf; labelling x1 false then looked contradictory.
