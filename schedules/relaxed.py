@@ -132,7 +132,8 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
         starts = f_off[group_factor]
         v_off = np.zeros(num_groups + 1, np.int64)
         np.cumsum(sizes, out=v_off[1:])
-        v_own = np.repeat(starts - v_off[:-1], sizes) + np.arange(int(v_off[-1]))  # real edge per virtual edge
+        # The real edge of every virtual edge.
+        v_own = np.repeat(starts - v_off[:-1], sizes) + np.arange(int(v_off[-1]))
         body = ~np.asarray(g.edge_is_head, bool)[v_own]
         body_off = np.zeros(num_groups + 1, np.int64)
         np.cumsum(sizes - 1, out=body_off[1:])

@@ -107,7 +107,8 @@ def test_reader_groups_seqfix_one_per_factor_topo_two():
     sizes = np.diff(np.asarray(g.factor_offsets))
     # Head forward, bodies backward: two runs per factor with a body, except where the two
     # runs meet (the last head forward is followed by its own bodies).
-    assert g.num_factors + int(np.sum(sizes > 1)) - 1 <= group.max() + 1 <= g.num_factors + int(np.sum(sizes > 1))
+    runs = g.num_factors + int(np.sum(sizes > 1))
+    assert runs - 1 <= group.max() + 1 <= runs
     # SEQRND splits factors into ~one run per edge: the chunk loop runs it.
     assert relaxed.build(g, orders.seqrnd(g)[0], 10) is None
     assert not hasattr(schedules.make_runner(model, "seqrnd"), "relax_plan")
