@@ -1,4 +1,7 @@
-"""Batched SEQFIX / TOPO benchmark: batches, analysis time, µs per iteration, rounds to 1e-6.
+"""SEQFIX / TOPO benchmark: batches, analysis time, µs per iteration, rounds to 1e-6.
+
+Both engines: relaxation of whole sweeps (the default, schedules/relaxed.py; a
+strategy name alone) and the chunk loop (`NAME:chunked`, schedules/batched.py).
 
 Usage (one call on the GPU; on a CPU use small sizes):
 
@@ -10,16 +13,18 @@ it builds a synthetic Bingo-like graph (datalog.synthetic, else the layered
 generator in schedules.synthetic) and, for SEQFIX and TOPO:
 
 * batches per iteration with levelling and with Algorithm 3, analysis seconds;
-* chunks per iteration, chunk width, packing seconds, compile seconds;
+* chunks per iteration, chunk width, packing seconds (chunk loop), relaxation
+  passes of the first cold and warm iterations (relaxation), compile seconds;
 * µs per iteration (tol = 0, a few iterations, after compiling);
 * a cold round to tol 1e-6 (at most 1000 iterations) and a warm round after
   labelling the most likely alarm false, both timed end to end on the device.
   Rounds whose estimated time exceeds --round-budget seconds are capped (the
   cap is reported; `converged` says whether it finished).
 
-On the smallest size it checks exactness on the device: the levelling plan
-against the Algorithm 3 plan and against a plan of 2-slot chunks (every split
-of a batch must keep results), f64 messages within 1e-10 after 3 iterations.
+Exactness on the device, f64 messages within 1e-10 after 3 iterations: at
+every size relaxation against the chunk loop; on the smallest size also the
+levelling plan against the Algorithm 3 plan and against a plan of 2-slot
+chunks (every split of a batch must keep results).
 Details go to $OUT/bench_schedules.json (rewritten after every size); a table
 is printed last.
 """
@@ -94,16 +99,22 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
     runner = schedules.make_runner(model, name)  # levelling (the default)
     row["setup_s"] = round(time.perf_counter() - t0, 3)
     comp = runner.compiled
+    relax = getattr(runner, "relax_plan", None)
+    row["engine"] = "relaxed" if relax is not None else "chunked"
     lev = comp.analyses[0]
     row["batches_levelling"] = lev.num_batches
     row["analysis_s_levelling"] = round(lev.seconds, 3)
     a3 = analysis.algorithm3(graph, lev.order)
     row["batches_algorithm3"] = a3.num_batches
     row["analysis_s_algorithm3"] = round(a3.seconds, 3)
-    row["chunks_per_iteration"] = comp.plan.num_chunks
-    row["chunk_width"] = comp.plan.width
-    row["pack_s"] = round(comp.pack_seconds, 3)
-    row["unroll"] = runner.unroll
+    if relax is None:
+        row["chunks_per_iteration"] = comp.plan.num_chunks
+        row["chunk_width"] = comp.plan.width
+        row["pack_s"] = round(comp.pack_seconds, 3)
+        row["unroll"] = runner.unroll
+    else:
+        row["chunks_per_iteration"] = row["chunk_width"] = "-"
+        row["virtual_edges"] = relax.virtual_edges
 
     zeros = engine.init(graph_dev)
     ev, _, _, damp = _args(graph)
@@ -116,7 +127,8 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
                           jnp.asarray(few, jnp.int32), damp)
     per_iter = secs / few
     row["us_per_iteration"] = round(per_iter * 1e6, 1)
-    row["us_per_chunk"] = round(per_iter * 1e6 / max(comp.plan.num_chunks, 1), 2)
+    if relax is None:
+        row["us_per_chunk"] = round(per_iter * 1e6 / max(comp.plan.num_chunks, 1), 2)
 
     cap = int(max(1, min(1000, budget / max(per_iter, 1e-9))))
     row["round_iteration_cap"] = cap
@@ -138,18 +150,36 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
     row["warm_iterations"] = int(res2.iterations)
     row["warm_converged"] = bool(res2.converged)
     row["warm_conflict"] = bool(res2.conflict)
+    if relax is not None:
+        row["passes_cold"] = _passes(graph_dev, relax, zeros, ev)
+        row["passes_warm"] = _passes(graph_dev, relax, res.messages, ev1)
     return row
 
 
-def check_exactness(model, graph_dev, name: str) -> dict:
-    """Levelling plan vs Algorithm 3 plan vs 2-slot chunks, 3 iterations, f64."""
+def _passes(graph_dev, relax, msgs, ev, iterations: int = 5) -> list[int]:
+    """Relaxation passes of the first iterations from `msgs`."""
+    from schedules.relaxed import sweep_with_passes
+
+    out = []
+    for _ in range(iterations):
+        msgs, passes = sweep_with_passes(graph_dev, relax, msgs, ev)
+        out.append(int(passes))
+    return out
+
+
+def check_exactness(model, graph_dev, name: str, plans: bool) -> dict:
+    """Relaxation vs the chunk loop; with `plans` also the levelling plan vs Algorithm 3's and
+    vs 2-slot chunks. 3 iterations, f64."""
     graph = model.graph if hasattr(model, "graph") else model
     zeros = engine.init(graph_dev)
     ev, _, _, damp = _args(graph)
     out = {}
     base = schedules.make_runner(model, name)(graph_dev, zeros, ev, jnp.asarray(0.0),
                                               jnp.asarray(3, jnp.int32), damp)
-    for other in (f"{name}:algorithm3", f"{name}:width=2"):
+    name = name.split(":")[0]
+    others = [f"{name}:chunked"] + ([f"{name}:algorithm3:chunked", f"{name}:width=2:chunked"]
+                                    if plans else [])
+    for other in others:
         res = schedules.make_runner(model, other)(graph_dev, zeros, ev, jnp.asarray(0.0),
                                                   jnp.asarray(3, jnp.int32), damp)
         a, b = np.asarray(base.messages), np.asarray(res.messages)
@@ -168,7 +198,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", nargs="+", default=["50000", "500000", "ftp", "5000000"],
                    help="factor-graph edges or datalog presets (e.g. ftp)")
-    p.add_argument("--strategies", nargs="+", default=["seqfix", "topo"])
+    p.add_argument("--strategies", nargs="+", default=["seqfix", "topo", "seqfix:chunked", "topo:chunked"])
     p.add_argument("--round-budget", type=float, default=20.0,
                    help="most seconds one round may take (iterations are capped to fit)")
     p.add_argument("--quick", action="store_true", help="small budget, fewer timing iterations")
@@ -189,8 +219,8 @@ def main(argv=None) -> None:
             row = bench_strategy(model, graph_dev, name, budget, args.quick)
             row["size"] = size
             row["edges"] = graph.num_edges
-            if i == 0 and not args.no_check:
-                row["exactness"] = check_exactness(model, graph_dev, name)
+            if not args.no_check and ":chunked" not in name:
+                row["exactness"] = check_exactness(model, graph_dev, name, plans=i == 0)
             entry["strategies"][name] = row
             rows.append(row)
             print(f"[{size} {name}] {row}", flush=True)
@@ -198,18 +228,19 @@ def main(argv=None) -> None:
         write_json("bench_schedules.json", report)
 
     print()
-    head = (f"{'size':>8} {'edges':>9} {'strat':>6} {'lev':>6} {'alg3':>6} {'anal s':>7} "
+    head = (f"{'size':>8} {'edges':>9} {'strategy':>15} {'lev':>6} {'alg3':>6} {'anal s':>7} "
             f"{'chunks':>6} {'W':>5} {'us/it':>9} {'cold s':>8} {'it':>4} {'warm s':>8} {'it':>4}"
-            f" {'exact':>5}")
+            f" {'exact':>5} passes cold/warm")
     print(head)
     for r in rows:
         exact = r.get("exactness")
         ok = "-" if exact is None else ("yes" if all(v["ok"] for v in exact.values()) else "NO")
-        print(f"{r['size']:>8} {r['edges']:>9} {r['strategy']:>6} {r['batches_levelling']:>6} "
+        passes = f"{r['passes_cold']}/{r['passes_warm']}" if "passes_cold" in r else ""
+        print(f"{r['size']:>8} {r['edges']:>9} {r['strategy']:>15} {r['batches_levelling']:>6} "
               f"{r['batches_algorithm3']:>6} {r['analysis_s_levelling']:>7} "
               f"{r['chunks_per_iteration']:>6} {r['chunk_width']:>5} {r['us_per_iteration']:>9} "
               f"{r['cold_round_s']:>8} {r['cold_iterations']:>4} {r['warm_round_s']:>8} "
-              f"{r['warm_iterations']:>4} {ok:>5}")
+              f"{r['warm_iterations']:>4} {ok:>5} {passes}")
     print(f"device: {report['environment']['device']}")
 
 
