@@ -21,13 +21,17 @@ when no message moves by more than `inner_tol` (relative to 1 + |log-odds|)
 or after L passes; the result matches the levelled engine and the sequential
 reference to ~1e-12 (tests/test_relaxed.py).
 
-Each pass is a PARALL-like sweep: the variable side reads, per (reader, variable)
-pair, a segmented prefix of the current guess and a segmented suffix of the
-old messages over the variable's incoming edges sorted by rank; the factor
-side is `kernels.factor_to_var`. A factor whose edges are split into several
-runs of the order (TOPO: the head edge forward, the body edges backward) reads
-different states per run, so each run (a *reader group*) becomes one copy of
-the factor in a virtual graph; for SEQFIX the virtual graph is the graph.
+Each pass is a PARALL-like sweep. Variable side: the reader of edge e at
+variable u sees the old total of u, less its own old message, plus the change
+D = guess - old of the edges before it in u's row (incoming edges sorted by
+rank). Those prefix sums come from one `cumsum` over all rows laid end to end,
+each row followed by minus its own total change, so the running sum returns to
+~0 at every row end and a row's prefix never cancels against its neighbours'
+magnitudes. Factor side: `kernels.factor_to_var`. A factor whose edges are
+split into several runs of the order (TOPO: the head edge forward, the body
+edges backward) reads different states per run, so each run (a *reader
+group*) becomes one copy of the factor in a virtual graph; for SEQFIX the
+virtual graph is the graph.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import engine, kernels
+from fastlbp import engine, kernels, segments
 from fastlbp.graph import FactorGraph, from_arrays
 from schedules.orders import Order
 
@@ -56,25 +60,21 @@ class RelaxPlan:
         vgraph: the reader groups as factors (Ev edges); the graph itself when
             every factor's edges are one run of the order.
         out_edge: (E,) int32 virtual edge that computes each edge's new message.
-        read_order: (E,) int32 edges sorted by (variable, rank).
-        row_start: (E,) bool, read_order position starts its variable's row.
-        row_end: (E,) bool, read_order position ends its variable's row.
-        lo: (Ev,) int32 read_order row start of each virtual edge's variable.
-        hi: (Ev,) int32 read_order row end (exclusive).
-        split: (Ev,) int32 first read_order position of the row whose rank is
-            not before the reader group's (positions [lo, split) are new).
-        own: (Ev,) int32 read_order position of the edge's own message.
-        own_new: (Ev,) bool, whether the own message is in [lo, split).
+        row_src: (E+V,) int32 the rows laid end to end: slot p holds edge
+            row_src[p] (incoming edges of each variable by rank), or, at each
+            row's end, E + the variable (its total change).
+        lo: (Ev,) int32 row_src slot where the virtual edge's variable's row starts.
+        split: (Ev,) int32 first row slot whose rank is not before the reader
+            group's (slots [lo, split) hold new messages).
+        own: (Ev,) int32 the virtual edge's own (real) edge.
+        own_new: (Ev,) bool, whether the own edge is in [lo, split).
         max_passes: () int32, the number of levels: passes that make the sweep exact.
     """
 
     vgraph: FactorGraph
     out_edge: jax.Array
-    read_order: jax.Array
-    row_start: jax.Array
-    row_end: jax.Array
+    row_src: jax.Array
     lo: jax.Array
-    hi: jax.Array
     split: jax.Array
     own: jax.Array
     own_new: jax.Array
@@ -144,60 +144,45 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
     v_group = np.repeat(np.arange(num_groups), sizes) if vgraph is not graph else group
     v_var = ev[v_own]
 
-    read_order = np.lexsort((rank, ev))
-    read_pos = np.empty(num_edges, np.int64)
-    read_pos[read_order] = np.arange(num_edges)
+    read_order = np.lexsort((rank, ev))  # incoming edges of each variable, by rank
     span = int(rank.max(initial=0)) + 1
     read_key = ev[read_order] * span + rank[read_order]  # sorted
     v_off_var = np.asarray(g.var_offsets, np.int64)
-    lo = v_off_var[v_var]
-    hi = v_off_var[v_var + 1]
-    split = np.searchsorted(read_key, v_var * span + group_rank[v_group], side="left")
-    own = read_pos[v_own]
+    num_vars = graph.num_vars
+    # Row of variable u: slots [v_off[u] + u, v_off[u+1] + u), then its total at v_off[u+1] + u.
+    row_src = np.empty(num_edges + num_vars, np.int64)
+    var_of_read = ev[read_order]
+    row_src[np.arange(num_edges) + var_of_read] = read_order
+    row_src[v_off_var[1:] + np.arange(num_vars)] = num_edges + np.arange(num_vars)
+    lo = v_off_var[v_var] + v_var
+    split = np.searchsorted(read_key, v_var * span + group_rank[v_group], side="left") + v_var
     own_new = rank[v_own] < group_rank[v_group]
-    row_start = np.zeros(num_edges, bool)
-    row_end = np.zeros(num_edges, bool)
-    nonempty = np.diff(v_off_var) > 0
-    row_start[v_off_var[:-1][nonempty]] = True
-    row_end[v_off_var[1:][nonempty] - 1] = True
     i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
-    return RelaxPlan(vgraph=vgraph, out_edge=i32(out_edge), read_order=i32(read_order),
-                     row_start=jnp.asarray(row_start), row_end=jnp.asarray(row_end), lo=i32(lo), hi=i32(hi),
-                     split=i32(split), own=i32(own), own_new=jnp.asarray(own_new),
+    return RelaxPlan(vgraph=vgraph, out_edge=i32(out_edge), row_src=i32(row_src), lo=i32(lo),
+                     split=i32(split), own=i32(v_own), own_new=jnp.asarray(own_new),
                      max_passes=jnp.asarray(max(int(max_passes), 1), jnp.int32))
 
 
-def _segmented_scan(flags: jax.Array, values: jax.Array, reverse: bool = False) -> jax.Array:
-    """Inclusive sums of `values` (N, k) restarting where `flags` (N,) is set (in scan direction)."""
-    def combine(a, b):
-        fa, xa = a
-        fb, xb = b
-        return fa | fb, jnp.where(fb[:, None], xb, xa + xb)
-
-    return jax.lax.associative_scan(combine, (flags, values), reverse=reverse)[1]
-
-
-def relax_pass(plan: RelaxPlan, old: jax.Array, guess: jax.Array, evidence_split: jax.Array) -> jax.Array:
-    """One relaxation pass: every edge recomputed from `guess` (earlier edges) and `old` (the rest).
+def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_totals: jax.Array,
+               base: jax.Array, guess: jax.Array) -> jax.Array:
+    """One relaxation pass: every edge recomputed from `guess` (earlier edges) and the old state.
 
     Args:
-        old, guess: (E,) log-odds, factor order.
-        evidence_split: (Ev, 3) `kernels.split_infinite` of each virtual edge's variable's evidence.
+        old_split: (E, 3) `kernels.split_infinite` of the old messages, factor order.
+        old_totals: (V, 3) per-variable sums of old_split.
+        base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old
+            state (evidence included, own message left out).
+        guess: (E,) log-odds, factor order.
 
     Returns:
         (E,) new log-odds, factor order.
     """
-    new = kernels.split_infinite(guess[plan.read_order])
-    prev = kernels.split_infinite(old[plan.read_order])
-    before = _segmented_scan(plan.row_start, new)
-    after = _segmented_scan(plan.row_end, prev, reverse=True)
-    last = plan.read_order.shape[0] - 1
-    k = plan.split
-    agg = (jnp.where((k > plan.lo)[:, None], before[jnp.clip(k - 1, 0, last)], 0)
-           + jnp.where((k < plan.hi)[:, None], after[jnp.clip(k, 0, last)], 0)
-           - jnp.where(plan.own_new[:, None], new[plan.own], prev[plan.own])
-           + evidence_split)
-    msgs = kernels.factor_to_var(plan.vgraph, kernels.combine(agg))
+    change = kernels.split_infinite(guess) - old_split  # (E, 3)
+    row_change = segments.segment_sum(graph.var_sums, guess, transform=kernels.split_infinite) - old_totals
+    laid = jnp.concatenate([change, -row_change])[plan.row_src]  # rows end to end, each closed
+    run = jnp.concatenate([jnp.zeros((1, 3), laid.dtype), jnp.cumsum(laid, axis=0)])
+    before = run[plan.split] - run[plan.lo] - jnp.where(plan.own_new[:, None], change[plan.own], 0)
+    msgs = kernels.factor_to_var(plan.vgraph, kernels.combine(base + before))
     return msgs[plan.out_edge]
 
 
@@ -228,7 +213,10 @@ def sweep(graph: FactorGraph, plan: RelaxPlan, messages, evidence, inner_tol=Non
     """
     dtype = messages.dtype
     tol = jnp.asarray(inner_tolerance(dtype) if inner_tol is None else inner_tol, dtype)
-    ev_split = kernels.split_infinite(evidence.astype(dtype))[plan.vgraph.edge_var]
+    old_split = kernels.split_infinite(messages)
+    old_totals = segments.segment_sum(graph.var_sums, messages, transform=kernels.split_infinite)
+    agg = old_totals + kernels.split_infinite(evidence.astype(dtype))
+    base = agg[plan.vgraph.edge_var] - old_split[plan.own]
 
     def cond(state):
         _, moved, k = state
@@ -236,7 +224,7 @@ def sweep(graph: FactorGraph, plan: RelaxPlan, messages, evidence, inner_tol=Non
 
     def body(state):
         guess, _, k = state
-        new = relax_pass(plan, messages, guess, ev_split)
+        new = relax_pass(graph, plan, old_split, old_totals, base, guess)
         return new, _moved(new, guess), k + 1
 
     state = (messages, jnp.asarray(jnp.inf, dtype), jnp.asarray(0, jnp.int32))

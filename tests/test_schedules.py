@@ -229,12 +229,15 @@ def test_no_recompilation_when_evidence_or_settings_change(spec):
     graph = model.graph
     before = jitted._cache_size()
     n = model.num_vars
+    sizes = []
     for labels, tol, iters, damping in [({}, 1e-6, 5, 0.0), ({3: True}, 1e-3, 7, 0.2),
                                         ({87: False, 5: True}, 1e-9, 3, 0.5)]:
         ev = jnp.asarray(evidence_from_labels(n, labels))
         runner(graph, jnp.zeros(graph.num_edges), ev, jnp.asarray(tol),
                jnp.asarray(iters, jnp.int32), jnp.asarray(damping))
-    assert jitted._cache_size() - before == 1
+        sizes.append(jitted._cache_size())
+    # At most one compilation (none if an earlier test compiled these shapes), then none.
+    assert sizes[0] - before <= 1 and sizes[-1] == sizes[0]
 
 
 def test_libdai_seqfix_weblech_cold_and_warm():
