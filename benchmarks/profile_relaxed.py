@@ -1,0 +1,72 @@
+"""Where a relaxation pass's time goes (schedules/relaxed.py): each stage alone in a jitted loop.
+
+    python benchmarks/profile_relaxed.py --size ftp
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from bench_schedules import make_model  # noqa: E402
+from common import timed  # noqa: E402
+
+import schedules  # noqa: E402
+from fastlbp import engine, kernels, segments  # noqa: E402
+from schedules import relaxed  # noqa: E402
+
+
+def loop(fn, n):
+    """n applications of fn inside one jitted fori_loop (amortises launch)."""
+    return jax.jit(lambda x: jax.lax.fori_loop(0, n, lambda _, y: fn(y), x))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", default="ftp")
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args()
+    model, _ = make_model(args.size)
+    g = jax.device_put(model.graph)
+    runner = schedules.make_runner(model, "seqfix")
+    plan = runner.relax_plan
+    n = args.reps
+    ev = jnp.zeros(g.num_vars)
+    three = (jnp.asarray(0.0), jnp.asarray(3, jnp.int32), jnp.asarray(0.0))
+    msgs = runner(g, engine.init(g), ev, *three).messages
+    old_split = kernels.split_infinite(msgs)
+    old_totals = segments.segment_sum(g.var_sums, msgs, transform=kernels.split_infinite)
+    base = (old_totals + kernels.split_infinite(ev))[plan.vgraph.edge_var] - old_split[plan.own]
+    laid = jnp.concatenate([old_split, old_totals])[plan.row_src]
+
+    stages = {
+        "whole pass": lambda m: relaxed.relax_pass(g, plan, old_split, old_totals, base, m),
+        "PARALL sweep (engine.step)": lambda m: engine.step(g, m, ev),
+        "factor side (kernels.factor_to_var)": lambda m: kernels.factor_to_var(g, m),
+        "row totals (segment_sum plan)": lambda m: m + segments.segment_sum(
+            g.var_sums, m, transform=kernels.split_infinite)[g.edge_var, 0],
+    }
+    rows = []
+    for name, fn in stages.items():
+        t, _ = timed(loop(fn, n), msgs, repeats=5)
+        rows.append((name, t / n * 1e6))
+    for name, fn in {"cumsum (N,3) axis 0": lambda x: jnp.cumsum(x, axis=0) * 0.5,
+                     "cumsum (3,N) axis 1": lambda x: (jnp.cumsum(x.T, axis=1) * 0.5).T,
+                     "gather rows (N,3)": lambda x: x[plan.row_src[: x.shape[0]] % x.shape[0]]}.items():
+        t, _ = timed(loop(fn, n), laid, repeats=5)
+        rows.append((name, t / n * 1e6))
+    t, _ = timed(lambda m: relaxed.sweep_with_passes(g, plan, m, ev), msgs, repeats=5)
+    rows.append(("one sweep (while loop of passes)", t * 1e6))
+    print(f"{args.size}: {g.num_edges:,} edges, {jax.devices()[0]}")
+    for name, us in rows:
+        print(f"{name:>40} {us:10.1f} us")
+
+
+if __name__ == "__main__":
+    main()
