@@ -25,9 +25,9 @@ Each pass is a PARALL-like sweep. Variable side: the reader of edge e at
 variable u sees the old total of u, less its own old message, plus the change
 D = guess - old of the edges before it in u's row (incoming edges sorted by
 rank). Those prefix sums come from one `cumsum` over all rows laid end to end,
-each row followed by minus its own total change, so the running sum returns to
-~0 at every row end and a row's prefix never cancels against its neighbours'
-magnitudes. Factor side: `kernels.factor_to_var`. A factor whose edges are
+each row's last element carrying minus the row's total change, so the running
+sum returns to ~0 at every row end and a row's prefix never cancels against
+its neighbours' magnitudes. Factor side: `kernels.factor_to_var`. A factor whose edges are
 split into several runs of the order (TOPO: the head edge forward, the body
 edges backward) reads different states per run, so each run (a *reader
 group*) becomes one copy of the factor in a virtual graph; for SEQFIX the
@@ -59,24 +59,31 @@ class RelaxPlan:
     Attributes:
         vgraph: the reader groups as factors (Ev edges); the graph itself when
             every factor's edges are one run of the order.
-        out_edge: (E,) int32 virtual edge that computes each edge's new message.
-        row_src: (E+V,) int32 the rows laid end to end: slot p holds edge
-            row_src[p] (incoming edges of each variable by rank), or, at each
-            row's end, E + the variable (its total change).
-        lo: (Ev,) int32 row_src slot where the virtual edge's variable's row starts.
-        split: (Ev,) int32 first row slot whose rank is not before the reader
-            group's (slots [lo, split) hold new messages).
+        out_edge: (E,) int32 virtual edge that computes each edge's new message
+            (None when the virtual graph is the graph).
+        read_order: (E,) int32 the rows laid end to end: each variable's
+            incoming edges by rank, variables in order (rows are var_offsets).
+        row_last: (V,) int32 read_order position of each row's last edge (E for
+            an empty row).
+        lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
+        split: (Ev,) int32 first row position whose rank is not before the reader
+            group's (positions [lo, split) hold new messages).
+        whole: (Ev,) bool, split is the row's end (the prefix includes its last edge).
         own: (Ev,) int32 the virtual edge's own (real) edge.
+        own_pos: (Ev,) int32 read_order position of the own edge.
         own_new: (Ev,) bool, whether the own edge is in [lo, split).
         max_passes: () int32, the number of levels: passes that make the sweep exact.
     """
 
     vgraph: FactorGraph
     out_edge: jax.Array
-    row_src: jax.Array
+    read_order: jax.Array
+    row_last: jax.Array
     lo: jax.Array
     split: jax.Array
+    whole: jax.Array
     own: jax.Array
+    own_pos: jax.Array
     own_new: jax.Array
     max_passes: jax.Array
 
@@ -148,19 +155,18 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
     span = int(rank.max(initial=0)) + 1
     read_key = ev[read_order] * span + rank[read_order]  # sorted
     v_off_var = np.asarray(g.var_offsets, np.int64)
-    num_vars = graph.num_vars
-    # Row of variable u: slots [v_off[u] + u, v_off[u+1] + u), then its total at v_off[u+1] + u.
-    row_src = np.empty(num_edges + num_vars, np.int64)
-    var_of_read = ev[read_order]
-    row_src[np.arange(num_edges) + var_of_read] = read_order
-    row_src[v_off_var[1:] + np.arange(num_vars)] = num_edges + np.arange(num_vars)
-    lo = v_off_var[v_var] + v_var
-    split = np.searchsorted(read_key, v_var * span + group_rank[v_group], side="left") + v_var
+    lo = v_off_var[v_var]
+    split = np.searchsorted(read_key, v_var * span + group_rank[v_group], side="left")
+    row_last = np.where(np.diff(v_off_var) > 0, v_off_var[1:] - 1, num_edges)
     own_new = rank[v_own] < group_rank[v_group]
+    read_pos = np.empty(num_edges, np.int64)
+    read_pos[read_order] = np.arange(num_edges)
     i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
-    return RelaxPlan(vgraph=vgraph, out_edge=i32(out_edge), row_src=i32(row_src), lo=i32(lo),
-                     split=i32(split), own=i32(v_own), own_new=jnp.asarray(own_new),
-                     max_passes=jnp.asarray(max(int(max_passes), 1), jnp.int32))
+    return RelaxPlan(vgraph=vgraph, out_edge=None if vgraph is graph else i32(out_edge),
+                     read_order=i32(read_order), own_pos=i32(read_pos[v_own]),
+                     row_last=i32(row_last), lo=i32(lo), split=i32(split),
+                     whole=jnp.asarray(split == v_off_var[v_var + 1]), own=i32(v_own),
+                     own_new=jnp.asarray(own_new), max_passes=jnp.asarray(max(int(max_passes), 1), jnp.int32))
 
 
 def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_totals: jax.Array,
@@ -168,7 +174,7 @@ def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_to
     """One relaxation pass: every edge recomputed from `guess` (earlier edges) and the old state.
 
     Args:
-        old_split: (E, 3) `kernels.split_infinite` of the old messages, factor order.
+        old_split: (E, 3) `kernels.split_infinite` of the old messages in read order.
         old_totals: (V, 3) per-variable sums of old_split.
         base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old
             state (evidence included, own message left out).
@@ -177,13 +183,15 @@ def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_to
     Returns:
         (E,) new log-odds, factor order.
     """
-    change = kernels.split_infinite(guess) - old_split  # (E, 3)
+    change = kernels.split_infinite(guess[plan.read_order]) - old_split  # (E, 3) read order
     row_change = segments.segment_sum(graph.var_sums, guess, transform=kernels.split_infinite) - old_totals
-    laid = jnp.concatenate([change, -row_change])[plan.row_src]  # rows end to end, each closed
-    run = jnp.concatenate([jnp.zeros((1, 3), laid.dtype), jnp.cumsum(laid, axis=0)])
-    before = run[plan.split] - run[plan.lo] - jnp.where(plan.own_new[:, None], change[plan.own], 0)
+    closed = change.at[plan.row_last].add(-row_change, mode="drop", unique_indices=True)
+    run = jnp.concatenate([jnp.zeros((1, 3), change.dtype), jnp.cumsum(closed, axis=0)])
+    u = plan.vgraph.edge_var
+    before = (run[plan.split] - run[plan.lo] + jnp.where(plan.whole[:, None], row_change[u], 0)
+              - jnp.where(plan.own_new[:, None], change[plan.own_pos], 0))
     msgs = kernels.factor_to_var(plan.vgraph, kernels.combine(base + before))
-    return msgs[plan.out_edge]
+    return msgs if plan.out_edge is None else msgs[plan.out_edge]
 
 
 def inner_tolerance(dtype) -> float:
@@ -213,10 +221,11 @@ def sweep(graph: FactorGraph, plan: RelaxPlan, messages, evidence, inner_tol=Non
     """
     dtype = messages.dtype
     tol = jnp.asarray(inner_tolerance(dtype) if inner_tol is None else inner_tol, dtype)
-    old_split = kernels.split_infinite(messages)
+    old_fo = kernels.split_infinite(messages)
+    old_split = old_fo[plan.read_order]
     old_totals = segments.segment_sum(graph.var_sums, messages, transform=kernels.split_infinite)
     agg = old_totals + kernels.split_infinite(evidence.astype(dtype))
-    base = agg[plan.vgraph.edge_var] - old_split[plan.own]
+    base = agg[plan.vgraph.edge_var] - old_fo[plan.own]
 
     def cond(state):
         _, moved, k = state
