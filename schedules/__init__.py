@@ -258,7 +258,9 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         {"spec", "strategy", "analysis", "edges", "orders", "batches_per_iteration" (mean over
         SEQRND's orders), "batches" (per order), "batch_size" {"min", "median", "max",
         "histogram" {"bin_edges", "counts"}}, "analysis_seconds", "order_seconds",
-        "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes"}.
+        "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes", "engine"
+        ("parall", "relaxed" or "chunked": what `make_runner` runs), "virtual_edges" (relaxed:
+        edges of the reader-group graph)}.
     """
     sp = parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
@@ -268,8 +270,16 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
                 "batches_per_iteration": 1, "batches": [1],
                 "batch_size": {"min": e, "median": e, "max": e, "histogram": _histogram(np.array([e]))},
                 "analysis_seconds": 0.0, "order_seconds": 0.0, "pack_seconds": 0.0,
-                "chunks_per_iteration": 1, "chunk_width": e, "slot_fill": 1.0, "passes": 0}
+                "chunks_per_iteration": 1, "chunk_width": e, "slot_fill": 1.0, "passes": 0,
+                "engine": "parall", "virtual_edges": 0}
     c = compile_schedule(model, sp)
+    engine_name, virtual = "chunked", 0
+    if sp.engine == "relaxed" and len(c.analyses) == 1:
+        from schedules import relaxed
+
+        rp = relaxed.build(graph, c.analyses[0].order, c.analyses[0].num_batches)
+        if rp is not None:
+            engine_name, virtual = "relaxed", rp.virtual_edges
     sizes = np.concatenate([lay.batch_sizes for lay in c.layouts])
     batches = [a.num_batches for a in c.analyses]
     width = c.plan.width
@@ -291,6 +301,8 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         "chunk_width": width,
         "slot_fill": float(sum(lay.slots_used for lay in c.layouts) / (sum(chunks) * width)),
         "passes": int(sum(a.passes for a in c.analyses)),
+        "engine": engine_name,
+        "virtual_edges": virtual,
     }
 
 

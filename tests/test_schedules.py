@@ -340,6 +340,11 @@ def test_describe_is_json_and_complete():
             assert key in d
         assert d["batch_size"]["min"] <= d["batch_size"]["median"] <= d["batch_size"]["max"]
         assert sum(d["batch_size"]["histogram"]["counts"]) == sum(d["batches"])
+        want = {"seqfix": "relaxed", "topo:algorithm3": "relaxed", "seqrnd:cycle=2": "chunked",
+                "parall": "parall"}[spec]
+        assert d["engine"] == want
+        assert (d["virtual_edges"] >= model.graph.num_edges) == (want == "relaxed")
+    assert schedules.describe(model, "seqfix:chunked")["engine"] == "chunked"
 
 
 def test_bad_specs():
