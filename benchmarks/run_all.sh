@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU benchmarks, run from the repo root on the device machine:
 #   bash benchmarks/run_all.sh parall     PARALL (XLA vs Pallas) and PGMax side by side
-#   bash benchmarks/run_all.sh schedules  SEQFIX/TOPO batches and rounds, interactive rounds
+#   bash benchmarks/run_all.sh schedules  SEQFIX/TOPO by relaxation: passes, rounds, a pass's profile, and
+#                                         the full SEQFIX simulate at the ftp size (fits one 10-minute call)
+#   bash benchmarks/run_all.sh schedules5m  the same at 5M edges (no chunk-loop comparison)
+#   bash benchmarks/run_all.sh chunked    the level-by-level chunk loop at 0.05M-ftp, PARALL rounds
 #   bash benchmarks/run_all.sh fused      the fused Pallas kernels (FASTLBP_BACKEND=fused): check, PARALL
 #                                         side by side with XLA, the persistent SEQFIX/TOPO kernel, rounds
 # PGMax comes from a wheel carried in .whl/ (pip install --no-deps). JSON details go to $OUT.
@@ -20,9 +23,15 @@ case "${1:-parall}" in
     run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200
     run 250 benchmarks/bench_pgmax.py --sizes 50000 500000 --iters 200 ;;
   schedules)
-    run 330 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --round-budget 8
-    run 220 benchmarks/bench_rounds.py --schedule parall --max-rounds 40 --out "$OUT/rounds_parall"
-    run 40 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 3 --out "$OUT/rounds_seqfix" ;;
+    run 60 benchmarks/profile_relaxed.py --size ftp
+    run 150 benchmarks/bench_rounds.py --schedule seqfix --out "$OUT/rounds_seqfix"
+    run 330 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --strategies seqfix topo --round-budget 4 ;;
+  schedules5m)
+    run 560 benchmarks/bench_schedules.py --sizes 5000000 --strategies seqfix topo --round-budget 4 --no-check ;;
+  chunked)
+    run 330 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --strategies seqfix:chunked topo:chunked \
+      --round-budget 8
+    run 220 benchmarks/bench_rounds.py --schedule parall --max-rounds 40 --out "$OUT/rounds_parall" ;;
   fused)
     run 150 benchmarks/check_fused.py --graphs 6
     run 300 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4
