@@ -98,7 +98,9 @@ ScheduleOpt = Annotated[
     str,
     typer.Option("--schedule", "-s",
                  help="Update strategy: parall, seqfix, seqrnd, topo, or a file with a custom "
-                      "order."),
+                      "order; options follow colons, e.g. seqfix:chunked (level by level "
+                      "instead of relaxing whole sweeps) or topo:algorithm3 (see `fastlbp "
+                      "schedule --help`)."),
 ]
 TolOpt = Annotated[float, typer.Option(help="Stop when no marginal changes by this much or more.")]
 MaxItersOpt = Annotated[int, typer.Option("--max-iters", min=1, help="Most iterations per round.")]

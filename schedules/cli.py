@@ -25,8 +25,8 @@ def schedule_command(
     schedule: Annotated[str, typer.Option(
         "--schedule", "-s",
         help="seqfix, seqrnd, topo, parall, or a custom order file; options may follow "
-             "after ':' (seqfix:algorithm3, seqrnd:seed=3:cycle=4, topo:bodyfirst, "
-             "width=N, unroll=N).")] = "seqfix",
+             "after ':' (seqfix:algorithm3, seqfix:chunked, seqrnd:seed=3:cycle=4, "
+             "topo:bodyfirst, width=N, unroll=N).")] = "seqfix",
     analysis: Annotated[AnalysisChoice | None, typer.Option(
         help="Dependency analysis (default levelling; overrides the spec).")] = None,
 ) -> None:
@@ -34,7 +34,12 @@ def schedule_command(
 
     Keys: strategy, analysis, batches_per_iteration, batch_size (min, median,
     max, histogram over power-of-two bins), analysis_seconds, chunks_per_iteration,
-    chunk_width.
+    chunk_width, engine, virtual_edges.
+
+    Engines: `relaxed` (the default for seqfix, topo and custom orders) solves
+    each sweep by recomputing all messages from the previous guess until none
+    moves, at most one pass per batch (then exact); `chunked` (`:chunked`, and
+    always for seqrnd) runs the batches one after the other in fixed-width chunks.
 
     Custom order files (UTF-8; '#' comments):
 
