@@ -30,6 +30,7 @@ def _engine(factors, num_vars, labels, **kw):
 @given(seed=st.integers(0, 2**32 - 1), with_labels=st.booleans())
 @example(seed=226502211, with_labels=False)  # chaotic: marginals swing 0 <-> 1, rounding grows to 1e-9
 @example(seed=181136, with_labels=False)  # chaotic: the probability-space reference underflows to 0/0
+@example(seed=1_357_856_739, with_labels=False)  # the factors alone are impossible; no label to blame
 def test_parall_matches_sequential_reference(seed, with_labels):
     rng = np.random.default_rng(seed)
     V = int(rng.integers(2, 10))
