@@ -64,6 +64,21 @@ def random_labels(rng: np.random.Generator, num_vars: int, most: int = 2) -> dic
     return {int(v): bool(rng.integers(2)) for v in rng.choice(num_vars, size=k, replace=False)}
 
 
+def sweep_by_rank(lbp, msgs, ev, rank) -> None:
+    """One sweep of Definition 4.1 literally, in place: e reads the new value of e' iff
+    rank(e') < rank(e). Stage by stage (equal ranks), each stage computed from the state
+    at its start; a total order is the special case of one edge per stage.
+
+    Args:
+        lbp: a `fastlbp.reference.SequentialLBP`; msgs: (E, 2) its messages; ev: its evidence.
+    """
+    for r in np.unique(rank):
+        stage = np.flatnonzero(rank == r)
+        new = [lbp.factor_to_var(msgs, ev, int(e)) for e in stage]
+        for e, m in zip(stage, new, strict=True):
+            msgs[e] = m
+
+
 def check_engine_against_reference(factors, num_vars: int, labels, result, step, iters: int,
                                    atol: float = 1e-10, **ref_options) -> None:
     """`result` (an engine's RunResult after `iters` PARALL iterations from uniform

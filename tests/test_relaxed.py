@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DATA
-from graphs import random_factors, random_labels
+from graphs import random_factors, random_labels, sweep_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,11 +21,7 @@ def _sequential_sweep(factors, num_vars, order, labels, messages):
     lbp = SequentialLBP(factors, num_vars)
     ev = _evidence_pairs(num_vars, labels)
     msgs = messages.copy()
-    for r in np.unique(order.rank):
-        stage = np.flatnonzero(order.rank == r)
-        new = [lbp.factor_to_var(msgs, ev, int(e)) for e in stage]
-        for e, m in zip(stage, new, strict=True):
-            msgs[e] = m
+    sweep_by_rank(lbp, msgs, ev, order.rank)
     with np.errstate(divide="ignore", invalid="ignore"):
         if np.isnan(lbp.marginals(msgs, ev)).any():
             # The sweep ends contradictory (random hard starting messages against the

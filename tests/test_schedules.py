@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DATA, SHARED
-from graphs import random_factors, random_labels, random_polytree
+from graphs import random_factors, random_labels, random_polytree, sweep_by_rank
 from typer.testing import CliRunner
 
 import schedules
@@ -35,20 +35,11 @@ def _call(runner, graph, labels, iters, messages=None, tol=0.0, damping=0.0, jit
 
 
 def _stage_reference(lbp: SequentialLBP, labels, rank_per_iter, iters):
-    """Definition 4.1 literally: e reads the new value of e' iff rank(e') < rank(e).
-
-    Stage by stage, each stage computed from the state at its start (a total
-    order is the special case of one edge per stage).
-    """
+    """`iters` sweeps of Definition 4.1 from uniform messages (graphs.sweep_by_rank)."""
     ev = _evidence_pairs(lbp.num_vars, labels)
     msgs = lbp.uniform()
     for it in range(iters):
-        rank = rank_per_iter(it)
-        for r in np.unique(rank):
-            stage = np.flatnonzero(rank == r)
-            new = [lbp.factor_to_var(msgs, ev, int(e)) for e in stage]
-            for e, m in zip(stage, new, strict=True):
-                msgs[e] = m
+        sweep_by_rank(lbp, msgs, ev, rank_per_iter(it))
     return lbp.marginals(msgs, ev), msgs
 
 
