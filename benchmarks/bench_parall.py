@@ -95,6 +95,8 @@ def main(argv=None) -> int:
         "fused-t256": lambda: fused.runner(1, interpret=not gpu, tile=256, chunk=256, num_warps=4),
         "fused-t1024": lambda: fused.runner(1, interpret=not gpu, tile=1024, chunk=1024, num_warps=8),
         "fused-w4": lambda: fused.runner(1, interpret=not gpu, num_warps=4),
+        "fused-unroll4-w4": lambda: fused.runner(4, interpret=not gpu, num_warps=4),
+        "fused-unroll8": lambda: fused.runner(8, interpret=not gpu),
     }
     unknown = set(args.variants) - set(all_variants)
     if unknown:

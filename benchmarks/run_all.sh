@@ -5,6 +5,7 @@
 #                                         the full SEQFIX simulate at the ftp size (fits one 10-minute call)
 #   bash benchmarks/run_all.sh schedules5m  the same at 5M edges (no chunk-loop comparison)
 #   bash benchmarks/run_all.sh chunked    the level-by-level chunk loop at 0.05M-ftp, PARALL rounds
+#   bash benchmarks/run_all.sh fused2     the fused kernels' check and PARALL speed only (0.5M, 5M)
 #   bash benchmarks/run_all.sh fused      the fused Pallas kernels (FASTLBP_BACKEND=fused): check, PARALL
 #                                         side by side with XLA, the persistent SEQFIX/TOPO kernel, rounds
 # PGMax comes from a wheel carried in .whl/ (pip install --no-deps). JSON details go to $OUT.
@@ -32,6 +33,10 @@ case "${1:-parall}" in
     run 330 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --strategies seqfix:chunked topo:chunked \
       --round-budget 8
     run 220 benchmarks/bench_rounds.py --schedule parall --max-rounds 40 --out "$OUT/rounds_parall" ;;
+  fused2)
+    run 120 benchmarks/check_fused.py --graphs 6
+    run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants xla fused-unroll4 fused-unroll4-w4 fused-unroll8 ;;
   fused)
     run 150 benchmarks/check_fused.py --graphs 6
     run 300 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4

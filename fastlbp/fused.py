@@ -85,8 +85,11 @@ class Side:
         widths: static, the row widths of the tile classes present.
         tile: static, slots per tile.
         chunk: static, slots per chunk of a wide row.
+        wide_first: (max(wide_rows, 1),) int32 first program (= chunk) of each wide row.
+        wide_count: (max(wide_rows, 1),) int32 chunks of each wide row.
         wide_chunks: static, programs (the first ones) that take a chunk.
         wide_rows: static, wide rows (the first rows).
+        max_row_chunks: static, a power of two >= the chunks of any wide row.
     """
 
     slots: jax.Array
@@ -94,11 +97,19 @@ class Side:
     prog_slot0: jax.Array
     prog_row0: jax.Array
     prog_head: jax.Array
+    wide_first: jax.Array
+    wide_count: jax.Array
     widths: tuple[int, ...] = dataclasses.field(metadata=dict(static=True))
     tile: int = dataclasses.field(metadata=dict(static=True))
     chunk: int = dataclasses.field(metadata=dict(static=True))
     wide_chunks: int = dataclasses.field(metadata=dict(static=True))
     wide_rows: int = dataclasses.field(metadata=dict(static=True))
+    max_row_chunks: int = dataclasses.field(metadata=dict(static=True))
+
+    @property
+    def partials(self) -> int:
+        """Length of a partial-aggregate array: a masked window of `max_row_chunks` stays inside."""
+        return self.wide_chunks + self.max_row_chunks
 
     @property
     def num_programs(self) -> int:
@@ -194,7 +205,11 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
     tables = {k: cat(v).astype(np.int32) for k, v in prog.items()}
     if slot >= 2**31 - 1:
         raise ValueError("graph too large for int32 slot indices")
-    wide_info = (int(n_chunks.sum()), int(wide_items.size))
+    first = np.concatenate([[0], np.cumsum(n_chunks)[:-1]]) if wide_items.size else np.zeros(1, np.int64)
+    count = n_chunks if wide_items.size else np.zeros(1, np.int64)
+    most = int(n_chunks.max()) if wide_items.size else 1
+    wide_info = (int(n_chunks.sum()), int(wide_items.size), 1 << max(1, (most - 1).bit_length()),
+                 first.astype(np.int32), count.astype(np.int32))
     return cat(row_item), cat(row_slot0), slot, tuple(present), tables, wide_info
 
 
@@ -234,8 +249,9 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
     def side(slots, widths, tables, wide):
         return Side(slots=jnp.asarray(slots, jnp.int32), prog_class=jnp.asarray(tables["class"]),
                     prog_slot0=jnp.asarray(tables["slot0"]), prog_row0=jnp.asarray(tables["row0"]),
-                    prog_head=jnp.asarray(tables["head"]), widths=widths, tile=tile, chunk=chunk,
-                    wide_chunks=wide[0], wide_rows=wide[1])
+                    prog_head=jnp.asarray(tables["head"]), wide_first=jnp.asarray(wide[3]),
+                    wide_count=jnp.asarray(wide[4]), widths=widths, tile=tile, chunk=chunk,
+                    wide_chunks=wide[0], wide_rows=wide[1], max_row_chunks=wide[2])
 
     return FusedLayout(
         factors=side(slot_var, f_widths, f_tables, f_wide),
@@ -268,11 +284,11 @@ def _body_terms(n, body, is_and):
     return jnp.where(zero, jnp.zeros_like(t), t), zero
 
 
-def _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l1mr):
+def _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, *params):
     others_zero = Z - zero.astype(jnp.int32)
     others = jnp.where(is_min, O, S - tf)
     c = jnp.where(others_zero > 0, jnp.full_like(others, -jnp.inf), others)
-    return factor_messages(is_head, is_and, c, log_sigmoid(hn), log_sigmoid(-hn), lq, l1mq, lr, l1mr)
+    return factor_messages(is_head, is_and, c, hn, *params)
 
 
 def _finish(new, m, valid, damping, active):
@@ -301,7 +317,7 @@ def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
 
 
 def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, head_ref, sv_ref, m_ref, fin_ref, cnt_ref,
-                   and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref, scal_ref,
+                   and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref,
                    out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, phn_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program)."""
     from jax.experimental import pallas as pl
@@ -326,22 +342,19 @@ def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, head_ref, sv_re
             cnt = cnt_ref[idx]
             rows = pl.ds(row0, r)
             is_and = (and_ref[rows] > 0)[:, None]
-            lq, l1mq = lq_ref[rows][:, None], l1mq_ref[rows][:, None]
-            lr, l1mr = lr_ref[rows][:, None], l1mr_ref[rows][:, None]
-            col = jax.lax.broadcasted_iota(jnp.int32, (r, w), 1)
-            is_head = col == 0
+            params = [ref[rows][:, None] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)]
+            is_head = jax.lax.broadcasted_iota(jnp.int32, (r, w), 1) == 0
             body = valid & ~is_head
             n = _var_to_factor(m, fin, cnt)
             tf, zero = _body_terms(n, body, is_and)
             S = jnp.sum(tf, axis=1, keepdims=True)
             Z = jnp.sum(zero.astype(jnp.int32), axis=1, keepdims=True, dtype=jnp.int32)
-            cand = body & ~zero
-            mn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)), axis=1, keepdims=True)
-            am = jnp.min(jnp.where(cand & (tf == mn), col, w), axis=1, keepdims=True)
-            is_min = col == am
-            O = jnp.sum(jnp.where(is_min, jnp.zeros_like(tf), tf), axis=1, keepdims=True)
+            # The row's sum is known here, so the dominant term (below half of it) is found
+            # without a min/argmin (`kernels.factor_aggregates`).
+            dominant = body & ~zero & (tf < 0.5 * S)
+            O = jnp.sum(jnp.where(dominant, jnp.zeros_like(tf), tf), axis=1, keepdims=True)
             hn = jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n)), axis=1, keepdims=True)
-            new = _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, lq, l1mq, lr, l1mr)
+            new = _messages(n, tf, zero, dominant, S, Z, O, hn, is_head, is_and, *params)
             out_ref[sl] = _finish(new, m, valid, damping, active).reshape(tile)
 
         return branch
@@ -364,38 +377,42 @@ def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, head_ref, sv_re
     jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
 
 
-def _wide_kernel(chunk, s0_ref, r0_ref, head_ref, sv_ref, fin_ref, cnt_ref, and_ref, lq_ref, l1mq_ref,
-                 lr_ref, l1mr_ref, scal_ref, S_ref, Z_ref, am_ref, O_ref, hn_ref, m_ref, _, out_ref):
-    """Messages of one chunk of a wide factor from its row's aggregates (in place)."""
+def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
+                 and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref, ps_ref, pz_ref, pmn_ref,
+                 pam_ref, po_ref, phn_ref, m_ref, _, out_ref):
+    """Messages of one chunk of a wide factor (in place), from its row's chunk partials.
+
+    Every chunk of the row combines the row's partials itself (at most `maxc`
+    of them, one masked window), so no other kernel runs between the two passes.
+    """
     from jax.experimental import pallas as pl
 
     pid = pl.program_id(0)
     row = r0_ref[pid]
     is_and = and_ref[row] > 0
+    first = first_ref[row]
+    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+    mine = lane < count_ref[row]
+    win = pl.ds(first, maxc)
+
+    def part(ref, neutral):
+        x = ref[win]
+        return jnp.where(mine, x, jnp.full_like(x, neutral))
+
+    ps, pz, pmn, pam, po, phn = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
+                                 part(po_ref, 0), part(phn_ref, 0))
+    mn = jnp.min(pmn)
+    star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
+    is_star = lane == star
+    # The chunk holding the smallest term adds its sum without it, the others their
+    # whole sums: no subtraction, so a tiny remainder stays exact.
+    O = jnp.sum(jnp.where(is_star, po, ps))
+    am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
         sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
-    new = _messages(n, tf, zero, gidx == am_ref[row], S_ref[row], Z_ref[row], O_ref[row], hn_ref[row],
-                    is_head, is_and, lq_ref[row], l1mq_ref[row], lr_ref[row], l1mr_ref[row])
+    new = _messages(n, tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(phn), is_head, is_and,
+                    *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
     out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
-
-
-def _combine_factor_partials(side: Side, ps, pz, pmn, pam, po, phn):
-    """Per wide factor row: S, #zero, slot of the smallest term, sum without it, head message."""
-    seg = side.prog_row0[: side.wide_chunks]
-    nr = side.wide_rows
-    kw = dict(num_segments=nr, indices_are_sorted=True)
-    S = jax.ops.segment_sum(ps, seg, **kw)
-    Z = jax.ops.segment_sum(pz, seg, **kw)
-    mn = jax.ops.segment_min(pmn, seg, **kw)
-    index = jnp.arange(seg.shape[0], dtype=jnp.int32)
-    star = jax.ops.segment_min(jnp.where(pmn == mn[seg], index, seg.shape[0]), seg, **kw)
-    is_star = index == star[seg]
-    am = pam[jnp.minimum(star, seg.shape[0] - 1)]
-    # The chunk holding the smallest term adds its sum without it; the others add
-    # their whole sums: no subtraction, so a tiny remainder stays exact.
-    O = jax.ops.segment_sum(jnp.where(is_star, po, ps), seg, **kw)
-    hn = jax.ops.segment_sum(phn, seg, **kw)
-    return S, Z, am, O, hn
 
 
 def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active, interpret: bool = False,
@@ -405,7 +422,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
     Args:
         messages: (S,) slot order.
         fin: (Vk,) finite part of each kernel variable's total; cnt: (Vk,) int32 packed counts.
-        params: (is_and (Rf,) int32, log q, log 1-q, log r, log 1-r (Rf,) floats).
+        params: (is_and (Rf,) int32, q, r, 1-q, 1-r, k1, k0 (Rf,) floats; `kernels.FactorParams`).
         damping, active: () scalars (active 0 leaves the messages unchanged).
     """
     from jax.experimental import pallas as pl
@@ -414,7 +431,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
     side = layout.factors
     dt = messages.dtype
     scal = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
-    nw = max(side.wide_chunks, 1)
+    nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = functools.partial(_factor_kernel, side.widths, side.tile, side.chunk)
     tables = (side.prog_class, side.prog_slot0, side.prog_row0, side.prog_head)
@@ -430,13 +447,13 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
     )(*tables, side.slots, messages, fin, cnt, *params, scal)
     if not side.wide_chunks:
         return out
-    aggregates = _combine_factor_partials(side, *partials)
-    wc = side.wide_chunks
-    operands = (side.prog_slot0[:wc], side.prog_row0[:wc], side.prog_head[:wc], side.slots, fin, cnt,
-                *params, scal, *aggregates, messages, out)
+    # The wide kernel's programs are the factor kernel's first ones (the chunks), so
+    # the program tables are passed whole: no slicing kernels between the two passes.
+    operands = (side.prog_slot0, side.prog_row0, side.prog_head, side.wide_first, side.wide_count,
+                side.slots, fin, cnt, *params, scal, *partials, messages, out)
     return pl.pallas_call(
-        functools.partial(_wide_kernel, side.chunk),
-        grid=(wc,),
+        functools.partial(_wide_kernel, side.chunk, side.max_row_chunks),
+        grid=(side.wide_chunks,),
         out_shape=jax.ShapeDtypeStruct(messages.shape, dt),
         input_output_aliases={len(operands) - 1: 0},
         interpret=interpret,
@@ -508,6 +525,34 @@ def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_
     jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
 
 
+def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, pold_ref, _f, _c, _p, _d, _b,
+                     fin_ref, cnt_ref, p_ref, delta_ref, bad_ref):
+    """A wide variable's total from its chunks' partial sums (in place; one program per wide row).
+
+    Wide rows are the first kernel variables and the first programs (chunks) of
+    the variable kernel, whose change entries for them are zero: each row writes
+    its own change at its index.
+    """
+    from jax.experimental import pallas as pl
+
+    row = pl.program_id(0)
+    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+    mine = lane < count_ref[row]
+    win = pl.ds(first_ref[row], maxc)
+
+    def total(ref):
+        x = ref[win]
+        return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
+
+    f, c, p = _totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
+    fin_ref[row] = f
+    cnt_ref[row] = c
+    p_ref[row] = p
+    d, bad = _change(p, pold_ref[row])
+    delta_ref[row] = d
+    bad_ref[row] = bad.astype(jnp.int32)
+
+
 def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool = False,
              num_warps: int = NUM_WARPS):
     """Variable totals, marginals and the largest marginal change.
@@ -527,9 +572,10 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
     dt = messages.dtype
     vk = layout.num_kvars
     nprog = side.num_programs
-    nw = max(side.wide_chunks, 1)
+    nw = side.partials
+    cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = functools.partial(_var_kernel, side.widths, side.tile, side.chunk)
-    fin, cnt, p, delta, bad, pf, pp, pn = pl.pallas_call(
+    out = pl.pallas_call(
         kernel,
         grid=(nprog,),
         out_shape=(jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((vk,), jnp.int32),
@@ -537,34 +583,33 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
                    jax.ShapeDtypeStruct((nprog,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), jnp.int32)),
         interpret=interpret,
-        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
+        compiler_params=cp,
     )(side.prog_class, side.prog_slot0, side.prog_row0, side.slots, messages, evidence_k, p_old)
+    fin, cnt, p, delta, bad = out[:5]
+    if side.wide_chunks:
+        operands = (side.wide_first, side.wide_count, *out[5:], evidence_k, p_old, fin, cnt, p, delta, bad)
+        first = len(operands) - 5
+        fin, cnt, p, delta, bad = pl.pallas_call(
+            functools.partial(_var_wide_kernel, side.max_row_chunks),
+            grid=(side.wide_rows,),
+            out_shape=tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (fin, cnt, p, delta, bad)),
+            input_output_aliases={first + k: k for k in range(5)},
+            interpret=interpret,
+            compiler_params=cp,
+        )(*operands)
     delta = jnp.max(delta, initial=0.0)
     bad = jnp.any(bad > 0)
-    if side.wide_chunks:
-        # Wide rows are the first kernel variables; their chunk sums are added here.
-        seg = side.prog_row0[: side.wide_chunks]
-        kw = dict(num_segments=side.wide_rows, indices_are_sorted=True)
-        nr = side.wide_rows
-        f, c, pw = _totals(jax.ops.segment_sum(pf, seg, **kw), jax.ops.segment_sum(pp, seg, **kw),
-                           jax.ops.segment_sum(pn, seg, **kw), evidence_k[:nr])
-        d, b = _change(pw, p_old[:nr])
-        fin = jax.lax.dynamic_update_slice(fin, f, (0,))
-        cnt = jax.lax.dynamic_update_slice(cnt, c, (0,))
-        p = jax.lax.dynamic_update_slice(p, pw, (0,))
-        delta = jnp.maximum(delta, jnp.max(d))
-        bad = bad | jnp.any(b)
     return fin, cnt, p, delta, bad
 
 
 # ---------------------------------------------------------------- the loop
 
 def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
-    """`kernels.factor_log_params` per factor row (is AND as int32; padding rows take factor 0's)."""
+    """`kernels.factor_params` per factor row (is AND as int32; padding rows take factor 0's)."""
     rf = layout.row_factor
     rows = jnp.where(rf >= 0, rf, 0)
-    is_and, *logs = kernels.factor_log_params(graph, dtype)
-    return (is_and[rows].astype(jnp.int32), *(x[rows] for x in logs))
+    is_and, *values = kernels.factor_params(graph, dtype)
+    return (is_and[rows].astype(jnp.int32), *(x[rows] for x in values))
 
 
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,

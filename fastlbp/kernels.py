@@ -18,18 +18,20 @@ others. With (q, r) = (p2, p1) for AND and (p1, p2) for OR,
                          k_free  = log(h0 g0 + h1 g1)
                          AND: k_free - k_fixed,   OR: k_fixed - k_free
 
-where h is the head's variable-to-factor message. Every term is a sum of
-non-negative parts evaluated with logaddexp, so no cancellation.
+where h is the head's variable-to-factor message. `logspace.factor_messages`
+evaluates them as sums of non-negative parts (no cancellation), in the
+linear domain except where an underflow could decide the result.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
-from fastlbp import segments
+from fastlbp import logspace, segments
 from fastlbp.graph import AND, FactorGraph
-from fastlbp.logspace import log1mexp
 from fastlbp.segments import SegmentPlan
 
 # Columns of the per-variable aggregate (V, 3): finite log-odds sum, number of
@@ -119,22 +121,39 @@ def var_to_factor(graph: FactorGraph, factor_to_var: jax.Array, agg: jax.Array) 
     return combine(agg[graph.edge_var] - split_infinite(factor_to_var))
 
 
-_log1mexp = log1mexp
+class FactorParams(NamedTuple):
+    """Per-factor constants of the message equations (`logspace.factor_messages`), (F,) each.
+
+    (q, r) = (p2, p1) for AND and (p1, p2) for OR: the head's probability of
+    being 1 when one body edge alone decides the body condition (AND: a body
+    0, OR: a body 1), and when the others decide it.
+    """
+
+    is_and: jax.Array  # (F,) bool
+    q: jax.Array  # (F,) float
+    r: jax.Array
+    q1: jax.Array  # 1 - q
+    r1: jax.Array  # 1 - r
+    k1: jax.Array  # log r where q = 0, else log q where r = 0, else 0
+    k0: jax.Array  # the same for 1 - q, 1 - r
 
 
-def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
-    # jnp.logaddexp(-inf, -inf) is -inf, which is what an impossible state needs.
-    return jnp.logaddexp(a, b)
-
-
-def factor_log_params(graph: FactorGraph, dtype):
-    """Per factor: is AND (bool), log q, log(1-q), log r, log(1-r) (module docstring), (F,) each."""
-    is_and = graph.factor_kind == AND
-    p1 = graph.p1.astype(dtype)
-    p2 = graph.p2.astype(dtype)
-    q = jnp.where(is_and, p2, p1)  # f(x0=1) when x_j alone decides the body condition
+def factor_params(graph: FactorGraph, dtype, index: jax.Array | None = None) -> FactorParams:
+    """The graph's `FactorParams` in `dtype`, (F,) each, or of the factors `index` (shape of index)."""
+    kind, p1, p2 = graph.factor_kind, graph.p1, graph.p2
+    if index is not None:
+        kind, p1, p2 = kind[index], p1[index], p2[index]
+    is_and = kind == AND
+    p1 = p1.astype(dtype)
+    p2 = p2.astype(dtype)
+    q = jnp.where(is_and, p2, p1)
     r = jnp.where(is_and, p1, p2)
-    return is_and, jnp.log(q), jnp.log1p(-q), jnp.log(r), jnp.log1p(-r)
+    q1, r1 = 1 - q, 1 - r
+
+    def guard(a, b):
+        return jnp.where(a == 0, jnp.log(b), jnp.where(b == 0, jnp.log(a), 0))
+
+    return FactorParams(is_and, q, r, q1, r1, guard(q, r), guard(q1, r1))
 
 
 def factor_inputs(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -189,26 +208,16 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
     NaN marks an edge whose incoming messages are contradictory.
     """
     mu = var_to_factor_msgs
-    dtype = mu.dtype
-    is_and, log_q, log_1mq, log_r, log_1mr = factor_log_params(graph, dtype)
+    params = factor_params(graph, mu.dtype)
     a = graph.edge_factor
-    edge_and = is_and[a]
     agg = factor_agg[a]
     others_zero = agg[:, 1] - is_zero
     dominant = _dominant(graph, finite, is_zero, agg[:, 0])
     others = jnp.where(dominant, agg[:, 2], agg[:, 0] - finite)
     c = jnp.where(others_zero > 0.5, -jnp.inf, others)  # log prod over the other body edges
-    log_1mc = _log1mexp(c)
-
-    g1 = _logaddexp(log_q[a] + log_1mc, log_r[a] + c)
-    g0 = _logaddexp(log_1mq[a] + log_1mc, log_1mr[a] + c)
     head_mu = mu[graph.factor_offsets[a]]
-    h1 = jax.nn.log_sigmoid(head_mu)
-    h0 = jax.nn.log_sigmoid(-head_mu)
-    k_fixed = _logaddexp(h0 + log_1mq[a], h1 + log_q[a])
-    k_free = _logaddexp(h0 + g0, h1 + g1)
-    body_msg = jnp.where(edge_and, k_free - k_fixed, k_fixed - k_free)
-    return jnp.where(graph.edge_is_head, g1 - g0, body_msg)
+    return logspace.factor_messages(graph.edge_is_head, params.is_and[a], c, head_mu,
+                                    *(x[a] for x in params[1:]))
 
 
 def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: str = "xla") -> jax.Array:

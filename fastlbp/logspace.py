@@ -41,17 +41,58 @@ def signed(pos, neg, finite):
     return jnp.where(pos, jnp.where(neg, nan, inf), jnp.where(neg, ninf, finite))
 
 
-def factor_messages(is_head, is_and, c, h1, h0, lq, l1mq, lr, l1mr):
-    """New factor-to-variable log-odds (DESIGN.md section 4 in log space, as `kernels.factor_messages`).
+def factor_messages(is_head, is_and, c, hn, q, r, q1, r1, k1, k0):
+    """New factor-to-variable log-odds (DESIGN.md section 4).
+
+    With t = e^c (the others decide nothing) and 1 - t, the head's message is
+    log g1 - log g0, g1 = q (1-t) + r t, g0 = (1-q)(1-t) + (1-r) t; a body
+    edge's is +-log(1 - t + t rho) (+ for AND, - for OR), where
+    rho = (h0 (1-r) + h1 r) / (h0 (1-q) + h1 q) depends on the factor and the
+    head's variable-to-factor message h only. Sums of non-negative parts in
+    the linear domain, so no cancellation; where a zero coefficient would let
+    an underflowing e^c or e^-|hn| decide the result (g1 = r e^c when q = 0),
+    that part is kept as a log instead, so no message turns hard by underflow.
+    Eight transcendental evaluations per edge (the log-space form took
+    eighteen).
 
     Args:
-        is_head, is_and: bool masks; c: log of the product over the other body
-            edges; h1, h0: log m(1), log m(0) of the head's variable-to-factor
-            message; lq .. l1mr: log q, log(1-q), log r, log(1-r) of the factor.
+        is_head, is_and: bool masks.
+        c: log of the product over the other body edges (<= 0, -inf: one is 0).
+        hn: log-odds of the head's variable-to-factor message (+-inf: hard).
+        q, r, q1, r1: q, r, 1-q, 1-r of the factor (`kernels.factor_params`).
+        k1, k0: log r where q = 0, else log q where r = 0, else 0 (k1); the
+            same for 1-q and 1-r (k0).
+
+    Returns:
+        Log-odds; NaN where the incoming messages contradict the factor.
     """
-    l1c = log1mexp(c)
-    g1 = logaddexp(lq + l1c, lr + c)
-    g0 = logaddexp(l1mq + l1c, l1mr + c)
-    k_fixed = logaddexp(h0 + l1mq, h1 + lq)
-    k_free = logaddexp(h0 + g0, h1 + g1)
-    return jnp.where(is_head, g1 - g0, jnp.where(is_and, k_free - k_fixed, k_fixed - k_free))
+    zero = jnp.zeros_like(c)
+    one = jnp.ones_like(c)
+    nan = jnp.full_like(c, jnp.nan)
+    big = jnp.full_like(c, 700.0 if c.dtype == jnp.float64 else 80.0)  # e^big is finite
+    t = jnp.exp(c)
+    omt = zero - jnp.expm1(c)  # +0.0 at c = 0 (g1 / -0.0 would be -inf)
+    # Head: log(g1 / g0), a zero coefficient's part moved into `head_add`.
+    g1 = jnp.where(q == 0, one, jnp.where(r == 0, omt, q * omt + r * t))
+    g0 = jnp.where(q1 == 0, one, jnp.where(r1 == 0, omt, q1 * omt + r1 * t))
+    head_add = k1 - k0 + jnp.where(q == 0, c, jnp.where(q1 == 0, -c, zero))
+    # Body: log rho, both parts divided by max(h0, h1); u = min(h0, h1) / max(h0, h1).
+    ax = jnp.abs(hn)
+    u = jnp.exp(-ax)
+    up = hn >= 0
+    b_num = jnp.where(up, r, r1)
+    b_den = jnp.where(up, q, q1)
+    # b = 0 leaves the part u exactly (its coefficient is then 1): log = -|hn|.
+    num_u = b_num == 0
+    den_u = b_den == 0
+    num = jnp.where(num_u, one, jnp.where(up, r1, r) * u + b_num)
+    den = jnp.where(den_u, one, jnp.where(up, q1, q) * u + b_den)
+    log_rho = jnp.log(num / den) + jnp.where(num_u == den_u, zero, jnp.where(num_u, -ax, ax))
+    # Both parts zero (a hard head the factor rules out) or an undefined head: no rho.
+    log_rho = jnp.where(jnp.isnan(hn) | (num_u & den_u & (ax == jnp.inf)), nan, log_rho)
+    z = c + log_rho
+    x = jnp.where(is_head, g1 / g0, omt + jnp.exp(jnp.minimum(z, big)))
+    out = jnp.log(x) + jnp.where(is_head, head_add, zero)
+    # log(1 - t + e^z) is z when t = 1, and z to the last bit when e^z is huge; e^z may underflow.
+    body = jnp.where((z > big) | (c == 0), z, out)
+    return jnp.where(is_head, out, jnp.where(is_and, body, -body))

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from fastlbp import engine, kernels
-from fastlbp.graph import AND, FactorGraph
+from fastlbp.graph import FactorGraph
+from fastlbp.logspace import factor_messages
 from schedules import plan as P
 
 
@@ -50,13 +51,8 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     split_old = kernels.split_infinite(old)
     mu = kernels.combine(agg[var] - split_old)  # variable-to-factor, (W,)
 
-    is_and = graph.factor_kind[fac] == AND
-    p1 = graph.p1[fac].astype(dtype)
-    p2 = graph.p2[fac].astype(dtype)
-    q = jnp.where(is_and, p2, p1)
-    r = jnp.where(is_and, p1, p2)
-    log_q, log_1mq = jnp.log(q), jnp.log1p(-q)
-    log_r, log_1mr = jnp.log(r), jnp.log1p(-r)
+    params = kernels.factor_params(graph, dtype, fac)
+    is_and = params.is_and
     is_head = head == jnp.arange(width, dtype=head.dtype)
 
     log_h1 = jax.nn.log_sigmoid(mu)
@@ -78,14 +74,7 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
                                indices_are_sorted=True)
     others = jnp.where(dominant, rest[seg] + acc[accf][:, 0], total[:, 0] - finite)
     c = jnp.where(total[:, 1] - is_zero > 0.5, -jnp.inf, others)
-    log_1mc = kernels._log1mexp(c)
-    g1 = kernels._logaddexp(log_q + log_1mc, log_r + c)
-    g0 = kernels._logaddexp(log_1mq + log_1mc, log_1mr + c)
-    h1 = log_h1[head]
-    h0 = log_h0[head]
-    k_fixed = kernels._logaddexp(h0 + log_1mq, h1 + log_q)
-    k_free = kernels._logaddexp(h0 + g0, h1 + g1)
-    new = jnp.where(is_head, g1 - g0, jnp.where(is_and, k_free - k_fixed, k_fixed - k_free))
+    new = factor_messages(is_head, is_and, c, mu[head], *params[1:])
 
     dummy_edge = msgs.shape[0] - 1
     dummy_var = agg.shape[0] - 1

@@ -63,7 +63,7 @@ class _Chunk(NamedTuple):
     own_neg: jax.Array  # (W,) 1.0 where old is -inf
     is_and: jax.Array
     is_head: jax.Array
-    params: tuple  # log q, log(1-q), log r, log(1-r), (W,) each
+    params: tuple  # q, r, 1-q, 1-r, k1, k0 (`kernels.FactorParams`), (W,) each
     log_h1: jax.Array  # log m(1) of the variable-to-factor message
     log_h0: jax.Array
     finite: jax.Array  # finite part of the body term
@@ -87,7 +87,7 @@ def _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, la
     own_neg = (old == -jnp.inf).astype(dt)
     mu = signed(load(pos_ref, var) - own_pos > 0.5, load(neg_ref, var) - own_neg > 0.5,
                 load(fin_ref, var) - finite_part(old))
-    and_ref, *log_refs = param_refs
+    and_ref, *value_refs = param_refs
     is_and = and_ref[fac] > 0
     is_head = head == lane
     log_h1 = log_sigmoid(mu)
@@ -96,7 +96,7 @@ def _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, la
     term = jnp.where(is_head, zeros, jnp.where(is_and, log_h1, log_h0))
     zero = term == -jnp.inf
     return _Chunk(edge, var, seg, head, rows[P.WRITE] > 0, rows[P.ACCP] == 0, rows[P.ACCF] == 0, old,
-                  own_pos, own_neg, is_and, is_head, tuple(r[fac] for r in log_refs), log_h1, log_h0,
+                  own_pos, own_neg, is_and, is_head, tuple(r[fac] for r in value_refs), log_h1, log_h0,
                   jnp.where(zero, zeros, term), zero, zero.astype(dt))
 
 
@@ -104,7 +104,7 @@ def _chunk_messages(ch: _Chunk, tot_fin, tot_zero, rest, carried_fin, dominant, 
     """New messages from the runs' sums (exact leave-one-out, as `batched._chunk_update`)."""
     others = jnp.where(dominant, rest + carried_fin, tot_fin - ch.finite)
     c = jnp.where(tot_zero - ch.zf > 0.5, jnp.full_like(others, -jnp.inf), others)
-    return factor_messages(ch.is_head, ch.is_and, c, h1, h0, *ch.params)
+    return factor_messages(ch.is_head, ch.is_and, c, h1 - h0, *ch.params)
 
 
 def _changes(ch: _Chunk, new):
@@ -123,8 +123,8 @@ def _next_acc(ch: _Chunk, acc):
                  for a, x in zip(acc, (ch.finite, ch.zf), strict=True))
 
 
-def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref,
-            _m, _f, _p, _n, msgs_ref, fin_ref, pos_ref, neg_ref):
+def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref,
+            k0_ref, _m, _f, _p, _n, msgs_ref, fin_ref, pos_ref, neg_ref):
     """The portable variant: run sums and per-variable updates through W x W masks."""
     from jax.experimental.pallas import triton as plgpu
 
@@ -134,7 +134,7 @@ def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, lq_ref,
     dt = msgs_ref.dtype
     lane = jax.lax.broadcasted_iota(jnp.int32, (W,), 0)
     base = base_ref[0]
-    param_refs = (and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref)
+    param_refs = (and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)
 
     def seg_sum(mask, x):
         return jnp.sum(jnp.where(mask, x[None, :], jnp.zeros_like(x)[None, :]), axis=1)
@@ -169,8 +169,8 @@ def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, lq_ref,
     jax.lax.fori_loop(0, num_chunks, body, (jnp.zeros((), dt), jnp.zeros((), dt)))
 
 
-def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref,
-                   _m, _f, _p, _n, _s, msgs_ref, fin_ref, pos_ref, neg_ref, scratch_ref):
+def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref,
+                   k0_ref, _m, _f, _p, _n, _s, msgs_ref, fin_ref, pos_ref, neg_ref, scratch_ref):
     """The GPU variant for wide chunks: run sums by atomics into a scratch row.
 
     O(W) work per chunk (no W x W masks). Each run's sums go to its scratch
@@ -186,7 +186,7 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
     dt = msgs_ref.dtype
     lane = jax.lax.broadcasted_iota(jnp.int32, (W,), 0)
     base = base_ref[0]
-    param_refs = (and_ref, lq_ref, l1mq_ref, lr_ref, l1mr_ref)
+    param_refs = (and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)
 
     def load(ref, idx):
         return plgpu.load(ref.at[idx], volatile=True)
@@ -227,9 +227,9 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, lq_ref, l1m
 
 
 def factor_params(graph: FactorGraph, dtype):
-    """`kernels.factor_log_params` with is AND as int32 (the kernels index them by factor)."""
-    is_and, *logs = kernels.factor_log_params(graph, dtype)
-    return (is_and.astype(jnp.int32), *logs)
+    """`kernels.factor_params` with is AND as int32 (the kernels index them by factor)."""
+    is_and, *values = kernels.factor_params(graph, dtype)
+    return (is_and.astype(jnp.int32), *values)
 
 
 def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, interpret: bool = False,
