@@ -15,7 +15,7 @@ for cfg in "${@:2}"; do
   IFS=: read -r backend dtype <<< "$cfg"
   log="$OUT/ncu_${size}_${backend}_${dtype}.csv"
   echo "=== $size $backend $dtype"
-  timeout 200 "$NCU" --clock-control none --profile-from-start off --csv --page raw --metrics "$M" \
+  timeout 300 "$NCU" --clock-control none --profile-from-start off --csv --page raw --metrics "$M" \
     --log-file "$log" python3 benchmarks/ncu_sweep.py --size "$size" --backend "$backend" --dtype "$dtype" \
     --iters 1 2>&1 | grep -v -E "onstant|slow_operation|^ *%|^$" | tail -5
   python3 benchmarks/ncu_table.py "$log"
