@@ -7,8 +7,9 @@
 #   bash benchmarks/run_all.sh chunked    the level-by-level chunk loop at 0.05M-ftp, PARALL rounds
 #   bash benchmarks/run_all.sh fused2     the fused kernels' check and PARALL speed only (0.5M, 5M)
 #   bash benchmarks/run_all.sh session4   fused kernels one at a time (0.5M), SEQFIX at the ftp size
-#   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (GPU-only atomic variant) and an
-#                                         Nsight Compute table of one fused PARALL iteration at 0.5M
+#   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
+# Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
+# fused kernels' compile and replay take 5+ minutes)
 #   bash benchmarks/run_all.sh fused      the fused Pallas kernels (FASTLBP_BACKEND=fused): check, PARALL
 #                                         side by side with XLA, the persistent SEQFIX/TOPO kernel, rounds
 # PGMax comes from a wheel carried in .whl/ (pip install --no-deps). JSON details go to $OUT.
@@ -45,8 +46,7 @@ case "${1:-parall}" in
     run 80 benchmarks/bench_schedules.py --sizes ftp --strategies seqfix --round-budget 4 --no-check
     run 150 benchmarks/bench_rounds.py --schedule seqfix --out "$OUT/rounds_seqfix" ;;
   check4)
-    run 200 benchmarks/bench_seqfix_pallas.py --sizes 50000 --strategies seqfix --atomic --width 128 --warps 8
-    timeout 330 bash benchmarks/ncu_all.sh 500000 fused:f64 ;;
+    run 200 benchmarks/bench_seqfix_pallas.py --sizes 50000 --strategies seqfix --atomic --width 128 --warps 8 ;;
   fused)
     run 150 benchmarks/check_fused.py --graphs 6
     run 300 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4
