@@ -19,11 +19,12 @@ reduced inside one program with no atomics and no mixing of neighbouring
 rows: a factor whose terms are all tiny keeps its tiny sum exactly. Rows wider
 than `TILE` (hub tuples, OR factors with thousands of derivations) are cut
 into chunks of `BIG_CHUNK` slots, one program each (the first programs of the
-grid); a chunk writes partial aggregates, XLA combines them per row (a few
-small segment sums, no subtraction), and a small third kernel writes the wide
-factors' messages. A wide variable's partial sums are combined the same way.
-So an iteration is three Pallas kernels and a few small XLA reductions when
-the graph has wide rows, two kernels when it has none.
+grid); a chunk writes partial aggregates, and a second kernel over the wide
+factors' chunks combines its row's partials (no subtraction) and writes the
+messages. A small kernel totals the wide variables from their chunks' partial
+sums. So an iteration is four Pallas kernels and one small XLA reduction (the
+largest change) when the graph has wide rows, two kernels when it has none;
+no XLA kernel runs between the Pallas ones.
 
 * Message slots are the factor rows laid end to end: a factor's edges are
   contiguous, the head at column 0, rows of one width (and so of one size
@@ -42,10 +43,11 @@ the graph has wide rows, two kernels when it has none.
 
 Per factor, the body terms are log m(1) (AND) or log m(0) (OR) of the
 variable-to-factor messages. An edge's "others" sum is S - own term, except for
-the row's smallest term (the only one that can dominate S), whose others are
-summed directly, so no tiny sum is lost to cancellation (see
-`kernels.factor_aggregates`). The messages follow DESIGN.md section 4 in log
-space, as in `fastlbp.kernels`.
+a dominant term (below S/2; at most one), whose others are summed directly, so
+no tiny sum is lost to cancellation (see `kernels.factor_aggregates`). A wide
+row's chunks cannot see S, so there the row's smallest term (the only one that
+can dominate) plays that part. The messages are `logspace.factor_messages`, as
+in `fastlbp.kernels`.
 
 On the CPU (tests) the same kernels run with `interpret=True`.
 """
