@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     env = environment()
     bandwidth = copy_bandwidth(2 << 30) if jax.devices()[0].platform == "gpu" else copy_bandwidth(1 << 27)
     print(f"# {env['device']} jax {env['jax']}  copy bandwidth {bandwidth / 1e12:.2f} TB/s", flush=True)
-    from fastlbp import fused, fused_lines
+    from fastlbp import fused
 
     gpu = jax.devices()[0].platform == "gpu"
     all_variants = {
@@ -97,8 +97,6 @@ def main(argv=None) -> int:
         "fused-w4": lambda: fused.runner(1, interpret=not gpu, num_warps=4),
         "fused-unroll4-w4": lambda: fused.runner(4, interpret=not gpu, num_warps=4),
         "fused-unroll8": lambda: fused.runner(8, interpret=not gpu),
-        "lines-unroll4": lambda: fused_lines.runner(4, interpret=not gpu),
-        "lines-unroll8": lambda: fused_lines.runner(8, interpret=not gpu),
     }
     unknown = set(args.variants) - set(all_variants)
     if unknown:

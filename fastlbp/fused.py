@@ -131,7 +131,6 @@ class FusedLayout:
         row_factor: (Rf,) int32 factor of each factor row (-1 padding row).
         var_kvar: (V,) int32 kernel variable (variable row) of each variable.
         kvar_var: (Vk,) int32 variable of each variable row (-1 padding row).
-        kvar_slot0: (Vk,) int32 first variable slot of each variable row.
     """
 
     factors: Side
@@ -140,7 +139,6 @@ class FusedLayout:
     row_factor: jax.Array
     var_kvar: jax.Array
     kvar_var: jax.Array
-    kvar_slot0: jax.Array
 
     @property
     def num_slots(self) -> int:
@@ -264,7 +262,6 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
         row_factor=jnp.asarray(f_item, jnp.int32),
         var_kvar=jnp.asarray(var_row, jnp.int32),
         kvar_var=jnp.asarray(v_item, jnp.int32),
-        kvar_slot0=jnp.asarray(v_slot0, jnp.int32),
     )
 
 
