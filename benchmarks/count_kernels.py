@@ -1,6 +1,6 @@
 """Counts the kernels (fusions, custom calls, scatters...) in one PARALL while-loop trip.
 
-    python benchmarks/count_kernels.py --size 500000
+    python benchmarks/count_kernels.py --size 500000 [--backend fused]
 """
 
 import argparse
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from common import bingo_model
 
-from fastlbp import engine
+from fastlbp import engine, fused
 
 
 def main():
@@ -26,15 +26,20 @@ def main():
     g = jax.device_put(bingo_model(args.size).graph)
     dtype = jnp.float64
     run = engine.parall_runner(args.backend, 1)
-    text = run.lower(g, engine.init(g, dtype), jnp.zeros(g.num_vars, dtype), jnp.asarray(0.0, dtype),
-                     jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dtype)).compile().as_text()
+    call = (g, engine.init(g, dtype), jnp.zeros(g.num_vars, dtype), jnp.asarray(0.0, dtype),
+            jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dtype))
+    if isinstance(run, fused.Runner):  # its jitted loop takes the layout first
+        text = run._jitted.lower(fused.layout_for(g), *call).compile().as_text()
+    else:
+        text = run.lower(*call).compile().as_text()
     # Split into computations; find the while body(ies).
     comps = re.split(r"\n(?=\S.*\{\s*$)", text, flags=re.M)
     for body in comps:
         ops = collections.Counter()
         for line in body.splitlines():
-            m = re.search(r"=\s*\S+\s+(fusion|custom-call|scatter|gather|copy|reduce|sort|all-reduce|"
-                          r"dynamic-update-slice|while|conditional)\(", line)
+            # The result type may be a tuple, "(f64[..], s32[..])".
+            m = re.search(r"=\s*(?:\([^=]*\)|\S+)\s+(fusion|custom-call|scatter|gather|copy|reduce|sort|"
+                          r"all-reduce|dynamic-update-slice|while|conditional)\(", line)
             if m:
                 ops[m.group(1)] += 1
         if sum(ops.values()) >= 4:
