@@ -43,9 +43,9 @@ case "${1:-parall}" in
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants xla fused-unroll4 fused-unroll4-w4 fused-unroll8 ;;
   control)
-    run 120 benchmarks/check_fused.py --graphs 6
-    run 300 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4 fused-unroll8
-    NCU_TIMEOUT=120 bash benchmarks/ncu_all.sh 500000 fused:f64 | tail -16 ;;
+    run 150 benchmarks/check_fused.py --graphs 3
+    run 280 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants xla fused-unroll4 fused-unroll8
+    NCU_TIMEOUT=90 bash benchmarks/ncu_all.sh 500000 fused:f64 | tail -16 ;;
   session4)
     run 200 benchmarks/profile_fused.py --size 500000 --configs 512,512,8 --dtypes f64 f32
     run 80 benchmarks/bench_schedules.py --sizes ftp --strategies seqfix --round-budget 4 --no-check
