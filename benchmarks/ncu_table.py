@@ -33,7 +33,8 @@ def main(path: str) -> None:
         for c, i in idx.items():
             v = r[i].replace(",", "")
             if c == "gpu__time_duration.sum":
-                scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[units[i]]
+                scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3,
+                         "ms": 1e3}[units[i]]
                 v = f"{float(v) * scale:.2f}"
                 total += float(v)
             vals.append(v)
