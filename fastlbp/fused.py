@@ -418,7 +418,7 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
 
 
 def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active, interpret: bool = False,
-                num_warps: int = NUM_WARPS, control=None):
+                num_warps: int = NUM_WARPS):
     """New factor-to-variable messages (slot order) from messages and variable totals.
 
     Args:
@@ -426,17 +426,13 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
         fin: (Vk,) finite part of each kernel variable's total; cnt: (Vk,) int32 packed counts.
         params: (is_and (Rf,) int32, q, r, 1-q, 1-r, k1, k0 (Rf,) floats; `kernels.FactorParams`).
         damping, active: () scalars (active 0 leaves the messages unchanged).
-        control: instead of damping and active, the loop's control array (`CONTROL`), read on the
-            device: [damping, active, ...].
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     side = layout.factors
     dt = messages.dtype
-    if control is None:
-        control = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
-    scal = control
+    scal = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = functools.partial(_factor_kernel, side.widths, side.tile, side.chunk)
@@ -560,7 +556,7 @@ def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref,
 
 
 def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool = False,
-             num_warps: int = NUM_WARPS, reduce: bool = True):
+             num_warps: int = NUM_WARPS):
     """Variable totals, marginals and the largest marginal change.
 
     Args:
@@ -569,8 +565,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
         p_old: (Vk,) previous marginals.
 
     Returns:
-        fin (Vk,), cnt (Vk,) int32, p (Vk,), delta () and conflict () bool; without `reduce`,
-        the per-program changes (P,) and conflict flags (P,) int32 instead of delta and conflict.
+        fin (Vk,), cnt (Vk,) int32, p (Vk,), delta () and conflict () bool.
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
@@ -604,9 +599,9 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
             interpret=interpret,
             compiler_params=cp,
         )(*operands)
-    if not reduce:
-        return fin, cnt, p, delta, bad
-    return fin, cnt, p, jnp.max(delta, initial=0.0), jnp.any(bad > 0)
+    delta = jnp.max(delta, initial=0.0)
+    bad = jnp.any(bad > 0)
+    return fin, cnt, p, delta, bad
 
 
 # ---------------------------------------------------------------- the loop
@@ -619,64 +614,9 @@ def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
     return (is_and[rows].astype(jnp.int32), *(x[rows] for x in values))
 
 
-# The loop's state on the device: [damping, active, iterations, delta, conflict, tol, max_iters, 0].
-CONTROL = 8
-_BLOCK = 1024
-
-
-def _control_kernel(n, deltas_ref, bad_ref, old_ref, ctl_ref):
-    """One program: the sweep's largest change and conflict, the counters, and whether to go on.
-
-    It replaces a handful of one-thread XLA kernels per sweep (reductions, selects).
-    """
-    go = old_ref[1] > 0
-    lane = jax.lax.broadcasted_iota(jnp.int32, (_BLOCK,), 0)
-
-    def body(k, acc):
-        idx = k * _BLOCK + lane
-        inside = idx < n
-        safe = jnp.where(inside, idx, 0)
-        d = jnp.where(inside, deltas_ref[safe], jnp.zeros((_BLOCK,), deltas_ref.dtype))
-        b = jnp.where(inside, bad_ref[safe], jnp.zeros((_BLOCK,), jnp.int32))
-        return jnp.maximum(acc[0], jnp.max(d)), jnp.maximum(acc[1], jnp.max(b))
-
-    zero = jnp.zeros((), deltas_ref.dtype)
-    delta, bad = jax.lax.fori_loop(0, -(-n // _BLOCK), body, (zero, jnp.zeros((), jnp.int32)))
-    one = jnp.ones((), deltas_ref.dtype)
-    it = jnp.where(go, old_ref[2] + one, old_ref[2])
-    delta = jnp.where(go, delta, old_ref[3])
-    conflict = jnp.where(go, jnp.where(bad > 0, one, zero), old_ref[4])
-    tol, max_iters = old_ref[5], old_ref[6]
-    more = (it < max_iters) & (delta >= tol) & (conflict < 0.5)
-    ctl_ref[0] = old_ref[0]
-    ctl_ref[1] = jnp.where(more, one, zero)
-    ctl_ref[2] = it
-    ctl_ref[3] = delta
-    ctl_ref[4] = conflict
-    ctl_ref[5] = tol
-    ctl_ref[6] = max_iters
-    ctl_ref[7] = zero
-
-
-def control_pass(deltas, bad, control, interpret: bool = False):
-    """The next control array from a sweep's per-program changes and conflict flags."""
-    from jax.experimental import pallas as pl
-
-    return pl.pallas_call(
-        functools.partial(_control_kernel, int(deltas.shape[0])),
-        grid=(1,),
-        out_shape=jax.ShapeDtypeStruct(control.shape, control.dtype),
-        interpret=interpret,
-    )(deltas, bad, control)
-
-
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,
              unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS):
-    """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`.
-
-    The loop's counters live in a small device array that the kernels read and a
-    one-program kernel updates, so a sweep is Pallas kernels only.
-    """
+    """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`."""
     from fastlbp.engine import RunResult
 
     dtype = messages.dtype
@@ -688,29 +628,25 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     params = factor_params(layout, graph, dtype)
     fin, cnt, p, _, conflict = var_pass(layout, slots, evidence_k, jnp.zeros_like(evidence_k), interpret,
                                         num_warps)
-    iters = jnp.asarray(max_iters).astype(dtype)
-    zero = jnp.zeros((), dtype)
-    go = (iters > 0) & (jnp.inf >= tol) & ~conflict
-    control = jnp.stack([damping, go.astype(dtype), zero, jnp.asarray(jnp.inf, dtype), conflict.astype(dtype),
-                         tol, iters, zero])
 
-    def sweep(state):
-        msgs, fin, cnt, p, control = state
-        new = factor_pass(layout, msgs, fin, cnt, params, None, None, interpret, num_warps, control=control)
-        fin, cnt, p_new, deltas, bad = var_pass(layout, new, evidence_k, p, interpret, num_warps,
-                                                reduce=False)
-        return new, fin, cnt, p_new, control_pass(deltas, bad, control, interpret)
+    def active(state):
+        _, _, _, _, it, delta, conflict = state
+        return (it < max_iters) & (delta >= tol) & ~conflict
+
+    def sweep(state, go):
+        msgs, fin, cnt, p, it, delta, conflict = state
+        new = factor_pass(layout, msgs, fin, cnt, params, damping, go.astype(dtype), interpret, num_warps)
+        fin, cnt, p_new, d, bad = var_pass(layout, new, evidence_k, p, interpret, num_warps)
+        return (new, fin, cnt, p_new, jnp.where(go, it + 1, it), jnp.where(go, d, delta),
+                jnp.where(go, bad, conflict))
 
     def body(state):
         for _ in range(unroll):
-            state = sweep(state)
+            state = sweep(state, active(state))
         return state
 
-    state = (slots, fin, cnt, p, control)
-    slots, fin, cnt, p, control = jax.lax.while_loop(lambda s: s[-1][1] > 0, body, state)
-    it = control[2].astype(jnp.int32)
-    delta = control[3]
-    conflict = control[4] > 0
+    state = (slots, fin, cnt, p, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype), conflict)
+    slots, fin, cnt, p, it, delta, conflict = jax.lax.while_loop(active, body, state)
     k = layout.var_kvar
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
