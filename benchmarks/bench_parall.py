@@ -97,6 +97,10 @@ def main(argv=None) -> int:
         "fused-w4": lambda: fused.runner(1, interpret=not gpu, num_warps=4),
         "fused-unroll4-w4": lambda: fused.runner(4, interpret=not gpu, num_warps=4),
         "fused-unroll8": lambda: fused.runner(8, interpret=not gpu),
+        "fused-unroll4-t256-w8": lambda: fused.runner(4, interpret=not gpu, tile=256, chunk=256, num_warps=8),
+        "fused-unroll4-w16": lambda: fused.runner(4, interpret=not gpu, num_warps=16),
+        "fused-unroll4-t1024-w16": lambda: fused.runner(4, interpret=not gpu, tile=1024, chunk=1024,
+                                                        num_warps=16),
     }
     unknown = set(args.variants) - set(all_variants)
     if unknown:

@@ -6,6 +6,7 @@
 #   bash benchmarks/run_all.sh schedules5m  the same at 5M edges (no chunk-loop comparison)
 #   bash benchmarks/run_all.sh chunked    the level-by-level chunk loop at 0.05M-ftp, PARALL rounds
 #   bash benchmarks/run_all.sh fused2     the fused kernels' check and PARALL speed only (0.5M, 5M)
+#   bash benchmarks/run_all.sh occupancy  fused kernels at other tile sizes and warp counts (0.5M, 5M)
 #   bash benchmarks/run_all.sh session4   fused kernels one at a time (0.5M), SEQFIX at the ftp size
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
@@ -41,6 +42,9 @@ case "${1:-parall}" in
     run 120 benchmarks/check_fused.py --graphs 6
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants xla fused-unroll4 fused-unroll4-w4 fused-unroll8 ;;
+  occupancy)
+    run 420 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants xla fused-unroll4 fused-unroll4-t256-w8 fused-unroll4-w16 fused-unroll4-t1024-w16 ;;
   session4)
     run 200 benchmarks/profile_fused.py --size 500000 --configs 512,512,8 --dtypes f64 f32
     run 80 benchmarks/bench_schedules.py --sizes ftp --strategies seqfix --round-budget 4 --no-check
