@@ -69,6 +69,10 @@ from fastlbp.logspace import factor_messages, log_sigmoid, signed
 TILE = 512  # slots per program for rows of width <= TILE
 BIG_CHUNK = 512  # slots per program for a chunk of a wider row
 NUM_WARPS = 8
+# Runners pick the tile by precision unless told: float64 runs faster with one slot per
+# thread (256-slot tiles, 8 warps: 20 % less time per iteration at 0.5M and 5M edges on
+# the H200, the factor kernel being short of registers), float32 with two (BENCHMARKS.md).
+AUTO_TILE = {8: 256, 4: 512}
 
 
 @jax.tree_util.register_dataclass
@@ -681,24 +685,29 @@ class Runner:
     `jax.jit(...).lower(...)` for benchmarks that time compilation.
     """
 
-    def __init__(self, unroll: int = 1, interpret: bool = False, tile: int = TILE, chunk: int = BIG_CHUNK,
-                 num_warps: int = NUM_WARPS):
+    def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
+                 chunk: int | None = None, num_warps: int = NUM_WARPS):
         self.tile, self.chunk = tile, chunk
         self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret,
                                                  num_warps=num_warps))
 
+    def sizes(self, dtype) -> tuple[int, int]:
+        """(tile, chunk) for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
+        tile = self.tile or AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
+        return tile, self.chunk or max(tile, BIG_CHUNK if self.tile else tile)
+
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
-        return self._jitted(layout_for(graph, self.tile, self.chunk), graph, messages, evidence, tol,
+        return self._jitted(layout_for(graph, *self.sizes(messages.dtype)), graph, messages, evidence, tol,
                             max_iters, damping)
 
-    def lower(self, graph, *args):
-        lowered = self._jitted.lower(layout_for(graph, self.tile, self.chunk), graph, *args)
-        tile, chunk = self.tile, self.chunk
+    def lower(self, graph, messages, *args):
+        sizes = self.sizes(messages.dtype)
+        lowered = self._jitted.lower(layout_for(graph, *sizes), graph, messages, *args)
 
         class _Lowered:
             def compile(self):
                 compiled = lowered.compile()
-                return lambda g, *a: compiled(layout_for(g, tile, chunk), g, *a)
+                return lambda g, *a: compiled(layout_for(g, *sizes), g, *a)
 
         return _Lowered()
 
@@ -706,9 +715,9 @@ class Runner:
 _RUNNERS: dict = {}
 
 
-def runner(unroll: int = 1, interpret: bool = False, tile: int = TILE, chunk: int = BIG_CHUNK,
+def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None, chunk: int | None = None,
            num_warps: int = NUM_WARPS) -> Runner:
-    """A cached `Runner` for these settings."""
+    """A cached `Runner` for these settings (tile None: by precision, `AUTO_TILE`)."""
     key = (unroll, interpret, tile, chunk, num_warps)
     if key not in _RUNNERS:
         _RUNNERS[key] = Runner(*key)
