@@ -15,6 +15,8 @@ same process. Details go to $OUT/bench_parall.json; a table is printed last.
 from __future__ import annotations
 
 import argparse
+import functools
+import re
 import sys
 import time
 from pathlib import Path
@@ -102,6 +104,11 @@ def main(argv=None) -> int:
         "fused-unroll4-t1024-w16": lambda: fused.runner(4, interpret=not gpu, tile=1024, chunk=1024,
                                                         num_warps=16),
     }
+    for name in args.variants:  # fused-u{unroll}-t{tile}-w{warps}, e.g. fused-u4-t128-w4
+        m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)", name)
+        if m:
+            u, t, w = (int(x) for x in m.groups())
+            all_variants[name] = functools.partial(fused.runner, u, not gpu, t, t, w)
     unknown = set(args.variants) - set(all_variants)
     if unknown:
         ap.error(f"unknown variants {sorted(unknown)}; choose from {sorted(all_variants)}")

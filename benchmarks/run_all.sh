@@ -7,6 +7,7 @@
 #   bash benchmarks/run_all.sh chunked    the level-by-level chunk loop at 0.05M-ftp, PARALL rounds
 #   bash benchmarks/run_all.sh fused2     the fused kernels' check and PARALL speed only (0.5M, 5M)
 #   bash benchmarks/run_all.sh occupancy  fused kernels at other tile sizes and warp counts (0.5M, 5M)
+#   bash benchmarks/run_all.sh tiles      more tile / warp / unroll settings of the fused kernels
 #   bash benchmarks/run_all.sh session4   fused kernels one at a time (0.5M), SEQFIX at the ftp size
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
@@ -45,6 +46,9 @@ case "${1:-parall}" in
   occupancy)
     run 420 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants xla fused-unroll4 fused-unroll4-t256-w8 fused-unroll4-w16 fused-unroll4-t1024-w16 ;;
+  tiles)
+    run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants fused-u4-t256-w8 fused-u4-t128-w4 fused-u4-t256-w4 fused-u8-t256-w8 fused-u4-t128-w8 ;;
   session4)
     run 200 benchmarks/profile_fused.py --size 500000 --configs 512,512,8 --dtypes f64 f32
     run 80 benchmarks/bench_schedules.py --sizes ftp --strategies seqfix --round-budget 4 --no-check
