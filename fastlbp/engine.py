@@ -120,8 +120,8 @@ def default_backend() -> str:
     """The PARALL backend used unless one is forced: `$FASTLBP_BACKEND`, else "xla".
 
     On the H200 (BENCHMARKS.md) the fused Pallas kernels ("fused") run an
-    iteration 1.3x faster than XLA at 0.5M edges (f64) and 1.7x at 5M (f32),
-    but their first compile takes 10-18 s against XLA's 1-2 s, which a
+    iteration 2.2x faster than XLA at 0.5M edges and 1.5x at 5M (f64),
+    but their first compile takes 8-11 s against XLA's 1-2 s, which a
     one-shot `fastlbp rank` never wins back; so XLA stays the default on every
     device and long runs opt in with `FASTLBP_BACKEND=fused` (or
     `backend="fused"`). The segment-sum Pallas kernel ("pallas") is slower
