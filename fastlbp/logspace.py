@@ -1,31 +1,17 @@
-"""Log-space helpers written for Pallas kernels (and plain jnp).
+"""Message math written for Pallas kernels and plain jnp alike (one implementation for every engine).
 
 The Triton lowering cannot splat a Python infinity into a tensor, so
-constants are built with `full_like`; `logaddexp` assumes its arguments are
-logs of probabilities (never +inf), so -inf + -inf stays -inf without NaN.
+constants are built with `full_like`.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-LOG_HALF = -0.6931471805599453
-
 
 def log_sigmoid(x):
     """log(1 / (1 + e^-x)), exact at +-inf."""
     return jnp.minimum(x, 0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
-
-
-def logaddexp(a, b):
-    """log(e^a + e^b) for a, b <= 0 (or -inf)."""
-    hi = jnp.maximum(a, b)
-    return jnp.where(hi == -jnp.inf, hi, hi + jnp.log1p(jnp.exp(-jnp.abs(a - b))))
-
-
-def log1mexp(c):
-    """log(1 - e^c) for c <= 0, accurate at both ends (Maechler 2012)."""
-    return jnp.where(c > LOG_HALF, jnp.log(-jnp.expm1(c)), jnp.log1p(-jnp.exp(c)))
 
 
 def finite_part(x):
