@@ -160,13 +160,14 @@ def _parall_loop(graph, messages, evidence, tol, max_iters, damping, backend: st
     evidence = evidence.astype(dtype)
     agg0 = kernels.var_aggregates(graph, messages, evidence, backend)
     p0 = jax.nn.sigmoid(kernels.combine(agg0))
+    params = kernels.factor_params(graph, dtype)  # loop-invariant: its logs once per run
 
     def sweep(state):
         msgs, agg, p, it, delta, conflict = state
         mu = kernels.var_to_factor(graph, msgs, agg)
         finite, is_zero = kernels.factor_inputs(graph, mu)
         fac = kernels.factor_aggregates(graph, finite, is_zero, backend)
-        new = _damp(kernels.factor_messages(graph, mu, finite, is_zero, fac), msgs, damping)
+        new = _damp(kernels.factor_messages(graph, mu, finite, is_zero, fac, params), msgs, damping)
         agg_new = kernels.var_aggregates(graph, new, evidence, backend)
         p_new = jax.nn.sigmoid(kernels.combine(agg_new))
         conflict_new = jnp.any(jnp.isnan(p_new))

@@ -202,13 +202,17 @@ def _dominant(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array, factor_
 
 
 def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: jax.Array,
-                    is_zero: jax.Array, factor_agg: jax.Array) -> jax.Array:
+                    is_zero: jax.Array, factor_agg: jax.Array,
+                    params: FactorParams | None = None) -> jax.Array:
     """New factor-to-variable messages (E,) from the per-factor aggregates.
 
+    `params`: `factor_params(graph, dtype)`; loops compute it once, before the
+    loop, rather than its logs every iteration (None: computed here).
     NaN marks an edge whose incoming messages are contradictory.
     """
     mu = var_to_factor_msgs
-    params = factor_params(graph, mu.dtype)
+    if params is None:
+        params = factor_params(graph, mu.dtype)
     a = graph.edge_factor
     agg = factor_agg[a]
     others_zero = agg[:, 1] - is_zero
@@ -220,12 +224,14 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
                                     *(x[a] for x in params[1:]))
 
 
-def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: str = "xla") -> jax.Array:
+def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: str = "xla",
+                  params: FactorParams | None = None) -> jax.Array:
     """New factor-to-variable messages for every edge from variable-to-factor messages.
 
     Args:
         graph: the factor graph.
         var_to_factor_msgs: (E,) log-odds, factor order.
+        params: `factor_params(graph, dtype)`, or None to compute it here.
 
     Returns:
         (E,) log-odds, factor order. NaN marks an edge whose incoming
@@ -233,4 +239,4 @@ def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: st
     """
     finite, is_zero = factor_inputs(graph, var_to_factor_msgs)
     agg = factor_aggregates(graph, finite, is_zero, backend)
-    return factor_messages(graph, var_to_factor_msgs, finite, is_zero, agg)
+    return factor_messages(graph, var_to_factor_msgs, finite, is_zero, agg, params)

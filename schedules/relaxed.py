@@ -175,7 +175,7 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
 
 
 def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_totals: jax.Array,
-               base: jax.Array, guess: jax.Array) -> jax.Array:
+               base: jax.Array, guess: jax.Array, params: kernels.FactorParams | None = None) -> jax.Array:
     """One relaxation pass: every edge recomputed from `guess` (earlier edges) and the old state.
 
     Args:
@@ -184,6 +184,7 @@ def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_to
         base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old
             state (evidence included, own message left out).
         guess: (E,) log-odds, factor order.
+        params: `kernels.factor_params(plan.vgraph, dtype)` (None: computed here).
 
     Returns:
         (E,) new log-odds, factor order.
@@ -195,7 +196,7 @@ def relax_pass(graph: FactorGraph, plan: RelaxPlan, old_split: jax.Array, old_to
     u = plan.vgraph.edge_var
     before = (run[plan.split] - run[plan.lo] + jnp.where(plan.whole[:, None], row_change[u], 0)
               - jnp.where(plan.own_new[:, None], change[plan.own_pos], 0))
-    msgs = kernels.factor_to_var(plan.vgraph, kernels.combine(base + before))
+    msgs = kernels.factor_to_var(plan.vgraph, kernels.combine(base + before), params=params)
     return msgs if plan.out_edge is None else msgs[plan.out_edge]
 
 
@@ -231,6 +232,7 @@ def sweep(graph: FactorGraph, plan: RelaxPlan, messages, evidence, inner_tol=Non
     old_totals = segments.segment_sum(graph.var_sums, messages, transform=kernels.split_infinite)
     agg = old_totals + kernels.split_infinite(evidence.astype(dtype))
     base = agg[plan.vgraph.edge_var] - old_fo[plan.own]
+    params = kernels.factor_params(plan.vgraph, dtype)  # the same in every pass
 
     def cond(state):
         _, moved, k = state
@@ -238,7 +240,7 @@ def sweep(graph: FactorGraph, plan: RelaxPlan, messages, evidence, inner_tol=Non
 
     def body(state):
         guess, _, k = state
-        new = relax_pass(graph, plan, old_split, old_totals, base, guess)
+        new = relax_pass(graph, plan, old_split, old_totals, base, guess, params)
         return new, _moved(new, guess), k + 1
 
     state = (messages, jnp.asarray(jnp.inf, dtype), jnp.asarray(0, jnp.int32))
