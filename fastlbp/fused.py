@@ -693,8 +693,10 @@ class Runner:
 
     def sizes(self, dtype) -> tuple[int, int]:
         """(tile, chunk) for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
-        tile = self.tile or AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
-        return tile, self.chunk or max(tile, BIG_CHUNK if self.tile else tile)
+        if self.tile:
+            return self.tile, self.chunk or max(self.tile, BIG_CHUNK)
+        tile = AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
+        return tile, self.chunk or tile
 
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
         return self._jitted(layout_for(graph, *self.sizes(messages.dtype)), graph, messages, evidence, tol,
