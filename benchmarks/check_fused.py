@@ -52,8 +52,8 @@ def main(argv=None) -> int:
             ref = engine.parall_runner("xla")(g, engine.init(g, dtype), jnp.asarray(ev, dtype),
                                               jnp.asarray(1e-7, dtype), jnp.asarray(60, jnp.int32),
                                               jnp.asarray(damping, dtype))
-            for tile, chunk in ((512, 512), (16, 64), (8, 8)):
-                run = fused.runner(1, interpret=interpret, tile=tile, chunk=chunk)
+            for tile in (512, 256, 16, 8):
+                run = fused.runner(1, interpret=interpret, tile=tile)
                 res = run(g, engine.init(g, dtype), jnp.asarray(ev, dtype), jnp.asarray(1e-7, dtype),
                           jnp.asarray(60, jnp.int32), jnp.asarray(damping, dtype))
                 if bool(ref.conflict) != bool(res.conflict):

@@ -1,8 +1,8 @@
 """Time the fused kernels one at a time (factor pass, variable pass) per setting.
 
-    python benchmarks/profile_fused.py --size 500000 --configs 512,2048,4 512,512,4 256,256,4
+    python benchmarks/profile_fused.py --size 500000 --configs 512,8 256,8
 
-A config is TILE,CHUNK,NUM_WARPS. Each kernel runs 50 times in a jitted
+A config is TILE,NUM_WARPS. Each kernel runs 50 times in a jitted
 fori_loop on the graph's uniform messages; the table gives µs per call and
 the compile time of each loop.
 """
@@ -26,7 +26,7 @@ from fastlbp import fused  # noqa: E402
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=500_000)
-    ap.add_argument("--configs", nargs="+", default=["512,2048,4", "512,512,4", "256,256,4"])
+    ap.add_argument("--configs", nargs="+", default=["512,8", "256,8"])
     ap.add_argument("--dtypes", nargs="+", default=["f64", "f32"])
     ap.add_argument("--reps", type=int, default=50)
     args = ap.parse_args(argv)
@@ -34,9 +34,9 @@ def main(argv=None) -> int:
     graph = jax.device_put(bingo_model(args.size).graph)
     rows = []
     for cfg in args.configs:
-        tile, chunk, warps = (int(x) for x in cfg.split(","))
+        tile, warps = (int(x) for x in cfg.split(","))
         t0 = time.perf_counter()
-        lay = fused.build(graph, tile, chunk)
+        lay = fused.build(graph, tile)
         build_s = time.perf_counter() - t0
         f_wide = lay.factors.wide_chunks
         v_wide = lay.variables.wide_chunks

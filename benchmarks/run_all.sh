@@ -9,6 +9,7 @@
 #   bash benchmarks/run_all.sh occupancy  fused kernels at other tile sizes and warp counts (0.5M, 5M)
 #   bash benchmarks/run_all.sh tiles      more tile / warp / unroll settings of the fused kernels
 #   bash benchmarks/run_all.sh session4   fused kernels one at a time (0.5M), SEQFIX at the ftp size
+#   bash benchmarks/run_all.sh session5   fused kernels with the math outside the width switch: check, compile, speed
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -50,9 +51,13 @@ case "${1:-parall}" in
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-u4-t256-w8 fused-u4-t128-w4 fused-u4-t256-w4 fused-u8-t256-w8 fused-u4-t128-w8 ;;
   session4)
-    run 200 benchmarks/profile_fused.py --size 500000 --configs 512,512,8 --dtypes f64 f32
+    run 200 benchmarks/profile_fused.py --size 500000 --configs 512,8 --dtypes f64 f32
     run 80 benchmarks/bench_schedules.py --sizes ftp --strategies seqfix --round-budget 4 --no-check
     run 150 benchmarks/bench_rounds.py --schedule seqfix --out "$OUT/rounds_seqfix" ;;
+  session5)
+    run 150 benchmarks/check_fused.py --graphs 3
+    run 100 benchmarks/compile_probe.py --sizes 500000 5000000 --passes
+    run 330 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 --variants xla old-unroll4 fused-unroll4 ;;
   check4)
     run 200 benchmarks/bench_seqfix_pallas.py --sizes 50000 --strategies seqfix --atomic --width 128 --warps 8 ;;
   fused)

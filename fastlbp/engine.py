@@ -120,9 +120,9 @@ def default_backend() -> str:
     """The PARALL backend used unless one is forced: `$FASTLBP_BACKEND`, else "xla".
 
     On the H200 (BENCHMARKS.md) the fused Pallas kernels ("fused") run an
-    iteration 2.2x faster than XLA at 0.5M edges and 1.5x at 5M (f64),
-    but their first compile takes 8-11 s against XLA's 1-2 s, which a
-    one-shot `fastlbp rank` never wins back; so XLA stays the default on every
+    iteration 2.1x faster than XLA at 0.5M edges and 1.4x at 5M (f64),
+    but their first compile takes 1.6-3.6 s against XLA's 1.0-1.3 s, which a
+    one-shot `fastlbp rank` rarely wins back; so XLA stays the default on every
     device and long runs opt in with `FASTLBP_BACKEND=fused` (or
     `backend="fused"`). The segment-sum Pallas kernel ("pallas") is slower
     than XLA and kept for comparison.

@@ -18,7 +18,7 @@ takes a tile of R x W = `TILE` slots of one class (R rows), so every row is
 reduced inside one program with no atomics and no mixing of neighbouring
 rows: a factor whose terms are all tiny keeps its tiny sum exactly. Rows wider
 than `TILE` (hub tuples, OR factors with thousands of derivations) are cut
-into chunks of `BIG_CHUNK` slots, one program each (the first programs of the
+into chunks of `TILE` slots, one program each (the first programs of the
 grid); a chunk writes partial aggregates, and a second kernel over the wide
 factors' chunks combines its row's partials (no subtraction) and writes the
 messages. A small kernel totals the wide variables from their chunks' partial
@@ -49,6 +49,12 @@ row's chunks cannot see S, so there the row's smallest term (the only one that
 can dominate) plays that part. The messages are `logspace.factor_messages`, as
 in `fastlbp.kernels`.
 
+Compile time. The factor kernel's per-slot math is written once, on the
+program's flat slots; only the row reductions branch on the row width (a
+`lax.switch`), since Triton compiles every branch and the math in each of ten
+branches took 5 s to compile. The passes are jitted on their own, so the loop
+lowers each kernel once however many sweeps a trip unrolls.
+
 On the CPU (tests) the same kernels run with `interpret=True`.
 """
 
@@ -66,8 +72,30 @@ from fastlbp import kernels
 from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages, log_sigmoid, signed
 
-TILE = 512  # slots per program for rows of width <= TILE
-BIG_CHUNK = 512  # slots per program for a chunk of a wider row
+
+def _quiet_triton_dialect_lookup() -> None:
+    """Stops MLIR's search for a Python module of the Triton dialect.
+
+    At every Triton op it builds, MLIR's Python bindings look for a module
+    named after the dialect ("tt") under their search prefixes, find none and
+    do not remember it: thousands of failed imports per kernel, a quarter of
+    the fused loop's lowering time. Naming the dialect's own module there ends
+    the search; nothing else imports that name.
+    """
+    import sys
+
+    try:
+        from jax._src.lib import triton
+    except ImportError:
+        return
+    dialect = getattr(triton, "dialect", None)
+    if dialect is not None:
+        sys.modules.setdefault("jaxlib.mlir.dialects.tt", dialect)
+
+
+_quiet_triton_dialect_lookup()
+
+TILE = 512  # slots per program: a tile of rows of width <= TILE, or a chunk of a wider row
 NUM_WARPS = 8
 # Runners pick the tile by precision unless told: float64 runs faster with one slot per
 # thread (256-slot tiles, 8 warps: 20 % less time per iteration at 0.5M and 5M edges on
@@ -88,9 +116,9 @@ class Side:
         prog_slot0: (P,) int32 first slot of the program's tile or chunk.
         prog_row0: (P,) int32 first row of the tile (the row of a chunk).
         prog_head: (P,) int32 first slot of a chunk's row (0 for tiles).
+        prog_shift: (P,) int32 log2 of the program's row width (of `tile` for a chunk).
         widths: static, the row widths of the tile classes present.
-        tile: static, slots per tile.
-        chunk: static, slots per chunk of a wide row.
+        tile: static, slots per program (a tile of rows, or a chunk of a wide row).
         wide_first: (max(wide_rows, 1),) int32 first program (= chunk) of each wide row.
         wide_count: (max(wide_rows, 1),) int32 chunks of each wide row.
         wide_chunks: static, programs (the first ones) that take a chunk.
@@ -103,14 +131,19 @@ class Side:
     prog_slot0: jax.Array
     prog_row0: jax.Array
     prog_head: jax.Array
+    prog_shift: jax.Array
     wide_first: jax.Array
     wide_count: jax.Array
     widths: tuple[int, ...] = dataclasses.field(metadata=dict(static=True))
     tile: int = dataclasses.field(metadata=dict(static=True))
-    chunk: int = dataclasses.field(metadata=dict(static=True))
     wide_chunks: int = dataclasses.field(metadata=dict(static=True))
     wide_rows: int = dataclasses.field(metadata=dict(static=True))
     max_row_chunks: int = dataclasses.field(metadata=dict(static=True))
+
+    @property
+    def chunk(self) -> int:
+        """Slots per chunk of a wide row: a tile's."""
+        return self.tile
 
     @property
     def partials(self) -> int:
@@ -153,7 +186,7 @@ class FusedLayout:
         return int(self.kvar_var.shape[0])
 
 
-def _rows(sizes: np.ndarray, tile: int, chunk: int):
+def _rows(sizes: np.ndarray, tile: int):
     """Packs items of `sizes` slots into rows and programs.
 
     Returns:
@@ -162,10 +195,11 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
         total_slots, widths, and the program tables (class, slot0, row0, len).
     """
     sizes = np.maximum(np.asarray(sizes, np.int64), 1)
+    chunk = tile
     width = 1 << np.ceil(np.log2(sizes)).astype(np.int64)
     wide = width > tile
     row_item, row_slot0 = [], []
-    prog = {"class": [], "slot0": [], "row0": [], "head": []}
+    prog = {"class": [], "slot0": [], "row0": [], "head": [], "shift": []}
     slot = row = 0
     present = sorted({int(w) for w in width[~wide]}, reverse=True)
 
@@ -184,6 +218,7 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
         prog["slot0"].append(starts[chunk_row] + chunk * chunk_k)
         prog["row0"].append(row + chunk_row)
         prog["head"].append(starts[chunk_row])
+        prog["shift"].append(np.full(chunk_row.size, int(chunk).bit_length() - 1))
         slot += int(spans.sum())
         row += wide_items.size
     for k, w in enumerate(present):
@@ -199,6 +234,7 @@ def _rows(sizes: np.ndarray, tile: int, chunk: int):
         prog["slot0"].append(slot + tile * np.arange(n_progs))
         prog["row0"].append(row + r * np.arange(n_progs))
         prog["head"].append(np.zeros(n_progs, np.int64))
+        prog["shift"].append(np.full(n_progs, int(w).bit_length() - 1))
         slot += n_rows * w
         row += n_rows
     # Every branch is traced (and the interpreter checks its slices), so the
@@ -232,19 +268,19 @@ def _fill(row_item, row_slot0, offsets, num_slots):
     return elem_slot, item_row
 
 
-def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> FusedLayout:
+def build(graph: FactorGraph, tile: int = TILE) -> FusedLayout:
     """Builds the row layout of `graph` (host side, vectorised numpy)."""
-    if tile & (tile - 1) or chunk & (chunk - 1) or chunk < tile:
-        raise ValueError("tile and chunk must be powers of two with chunk >= tile")
+    if tile < 1 or tile & (tile - 1):
+        raise ValueError("the tile must be a power of two")
     g = graph.to_numpy()
     f_off = np.asarray(g.factor_offsets, np.int64)
     v_off = np.asarray(g.var_offsets, np.int64)
 
     # Variables first: their row order is the kernel numbering.
-    v_item, v_slot0, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), tile, chunk)
+    v_item, v_slot0, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), tile)
     var_elem_slot, var_row = _fill(v_item, v_slot0, v_off, v_slots)
 
-    f_item, f_slot0, f_slots, f_widths, f_tables, f_wide = _rows(np.diff(f_off), tile, chunk)
+    f_item, f_slot0, f_slots, f_widths, f_tables, f_wide = _rows(np.diff(f_off), tile)
     edge_slot, _ = _fill(f_item, f_slot0, f_off, f_slots)
 
     slot_var = np.full(f_slots, -1, np.int64)
@@ -255,8 +291,9 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
     def side(slots, widths, tables, wide):
         return Side(slots=jnp.asarray(slots, jnp.int32), prog_class=jnp.asarray(tables["class"]),
                     prog_slot0=jnp.asarray(tables["slot0"]), prog_row0=jnp.asarray(tables["row0"]),
-                    prog_head=jnp.asarray(tables["head"]), wide_first=jnp.asarray(wide[3]),
-                    wide_count=jnp.asarray(wide[4]), widths=widths, tile=tile, chunk=chunk,
+                    prog_head=jnp.asarray(tables["head"]), prog_shift=jnp.asarray(tables["shift"]),
+                    wide_first=jnp.asarray(wide[3]),
+                    wide_count=jnp.asarray(wide[4]), widths=widths, tile=tile,
                     wide_chunks=wide[0], wide_rows=wide[1], max_row_chunks=wide[2])
 
     return FusedLayout(
@@ -267,6 +304,13 @@ def build(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> Fused
         var_kvar=jnp.asarray(var_row, jnp.int32),
         kvar_var=jnp.asarray(v_item, jnp.int32),
     )
+
+
+@functools.cache
+def _kernel(fn, *static):
+    """`fn` with its static arguments bound, one object per setting: JAX then traces and lowers
+    a kernel once per jit, not once per call site (the loop calls each kernel five times)."""
+    return functools.partial(fn, *static)
 
 
 # ---------------------------------------------------------------- math (jnp, runs inside kernels)
@@ -322,65 +366,77 @@ def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, head_ref, sv_ref, m_ref, fin_ref, cnt_ref,
-                   and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref,
+def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+                   cnt_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref,
                    out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, phn_ref):
-    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program)."""
+    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
+
+    The per-slot math (variable-to-factor messages, body terms, the factor
+    messages) is written once, on the flat `size` slots of the program; only
+    the row reductions branch on the row width. The Triton compile time grows
+    with the code in the branches, so they hold nothing but reductions.
+    """
     from jax.experimental import pallas as pl
 
     pid = pl.program_id(0)
     cls = cls_ref[pid]
     slot0 = s0_ref[pid]
-    row0 = r0_ref[pid]
-    damping = scal_ref[0]
-    active = scal_ref[1] > 0
+    shift = shift_ref[pid]  # log2 of the row width (of `size` for a chunk)
+    is_chunk = cls >= len(widths)
+    sl = pl.ds(slot0, size)
+    sv = sv_ref[sl]
+    m = m_ref[sl]
+    valid = sv >= 0
+    idx = jnp.where(valid, sv, 0)
+    n = _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+    lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
+    row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
+    is_and = and_ref[row] > 0
+    params = [ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)]
+    # A row's first slot is its head; a chunk holds it only if it is the row's first chunk.
+    first = (lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)) == 0
+    is_head = first & (~is_chunk | (slot0 == head_ref[pid]))
+    body = valid & ~is_head
+    tf, zero = _body_terms(n, body, is_and)
+    izero = zero.astype(jnp.int32)
 
     def tile_branch(w):
-        r = tile // w
+        r = size // w
 
         def branch():
-            sl = pl.ds(slot0, tile)
-            sv = sv_ref[sl].reshape(r, w)
-            m = m_ref[sl].reshape(r, w)
-            valid = sv >= 0
-            idx = jnp.where(valid, sv, 0)
-            fin = fin_ref[idx]
-            cnt = cnt_ref[idx]
-            rows = pl.ds(row0, r)
-            is_and = (and_ref[rows] > 0)[:, None]
-            params = [ref[rows][:, None] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)]
-            is_head = jax.lax.broadcasted_iota(jnp.int32, (r, w), 1) == 0
-            body = valid & ~is_head
-            n = _var_to_factor(m, fin, cnt)
-            tf, zero = _body_terms(n, body, is_and)
-            S = jnp.sum(tf, axis=1, keepdims=True)
-            Z = jnp.sum(zero.astype(jnp.int32), axis=1, keepdims=True, dtype=jnp.int32)
+            t2 = tf.reshape(r, w)
+            b2 = body.reshape(r, w) & (izero.reshape(r, w) == 0)
+            S = jnp.sum(t2, axis=1, keepdims=True)
+            Z = jnp.sum(izero.reshape(r, w), axis=1, keepdims=True, dtype=jnp.int32)
             # The row's sum is known here, so the dominant term (below half of it) is found
             # without a min/argmin (`kernels.factor_aggregates`).
-            dominant = body & ~zero & (tf < 0.5 * S)
-            O = jnp.sum(jnp.where(dominant, jnp.zeros_like(tf), tf), axis=1, keepdims=True)
-            hn = jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n)), axis=1, keepdims=True)
-            new = _messages(n, tf, zero, dominant, S, Z, O, hn, is_head, is_and, *params)
-            out_ref[sl] = _finish(new, m, valid, damping, active).reshape(tile)
+            dominant = b2 & (t2 < 0.5 * S)
+            O = jnp.sum(jnp.where(dominant, jnp.zeros_like(t2), t2), axis=1, keepdims=True)
+            h2 = jnp.where(is_head.reshape(r, w), n.reshape(r, w), jnp.zeros((r, w), n.dtype))
+            hn = jnp.sum(h2, axis=1, keepdims=True)
+            flat = [jnp.broadcast_to(x, (r, w)).reshape(size) for x in (S, Z, O, hn)]
+            return (*flat, dominant.astype(jnp.int32).reshape(size))
 
         return branch
 
     def chunk_branch():
-        is_and = and_ref[row0] > 0
-        _, _, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
-            sv_ref, m_ref, fin_ref, cnt_ref, slot0, head_ref[pid], is_and, chunk)
-        cand = valid & ~is_head & ~zero
+        gidx = slot0 + lane
+        cand = body & ~zero
         mn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)))
         am = jnp.min(jnp.where(cand & (tf == mn), gidx, jnp.iinfo(jnp.int32).max))
         ps_ref[pid] = jnp.sum(tf)
-        pz_ref[pid] = jnp.sum(zero.astype(jnp.int32), dtype=jnp.int32)
+        pz_ref[pid] = jnp.sum(izero, dtype=jnp.int32)
         pmn_ref[pid] = mn
         pam_ref[pid] = am
         po_ref[pid] = jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
         phn_ref[pid] = jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n)))
+        # A chunk's messages are the wide kernel's; these are overwritten there.
+        return tf, izero, tf, n, izero
 
     branches = [tile_branch(w) for w in widths] + [chunk_branch]
-    jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+    S, Z, O, hn, dominant = jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+    new = _messages(n, tf, zero, dominant > 0, S, Z, O, hn, is_head, is_and, *params)
+    out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
 
 
 def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
@@ -421,6 +477,10 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
     out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
 
 
+# The passes are jitted on their own so that JAX traces and lowers each kernel once per
+# setting, not at every call site: the loop calls them five times, and lowering a Pallas
+# kernel to Triton IR (in Python) took most of the loop's compile time.
+@functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
 def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active, interpret: bool = False,
                 num_warps: int = NUM_WARPS):
     """New factor-to-variable messages (slot order) from messages and variable totals.
@@ -439,8 +499,8 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
     scal = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    kernel = functools.partial(_factor_kernel, side.widths, side.tile, side.chunk)
-    tables = (side.prog_class, side.prog_slot0, side.prog_row0, side.prog_head)
+    kernel = _kernel(_factor_kernel, side.widths, side.tile)
+    tables = (side.prog_class, side.prog_slot0, side.prog_row0, side.prog_head, side.prog_shift)
     out, *partials = pl.pallas_call(
         kernel,
         grid=(side.num_programs,),
@@ -458,7 +518,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
     operands = (side.prog_slot0, side.prog_row0, side.prog_head, side.wide_first, side.wide_count,
                 side.slots, fin, cnt, *params, scal, *partials, messages, out)
     return pl.pallas_call(
-        functools.partial(_wide_kernel, side.chunk, side.max_row_chunks),
+        _kernel(_wide_kernel, side.chunk, side.max_row_chunks),
         grid=(side.wide_chunks,),
         out_shape=jax.ShapeDtypeStruct(messages.shape, dt),
         input_output_aliases={len(operands) - 1: 0},
@@ -559,6 +619,7 @@ def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref,
     bad_ref[row] = bad.astype(jnp.int32)
 
 
+@functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
 def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool = False,
              num_warps: int = NUM_WARPS):
     """Variable totals, marginals and the largest marginal change.
@@ -580,7 +641,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
     nprog = side.num_programs
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    kernel = functools.partial(_var_kernel, side.widths, side.tile, side.chunk)
+    kernel = _kernel(_var_kernel, side.widths, side.tile, side.chunk)
     out = pl.pallas_call(
         kernel,
         grid=(nprog,),
@@ -596,7 +657,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
         operands = (side.wide_first, side.wide_count, *out[5:], evidence_k, p_old, fin, cnt, p, delta, bad)
         first = len(operands) - 5
         fin, cnt, p, delta, bad = pl.pallas_call(
-            functools.partial(_var_wide_kernel, side.max_row_chunks),
+            _kernel(_var_wide_kernel, side.max_row_chunks),
             grid=(side.wide_rows,),
             out_shape=tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (fin, cnt, p, delta, bad)),
             input_output_aliases={first + k: k for k in range(5)},
@@ -664,15 +725,15 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
 _LAYOUTS: dict[tuple, tuple[weakref.ref, FusedLayout]] = {}
 
 
-def layout_for(graph: FactorGraph, tile: int = TILE, chunk: int = BIG_CHUNK) -> FusedLayout:
+def layout_for(graph: FactorGraph, tile: int = TILE) -> FusedLayout:
     """The graph's layout, built on first use and kept while the graph lives."""
     if isinstance(graph.edge_var, jax.core.Tracer):
         raise TypeError("the fused backend needs a concrete graph (call its runner outside jit)")
-    key = (id(graph), tile, chunk)
+    key = (id(graph), tile)
     hit = _LAYOUTS.get(key)
     if hit is not None and hit[0]() is graph:
         return hit[1]
-    layout = build(graph, tile, chunk)
+    layout = build(graph, tile)
     _LAYOUTS[key] = (weakref.ref(graph, lambda _, key=key: _LAYOUTS.pop(key, None)), layout)
     return layout
 
@@ -686,30 +747,27 @@ class Runner:
     """
 
     def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
-                 chunk: int | None = None, num_warps: int = NUM_WARPS):
-        self.tile, self.chunk = tile, chunk
+                 num_warps: int = NUM_WARPS):
+        self.tile = tile
         self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret,
                                                  num_warps=num_warps))
 
-    def sizes(self, dtype) -> tuple[int, int]:
-        """(tile, chunk) for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
-        if self.tile:
-            return self.tile, self.chunk or max(self.tile, BIG_CHUNK)
-        tile = AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
-        return tile, self.chunk or tile
+    def tile_for(self, dtype) -> int:
+        """Slots per program for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
+        return self.tile or AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
 
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
-        return self._jitted(layout_for(graph, *self.sizes(messages.dtype)), graph, messages, evidence, tol,
+        return self._jitted(layout_for(graph, self.tile_for(messages.dtype)), graph, messages, evidence, tol,
                             max_iters, damping)
 
     def lower(self, graph, messages, *args):
-        sizes = self.sizes(messages.dtype)
-        lowered = self._jitted.lower(layout_for(graph, *sizes), graph, messages, *args)
+        tile = self.tile_for(messages.dtype)
+        lowered = self._jitted.lower(layout_for(graph, tile), graph, messages, *args)
 
         class _Lowered:
             def compile(self):
                 compiled = lowered.compile()
-                return lambda g, *a: compiled(layout_for(g, *sizes), g, *a)
+                return lambda g, *a: compiled(layout_for(g, tile), g, *a)
 
         return _Lowered()
 
@@ -717,10 +775,10 @@ class Runner:
 _RUNNERS: dict = {}
 
 
-def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None, chunk: int | None = None,
+def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None,
            num_warps: int = NUM_WARPS) -> Runner:
     """A cached `Runner` for these settings (tile None: by precision, `AUTO_TILE`)."""
-    key = (unroll, interpret, tile, chunk, num_warps)
+    key = (unroll, interpret, tile, num_warps)
     if key not in _RUNNERS:
         _RUNNERS[key] = Runner(*key)
     return _RUNNERS[key]

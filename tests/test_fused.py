@@ -1,6 +1,6 @@
 """The fused Pallas PARALL kernels (`fastlbp.fused`), interpreted on the CPU.
 
-Small tiles and chunks make every branch run on small graphs: rows of every
+Small tiles make every branch run on small graphs: rows of every
 width, and rows wider than a tile split into chunks whose partial aggregates
 are combined (the path hub variables and big OR factors take on the GPU).
 """
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fastlbp import engine, fused, reference
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
 
-SMALL = dict(tile=8, chunk=8)
+SMALL = dict(tile=8)
 
 
 def _run(g, ev, runner, dtype=jnp.float64, messages=None, tol=0.0, max_iters=20, damping=0.0):
@@ -26,14 +26,14 @@ def _run(g, ev, runner, dtype=jnp.float64, messages=None, tol=0.0, max_iters=20,
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), tile=st.sampled_from([4, 8, 512]))
+@given(seed=st.integers(0, 2**32 - 1), tile=st.sampled_from([2, 4, 8, 512]))
 def test_fused_matches_sequential_reference(seed, tile):
     rng = np.random.default_rng(seed)
     V = int(rng.integers(2, 12))
     factors = random_factors(rng, V, int(rng.integers(1, 16)), max_body=int(rng.integers(1, 11)))
     labels = random_labels(rng, V)
     g = from_factors(factors, V)
-    runner = fused.runner(1, interpret=True, tile=tile, chunk=max(tile, 8))
+    runner = fused.runner(1, interpret=True, tile=tile)
     ev = evidence_from_labels(V, labels)
     result = _run(g, ev, runner)
     def step(m):
@@ -84,7 +84,7 @@ def test_layout_places_every_edge_once():
     factors = random_factors(rng, 40, 60, max_body=9)
     factors.append(Factor(AND, 1, tuple(range(2, 40)), 0.9, 0.1))
     g = from_factors(factors, 40)
-    lay = fused.build(g, tile=8, chunk=16)
+    lay = fused.build(g, tile=8)
     edge_slot = np.asarray(lay.edge_slot)
     assert len(set(edge_slot.tolist())) == g.num_edges
     slot_var = np.asarray(lay.factors.slots)
@@ -108,25 +108,25 @@ def test_huge_fan_in_is_exact(kind):
     n = 10_000
     factors, expect = huge_fan_in(kind, n)
     g = from_factors(factors, n + 1)
-    res = _run(g, np.zeros(n + 1), fused.runner(1, interpret=True, tile=512, chunk=2048), tol=1e-12,
+    res = _run(g, np.zeros(n + 1), fused.runner(1, interpret=True, tile=512), tol=1e-12,
                max_iters=10)
     assert abs(float(res.marginals[0]) - expect) < 1e-10
     # One body variable labelled: the wide row's leave-one-out stays exact.
     ev = evidence_from_labels(n + 1, {1: kind == OR})
-    res = _run(g, ev, fused.runner(1, interpret=True, tile=512, chunk=2048), tol=1e-12, max_iters=10)
+    res = _run(g, ev, fused.runner(1, interpret=True, tile=512), tol=1e-12, max_iters=10)
     assert abs(float(res.marginals[0]) - (0.999 if kind == OR else 0.001)) < 1e-12
 
 
-@pytest.mark.parametrize(("tile", "chunk"), [(2, 2), (4, 8), (512, 512)])
-def test_tiny_sum_of_others_in_a_row(tile, chunk):
-    # (2, 2): the OR's row is wide, split in chunks; the others: one tile row.
+@pytest.mark.parametrize("tile", [2, 4, 512])
+def test_tiny_sum_of_others_in_a_row(tile):
+    # 2: the OR's row is wide, split in chunks; the others: one tile row.
     # x2's term (-4e-18) is all that is left for x1 once its own term (-23)
     # is removed; "sum - own" would cancel it to 0 (a spurious hard message).
     factors = [Factor(AND, 1, (), 1 - 1e-10, 1 - 1e-10), Factor(AND, 2, (), 4e-18, 4e-18),
                Factor(OR, 0, (1, 2, 4), 1.0, 0.0), Factor(AND, 3, (2,), 0.5, 0.0),
                Factor(AND, 4, (), 1e-300, 1e-300)]
     g = from_factors(factors)
-    runner = fused.runner(1, interpret=True, tile=tile, chunk=chunk)
+    runner = fused.runner(1, interpret=True, tile=tile)
     first = _run(g, evidence_from_labels(5, {0: True}), runner, tol=1e-15, max_iters=50)
     labels = {0: True, 1: False}
     warm = _run(g, evidence_from_labels(5, labels), runner, messages=first.messages, tol=1e-15,
@@ -178,7 +178,7 @@ def test_backend_from_the_environment(monkeypatch):
             engine.default_backend()
 
 
-# ---------------------------------------------------------------- the GPU's tile and chunk sizes
+# ---------------------------------------------------------------- the GPU's tile sizes
 
 def _wide_graph(seed: int):
     """Rows of every width: an OR factor of 700 bodies and a variable in 600 factors are wider
@@ -207,9 +207,9 @@ def test_production_tiles_with_wide_rows_match_xla_engine(labels, dtype):
     # The runner's own tile for the precision (`fused.AUTO_TILE`).
     g, V = _wide_graph(0)
     runner = fused.runner(1, interpret=True)
-    tile, chunk = runner.sizes(dtype)
-    assert tile == fused.AUTO_TILE[jnp.dtype(dtype).itemsize] and chunk == tile
-    lay = fused.layout_for(g, tile, chunk)
+    tile = runner.tile_for(dtype)
+    assert tile == fused.AUTO_TILE[jnp.dtype(dtype).itemsize]
+    lay = fused.layout_for(g, tile)
     assert lay.factors.wide_chunks >= 2 and lay.variables.wide_chunks >= 2
     for side in (lay.factors, lay.variables):
         assert {w for w in (32, 64, 128, 256, 512) if w <= tile} <= set(side.widths)
@@ -221,3 +221,33 @@ def test_production_tiles_with_wide_rows_match_xla_engine(labels, dtype):
                                atol=1e-12 if tight else 1e-4, rtol=1e-12 if tight else 1e-4)
     np.testing.assert_allclose(np.asarray(got.marginals), np.asarray(want.marginals),
                                atol=1e-14 if tight else 1e-5)
+
+
+# ---------------------------------------------------------------- compile time
+
+def _lowered_for_gpu(unroll: int) -> str:
+    """The fused loop lowered for CUDA (no GPU needed), as StableHLO text."""
+    rng = np.random.default_rng(3)
+    factors = random_factors(rng, 60, 90, max_body=6)
+    factors.append(Factor(OR, 0, tuple(range(1, 40)), 0.2, 0.9))  # a wide row on both sides
+    g = from_factors(factors, 60)
+    runner = fused.Runner(unroll=unroll, tile=8)
+    lay = fused.layout_for(g, 8)
+    assert lay.factors.wide_chunks and lay.variables.wide_chunks
+    dt = jnp.float64
+    args = (lay, g, engine.init(g, dt), jnp.zeros((60,), dt), jnp.asarray(0.0, dt),
+            jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dt))
+    try:
+        lowered = runner._jitted.trace(*args).lower(lowering_platforms=("cuda",))
+    except Exception as err:  # a jaxlib without the Triton dialect cannot lower for CUDA
+        pytest.skip(f"cannot lower Pallas kernels for CUDA here: {err}")
+    return lowered.as_text()
+
+
+def test_each_kernel_is_lowered_once_whatever_the_unrolling():
+    # Lowering a Pallas kernel to Triton IR was most of the fused loop's compile time: the
+    # loop called its four kernels at every unrolled sweep and lowered them each time. Now
+    # the loop body holds each kernel once (the variable pass before the loop is lowered
+    # separately: its jaxpr is not the loop body's), however many sweeps a trip unrolls.
+    calls = "custom_call @__gpu$xla.gpu.triton("
+    assert _lowered_for_gpu(1).count(calls) == _lowered_for_gpu(4).count(calls) == 6

@@ -1,0 +1,97 @@
+"""Where the fused kernels' compile time goes.
+
+    python benchmarks/compile_probe.py --sizes 50000 500000 --passes
+
+For each size and precision: the fused PARALL loop's (4 sweeps per trip)
+lowering time (tracing, and the Pallas kernels' Triton IR, in Python), its
+XLA compile time (which compiles the Triton IR), and its first call beyond a
+steady call (load-time work); with --passes, one factor pass and one
+variable pass compiled alone. Details go to $OUT/compile_probe[-TAG].json; a
+table is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from common import bingo_model, environment, write_json  # noqa: E402
+
+from fastlbp import engine, fused  # noqa: E402
+
+
+def loop_times(graph, dt, interpret: bool) -> dict:
+    runner = fused.Runner(unroll=4, interpret=interpret)
+    a = (graph, engine.init(graph, dt), jnp.zeros((graph.num_vars,), dt), jnp.asarray(0.0, dt),
+         jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dt))
+    t0 = time.perf_counter()
+    lowered = runner.lower(*a)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    jax.block_until_ready(compiled(*a))
+    t3 = time.perf_counter()
+    jax.block_until_ready(compiled(*a))
+    t4 = time.perf_counter()
+    return {"lower_s": t1 - t0, "compile_s": t2 - t1, "first_call_extra_s": (t3 - t2) - (t4 - t3),
+            "total_s": (t2 - t0) + (t3 - t2) - (t4 - t3)}
+
+
+def compile_s(fn, *args) -> float:
+    t0 = time.perf_counter()
+    jax.jit(fn).lower(*args).compile()
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[50_000, 500_000])
+    ap.add_argument("--dtypes", nargs="+", default=["f64", "f32"])
+    ap.add_argument("--passes", action="store_true", help="compile one factor, one variable pass alone")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args(argv)
+    interpret = jax.devices()[0].platform != "gpu"
+    rows = []
+    for size in args.sizes:
+        graph = jax.device_put(bingo_model(size).graph)
+        for dname in args.dtypes:
+            dt = {"f64": jnp.float64, "f32": jnp.float32}[dname]
+            row = {"size": graph.num_edges, "dtype": dname, **loop_times(graph, dt, interpret)}
+            if args.passes:
+                lay = fused.layout_for(graph, fused.Runner().tile_for(dt))
+                slots = jnp.zeros((lay.num_slots,), dt)
+                evk = jnp.zeros((lay.num_kvars,), dt)
+                params = fused.factor_params(lay, graph, dt)
+                cnt = jnp.zeros((lay.num_kvars,), jnp.int32)
+                nw = fused.NUM_WARPS
+
+                def fpass(lay, m, fin, cnt, params):
+                    return fused.factor_pass(lay, m, fin, cnt, params, 0.0, 1.0, interpret, nw)
+
+                def vpass(lay, m, evk):
+                    return fused.var_pass(lay, m, evk, evk, interpret, nw)
+
+                row["factor_pass_s"] = compile_s(fpass, lay, slots, evk, cnt, params)
+                row["var_pass_s"] = compile_s(vpass, lay, slots, evk)
+            rows.append(row)
+            print(row, flush=True)
+    write_json(f"compile_probe{'-' + args.tag if args.tag else ''}.json",
+               {"environment": environment(), "rows": rows})
+    print(f"compile seconds ({args.tag or 'untagged'})")
+    print(f"{'edges':>9} {'dt':>4} {'lower':>6} {'compile':>7} {'1st call+':>9} {'total':>6} "
+          f"{'factor pass':>11} {'var pass':>8}")
+    for r in rows:
+        print(f"{r['size']:>9} {r['dtype']:>4} {r['lower_s']:>6.2f} {r['compile_s']:>7.2f} "
+              f"{r['first_call_extra_s']:>9.2f} {r['total_s']:>6.2f} {r.get('factor_pass_s', 0):>11.2f} "
+              f"{r.get('var_pass_s', 0):>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
