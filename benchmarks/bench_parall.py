@@ -52,6 +52,11 @@ def bench_size(factor_edges: int, iters: int, bandwidth: float, variants: dict) 
             ev = jnp.zeros((graph.num_vars,), dtype)
             args = (graph, msgs, ev, jnp.asarray(0.0, dtype), jnp.asarray(iters, jnp.int32),
                     jnp.asarray(0.0, dtype))
+            # Host-side preparation once per graph (the fused layout), timed apart from compiling.
+            t0 = time.perf_counter()
+            if hasattr(runner, "prepare"):
+                runner.prepare(graph, dtype)
+            prepare_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             compiled = runner.lower(*args).compile()
             compile_s = time.perf_counter() - t0
@@ -64,8 +69,8 @@ def bench_size(factor_edges: int, iters: int, bandwidth: float, variants: dict) 
                 "factor_edges": graph.num_edges, "vars": graph.num_vars, "factors": graph.num_factors,
                 "variant": name, "precision": dtype_name, "iters": int(res.iterations),
                 "us_per_iter": per_iter * 1e6, "floor_us": floor_s * 1e6,
-                "x_floor": per_iter / floor_s, "compile_s": compile_s, "times_s": times,
-                "generate_s": gen_s,
+                "x_floor": per_iter / floor_s, "compile_s": compile_s, "prepare_s": prepare_s,
+                "times_s": times, "generate_s": gen_s,
             })
     ref = results[(next(iter(variants)), "f64")]
     for row in rows:
@@ -104,15 +109,16 @@ def main(argv=None) -> int:
         "fused-unroll4-t1024-w16": lambda: fused.runner(4, interpret=not gpu, tile=1024,
                                                         num_warps=16),
     }
-    old = Path(__file__).with_name("_old_fused.py")
-    if old.exists():  # an earlier fused.py to compare with in the same process (not committed)
+    # Earlier versions of fused.py to compare with in the same process (not committed):
+    # benchmarks/_old_NAME.py gives the variant NAME-unroll4.
+    for old in sorted(Path(__file__).parent.glob("_old_*.py")):
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("_old_fused", old)
-        old_fused = importlib.util.module_from_spec(spec)
-        sys.modules["_old_fused"] = old_fused  # its dataclasses look their module up
-        spec.loader.exec_module(old_fused)
-        all_variants["old-unroll4"] = lambda: old_fused.runner(4, interpret=not gpu)
+        spec = importlib.util.spec_from_file_location(old.stem, old)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[old.stem] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+        all_variants[f"{old.stem[5:]}-unroll4"] = functools.partial(module.runner, 4, not gpu)
     for name in args.variants:  # fused-u{unroll}-t{tile}-w{warps}, e.g. fused-u4-t128-w4
         m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)", name)
         if m:
@@ -128,10 +134,10 @@ def main(argv=None) -> int:
         print(f"# done {size}", flush=True)
     write_json("bench_parall.json", {"env": env, "copy_bandwidth_Bps": bandwidth, "rows": rows})
     print(f"{'edges':>9} {'variant':>13} {'prec':>4} {'us/iter':>9} {'floor us':>9} {'x floor':>8} "
-          f"{'compile s':>9} {'|d| vs f64':>10}")
+          f"{'compile s':>9} {'prep s':>6} {'|d| vs f64':>10}")
     for r in rows:
         print(f"{r['factor_edges']:>9} {r['variant']:>13} {r['precision']:>4} {r['us_per_iter']:>9.1f} "
-              f"{r['floor_us']:>9.1f} {r['x_floor']:>8.2f} {r['compile_s']:>9.2f} "
+              f"{r['floor_us']:>9.1f} {r['x_floor']:>8.2f} {r['compile_s']:>9.2f} {r['prepare_s']:>6.2f} "
               f"{r['max_abs_diff_vs_f64']:>10.2e}")
     return 0
 

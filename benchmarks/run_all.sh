@@ -58,6 +58,11 @@ case "${1:-parall}" in
     run 150 benchmarks/check_fused.py --graphs 3
     run 100 benchmarks/compile_probe.py --sizes 500000 5000000 --passes
     run 330 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 --variants xla old-unroll4 fused-unroll4 ;;
+  session5b)
+    run 150 benchmarks/check_fused.py --graphs 3
+    run 100 benchmarks/compile_probe.py --sizes 500000 5000000 --passes
+    run 330 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
+      --variants xla s4-unroll4 c1-unroll4 fused-unroll4 fused-unroll8 ;;
   check4)
     run 200 benchmarks/bench_seqfix_pallas.py --sizes 50000 --strategies seqfix --atomic --width 128 --warps 8 ;;
   fused)

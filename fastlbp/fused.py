@@ -201,7 +201,7 @@ def _rows(sizes: np.ndarray, tile: int):
     row_item, row_slot0 = [], []
     prog = {"class": [], "slot0": [], "row0": [], "head": [], "shift": []}
     slot = row = 0
-    present = sorted({int(w) for w in width[~wide]}, reverse=True)
+    present = [int(w) for w in np.unique(width[~wide])[::-1]]
 
     # Wide rows first (the longest first), one program per chunk.
     wide_items = np.flatnonzero(wide)
@@ -544,32 +544,34 @@ def _change(p, p_old):
     return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
 
 
-def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, pold_ref,
+def _var_kernel(widths, tile, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, pold_ref,
                 fin_ref, cnt_ref, p_ref, delta_ref, bad_ref, pf_ref, pp_ref, pn_ref):
-    """Tiles: totals, marginals, largest change. Chunks of wide rows: partial sums."""
+    """Tiles: totals, marginals, largest change. Chunks of wide rows: partial sums.
+
+    The gather is written once, on the program's flat slots; the branches
+    (one per row width) only sum rows and store them.
+    """
     from jax.experimental import pallas as pl
 
     pid = pl.program_id(0)
     cls = cls_ref[pid]
-    slot0 = s0_ref[pid]
     row0 = r0_ref[pid]
-
-    def gather(sl):
-        vs = vs_ref[sl]
-        valid = vs >= 0
-        m = m_ref[jnp.where(valid, vs, 0)]
-        m = jnp.where(valid, m, jnp.zeros_like(m))
-        return (jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m)), (m == jnp.inf).astype(jnp.int32),
-                (m == -jnp.inf).astype(jnp.int32))
+    vs = vs_ref[pl.ds(s0_ref[pid], tile)]
+    valid = vs >= 0
+    m = m_ref[jnp.where(valid, vs, 0)]
+    m = jnp.where(valid, m, jnp.zeros_like(m))
+    fin = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    pos = (m == jnp.inf).astype(jnp.int32)
+    neg = (m == -jnp.inf).astype(jnp.int32)
 
     def tile_branch(w):
         r = tile // w
 
         def branch():
-            fin, pos, neg = (x.reshape(r, w) for x in gather(pl.ds(slot0, tile)))
             rows = pl.ds(row0, r)
-            f, c, p = _totals(jnp.sum(fin, axis=1), jnp.sum(pos, axis=1, dtype=jnp.int32),
-                              jnp.sum(neg, axis=1, dtype=jnp.int32), ev_ref[rows])
+            f, c, p = _totals(jnp.sum(fin.reshape(r, w), axis=1),
+                              jnp.sum(pos.reshape(r, w), axis=1, dtype=jnp.int32),
+                              jnp.sum(neg.reshape(r, w), axis=1, dtype=jnp.int32), ev_ref[rows])
             fin_ref[rows] = f
             cnt_ref[rows] = c
             p_ref[rows] = p
@@ -580,7 +582,6 @@ def _var_kernel(widths, tile, chunk, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_
         return branch
 
     def chunk_branch():
-        fin, pos, neg = gather(pl.ds(slot0, chunk))
         pf_ref[pid] = jnp.sum(fin)
         pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
         pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
@@ -641,7 +642,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool =
     nprog = side.num_programs
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    kernel = _kernel(_var_kernel, side.widths, side.tile, side.chunk)
+    kernel = _kernel(_var_kernel, side.widths, side.tile)
     out = pl.pallas_call(
         kernel,
         grid=(nprog,),
@@ -691,27 +692,32 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     kv = layout.kvar_var
     evidence_k = jnp.where(kv >= 0, evidence.astype(dtype)[jnp.where(kv >= 0, kv, 0)], 0)
     params = factor_params(layout, graph, dtype)
-    fin, cnt, p, _, conflict = var_pass(layout, slots, evidence_k, jnp.zeros_like(evidence_k), interpret,
-                                        num_warps)
+    vk = layout.num_kvars
 
+    # The loop's first sweep primes it: with the factor pass idle (messages kept), its
+    # variable pass forms the totals and marginals of the incoming messages. So each kernel
+    # has one call site in the whole loop and is lowered and compiled once (a variable pass
+    # before the loop was lowered a second time).
     def active(state):
-        _, _, _, _, it, delta, conflict = state
-        return (it < max_iters) & (delta >= tol) & ~conflict
+        *_, it, delta, conflict, primed = state
+        return ~primed | ((it < max_iters) & (delta >= tol) & ~conflict)
 
-    def sweep(state, go):
-        msgs, fin, cnt, p, it, delta, conflict = state
+    def sweep(state):
+        msgs, fin, cnt, p, it, delta, conflict, primed = state
+        go = primed & active(state)
         new = factor_pass(layout, msgs, fin, cnt, params, damping, go.astype(dtype), interpret, num_warps)
         fin, cnt, p_new, d, bad = var_pass(layout, new, evidence_k, p, interpret, num_warps)
         return (new, fin, cnt, p_new, jnp.where(go, it + 1, it), jnp.where(go, d, delta),
-                jnp.where(go, bad, conflict))
+                jnp.where(go | ~primed, bad, conflict), jnp.ones_like(primed))
 
     def body(state):
         for _ in range(unroll):
-            state = sweep(state, active(state))
+            state = sweep(state)
         return state
 
-    state = (slots, fin, cnt, p, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype), conflict)
-    slots, fin, cnt, p, it, delta, conflict = jax.lax.while_loop(active, body, state)
+    state = (slots, jnp.zeros((vk,), dtype), jnp.zeros((vk,), jnp.int32), jnp.zeros((vk,), dtype),
+             jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype), jnp.asarray(False), jnp.asarray(False))
+    slots, fin, cnt, p, it, delta, conflict, _ = jax.lax.while_loop(active, body, state)
     k = layout.var_kvar
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
@@ -755,6 +761,10 @@ class Runner:
     def tile_for(self, dtype) -> int:
         """Slots per program for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
         return self.tile or AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
+
+    def prepare(self, graph, dtype) -> FusedLayout:
+        """Builds (or finds) the graph's layout for messages of `dtype`: host work done once per graph."""
+        return layout_for(graph, self.tile_for(dtype))
 
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
         return self._jitted(layout_for(graph, self.tile_for(messages.dtype)), graph, messages, evidence, tol,
