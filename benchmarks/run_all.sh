@@ -10,6 +10,9 @@
 #   bash benchmarks/run_all.sh tiles      more tile / warp / unroll settings of the fused kernels
 #   bash benchmarks/run_all.sh session4   fused kernels one at a time (0.5M), SEQFIX at the ftp size
 #   bash benchmarks/run_all.sh session5   fused kernels with the math outside the width switch: check, compile, speed
+#   bash benchmarks/run_all.sh session5b  the same with earlier versions side by side (benchmarks/_old_*.py, not committed)
+#   bash benchmarks/run_all.sh session5c  compile in a fresh process, PARALL speed, PARALL rounds XLA vs fused
+#   bash benchmarks/run_all.sh tiles5     tile and warp settings of the fused kernels, 8 sweeps per trip
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -58,6 +61,16 @@ case "${1:-parall}" in
     run 150 benchmarks/check_fused.py --graphs 3
     run 100 benchmarks/compile_probe.py --sizes 500000 5000000 --passes
     run 330 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 --variants xla old-unroll4 fused-unroll4 ;;
+  session5c)
+    run 120 benchmarks/compile_probe.py --sizes 50000 500000 5000000
+    run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
+      --variants xla fused-unroll4 fused-unroll8
+    run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 --out "$OUT/rounds_parall"
+    FASTLBP_BACKEND=fused run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 \
+      --out "$OUT/rounds_parall_fused" ;;
+  tiles5)
+    run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants fused-u8-t256-w8 fused-u8-t512-w8 fused-u8-t256-w4 fused-u8-t512-w16 fused-u8-t128-w4 ;;
   session5b)
     run 150 benchmarks/check_fused.py --graphs 3
     run 100 benchmarks/compile_probe.py --sizes 500000 5000000 --passes
