@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ import numpy as np
 
 from fastlbp import engine
 from fastlbp.errors import ContradictoryEvidence, InputError, read_text
-from fastlbp.graph import GraphError, evidence_from_labels
+from fastlbp.graph import GraphError
 from fastlbp.model import Model
 
 PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
@@ -178,8 +179,14 @@ class Session:
         self.labels.pop(self._var(name), None)
 
     def evidence(self, labels: dict[int, bool] | None = None) -> jax.Array:
+        """(V,) evidence log-odds on the device (+-inf where labelled)."""
         labels = self.labels if labels is None else labels
-        return jnp.asarray(evidence_from_labels(self.model.num_vars, labels), self.dtype)
+        # One byte per variable crosses to the device, not eight: at 0.2M variables that
+        # was 0.9 ms of a 5 ms round.
+        codes = np.zeros(self.model.num_vars, np.int8)
+        for v, truth in labels.items():
+            codes[v] = 1 if truth else -1
+        return _evidence_from_codes(jnp.asarray(codes), self.dtype)
 
     # Inference ------------------------------------------------------------
     def _call(self, messages, labels):
@@ -198,16 +205,18 @@ class Session:
         start = time.perf_counter()
         msgs = self.messages if warm else engine.init(self.graph, self.dtype)
         result = self._call(msgs, self.labels)
-        conflict = bool(result.conflict)
-        if conflict:
+        # One transfer for all results: their copies overlap (1 ms less per round at 0.2M
+        # variables than one np.asarray after another).
+        conflict, lo, marginals, iterations, converged, delta = jax.device_get(
+            (result.conflict, result.log_odds, result.marginals, result.iterations, result.converged,
+             result.delta))
+        if bool(conflict):
             raise ContradictoryEvidence(self._conflicting_labels())
-        lo = np.asarray(result.log_odds, dtype=np.float64)
         self.messages = result.messages
         seconds = time.perf_counter() - start
         self.last = Round(
-            marginals=np.asarray(result.marginals, dtype=np.float64), log_odds=lo,
-            iterations=int(result.iterations), converged=bool(result.converged),
-            delta=float(result.delta), seconds=seconds,
+            marginals=np.asarray(marginals, dtype=np.float64), log_odds=np.asarray(lo, dtype=np.float64),
+            iterations=int(iterations), converged=bool(converged), delta=float(delta), seconds=seconds,
         )
         return self.last
 
@@ -229,6 +238,13 @@ class Session:
         """{variable name: P(=1)} from the last round (runs one if none yet)."""
         rnd = self.last or self.run()
         return dict(zip(self.model.var_names, rnd.marginals.tolist(), strict=True))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _evidence_from_codes(codes: jax.Array, dtype) -> jax.Array:
+    """(V,) int8 codes (1 true, -1 false, 0 unlabelled) -> (V,) evidence log-odds of `dtype`."""
+    inf = jnp.asarray(jnp.inf, dtype)
+    return jnp.where(codes > 0, inf, jnp.where(codes < 0, -inf, jnp.zeros((), dtype)))
 
 
 def marginals(model: Model, labels: dict[int, bool] | None = None, **session_kwargs) -> Round:
