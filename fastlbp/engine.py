@@ -121,11 +121,12 @@ def default_backend() -> str:
 
     On the H200 (BENCHMARKS.md) the fused Pallas kernels ("fused") run an
     iteration 2.1x faster than XLA at 0.5M edges and 1.4x at 5M (f64) and
-    compile in 1.3-1.9 s (XLA: 0.9-1.4 s), but their layout (0.3-0.8 s per
-    graph) and per-run fixed costs outweigh that on a one-shot `fastlbp rank`
-    and on 2-iteration warm rounds (5.5 vs 7.2 ms median at the ftp size);
-    so XLA stays the default on every device and long runs opt in with
-    `FASTLBP_BACKEND=fused` (or `backend="fused"`). The segment-sum Pallas kernel ("pallas") is slower
+    compile in 1.3-1.9 s (XLA: 0.9-1.4 s), and triage rounds at the ftp size
+    are slightly faster with them (warm median 3.6 vs 4.0 ms); but building
+    their layout costs 0.3-0.8 s per graph, which a one-shot `fastlbp rank`
+    does not win back, so XLA stays the default on every device and long
+    runs and sessions opt in with `FASTLBP_BACKEND=fused` (or
+    `backend="fused"`). The segment-sum Pallas kernel ("pallas") is slower
     than XLA and kept for comparison.
     """
     import os
