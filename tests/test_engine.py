@@ -155,6 +155,19 @@ def test_changing_evidence_never_recompiles():
     assert engine.parall_runner()._cache_size() == before
 
 
+def test_new_settings_reach_the_runner():
+    # The session keeps tol, max_iters and damping on the device between rounds; a change
+    # must still take effect at the next round.
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    session = Session(model, tol=1e-9)
+    fine = session.run(warm=False).iterations
+    assert fine > 3
+    session.max_iters = 3
+    assert session.run(warm=False).iterations == 3
+    session.max_iters, session.tol = 1000, 1e-2
+    assert 3 < session.run(warm=False).iterations < fine
+
+
 def test_graph_is_an_argument_not_a_constant():
     # Two graphs of equal shapes share one compiled program.
     g1 = from_factors([Factor(AND, 0, (1,), 0.9, 0.0), Factor(AND, 1, (), 0.5, 0.5)])
