@@ -350,16 +350,21 @@ def _finish(new, m, valid, damping, active):
 
 # ---------------------------------------------------------------- factor kernels
 
+def _incoming(sv_ref, m_ref, fin_ref, cnt_ref, sl):
+    """A program's slots: their old messages, which are real, and the variable-to-factor messages."""
+    sv = sv_ref[sl]
+    m = m_ref[sl]
+    valid = sv >= 0
+    idx = jnp.where(valid, sv, 0)
+    return m, valid, _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+
+
 def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
     """A wide row's chunk: messages, validity, slot ids, head mask, n, terms."""
     from jax.experimental import pallas as pl
 
     sl = pl.ds(start, size)
-    sv = sv_ref[sl]
-    m = m_ref[sl]
-    valid = sv >= 0
-    idx = jnp.where(valid, sv, 0)
-    n = _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+    m, valid, n = _incoming(sv_ref, m_ref, fin_ref, cnt_ref, sl)
     gidx = start + jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     is_head = gidx == head
     tf, zero = _body_terms(n, valid & ~is_head, is_and)
@@ -384,11 +389,7 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
     shift = shift_ref[pid]  # log2 of the row width (of `size` for a chunk)
     is_chunk = cls >= len(widths)
     sl = pl.ds(slot0, size)
-    sv = sv_ref[sl]
-    m = m_ref[sl]
-    valid = sv >= 0
-    idx = jnp.where(valid, sv, 0)
-    n = _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+    m, valid, n = _incoming(sv_ref, m_ref, fin_ref, cnt_ref, sl)
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
     is_and = and_ref[row] > 0
