@@ -52,8 +52,9 @@ in `fastlbp.kernels`.
 Compile time. The factor kernel's per-slot math is written once, on the
 program's flat slots; only the row reductions branch on the row width (a
 `lax.switch`), since Triton compiles every branch and the math in each of ten
-branches took 5 s to compile. The passes are jitted on their own, so the loop
-lowers each kernel once however many sweeps a trip unrolls.
+branches took 5 s to compile. The passes are jitted on their own and the
+loop's first sweep primes it (no variable pass before the loop), so each
+kernel is lowered once however many sweeps a trip unrolls.
 
 On the CPU (tests) the same kernels run with `interpret=True`.
 """
