@@ -268,7 +268,13 @@ def evidence_from_labels(num_vars: int, labels: dict[int, bool] | None = None) -
     Returns:
         (V,) float64.
     """
-    ev = np.zeros(num_vars, dtype=np.float64)
+    codes = label_codes(num_vars, labels)
+    return np.where(codes > 0, np.inf, np.where(codes < 0, -np.inf, 0.0))
+
+
+def label_codes(num_vars: int, labels: dict[int, bool] | None = None) -> np.ndarray:
+    """Hard labels as (V,) int8 codes: 1 observed true, -1 observed false, 0 unlabelled."""
+    codes = np.zeros(num_vars, dtype=np.int8)
     for v, value in (labels or {}).items():
-        ev[v] = np.inf if value else -np.inf
-    return ev
+        codes[v] = 1 if value else -1
+    return codes
