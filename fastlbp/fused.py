@@ -71,7 +71,7 @@ import numpy as np
 
 from fastlbp import kernels
 from fastlbp.graph import FactorGraph
-from fastlbp.logspace import factor_messages, log_sigmoid, signed
+from fastlbp.logspace import log_sigmoid, messages_from_rho, signed, terms_and_rho
 
 
 def _quiet_triton_dialect_lookup() -> None:
@@ -335,11 +335,19 @@ def _body_terms(n, body, is_and):
     return jnp.where(zero, jnp.zeros_like(t), t), zero
 
 
-def _messages(n, tf, zero, is_min, S, Z, O, hn, is_head, is_and, *params):
+def _terms_and_rho(n, is_head, body, is_and, q, r, q1, r1):
+    """`_body_terms` on body slots and the head's log rho (`logspace.terms_and_rho`: shared exp, log1p)."""
+    t, lr = terms_and_rho(jnp.where(is_head | is_and, n, -n), is_head, q, r, q1, r1)
+    t = jnp.where(body, t, jnp.zeros_like(t))
+    zero = t == -jnp.inf
+    return jnp.where(zero, jnp.zeros_like(t), t), zero, lr
+
+
+def _messages(tf, zero, is_min, S, Z, O, lr, is_head, is_and, *params):
     others_zero = Z - zero.astype(jnp.int32)
     others = jnp.where(is_min, O, S - tf)
     c = jnp.where(others_zero > 0, jnp.full_like(others, -jnp.inf), others)
-    return factor_messages(is_head, is_and, c, hn, *params)
+    return messages_from_rho(is_head, is_and, c, lr, *params)
 
 
 def _finish(new, m, valid, damping, active):
@@ -374,7 +382,7 @@ def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
 
 def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
                    cnt_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref,
-                   out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, phn_ref):
+                   out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
 
     The per-slot math (variable-to-factor messages, body terms, the factor
@@ -399,7 +407,9 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
     first = (lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)) == 0
     is_head = first & (~is_chunk | (slot0 == head_ref[pid]))
     body = valid & ~is_head
-    tf, zero = _body_terms(n, body, is_and)
+    # The head's log rho is formed on its own slot, sharing the body terms' exp and log1p,
+    # and reaches the row's slots with the row sums.
+    tf, zero, lr = _terms_and_rho(n, is_head, body, is_and, *params[:4])
     izero = zero.astype(jnp.int32)
 
     def tile_branch(w):
@@ -414,9 +424,9 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
             # without a min/argmin (`kernels.factor_aggregates`).
             dominant = b2 & (t2 < 0.5 * S)
             O = jnp.sum(jnp.where(dominant, jnp.zeros_like(t2), t2), axis=1, keepdims=True)
-            h2 = jnp.where(is_head.reshape(r, w), n.reshape(r, w), jnp.zeros((r, w), n.dtype))
-            hn = jnp.sum(h2, axis=1, keepdims=True)
-            flat = [jnp.broadcast_to(x, (r, w)).reshape(size) for x in (S, Z, O, hn)]
+            h2 = jnp.where(is_head.reshape(r, w), lr.reshape(r, w), jnp.zeros((r, w), lr.dtype))
+            lrow = jnp.sum(h2, axis=1, keepdims=True)
+            flat = [jnp.broadcast_to(x, (r, w)).reshape(size) for x in (S, Z, O, lrow)]
             return (*flat, dominant.astype(jnp.int32).reshape(size))
 
         return branch
@@ -431,19 +441,19 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
         pmn_ref[pid] = mn
         pam_ref[pid] = am
         po_ref[pid] = jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
-        phn_ref[pid] = jnp.sum(jnp.where(is_head, n, jnp.zeros_like(n)))
+        plr_ref[pid] = jnp.sum(jnp.where(is_head, lr, jnp.zeros_like(lr)))
         # A chunk's messages are the wide kernel's; these are overwritten there.
-        return tf, izero, tf, n, izero
+        return tf, izero, tf, tf, izero
 
     branches = [tile_branch(w) for w in widths] + [chunk_branch]
-    S, Z, O, hn, dominant = jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
-    new = _messages(n, tf, zero, dominant > 0, S, Z, O, hn, is_head, is_and, *params)
+    S, Z, O, lrow, dominant = jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+    new = _messages(tf, zero, dominant > 0, S, Z, O, lrow, is_head, is_and, *params)
     out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
 
 
 def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
                  and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref, ps_ref, pz_ref, pmn_ref,
-                 pam_ref, po_ref, phn_ref, m_ref, _, out_ref):
+                 pam_ref, po_ref, plr_ref, m_ref, _, out_ref):
     """Messages of one chunk of a wide factor (in place), from its row's chunk partials.
 
     Every chunk of the row combines the row's partials itself (at most `maxc`
@@ -463,8 +473,8 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
         x = ref[win]
         return jnp.where(mine, x, jnp.full_like(x, neutral))
 
-    ps, pz, pmn, pam, po, phn = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
-                                 part(po_ref, 0), part(phn_ref, 0))
+    ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
+                                 part(po_ref, 0), part(plr_ref, 0))
     mn = jnp.min(pmn)
     star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
     is_star = lane == star
@@ -474,7 +484,7 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
     am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
         sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
-    new = _messages(n, tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(phn), is_head, is_and,
+    new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
                     *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
     out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
 

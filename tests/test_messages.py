@@ -1,7 +1,8 @@
 """The factor-message equations (`logspace.factor_messages`) against their log-space form.
 
-The engines evaluate DESIGN.md section 4 mostly in the linear domain (eight
-transcendental evaluations per edge). The reference here is the textbook
+The engines evaluate DESIGN.md section 4 mostly in the linear domain (five
+transcendental evaluations per edge in the fused kernels: `terms_and_rho`
+shares two between the body terms and the head's log rho). The reference here is the textbook
 log-space evaluation (every product a sum of logs, every sum a logaddexp),
 in numpy float64: slower, but it has no underflow to guard against. Every
 combination of special values (hard messages, c = 0 and -inf, deterministic
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fastlbp.logspace import factor_messages
+from fastlbp.logspace import factor_messages, messages_from_rho, terms_and_rho
 
 PROBS = [0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, 0.99, 0.01, 0.3, 1e-200]
 C_VALUES = [0.0, -0.0, -np.inf, -1e-300, -1e-20, -1e-8, -0.6931, -50.0, -800.0, -3000.0]
@@ -37,18 +38,29 @@ def log_space(is_head, is_and, c, hn, q, r):
         return np.where(is_head, g1 - g0, np.where(is_and, k_free - k_fixed, k_fixed - k_free))
 
 
-def linear(is_head, is_and, c, hn, q, r, dtype=jnp.float64):
+def linear(is_head, is_and, c, hn, q, r, dtype=jnp.float64, shared=False):
+    """`factor_messages`; `shared`: log rho from `terms_and_rho` (the fused kernels' path)."""
     q1, r1 = 1 - q, 1 - r
     with np.errstate(divide="ignore"):
         k1 = np.where(q == 0, np.log(r), np.where(r == 0, np.log(q), 0.0))
         k0 = np.where(q1 == 0, np.log(r1), np.where(r1 == 0, np.log(q1), 0.0))
-    floats = [jnp.asarray(x, dtype) for x in (c, hn, q, r, q1, r1, k1, k0)]
-    out = factor_messages(jnp.asarray(is_head), jnp.asarray(is_and), *floats)
+    c, hn, q, r, q1, r1, k1, k0 = (jnp.asarray(x, dtype) for x in (c, hn, q, r, q1, r1, k1, k0))
+    is_head, is_and = jnp.asarray(is_head), jnp.asarray(is_and)
+    if shared:
+        _, lr = terms_and_rho(hn, jnp.ones_like(is_head), q, r, q1, r1)
+        out = messages_from_rho(is_head, is_and, c, lr, q, r, q1, r1, k1, k0)
+    else:
+        out = factor_messages(is_head, is_and, c, hn, q, r, q1, r1, k1, k0)
     return np.asarray(out, np.float64)
 
 
 def compare(args, rel: float = 1e-12):
-    got, want = linear(*args), log_space(*args)
+    for shared in (False, True):
+        _compare(args, rel, shared)
+
+
+def _compare(args, rel, shared):
+    got, want = linear(*args, shared=shared), log_space(*args)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     both = ~np.isnan(got)
     hard = both & (np.isinf(got) | np.isinf(want))
@@ -96,3 +108,20 @@ def test_float32_on_moderate_values():
     got = linear(*args, dtype=jnp.float32)
     want = log_space(*args)
     assert np.max(np.abs(got - want) / (1 + np.abs(want))) < 1e-5
+
+
+def test_shared_body_terms_are_log_sigmoid():
+    """`terms_and_rho`'s body side is log sigmoid to the last bits, tiny terms included."""
+    rng = np.random.default_rng(3)
+    a = np.concatenate([H_VALUES, rng.normal(0, 1, 20_000) * rng.choice([1e-300, 1e-9, 1, 30, 800], 20_000)])
+    q, r = rng.choice(PROBS, a.size), rng.random(a.size)
+    consts = (jnp.asarray(x) for x in (q, r, 1 - q, 1 - r))
+    body, _ = terms_and_rho(jnp.asarray(a), jnp.zeros(a.size, bool), *consts)
+    with np.errstate(invalid="ignore"):
+        want = -np.logaddexp(0.0, -a)
+    got = np.asarray(body)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok & np.isinf(want)], want[ok & np.isinf(want)])
+    soft = ok & ~np.isinf(want)
+    assert np.all(np.abs(got[soft] - want[soft]) <= 4e-16 * np.abs(want[soft]) + 1e-300)
