@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                                                         num_warps=16),
     }
     # Earlier versions of fused.py to compare with in the same process (not committed):
-    # benchmarks/_old_NAME.py gives the variant NAME-unroll4.
+    # benchmarks/_old_NAME.py gives the variant NAME-unroll8.
     for old in sorted(Path(__file__).parent.glob("_old_*.py")):
         import importlib.util
 
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         module = importlib.util.module_from_spec(spec)
         sys.modules[old.stem] = module  # its dataclasses look their module up
         spec.loader.exec_module(module)
-        all_variants[f"{old.stem[5:]}-unroll4"] = functools.partial(module.runner, 4, not gpu)
+        all_variants[f"{old.stem[5:]}-unroll8"] = functools.partial(module.runner, 8, not gpu)
     for name in args.variants:  # fused-u{unroll}-t{tile}-w{warps}, e.g. fused-u4-t128-w4
         m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)", name)
         if m:

@@ -76,14 +76,16 @@ def main(argv=None) -> int:
                 cnt = jnp.zeros((lay.num_kvars,), jnp.int32)
                 nw = fused.NUM_WARPS
 
-                def fpass(lay, m, fin, cnt, params):
-                    return fused.factor_pass(lay, m, fin, cnt, params, 0.0, 1.0, interpret, nw)
+                control = fused.Control.start(0.0, 10, 0.0, dt)
 
-                def vpass(lay, m, evk):
-                    return fused.var_pass(lay, m, evk, evk, interpret, nw)
+                def fpass(lay, m, fin, cnt, params, control):
+                    return fused.factor_pass(lay, m, fin, cnt, params, control, interpret, nw)
 
-                row["factor_pass_s"] = compile_s(fpass, lay, slots, evk, cnt, params)
-                row["var_pass_s"] = compile_s(vpass, lay, slots, evk)
+                def vpass(lay, m, evk, cnt, control):
+                    return fused.var_pass(lay, m, evk, evk, cnt, evk, control, interpret, nw)
+
+                row["factor_pass_s"] = compile_s(fpass, lay, slots, evk, cnt, params, control)
+                row["var_pass_s"] = compile_s(vpass, lay, slots, evk, cnt, control)
             rows.append(row)
             print(row, flush=True)
     write_json(f"compile_probe{'-' + args.tag if args.tag else ''}.json",

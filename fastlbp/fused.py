@@ -350,11 +350,32 @@ def _messages(tf, zero, is_min, S, Z, O, lr, is_head, is_and, *params):
     return messages_from_rho(is_head, is_and, c, lr, *params)
 
 
-def _finish(new, m, valid, damping, active):
+def _finish(new, m, valid, damping):
     mixed = (1 - damping) * new + damping * m
     out = jnp.where(jnp.isfinite(new) & jnp.isfinite(m), mixed, new)
-    out = jnp.where(active, out, m)
     return jnp.where(valid, out, jnp.zeros_like(out))
+
+
+# Loop control lives on the device, in cells written by the kernels themselves, so a
+# sweep runs no XLA kernel between the Pallas ones. Sweeps alternate between two sets of
+# cells (the parity, a (1,) operand): a sweep reads the last sweep's cells and writes its
+# own, so no program reads a cell another program of the same kernel writes.
+IT, BAD, PRIMED, MAX_ITERS = 0, 2, 4, 6  # ctl: (8,) int32; IT + parity etc.; dlt: (2,) change by parity
+
+
+def _control(ctl_ref, dlt_ref, lim_ref, par):
+    """(go, run, it, bad, delta) of the sweep of parity `par`, from the last sweep's cells.
+
+    go: this sweep updates messages (primed, under max_iters, not converged, no
+    conflict); run: its variable pass runs (go, or the priming sweep).
+    """
+    prev = 1 - par
+    it = ctl_ref[IT + prev]
+    bad = ctl_ref[BAD + prev]
+    primed = ctl_ref[PRIMED + prev] > 0
+    delta = dlt_ref[prev]
+    go = primed & (it < ctl_ref[MAX_ITERS]) & (delta >= lim_ref[0]) & (bad == 0)
+    return go, go | ~primed, it, bad, delta
 
 
 # ---------------------------------------------------------------- factor kernels
@@ -381,8 +402,8 @@ def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
 
 
 def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
-                   cnt_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref,
-                   out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref):
+                   cnt_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_in,
+                   dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
 
     The per-slot math (variable-to-factor messages, body terms, the factor
@@ -393,6 +414,28 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
     from jax.experimental import pallas as pl
 
     pid = pl.program_id(0)
+    par = par_ref[0]
+    go, run, it, bad, delta = _control(ctl_in, dlt_in, lim_ref, par)
+
+    # Program 0 opens this sweep's control cells; every program reads the last sweep's.
+    @pl.when(pid == 0)
+    def _():
+        ctl_ref[IT + par] = it + go.astype(jnp.int32)
+        ctl_ref[BAD + par] = jnp.where(run, 0, bad)
+        ctl_ref[PRIMED + par] = 1
+        dlt_ref[par] = jnp.where(go, jnp.zeros_like(delta), delta)
+
+    pl.when(go)(lambda: _factor_tile(widths, size, pid, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref,
+                                     m_ref, fin_ref, cnt_ref, and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref,
+                                                                        k0_ref), lim_ref[1], out_ref, ps_ref,
+                                     pz_ref, pmn_ref, pam_ref, po_ref, plr_ref))
+
+
+def _factor_tile(widths, size, pid, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+                 cnt_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
+                 plr_ref):
+    from jax.experimental import pallas as pl
+
     cls = cls_ref[pid]
     slot0 = s0_ref[pid]
     shift = shift_ref[pid]  # log2 of the row width (of `size` for a chunk)
@@ -402,7 +445,7 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
     is_and = and_ref[row] > 0
-    params = [ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)]
+    params = [ref[row] for ref in param_refs]
     # A row's first slot is its head; a chunk holds it only if it is the row's first chunk.
     first = (lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)) == 0
     is_head = first & (~is_chunk | (slot0 == head_ref[pid]))
@@ -448,12 +491,17 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
     branches = [tile_branch(w) for w in widths] + [chunk_branch]
     S, Z, O, lrow, dominant = jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
     new = _messages(tf, zero, dominant > 0, S, Z, O, lrow, is_head, is_and, *params)
-    out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
+
+    # Messages are updated in place, and a wide row's chunk still holds the old ones its
+    # wide kernel reads.
+    @pl.when(~is_chunk)
+    def _():
+        out_ref[sl] = _finish(new, m, valid, damping)
 
 
 def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
-                 and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, scal_ref, ps_ref, pz_ref, pmn_ref,
-                 pam_ref, po_ref, plr_ref, m_ref, _, out_ref):
+                 and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_ref, dlt_ref,
+                 ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, m_ref, out_ref):
     """Messages of one chunk of a wide factor (in place), from its row's chunk partials.
 
     Every chunk of the row combines the row's partials itself (at most `maxc`
@@ -461,75 +509,89 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
     """
     from jax.experimental import pallas as pl
 
+    # program_id is read outside `pl.when`: the interpreter does not reach into its body.
     pid = pl.program_id(0)
-    row = r0_ref[pid]
-    is_and = and_ref[row] > 0
-    first = first_ref[row]
-    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
-    mine = lane < count_ref[row]
-    win = pl.ds(first, maxc)
+    go = _control(ctl_ref, dlt_ref, lim_ref, par_ref[0])[0]
 
-    def part(ref, neutral):
-        x = ref[win]
-        return jnp.where(mine, x, jnp.full_like(x, neutral))
+    @pl.when(go)
+    def _():
+        row = r0_ref[pid]
+        is_and = and_ref[row] > 0
+        first = first_ref[row]
+        lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+        mine = lane < count_ref[row]
+        win = pl.ds(first, maxc)
 
-    ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
-                                 part(po_ref, 0), part(plr_ref, 0))
-    mn = jnp.min(pmn)
-    star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
-    is_star = lane == star
-    # The chunk holding the smallest term adds its sum without it, the others their
-    # whole sums: no subtraction, so a tiny remainder stays exact.
-    O = jnp.sum(jnp.where(is_star, po, ps))
-    am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
-    sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
-        sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
-    new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
-                    *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
-    out_ref[sl] = _finish(new, m, valid, scal_ref[0], scal_ref[1] > 0)
+        def part(ref, neutral):
+            x = ref[win]
+            return jnp.where(mine, x, jnp.full_like(x, neutral))
+
+        ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
+                                     part(po_ref, 0), part(plr_ref, 0))
+        mn = jnp.min(pmn)
+        star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
+        is_star = lane == star
+        # The chunk holding the smallest term adds its sum without it, the others their
+        # whole sums: no subtraction, so a tiny remainder stays exact.
+        O = jnp.sum(jnp.where(is_star, po, ps))
+        am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
+        sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
+            sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
+        new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
+                        *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
+        out_ref[sl] = _finish(new, m, valid, lim_ref[1])
 
 
 # The passes are jitted on their own so that JAX traces and lowers each kernel once per
 # setting, not at every call site: the loop calls them five times, and lowering a Pallas
 # kernel to Triton IR (in Python) took most of the loop's compile time.
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
-def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active, interpret: bool = False,
+def factor_pass(layout: FusedLayout, messages, fin, cnt, params, control, interpret: bool = False,
                 num_warps: int = NUM_WARPS):
-    """New factor-to-variable messages (slot order) from messages and variable totals.
+    """New factor-to-variable messages (slot order, in place) from messages and variable totals.
 
     Args:
         messages: (S,) slot order.
         fin: (Vk,) finite part of each kernel variable's total; cnt: (Vk,) int32 packed counts.
         params: (is_and (Rf,) int32, q, r, 1-q, 1-r, k1, k0 (Rf,) floats; `kernels.FactorParams`).
-        damping, active: () scalars (active 0 leaves the messages unchanged).
+        control: `Control` of this sweep; the messages change only if the sweep goes ahead.
+
+    Returns:
+        (messages, control) after the pass.
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     side = layout.factors
     dt = messages.dtype
-    scal = jnp.stack([jnp.asarray(damping, dt), jnp.asarray(active, dt)])
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = _kernel(_factor_kernel, side.widths, side.tile)
     tables = (side.prog_class, side.prog_slot0, side.prog_row0, side.prog_head, side.prog_shift)
-    out, *partials = pl.pallas_call(
+    operands = (*tables, side.slots, messages, fin, cnt, *params, control.limits, control.parity, control.ctl,
+                control.delta)
+    first = len(operands) - 3  # messages, then the control cells, are updated in place
+    out, *partials, ctl, delta = pl.pallas_call(
         kernel,
         grid=(side.num_programs,),
         out_shape=(jax.ShapeDtypeStruct(messages.shape, dt), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
-                   jax.ShapeDtypeStruct((nw,), dt)),
+                   jax.ShapeDtypeStruct((nw,), dt), jax.ShapeDtypeStruct(control.ctl.shape, jnp.int32),
+                   jax.ShapeDtypeStruct(control.delta.shape, dt)),
+        input_output_aliases={len(tables) + 1: 0, first + 1: 7, first + 2: 8},
         interpret=interpret,
         compiler_params=cp,
-    )(*tables, side.slots, messages, fin, cnt, *params, scal)
+    )(*operands)
+    control = dataclasses.replace(control, ctl=ctl, delta=delta)
     if not side.wide_chunks:
-        return out
+        return out, control
     # The wide kernel's programs are the factor kernel's first ones (the chunks), so
     # the program tables are passed whole: no slicing kernels between the two passes.
     operands = (side.prog_slot0, side.prog_row0, side.prog_head, side.wide_first, side.wide_count,
-                side.slots, fin, cnt, *params, scal, *partials, messages, out)
-    return pl.pallas_call(
+                side.slots, fin, cnt, *params, control.limits, control.parity, control.ctl, control.delta,
+                *partials, out)
+    out = pl.pallas_call(
         _kernel(_wide_kernel, side.chunk, side.max_row_chunks),
         grid=(side.wide_chunks,),
         out_shape=jax.ShapeDtypeStruct(messages.shape, dt),
@@ -537,6 +599,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, damping, active
         interpret=interpret,
         compiler_params=cp,
     )(*operands)
+    return out, control
 
 
 # ---------------------------------------------------------------- variable kernel
@@ -556,130 +619,142 @@ def _change(p, p_old):
     return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
 
 
-def _var_kernel(widths, tile, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, pold_ref,
-                fin_ref, cnt_ref, p_ref, delta_ref, bad_ref, pf_ref, pp_ref, pn_ref):
-    """Tiles: totals, marginals, largest change. Chunks of wide rows: partial sums.
+def _var_kernel(widths, tile, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, par_ref, _fin, _cnt,
+                _p, _ctl, _dlt, fin_ref, cnt_ref, p_ref, ctl_ref, dlt_ref, pf_ref, pp_ref, pn_ref):
+    """Tiles: totals, marginals (in place), largest change. Chunks of wide rows: partial sums.
 
     The gather is written once, on the program's flat slots; the branches
-    (one per row width) only sum rows and store them.
+    (one per row width) only sum rows and store them. The largest change and
+    any undefined marginal reach the sweep's control cells by atomic max.
     """
     from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
 
     pid = pl.program_id(0)
-    cls = cls_ref[pid]
-    row0 = r0_ref[pid]
-    vs = vs_ref[pl.ds(s0_ref[pid], tile)]
-    valid = vs >= 0
-    m = m_ref[jnp.where(valid, vs, 0)]
-    m = jnp.where(valid, m, jnp.zeros_like(m))
-    fin = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
-    pos = (m == jnp.inf).astype(jnp.int32)
-    neg = (m == -jnp.inf).astype(jnp.int32)
+    par = par_ref[0]
+    go, run, *_ = _control(_ctl, _dlt, lim_ref, par)
 
-    def tile_branch(w):
-        r = tile // w
+    @pl.when(run)
+    def _():
+        cls = cls_ref[pid]
+        row0 = r0_ref[pid]
+        vs = vs_ref[pl.ds(s0_ref[pid], tile)]
+        valid = vs >= 0
+        m = m_ref[jnp.where(valid, vs, 0)]
+        m = jnp.where(valid, m, jnp.zeros_like(m))
+        fin = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+        pos = (m == jnp.inf).astype(jnp.int32)
+        neg = (m == -jnp.inf).astype(jnp.int32)
 
-        def branch():
-            rows = pl.ds(row0, r)
-            f, c, p = _totals(jnp.sum(fin.reshape(r, w), axis=1),
-                              jnp.sum(pos.reshape(r, w), axis=1, dtype=jnp.int32),
-                              jnp.sum(neg.reshape(r, w), axis=1, dtype=jnp.int32), ev_ref[rows])
-            fin_ref[rows] = f
-            cnt_ref[rows] = c
-            p_ref[rows] = p
-            d, bad = _change(p, pold_ref[rows])
-            delta_ref[pid] = jnp.max(d)
-            bad_ref[pid] = jnp.max(bad.astype(jnp.int32))
+        def tile_branch(w):
+            r = tile // w
 
-        return branch
+            def branch():
+                rows = pl.ds(row0, r)
+                f, c, p = _totals(jnp.sum(fin.reshape(r, w), axis=1),
+                                  jnp.sum(pos.reshape(r, w), axis=1, dtype=jnp.int32),
+                                  jnp.sum(neg.reshape(r, w), axis=1, dtype=jnp.int32), ev_ref[rows])
+                d, bad = _change(p, p_ref[rows])
+                fin_ref[rows] = f
+                cnt_ref[rows] = c
+                p_ref[rows] = p
+                _report(plgpu, ctl_ref, dlt_ref, par, go, jnp.max(d), jnp.max(bad.astype(jnp.int32)))
 
-    def chunk_branch():
-        pf_ref[pid] = jnp.sum(fin)
-        pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
-        pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
-        delta_ref[pid] = jnp.zeros((), delta_ref.dtype)
-        bad_ref[pid] = jnp.zeros((), jnp.int32)
+            return branch
 
-    branches = [tile_branch(w) for w in widths] + [chunk_branch]
-    jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+        def chunk_branch():
+            pf_ref[pid] = jnp.sum(fin)
+            pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
+            pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
+
+        branches = [tile_branch(w) for w in widths] + [chunk_branch]
+        jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
 
 
-def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, pold_ref, _f, _c, _p, _d, _b,
-                     fin_ref, cnt_ref, p_ref, delta_ref, bad_ref):
-    """A wide variable's total from its chunks' partial sums (in place; one program per wide row).
+def _report(plgpu, ctl_ref, dlt_ref, par, go, delta, bad):
+    """Folds a program's largest change (if the sweep goes ahead) and conflict into the sweep's cells."""
+    plgpu.atomic_max(dlt_ref, par, jnp.where(go, delta, jnp.zeros_like(delta)))
+    plgpu.atomic_max(ctl_ref, BAD + par, bad)
 
-    Wide rows are the first kernel variables and the first programs (chunks) of
-    the variable kernel, whose change entries for them are zero: each row writes
-    its own change at its index.
-    """
+
+def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, lim_ref, par_ref, _f, _c, _p,
+                     _ctl, _dlt, fin_ref, cnt_ref, p_ref, ctl_ref, dlt_ref):
+    """A wide variable's total from its chunks' partial sums (in place; one program per wide row)."""
     from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
 
     row = pl.program_id(0)
-    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
-    mine = lane < count_ref[row]
-    win = pl.ds(first_ref[row], maxc)
+    par = par_ref[0]
+    go, run, *_ = _control(_ctl, _dlt, lim_ref, par)
 
-    def total(ref):
-        x = ref[win]
-        return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
+    @pl.when(run)
+    def _():
+        lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+        mine = lane < count_ref[row]
+        win = pl.ds(first_ref[row], maxc)
 
-    f, c, p = _totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
-    fin_ref[row] = f
-    cnt_ref[row] = c
-    p_ref[row] = p
-    d, bad = _change(p, pold_ref[row])
-    delta_ref[row] = d
-    bad_ref[row] = bad.astype(jnp.int32)
+        def total(ref):
+            x = ref[win]
+            return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
+
+        f, c, p = _totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
+        d, bad = _change(p, p_ref[row])
+        fin_ref[row] = f
+        cnt_ref[row] = c
+        p_ref[row] = p
+        _report(plgpu, ctl_ref, dlt_ref, par, go, d, bad.astype(jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
-def var_pass(layout: FusedLayout, messages, evidence_k, p_old, interpret: bool = False,
+def var_pass(layout: FusedLayout, messages, evidence_k, fin, cnt, p, control, interpret: bool = False,
              num_warps: int = NUM_WARPS):
-    """Variable totals, marginals and the largest marginal change.
+    """Variable totals, marginals and the largest marginal change (in place).
 
     Args:
         messages: (S,) slot order.
         evidence_k: (Vk,) evidence log-odds by kernel variable.
-        p_old: (Vk,) previous marginals.
+        fin (Vk,), cnt (Vk,) int32, p (Vk,): the last totals and marginals, updated in place.
+        control: `Control` of this sweep; the pass runs if the sweep goes ahead or primes the loop.
 
     Returns:
-        fin (Vk,), cnt (Vk,) int32, p (Vk,), delta () and conflict () bool.
+        fin, cnt, p and the control after the pass.
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     side = layout.variables
     dt = messages.dtype
-    vk = layout.num_kvars
-    nprog = side.num_programs
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    kernel = _kernel(_var_kernel, side.widths, side.tile)
+    state = (fin, cnt, p, control.ctl, control.delta)
+    shapes = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in state)
+    operands = (side.prog_class, side.prog_slot0, side.prog_row0, side.slots, messages, evidence_k,
+                control.limits, control.parity, *state)
+    first = len(operands) - len(state)
     out = pl.pallas_call(
-        kernel,
-        grid=(nprog,),
-        out_shape=(jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((vk,), jnp.int32),
-                   jax.ShapeDtypeStruct((vk,), dt), jax.ShapeDtypeStruct((nprog,), dt),
-                   jax.ShapeDtypeStruct((nprog,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
-                   jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), jnp.int32)),
+        _kernel(_var_kernel, side.widths, side.tile),
+        grid=(side.num_programs,),
+        out_shape=(*shapes, jax.ShapeDtypeStruct((nw,), dt), jax.ShapeDtypeStruct((nw,), jnp.int32),
+                   jax.ShapeDtypeStruct((nw,), jnp.int32)),
+        input_output_aliases={first + k: k for k in range(len(state))},
         interpret=interpret,
         compiler_params=cp,
-    )(side.prog_class, side.prog_slot0, side.prog_row0, side.slots, messages, evidence_k, p_old)
-    fin, cnt, p, delta, bad = out[:5]
+    )(*operands)
+    state = out[:5]
     if side.wide_chunks:
-        operands = (side.wide_first, side.wide_count, *out[5:], evidence_k, p_old, fin, cnt, p, delta, bad)
-        first = len(operands) - 5
-        fin, cnt, p, delta, bad = pl.pallas_call(
+        operands = (side.wide_first, side.wide_count, *out[5:], evidence_k, control.limits, control.parity,
+                    *state)
+        first = len(operands) - len(state)
+        state = pl.pallas_call(
             _kernel(_var_wide_kernel, side.max_row_chunks),
             grid=(side.wide_rows,),
-            out_shape=tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (fin, cnt, p, delta, bad)),
-            input_output_aliases={first + k: k for k in range(5)},
+            out_shape=shapes,
+            input_output_aliases={first + k: k for k in range(len(state))},
             interpret=interpret,
             compiler_params=cp,
         )(*operands)
-    delta = jnp.max(delta, initial=0.0)
-    bad = jnp.any(bad > 0)
-    return fin, cnt, p, delta, bad
+    fin, cnt, p, ctl, delta = state
+    return fin, cnt, p, dataclasses.replace(control, ctl=ctl, delta=delta)
 
 
 # ---------------------------------------------------------------- the loop
@@ -692,50 +767,85 @@ def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
     return (is_and[rows].astype(jnp.int32), *(x[rows] for x in values))
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Control:
+    """The loop's control cells, kept on the device and written by the kernels (`_control`).
+
+    Attributes:
+        ctl: (8,) int32: iterations, conflict and primed flags, two cells each
+            (one per sweep parity), then max_iters.
+        delta: (2,) float: the largest marginal change, one cell per parity.
+        limits: (2,) float: tol, damping.
+        parity: (1,) int32: the parity of the sweep that reads this.
+    """
+
+    ctl: jax.Array
+    delta: jax.Array
+    limits: jax.Array
+    parity: jax.Array
+
+    @classmethod
+    def start(cls, tol, max_iters, damping, dtype, parity: int = 1) -> Control:
+        """Cells before the first sweep: not primed, no iterations, change +inf."""
+        ctl = jnp.zeros((8,), jnp.int32).at[MAX_ITERS].set(jnp.asarray(max_iters, jnp.int32))
+        return cls(ctl=ctl, delta=jnp.full((2,), jnp.inf, dtype),
+                   limits=jnp.stack([jnp.asarray(tol, dtype), jnp.asarray(damping, dtype)]),
+                   parity=jnp.full((1,), parity, jnp.int32))
+
+
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,
              unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS):
-    """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`."""
+    """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`.
+
+    A trip of the while loop runs `unroll` sweeps, rounded up to an even
+    number so that the sweeps' parities alternate across trips. A sweep that
+    does not go ahead (converged, out of iterations, a conflict) leaves
+    everything as it is, so the extra sweeps change nothing.
+    """
     from fastlbp.engine import RunResult
 
     dtype = messages.dtype
-    tol = jnp.asarray(tol, dtype)
-    damping = jnp.asarray(damping, dtype)
     slots = jnp.zeros((layout.num_slots,), dtype).at[layout.edge_slot].set(messages)
     kv = layout.kvar_var
     evidence_k = jnp.where(kv >= 0, evidence.astype(dtype)[jnp.where(kv >= 0, kv, 0)], 0)
     params = factor_params(layout, graph, dtype)
     vk = layout.num_kvars
+    sweeps = unroll + unroll % 2
+    last = (sweeps - 1) % 2
+    parities = [jnp.full((1,), k % 2, jnp.int32) for k in range(2)]
+    control = Control.start(tol, max_iters, damping, dtype, last)
 
     # The loop's first sweep primes it: with the factor pass idle (messages kept), its
     # variable pass forms the totals and marginals of the incoming messages. So each kernel
-    # has one call site in the whole loop and is lowered and compiled once (a variable pass
-    # before the loop was lowered a second time).
-    def active(state):
-        *_, it, delta, conflict, primed = state
-        return ~primed | ((it < max_iters) & (delta >= tol) & ~conflict)
+    # has one call site in the whole loop and is lowered and compiled once.
 
-    def sweep(state):
-        msgs, fin, cnt, p, it, delta, conflict, primed = state
-        go = primed & active(state)
-        new = factor_pass(layout, msgs, fin, cnt, params, damping, go.astype(dtype), interpret, num_warps)
-        fin, cnt, p_new, d, bad = var_pass(layout, new, evidence_k, p, interpret, num_warps)
-        return (new, fin, cnt, p_new, jnp.where(go, it + 1, it), jnp.where(go, d, delta),
-                jnp.where(go | ~primed, bad, conflict), jnp.ones_like(primed))
+    def active(state):
+        c = state[-1]
+        primed = c.ctl[PRIMED + last] > 0
+        go = (c.ctl[IT + last] < c.ctl[MAX_ITERS]) & (c.delta[last] >= c.limits[0]) & (c.ctl[BAD + last] == 0)
+        return ~primed | go
 
     def body(state):
-        for _ in range(unroll):
-            state = sweep(state)
-        return state
+        msgs, fin, cnt, p, control = state
+        for k in range(sweeps):
+            control = dataclasses.replace(control, parity=parities[k % 2])
+            msgs, control = factor_pass(layout, msgs, fin, cnt, params, control, interpret, num_warps)
+            fin, cnt, p, control = var_pass(layout, msgs, evidence_k, fin, cnt, p, control, interpret,
+                                            num_warps)
+        return msgs, fin, cnt, p, control
 
-    state = (slots, jnp.zeros((vk,), dtype), jnp.zeros((vk,), jnp.int32), jnp.zeros((vk,), dtype),
-             jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype), jnp.asarray(False), jnp.asarray(False))
-    slots, fin, cnt, p, it, delta, conflict, _ = jax.lax.while_loop(active, body, state)
+    state = (slots, jnp.zeros((vk,), dtype), jnp.zeros((vk,), jnp.int32), jnp.zeros((vk,), dtype), control)
+    slots, fin, cnt, p, control = jax.lax.while_loop(active, body, state)
     k = layout.var_kvar
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
     lo = signed(pos, neg, fin[k])
-    return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=p[k], iterations=it,
-                     converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
+    delta = control.delta[last]
+    conflict = control.ctl[BAD + last] > 0
+    return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=p[k],
+                     iterations=control.ctl[IT + last], converged=(delta < control.limits[0]) & ~conflict,
+                     delta=delta, conflict=conflict)
 
 
 # ---------------------------------------------------------------- layouts per graph, runners
