@@ -269,16 +269,21 @@ def _fill(row_item, row_slot0, offsets, num_slots):
     return elem_slot, item_row
 
 
-def build(graph: FactorGraph, tile: int = TILE) -> FusedLayout:
-    """Builds the row layout of `graph` (host side, vectorised numpy)."""
-    if tile < 1 or tile & (tile - 1):
-        raise ValueError("the tile must be a power of two")
+def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> FusedLayout:
+    """Builds the row layout of `graph` (host side, vectorised numpy).
+
+    `tile` slots per factor-kernel program, `var_tile` (default: `tile`) per
+    variable-kernel program.
+    """
+    var_tile = var_tile or tile
+    if any(t < 1 or t & (t - 1) for t in (tile, var_tile)):
+        raise ValueError("tiles must be powers of two")
     g = graph.to_numpy()
     f_off = np.asarray(g.factor_offsets, np.int64)
     v_off = np.asarray(g.var_offsets, np.int64)
 
     # Variables first: their row order is the kernel numbering.
-    v_item, v_slot0, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), tile)
+    v_item, v_slot0, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), var_tile)
     var_elem_slot, var_row = _fill(v_item, v_slot0, v_off, v_slots)
 
     f_item, f_slot0, f_slots, f_widths, f_tables, f_wide = _rows(np.diff(f_off), tile)
@@ -289,7 +294,7 @@ def build(graph: FactorGraph, tile: int = TILE) -> FusedLayout:
     var_slots = np.full(v_slots, -1, np.int64)
     var_slots[var_elem_slot] = edge_slot[np.asarray(g.var_edges, np.int64)]
 
-    def side(slots, widths, tables, wide):
+    def side(slots, widths, tables, wide, tile):
         return Side(slots=jnp.asarray(slots, jnp.int32), prog_class=jnp.asarray(tables["class"]),
                     prog_slot0=jnp.asarray(tables["slot0"]), prog_row0=jnp.asarray(tables["row0"]),
                     prog_head=jnp.asarray(tables["head"]), prog_shift=jnp.asarray(tables["shift"]),
@@ -298,8 +303,8 @@ def build(graph: FactorGraph, tile: int = TILE) -> FusedLayout:
                     wide_chunks=wide[0], wide_rows=wide[1], max_row_chunks=wide[2])
 
     return FusedLayout(
-        factors=side(slot_var, f_widths, f_tables, f_wide),
-        variables=side(var_slots, v_widths, v_tables, v_wide),
+        factors=side(slot_var, f_widths, f_tables, f_wide, tile),
+        variables=side(var_slots, v_widths, v_tables, v_wide, var_tile),
         edge_slot=jnp.asarray(edge_slot, jnp.int32),
         row_factor=jnp.asarray(f_item, jnp.int32),
         var_kvar=jnp.asarray(var_row, jnp.int32),
@@ -853,15 +858,16 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
 _LAYOUTS: dict[tuple, tuple[weakref.ref, FusedLayout]] = {}
 
 
-def layout_for(graph: FactorGraph, tile: int = TILE) -> FusedLayout:
+def layout_for(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> FusedLayout:
     """The graph's layout, built on first use and kept while the graph lives."""
     if isinstance(graph.edge_var, jax.core.Tracer):
         raise TypeError("the fused backend needs a concrete graph (call its runner outside jit)")
-    key = (id(graph), tile)
+    var_tile = var_tile or tile
+    key = (id(graph), tile, var_tile)
     hit = _LAYOUTS.get(key)
     if hit is not None and hit[0]() is graph:
         return hit[1]
-    layout = build(graph, tile)
+    layout = build(graph, tile, var_tile)
     _LAYOUTS[key] = (weakref.ref(graph, lambda _, key=key: _LAYOUTS.pop(key, None)), layout)
     return layout
 
@@ -875,8 +881,9 @@ class Runner:
     """
 
     def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
-                 num_warps: int = NUM_WARPS):
+                 num_warps: int = NUM_WARPS, var_tile: int | None = None):
         self.tile = tile
+        self.var_tile = var_tile
         self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret,
                                                  num_warps=num_warps))
 
@@ -884,22 +891,27 @@ class Runner:
         """Slots per program for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
         return self.tile or AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
 
+    def var_tile_for(self, dtype) -> int:
+        """Slots per variable-kernel program: as given, else the factor kernel's."""
+        return self.var_tile or self.tile_for(dtype)
+
     def prepare(self, graph, dtype) -> FusedLayout:
         """Builds (or finds) the graph's layout for messages of `dtype`: host work done once per graph."""
-        return layout_for(graph, self.tile_for(dtype))
+        return layout_for(graph, self.tile_for(dtype), self.var_tile_for(dtype))
 
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
-        return self._jitted(layout_for(graph, self.tile_for(messages.dtype)), graph, messages, evidence, tol,
+        return self._jitted(self.prepare(graph, messages.dtype), graph, messages, evidence, tol,
                             max_iters, damping)
 
     def lower(self, graph, messages, *args):
-        tile = self.tile_for(messages.dtype)
-        lowered = self._jitted.lower(layout_for(graph, tile), graph, messages, *args)
+        dtype = messages.dtype
+        lowered = self._jitted.lower(self.prepare(graph, dtype), graph, messages, *args)
+        prepare = self.prepare
 
         class _Lowered:
             def compile(self):
                 compiled = lowered.compile()
-                return lambda g, *a: compiled(layout_for(g, tile), g, *a)
+                return lambda g, *a: compiled(prepare(g, dtype), g, *a)
 
         return _Lowered()
 
@@ -908,9 +920,9 @@ _RUNNERS: dict = {}
 
 
 def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None,
-           num_warps: int = NUM_WARPS) -> Runner:
+           num_warps: int = NUM_WARPS, var_tile: int | None = None) -> Runner:
     """A cached `Runner` for these settings (tile None: by precision, `AUTO_TILE`)."""
-    key = (unroll, interpret, tile, num_warps)
+    key = (unroll, interpret, tile, num_warps, var_tile)
     if key not in _RUNNERS:
         _RUNNERS[key] = Runner(*key)
     return _RUNNERS[key]

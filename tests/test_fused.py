@@ -26,14 +26,16 @@ def _run(g, ev, runner, dtype=jnp.float64, messages=None, tol=0.0, max_iters=20,
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), tile=st.sampled_from([2, 4, 8, 512]))
-def test_fused_matches_sequential_reference(seed, tile):
+@given(seed=st.integers(0, 2**32 - 1), tiles=st.sampled_from([(2, None), (4, 32), (8, None), (512, 2)]))
+def test_fused_matches_sequential_reference(seed, tiles):
+    # (factor tile, variable tile): each side's rows of every width, wide rows split in chunks.
+    tile, var_tile = tiles
     rng = np.random.default_rng(seed)
     V = int(rng.integers(2, 12))
     factors = random_factors(rng, V, int(rng.integers(1, 16)), max_body=int(rng.integers(1, 11)))
     labels = random_labels(rng, V)
     g = from_factors(factors, V)
-    runner = fused.runner(1, interpret=True, tile=tile)
+    runner = fused.runner(1, interpret=True, tile=tile, var_tile=var_tile)
     ev = evidence_from_labels(V, labels)
     result = _run(g, ev, runner)
     def step(m):
@@ -79,12 +81,14 @@ def test_fused_matches_xla_engine(seed, damping, unroll):
             np.testing.assert_allclose(np.asarray(got.marginals), np.asarray(ref.marginals), atol=1e-4)
 
 
-def test_layout_places_every_edge_once():
+@pytest.mark.parametrize("var_tile", [None, 4, 64])
+def test_layout_places_every_edge_once(var_tile):
     rng = np.random.default_rng(3)
     factors = random_factors(rng, 40, 60, max_body=9)
     factors.append(Factor(AND, 1, tuple(range(2, 40)), 0.9, 0.1))
     g = from_factors(factors, 40)
-    lay = fused.build(g, tile=8)
+    lay = fused.build(g, tile=8, var_tile=var_tile)
+    assert (lay.factors.tile, lay.variables.tile) == (8, var_tile or 8)
     edge_slot = np.asarray(lay.edge_slot)
     assert len(set(edge_slot.tolist())) == g.num_edges
     slot_var = np.asarray(lay.factors.slots)
@@ -100,7 +104,7 @@ def test_layout_places_every_edge_once():
     # The variable side lists every message slot exactly once.
     var_slots = np.asarray(lay.variables.slots)
     assert sorted(var_slots[var_slots >= 0].tolist()) == sorted(edge_slot.tolist())
-    assert lay.factors.wide_chunks > 0 and lay.variables.wide_chunks > 0
+    assert lay.factors.wide_chunks > 0 and (lay.variables.wide_chunks > 0) == (var_tile != 64)
 
 
 @pytest.mark.parametrize("kind", [AND, OR])
