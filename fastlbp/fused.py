@@ -365,7 +365,10 @@ def _finish(new, m, valid, damping):
 # sweep runs no XLA kernel between the Pallas ones. Sweeps alternate between two sets of
 # cells (the parity, a (1,) operand): a sweep reads the last sweep's cells and writes its
 # own, so no program reads a cell another program of the same kernel writes.
-IT, BAD, PRIMED, MAX_ITERS = 0, 2, 4, 6  # ctl: (8,) int32; IT + parity etc.; dlt: (2,) change by parity
+IT, BAD, PRIMED, MAX_ITERS = 0, 2, 4, 6  # ctl: (8,) int32; IT + parity etc.
+# dlt: (2 * DELTA_LANES,) the largest change, DELTA_LANES cells per parity: program k folds its
+# change into cell k % DELTA_LANES, so the atomics of thousands of programs do not queue on one.
+DELTA_LANES = 32
 
 
 def _control(ctl_ref, dlt_ref, lim_ref, par):
@@ -374,11 +377,13 @@ def _control(ctl_ref, dlt_ref, lim_ref, par):
     go: this sweep updates messages (primed, under max_iters, not converged, no
     conflict); run: its variable pass runs (go, or the priming sweep).
     """
+    from jax.experimental import pallas as pl
+
     prev = 1 - par
     it = ctl_ref[IT + prev]
     bad = ctl_ref[BAD + prev]
     primed = ctl_ref[PRIMED + prev] > 0
-    delta = dlt_ref[prev]
+    delta = jnp.max(dlt_ref[pl.ds(prev * DELTA_LANES, DELTA_LANES)])
     go = primed & (it < ctl_ref[MAX_ITERS]) & (delta >= lim_ref[0]) & (bad == 0)
     return go, go | ~primed, it, bad, delta
 
@@ -428,15 +433,17 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
         ctl_ref[IT + par] = it + go.astype(jnp.int32)
         ctl_ref[BAD + par] = jnp.where(run, 0, bad)
         ctl_ref[PRIMED + par] = 1
-        dlt_ref[par] = jnp.where(go, jnp.zeros_like(delta), delta)
+        dlt_ref[pl.ds(par * DELTA_LANES, DELTA_LANES)] = jnp.full(
+            (DELTA_LANES,), jnp.where(go, jnp.zeros_like(delta), delta), delta.dtype)
 
-    pl.when(go)(lambda: _factor_tile(widths, size, pid, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref,
-                                     m_ref, fin_ref, cnt_ref, and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref,
-                                                                        k0_ref), lim_ref[1], out_ref, ps_ref,
-                                     pz_ref, pmn_ref, pam_ref, po_ref, plr_ref))
+    # The work does not wait for the control cells: only the stores do (a load and a
+    # branch before it would lengthen every program's chain of dependent loads).
+    _factor_tile(widths, size, pid, go, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+                 cnt_ref, and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref), lim_ref[1], out_ref,
+                 ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_tile(widths, size, pid, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
                  cnt_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
@@ -499,7 +506,7 @@ def _factor_tile(widths, size, pid, cls_ref, s0_ref, r0_ref, head_ref, shift_ref
 
     # Messages are updated in place, and a wide row's chunk still holds the old ones its
     # wide kernel reads.
-    @pl.when(~is_chunk)
+    @pl.when(go & ~is_chunk)
     def _():
         out_ref[sl] = _finish(new, m, valid, damping)
 
@@ -517,33 +524,33 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
     # program_id is read outside `pl.when`: the interpreter does not reach into its body.
     pid = pl.program_id(0)
     go = _control(ctl_ref, dlt_ref, lim_ref, par_ref[0])[0]
+    row = r0_ref[pid]
+    is_and = and_ref[row] > 0
+    first = first_ref[row]
+    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+    mine = lane < count_ref[row]
+    win = pl.ds(first, maxc)
+
+    def part(ref, neutral):
+        x = ref[win]
+        return jnp.where(mine, x, jnp.full_like(x, neutral))
+
+    ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
+                                 part(po_ref, 0), part(plr_ref, 0))
+    mn = jnp.min(pmn)
+    star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
+    is_star = lane == star
+    # The chunk holding the smallest term adds its sum without it, the others their
+    # whole sums: no subtraction, so a tiny remainder stays exact.
+    O = jnp.sum(jnp.where(is_star, po, ps))
+    am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
+    sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
+        sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
+    new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
+                    *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
 
     @pl.when(go)
     def _():
-        row = r0_ref[pid]
-        is_and = and_ref[row] > 0
-        first = first_ref[row]
-        lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
-        mine = lane < count_ref[row]
-        win = pl.ds(first, maxc)
-
-        def part(ref, neutral):
-            x = ref[win]
-            return jnp.where(mine, x, jnp.full_like(x, neutral))
-
-        ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
-                                     part(po_ref, 0), part(plr_ref, 0))
-        mn = jnp.min(pmn)
-        star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
-        is_star = lane == star
-        # The chunk holding the smallest term adds its sum without it, the others their
-        # whole sums: no subtraction, so a tiny remainder stays exact.
-        O = jnp.sum(jnp.where(is_star, po, ps))
-        am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
-        sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
-            sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
-        new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
-                        *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
         out_ref[sl] = _finish(new, m, valid, lim_ref[1])
 
 
@@ -638,48 +645,55 @@ def _var_kernel(widths, tile, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, li
     pid = pl.program_id(0)
     par = par_ref[0]
     go, run, *_ = _control(_ctl, _dlt, lim_ref, par)
+    cls = cls_ref[pid]
+    row0 = r0_ref[pid]
+    vs = vs_ref[pl.ds(s0_ref[pid], tile)]
+    valid = vs >= 0
+    m = m_ref[jnp.where(valid, vs, 0)]
+    m = jnp.where(valid, m, jnp.zeros_like(m))
+    fin = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    pos = (m == jnp.inf).astype(jnp.int32)
+    neg = (m == -jnp.inf).astype(jnp.int32)
 
-    @pl.when(run)
-    def _():
-        cls = cls_ref[pid]
-        row0 = r0_ref[pid]
-        vs = vs_ref[pl.ds(s0_ref[pid], tile)]
-        valid = vs >= 0
-        m = m_ref[jnp.where(valid, vs, 0)]
-        m = jnp.where(valid, m, jnp.zeros_like(m))
-        fin = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
-        pos = (m == jnp.inf).astype(jnp.int32)
-        neg = (m == -jnp.inf).astype(jnp.int32)
+    def tile_branch(w):
+        r = tile // w
 
-        def tile_branch(w):
-            r = tile // w
+        def branch():
+            rows = pl.ds(row0, r)
+            f, c, p = _totals(jnp.sum(fin.reshape(r, w), axis=1),
+                              jnp.sum(pos.reshape(r, w), axis=1, dtype=jnp.int32),
+                              jnp.sum(neg.reshape(r, w), axis=1, dtype=jnp.int32), ev_ref[rows])
+            d, bad = _change(p, p_ref[rows])
 
-            def branch():
-                rows = pl.ds(row0, r)
-                f, c, p = _totals(jnp.sum(fin.reshape(r, w), axis=1),
-                                  jnp.sum(pos.reshape(r, w), axis=1, dtype=jnp.int32),
-                                  jnp.sum(neg.reshape(r, w), axis=1, dtype=jnp.int32), ev_ref[rows])
-                d, bad = _change(p, p_ref[rows])
+            @pl.when(run)
+            def _():
                 fin_ref[rows] = f
                 cnt_ref[rows] = c
                 p_ref[rows] = p
-                _report(plgpu, ctl_ref, dlt_ref, par, go, jnp.max(d), jnp.max(bad.astype(jnp.int32)))
+                _report(plgpu, ctl_ref, dlt_ref, par, pid, go, jnp.max(d), jnp.max(bad.astype(jnp.int32)))
 
-            return branch
+        return branch
 
-        def chunk_branch():
-            pf_ref[pid] = jnp.sum(fin)
-            pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
-            pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
+    def chunk_branch():
+        pf_ref[pid] = jnp.sum(fin)
+        pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
+        pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
 
-        branches = [tile_branch(w) for w in widths] + [chunk_branch]
-        jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
+    branches = [tile_branch(w) for w in widths] + [chunk_branch]
+    jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
 
 
-def _report(plgpu, ctl_ref, dlt_ref, par, go, delta, bad):
+def _report(plgpu, ctl_ref, dlt_ref, par, pid, go, delta, bad):
     """Folds a program's largest change (if the sweep goes ahead) and conflict into the sweep's cells."""
-    plgpu.atomic_max(dlt_ref, par, jnp.where(go, delta, jnp.zeros_like(delta)))
-    plgpu.atomic_max(ctl_ref, BAD + par, bad)
+    from jax.experimental import pallas as pl
+
+    @pl.when(go)
+    def _():
+        plgpu.atomic_max(dlt_ref, par * DELTA_LANES + pid % DELTA_LANES, delta)
+
+    @pl.when(bad > 0)
+    def _():
+        plgpu.atomic_max(ctl_ref, BAD + par, bad)
 
 
 def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, lim_ref, par_ref, _f, _c, _p,
@@ -691,23 +705,23 @@ def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref,
     row = pl.program_id(0)
     par = par_ref[0]
     go, run, *_ = _control(_ctl, _dlt, lim_ref, par)
+    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+    mine = lane < count_ref[row]
+    win = pl.ds(first_ref[row], maxc)
+
+    def total(ref):
+        x = ref[win]
+        return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
+
+    f, c, p = _totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
+    d, bad = _change(p, p_ref[row])
 
     @pl.when(run)
     def _():
-        lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
-        mine = lane < count_ref[row]
-        win = pl.ds(first_ref[row], maxc)
-
-        def total(ref):
-            x = ref[win]
-            return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
-
-        f, c, p = _totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
-        d, bad = _change(p, p_ref[row])
         fin_ref[row] = f
         cnt_ref[row] = c
         p_ref[row] = p
-        _report(plgpu, ctl_ref, dlt_ref, par, go, d, bad.astype(jnp.int32))
+        _report(plgpu, ctl_ref, dlt_ref, par, row, go, d, bad.astype(jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
@@ -780,7 +794,7 @@ class Control:
     Attributes:
         ctl: (8,) int32: iterations, conflict and primed flags, two cells each
             (one per sweep parity), then max_iters.
-        delta: (2,) float: the largest marginal change, one cell per parity.
+        delta: (2 * DELTA_LANES,) float: the largest marginal change, `DELTA_LANES` cells per parity.
         limits: (2,) float: tol, damping.
         parity: (1,) int32: the parity of the sweep that reads this.
     """
@@ -794,9 +808,13 @@ class Control:
     def start(cls, tol, max_iters, damping, dtype, parity: int = 1) -> Control:
         """Cells before the first sweep: not primed, no iterations, change +inf."""
         ctl = jnp.zeros((8,), jnp.int32).at[MAX_ITERS].set(jnp.asarray(max_iters, jnp.int32))
-        return cls(ctl=ctl, delta=jnp.full((2,), jnp.inf, dtype),
+        return cls(ctl=ctl, delta=jnp.full((2 * DELTA_LANES,), jnp.inf, dtype),
                    limits=jnp.stack([jnp.asarray(tol, dtype), jnp.asarray(damping, dtype)]),
                    parity=jnp.full((1,), parity, jnp.int32))
+
+
+def _last_delta(control: Control, parity: int):
+    return jnp.max(control.delta[parity * DELTA_LANES:(parity + 1) * DELTA_LANES])
 
 
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,
@@ -828,7 +846,8 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     def active(state):
         c = state[-1]
         primed = c.ctl[PRIMED + last] > 0
-        go = (c.ctl[IT + last] < c.ctl[MAX_ITERS]) & (c.delta[last] >= c.limits[0]) & (c.ctl[BAD + last] == 0)
+        go = c.ctl[IT + last] < c.ctl[MAX_ITERS]
+        go = go & (_last_delta(c, last) >= c.limits[0]) & (c.ctl[BAD + last] == 0)
         return ~primed | go
 
     def body(state):
@@ -846,7 +865,7 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
     lo = signed(pos, neg, fin[k])
-    delta = control.delta[last]
+    delta = _last_delta(control, last)
     conflict = control.ctl[BAD + last] > 0
     return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=p[k],
                      iterations=control.ctl[IT + last], converged=(delta < control.limits[0]) & ~conflict,
