@@ -114,7 +114,8 @@ class Side:
             variable side: message slot of each variable slot. -1 = padding.
         prog_class: (P,) int32 branch of each program (index into `widths`;
             len(widths) = a chunk of a wide row).
-        prog_slot0: (P,) int32 first slot of the program's tile or chunk.
+        prog_slot0: (P,) int32 first slot of the program's tile or chunk: always program * tile
+            (the kernels compute it rather than load it: one dependent load less).
         prog_row0: (P,) int32 first row of the tile (the row of a chunk).
         prog_head: (P,) int32 first slot of a chunk's row (0 for tiles).
         prog_shift: (P,) int32 log2 of the program's row width (of `tile` for a chunk).
@@ -246,6 +247,8 @@ def _rows(sizes: np.ndarray, tile: int):
     slot = max(slot, chunk)
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     tables = {k: cat(v).astype(np.int32) for k, v in prog.items()}
+    # Programs' tiles and chunks are laid end to end, which the kernels rely on.
+    assert np.array_equal(tables["slot0"], tile * np.arange(tables["slot0"].size))
     if slot >= 2**31 - 1:
         raise ValueError("graph too large for int32 slot indices")
     first = np.concatenate([[0], np.cumsum(n_chunks)[:-1]]) if wide_items.size else np.zeros(1, np.int64)
@@ -411,7 +414,7 @@ def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
                    cnt_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
@@ -438,18 +441,18 @@ def _factor_kernel(widths, size, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, s
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    _factor_tile(widths, size, pid, go, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
                  cnt_ref, and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_tile(widths, size, pid, go, cls_ref, s0_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
                  cnt_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
 
     cls = cls_ref[pid]
-    slot0 = s0_ref[pid]
+    slot0 = pid * size
     shift = shift_ref[pid]  # log2 of the row width (of `size` for a chunk)
     is_chunk = cls >= len(widths)
     sl = pl.ds(slot0, size)
@@ -511,7 +514,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, s0_ref, r0_ref, head_ref, shift
         out_ref[sl] = _finish(new, m, valid, damping)
 
 
-def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
+def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
                  and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_ref, dlt_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, m_ref, out_ref):
     """Messages of one chunk of a wide factor (in place), from its row's chunk partials.
@@ -545,7 +548,7 @@ def _wide_kernel(chunk, maxc, s0_ref, r0_ref, head_ref, first_ref, count_ref, sv
     O = jnp.sum(jnp.where(is_star, po, ps))
     am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
-        sv_ref, m_ref, fin_ref, cnt_ref, s0_ref[pid], head_ref[pid], is_and, chunk)
+        sv_ref, m_ref, fin_ref, cnt_ref, pid * chunk, head_ref[pid], is_and, chunk)
     new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
                     *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
 
@@ -579,7 +582,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, control, interp
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = _kernel(_factor_kernel, side.widths, side.tile)
-    tables = (side.prog_class, side.prog_slot0, side.prog_row0, side.prog_head, side.prog_shift)
+    tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift)
     operands = (*tables, side.slots, messages, fin, cnt, *params, control.limits, control.parity, control.ctl,
                 control.delta)
     first = len(operands) - 3  # messages, then the control cells, are updated in place
@@ -600,7 +603,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, control, interp
         return out, control
     # The wide kernel's programs are the factor kernel's first ones (the chunks), so
     # the program tables are passed whole: no slicing kernels between the two passes.
-    operands = (side.prog_slot0, side.prog_row0, side.prog_head, side.wide_first, side.wide_count,
+    operands = (side.prog_row0, side.prog_head, side.wide_first, side.wide_count,
                 side.slots, fin, cnt, *params, control.limits, control.parity, control.ctl, control.delta,
                 *partials, out)
     out = pl.pallas_call(
@@ -631,7 +634,7 @@ def _change(p, p_old):
     return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
 
 
-def _var_kernel(widths, tile, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, par_ref, _fin, _cnt,
+def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, par_ref, _fin, _cnt,
                 _p, _ctl, _dlt, fin_ref, cnt_ref, p_ref, ctl_ref, dlt_ref, pf_ref, pp_ref, pn_ref):
     """Tiles: totals, marginals (in place), largest change. Chunks of wide rows: partial sums.
 
@@ -647,7 +650,7 @@ def _var_kernel(widths, tile, cls_ref, s0_ref, r0_ref, vs_ref, m_ref, ev_ref, li
     go, run, *_ = _control(_ctl, _dlt, lim_ref, par)
     cls = cls_ref[pid]
     row0 = r0_ref[pid]
-    vs = vs_ref[pl.ds(s0_ref[pid], tile)]
+    vs = vs_ref[pl.ds(pid * tile, tile)]
     valid = vs >= 0
     m = m_ref[jnp.where(valid, vs, 0)]
     m = jnp.where(valid, m, jnp.zeros_like(m))
@@ -747,7 +750,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, fin, cnt, p, control, in
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     state = (fin, cnt, p, control.ctl, control.delta)
     shapes = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in state)
-    operands = (side.prog_class, side.prog_slot0, side.prog_row0, side.slots, messages, evidence_k,
+    operands = (side.prog_class, side.prog_row0, side.slots, messages, evidence_k,
                 control.limits, control.parity, *state)
     first = len(operands) - len(state)
     out = pl.pallas_call(
