@@ -73,19 +73,20 @@ def main(argv=None) -> int:
                 slots = jnp.zeros((lay.num_slots,), dt)
                 evk = jnp.zeros((lay.num_kvars,), dt)
                 params = fused.factor_params(lay, graph, dt)
-                cnt = jnp.zeros((lay.num_kvars,), jnp.int32)
                 nw = fused.NUM_WARPS
 
                 control = fused.Control.start(0.0, 10, 0.0, dt)
 
-                def fpass(lay, m, fin, cnt, params, control):
-                    return fused.factor_pass(lay, m, fin, cnt, params, control, interpret, nw)
+                totals = jnp.zeros((2 * lay.num_kvars,), dt)
 
-                def vpass(lay, m, evk, cnt, control):
-                    return fused.var_pass(lay, m, evk, evk, cnt, evk, control, interpret, nw)
+                def fpass(lay, m, totals, params, control):
+                    return fused.factor_pass(lay, m, totals, params, control, interpret, nw)
 
-                row["factor_pass_s"] = compile_s(fpass, lay, slots, evk, cnt, params, control)
-                row["var_pass_s"] = compile_s(vpass, lay, slots, evk, cnt, control)
+                def vpass(lay, m, evk, totals, control):
+                    return fused.var_pass(lay, m, evk, totals, evk, control, interpret, nw)
+
+                row["factor_pass_s"] = compile_s(fpass, lay, slots, totals, params, control)
+                row["var_pass_s"] = compile_s(vpass, lay, slots, evk, totals, control)
             rows.append(row)
             print(row, flush=True)
     write_json(f"compile_probe{'-' + args.tag if args.tag else ''}.json",

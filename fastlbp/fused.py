@@ -22,9 +22,13 @@ into chunks of `TILE` slots, one program each (the first programs of the
 grid); a chunk writes partial aggregates, and a second kernel over the wide
 factors' chunks combines its row's partials (no subtraction) and writes the
 messages. A small kernel totals the wide variables from their chunks' partial
-sums. So an iteration is four Pallas kernels and one small XLA reduction (the
-largest change) when the graph has wide rows, two kernels when it has none;
-no XLA kernel runs between the Pallas ones.
+sums. So an iteration is four Pallas kernels when the graph has wide rows,
+two when it has none, and no XLA kernel runs between them: the loop's
+control (iterations, the largest change, a conflict, whether to go on) lives
+in small device arrays the kernels read and write themselves (`Control`;
+the largest change is folded in by atomic max). Messages, totals and
+marginals are updated in place. The while loop tests the control cells once
+per trip of several sweeps.
 
 * Message slots are the factor rows laid end to end: a factor's edges are
   contiguous, the head at column 0, rows of one width (and so of one size
@@ -393,29 +397,32 @@ def _control(ctl_ref, dlt_ref, lim_ref, par):
 
 # ---------------------------------------------------------------- factor kernels
 
-def _incoming(sv_ref, m_ref, fin_ref, cnt_ref, sl):
+def _incoming(sv_ref, m_ref, tot_ref, sl):
     """A program's slots: their old messages, which are real, and the variable-to-factor messages."""
     sv = sv_ref[sl]
     m = m_ref[sl]
     valid = sv >= 0
     idx = jnp.where(valid, sv, 0)
-    return m, valid, _var_to_factor(m, fin_ref[idx], cnt_ref[idx])
+    # A variable's finite sum and its counts share a 16-byte record: the second load hits
+    # the sector the first brought in, halving the random traffic of this gather.
+    two = 2 * idx
+    return m, valid, _var_to_factor(m, tot_ref[two], tot_ref[two + 1].astype(jnp.int32))
 
 
-def _chunk_inputs(sv_ref, m_ref, fin_ref, cnt_ref, start, head, is_and, size):
+def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     """A wide row's chunk: messages, validity, slot ids, head mask, n, terms."""
     from jax.experimental import pallas as pl
 
     sl = pl.ds(start, size)
-    m, valid, n = _incoming(sv_ref, m_ref, fin_ref, cnt_ref, sl)
+    m, valid, n = _incoming(sv_ref, m_ref, tot_ref, sl)
     gidx = start + jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     is_head = gidx == head
     tf, zero = _body_terms(n, valid & ~is_head, is_and)
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
-                   cnt_ref, and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_in,
+def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+                   and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
 
@@ -441,13 +448,13 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
-                 cnt_ref, and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref), lim_ref[1], out_ref,
+    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+                 and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, fin_ref,
-                 cnt_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+                 and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
 
@@ -456,7 +463,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv
     shift = shift_ref[pid]  # log2 of the row width (of `size` for a chunk)
     is_chunk = cls >= len(widths)
     sl = pl.ds(slot0, size)
-    m, valid, n = _incoming(sv_ref, m_ref, fin_ref, cnt_ref, sl)
+    m, valid, n = _incoming(sv_ref, m_ref, tot_ref, sl)
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
     is_and = and_ref[row] > 0
@@ -514,7 +521,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv
         out_ref[sl] = _finish(new, m, valid, damping)
 
 
-def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, fin_ref, cnt_ref,
+def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, tot_ref,
                  and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_ref, dlt_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, m_ref, out_ref):
     """Messages of one chunk of a wide factor (in place), from its row's chunk partials.
@@ -548,7 +555,7 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, fi
     O = jnp.sum(jnp.where(is_star, po, ps))
     am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
-        sv_ref, m_ref, fin_ref, cnt_ref, pid * chunk, head_ref[pid], is_and, chunk)
+        sv_ref, m_ref, tot_ref, pid * chunk, head_ref[pid], is_and, chunk)
     new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
                     *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
 
@@ -561,13 +568,14 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, fi
 # setting, not at every call site: the loop calls them five times, and lowering a Pallas
 # kernel to Triton IR (in Python) took most of the loop's compile time.
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
-def factor_pass(layout: FusedLayout, messages, fin, cnt, params, control, interpret: bool = False,
+def factor_pass(layout: FusedLayout, messages, totals, params, control, interpret: bool = False,
                 num_warps: int = NUM_WARPS):
     """New factor-to-variable messages (slot order, in place) from messages and variable totals.
 
     Args:
         messages: (S,) slot order.
-        fin: (Vk,) finite part of each kernel variable's total; cnt: (Vk,) int32 packed counts.
+        totals: (2 Vk,) per kernel variable, the finite part of its total, then its packed
+            counts (`var_pass`).
         params: (is_and (Rf,) int32, q, r, 1-q, 1-r, k1, k0 (Rf,) floats; `kernels.FactorParams`).
         control: `Control` of this sweep; the messages change only if the sweep goes ahead.
 
@@ -583,7 +591,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, control, interp
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = _kernel(_factor_kernel, side.widths, side.tile)
     tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift)
-    operands = (*tables, side.slots, messages, fin, cnt, *params, control.limits, control.parity, control.ctl,
+    operands = (*tables, side.slots, messages, totals, *params, control.limits, control.parity, control.ctl,
                 control.delta)
     first = len(operands) - 3  # messages, then the control cells, are updated in place
     out, *partials, ctl, delta = pl.pallas_call(
@@ -604,7 +612,7 @@ def factor_pass(layout: FusedLayout, messages, fin, cnt, params, control, interp
     # The wide kernel's programs are the factor kernel's first ones (the chunks), so
     # the program tables are passed whole: no slicing kernels between the two passes.
     operands = (side.prog_row0, side.prog_head, side.wide_first, side.wide_count,
-                side.slots, fin, cnt, *params, control.limits, control.parity, control.ctl, control.delta,
+                side.slots, totals, *params, control.limits, control.parity, control.ctl, control.delta,
                 *partials, out)
     out = pl.pallas_call(
         _kernel(_wide_kernel, side.chunk, side.max_row_chunks),
@@ -634,8 +642,8 @@ def _change(p, p_old):
     return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
 
 
-def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, par_ref, _fin, _cnt,
-                _p, _ctl, _dlt, fin_ref, cnt_ref, p_ref, ctl_ref, dlt_ref, pf_ref, pp_ref, pn_ref):
+def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, par_ref, _tot,
+                _p, _ctl, _dlt, tot_ref, p_ref, ctl_ref, dlt_ref, pf_ref, pp_ref, pn_ref):
     """Tiles: totals, marginals (in place), largest change. Chunks of wide rows: partial sums.
 
     The gather is written once, on the program's flat slots; the branches
@@ -670,8 +678,9 @@ def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, p
 
             @pl.when(run)
             def _():
-                fin_ref[rows] = f
-                cnt_ref[rows] = c
+                two = 2 * (row0 + jax.lax.broadcasted_iota(jnp.int32, (r,), 0))
+                tot_ref[two] = f
+                tot_ref[two + 1] = c.astype(f.dtype)
                 p_ref[rows] = p
                 _report(plgpu, ctl_ref, dlt_ref, par, pid, go, jnp.max(d), jnp.max(bad.astype(jnp.int32)))
 
@@ -699,8 +708,8 @@ def _report(plgpu, ctl_ref, dlt_ref, par, pid, go, delta, bad):
         plgpu.atomic_max(ctl_ref, BAD + par, bad)
 
 
-def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, lim_ref, par_ref, _f, _c, _p,
-                     _ctl, _dlt, fin_ref, cnt_ref, p_ref, ctl_ref, dlt_ref):
+def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, lim_ref, par_ref, _tot, _p,
+                     _ctl, _dlt, tot_ref, p_ref, ctl_ref, dlt_ref):
     """A wide variable's total from its chunks' partial sums (in place; one program per wide row)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
@@ -721,25 +730,26 @@ def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref,
 
     @pl.when(run)
     def _():
-        fin_ref[row] = f
-        cnt_ref[row] = c
+        tot_ref[2 * row] = f
+        tot_ref[2 * row + 1] = c.astype(f.dtype)
         p_ref[row] = p
         _report(plgpu, ctl_ref, dlt_ref, par, row, go, d, bad.astype(jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
-def var_pass(layout: FusedLayout, messages, evidence_k, fin, cnt, p, control, interpret: bool = False,
+def var_pass(layout: FusedLayout, messages, evidence_k, totals, p, control, interpret: bool = False,
              num_warps: int = NUM_WARPS):
     """Variable totals, marginals and the largest marginal change (in place).
 
     Args:
         messages: (S,) slot order.
         evidence_k: (Vk,) evidence log-odds by kernel variable.
-        fin (Vk,), cnt (Vk,) int32, p (Vk,): the last totals and marginals, updated in place.
+        totals (2 Vk,), p (Vk,): the last totals (each variable's finite sum, then its counts
+            of +inf and -inf messages, `pos + 4 neg`, each at most 2) and marginals, in place.
         control: `Control` of this sweep; the pass runs if the sweep goes ahead or primes the loop.
 
     Returns:
-        fin, cnt, p and the control after the pass.
+        totals, p and the control after the pass.
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
@@ -748,7 +758,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, fin, cnt, p, control, in
     dt = messages.dtype
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    state = (fin, cnt, p, control.ctl, control.delta)
+    state = (totals, p, control.ctl, control.delta)
     shapes = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in state)
     operands = (side.prog_class, side.prog_row0, side.slots, messages, evidence_k,
                 control.limits, control.parity, *state)
@@ -762,9 +772,9 @@ def var_pass(layout: FusedLayout, messages, evidence_k, fin, cnt, p, control, in
         interpret=interpret,
         compiler_params=cp,
     )(*operands)
-    state = out[:5]
+    state = out[:4]
     if side.wide_chunks:
-        operands = (side.wide_first, side.wide_count, *out[5:], evidence_k, control.limits, control.parity,
+        operands = (side.wide_first, side.wide_count, *out[4:], evidence_k, control.limits, control.parity,
                     *state)
         first = len(operands) - len(state)
         state = pl.pallas_call(
@@ -775,8 +785,8 @@ def var_pass(layout: FusedLayout, messages, evidence_k, fin, cnt, p, control, in
             interpret=interpret,
             compiler_params=cp,
         )(*operands)
-    fin, cnt, p, ctl, delta = state
-    return fin, cnt, p, dataclasses.replace(control, ctl=ctl, delta=delta)
+    totals, p, ctl, delta = state
+    return totals, p, dataclasses.replace(control, ctl=ctl, delta=delta)
 
 
 # ---------------------------------------------------------------- the loop
@@ -854,16 +864,16 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
         return ~primed | go
 
     def body(state):
-        msgs, fin, cnt, p, control = state
+        msgs, totals, p, control = state
         for k in range(sweeps):
             control = dataclasses.replace(control, parity=parities[k % 2])
-            msgs, control = factor_pass(layout, msgs, fin, cnt, params, control, interpret, num_warps)
-            fin, cnt, p, control = var_pass(layout, msgs, evidence_k, fin, cnt, p, control, interpret,
-                                            num_warps)
-        return msgs, fin, cnt, p, control
+            msgs, control = factor_pass(layout, msgs, totals, params, control, interpret, num_warps)
+            totals, p, control = var_pass(layout, msgs, evidence_k, totals, p, control, interpret, num_warps)
+        return msgs, totals, p, control
 
-    state = (slots, jnp.zeros((vk,), dtype), jnp.zeros((vk,), jnp.int32), jnp.zeros((vk,), dtype), control)
-    slots, fin, cnt, p, control = jax.lax.while_loop(active, body, state)
+    state = (slots, jnp.zeros((2 * vk,), dtype), jnp.zeros((vk,), dtype), control)
+    slots, totals, p, control = jax.lax.while_loop(active, body, state)
+    fin, cnt = totals[0::2], totals[1::2].astype(jnp.int32)
     k = layout.var_kvar
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
