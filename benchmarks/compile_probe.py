@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             dt = {"f64": jnp.float64, "f32": jnp.float32}[dname]
             row = {"size": graph.num_edges, "dtype": dname, **loop_times(graph, dt, interpret, args.unroll)}
             if args.passes:
-                lay = fused.layout_for(graph, fused.Runner().tile_for(dt))
+                lay = fused.Runner().prepare(graph, dt)
                 slots = jnp.zeros((lay.num_slots,), dt)
                 evk = jnp.zeros((lay.num_kvars,), dt)
                 params = fused.factor_params(lay, graph, dt)

@@ -106,6 +106,9 @@ NUM_WARPS = 8
 # thread (256-slot tiles, 8 warps: 20 % less time per iteration at 0.5M and 5M edges on
 # the H200, the factor kernel being short of registers), float32 with two (BENCHMARKS.md).
 AUTO_TILE = {8: 256, 4: 512}
+# The variable kernel (28-32 registers) takes 512-slot tiles in both precisions: with float64,
+# 3-10 % less time per iteration at 0.5M edges than 256 (BENCHMARKS.md, session 6).
+AUTO_VAR_TILE = {8: 512, 4: 512}
 
 
 @jax.tree_util.register_dataclass
@@ -422,7 +425,7 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
 
 
 def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
-                   and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_in,
+                   and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
 
@@ -449,7 +452,7 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
     _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
-                 and_ref, (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref), lim_ref[1], out_ref,
+                 and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
@@ -467,7 +470,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
     is_and = and_ref[row] > 0
-    params = [ref[row] for ref in param_refs]
+    params = _row_params(param_refs, row)
     # A row's first slot is its head; a chunk holds it only if it is the row's first chunk.
     first = (lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)) == 0
     is_head = first & (~is_chunk | (slot0 == head_ref[pid]))
@@ -522,7 +525,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv
 
 
 def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, tot_ref,
-                 and_ref, q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref, lim_ref, par_ref, ctl_ref, dlt_ref,
+                 and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_ref, dlt_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, m_ref, out_ref):
     """Messages of one chunk of a wide factor (in place), from its row's chunk partials.
 
@@ -557,7 +560,7 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
         sv_ref, m_ref, tot_ref, pid * chunk, head_ref[pid], is_and, chunk)
     new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
-                    *(ref[row] for ref in (q_ref, r_ref, q1_ref, r1_ref, k1_ref, k0_ref)))
+                    *_row_params((q_ref, r_ref, k_ref), row))
 
     @pl.when(go)
     def _():
@@ -576,7 +579,7 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
         messages: (S,) slot order.
         totals: (2 Vk,) per kernel variable, the finite part of its total, then its packed
             counts (`var_pass`).
-        params: (is_and (Rf,) int32, q, r, 1-q, 1-r, k1, k0 (Rf,) floats; `kernels.FactorParams`).
+        params: (is_and (Rf,) int32, q, r, k1 - k0 (Rf,) floats; `factor_params`).
         control: `Control` of this sweep; the messages change only if the sweep goes ahead.
 
     Returns:
@@ -792,11 +795,19 @@ def var_pass(layout: FusedLayout, messages, evidence_k, totals, p, control, inte
 # ---------------------------------------------------------------- the loop
 
 def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
-    """`kernels.factor_params` per factor row (is AND as int32; padding rows take factor 0's)."""
+    """Per factor row: is AND (int32), q, r and k1 - k0 (`kernels.factor_params`; padding rows take
+    factor 0's). The kernels form 1 - q and 1 - r themselves, as `kernels.factor_params` does:
+    three loads per slot less."""
     rf = layout.row_factor
     rows = jnp.where(rf >= 0, rf, 0)
-    is_and, *values = kernels.factor_params(graph, dtype)
-    return (is_and[rows].astype(jnp.int32), *(x[rows] for x in values))
+    p = kernels.factor_params(graph, dtype)
+    return tuple(x[rows] for x in (p.is_and.astype(jnp.int32), p.q, p.r, p.k1 - p.k0))
+
+
+def _row_params(refs, row):
+    """(q, r, 1-q, 1-r, k1 - k0, 0) of the factor rows `row` (`logspace.messages_from_rho`'s)."""
+    q, r, k = (ref[row] for ref in refs)
+    return q, r, 1 - q, 1 - r, k, jnp.zeros_like(k)
 
 
 @jax.tree_util.register_dataclass
@@ -924,8 +935,9 @@ class Runner:
         return self.tile or AUTO_TILE.get(jnp.dtype(dtype).itemsize, TILE)
 
     def var_tile_for(self, dtype) -> int:
-        """Slots per variable-kernel program: as given, else the factor kernel's."""
-        return self.var_tile or self.tile_for(dtype)
+        """Slots per variable-kernel program: as given, else the factor kernel's if that was
+        given, else `AUTO_VAR_TILE` by precision."""
+        return self.var_tile or self.tile or AUTO_VAR_TILE.get(jnp.dtype(dtype).itemsize, TILE)
 
     def prepare(self, graph, dtype) -> FusedLayout:
         """Builds (or finds) the graph's layout for messages of `dtype`: host work done once per graph."""

@@ -208,15 +208,15 @@ def _wide_graph(seed: int):
 @pytest.mark.parametrize("labels", [{}, {5: True, 800: False, 0: True}])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_production_tiles_with_wide_rows_match_xla_engine(labels, dtype):
-    # The runner's own tile for the precision (`fused.AUTO_TILE`).
+    # The runner's own tiles for the precision (`fused.AUTO_TILE`, `fused.AUTO_VAR_TILE`).
     g, V = _wide_graph(0)
     runner = fused.runner(1, interpret=True)
-    tile = runner.tile_for(dtype)
-    assert tile == fused.AUTO_TILE[jnp.dtype(dtype).itemsize]
-    lay = fused.layout_for(g, tile)
+    lay = runner.prepare(g, dtype)
+    size = jnp.dtype(dtype).itemsize
+    assert (lay.factors.tile, lay.variables.tile) == (fused.AUTO_TILE[size], fused.AUTO_VAR_TILE[size])
     assert lay.factors.wide_chunks >= 2 and lay.variables.wide_chunks >= 2
     for side in (lay.factors, lay.variables):
-        assert {w for w in (32, 64, 128, 256, 512) if w <= tile} <= set(side.widths)
+        assert {w for w in (32, 64, 128, 256, 512) if w <= side.tile} <= set(side.widths)
     ev = evidence_from_labels(V, labels)
     want = _run(g, ev, engine.parall_runner("xla"), dtype, max_iters=15)
     got = _run(g, ev, runner, dtype, max_iters=15)
