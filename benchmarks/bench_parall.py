@@ -119,13 +119,12 @@ def main(argv=None) -> int:
         sys.modules[old.stem] = module  # its dataclasses look their module up
         spec.loader.exec_module(module)
         all_variants[f"{old.stem[5:]}-unroll8"] = functools.partial(module.runner, 8, not gpu)
-    # fused-u{unroll}-t{tile}-w{warps}[-v{var tile}][-p{factor programs}], e.g. fused-u4-t128-w4-v1024
-    for name in args.variants:
-        m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)(?:-v(\d+))?(?:-p(\d+))?", name)
+    for name in args.variants:  # fused-u{unroll}-t{tile}-w{warps}[-v{var tile}], e.g. fused-u4-t128-w4-v1024
+        m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)(?:-v(\d+))?", name)
         if m:
             u, t, w = (int(x) for x in m.groups()[:3])
             v = int(m.group(4)) if m.group(4) else None
-            all_variants[name] = functools.partial(fused.runner, u, not gpu, t, w, v, int(m.group(5) or 0))
+            all_variants[name] = functools.partial(fused.runner, u, not gpu, t, w, v)
     unknown = set(args.variants) - set(all_variants)
     if unknown:
         ap.error(f"unknown variants {sorted(unknown)}; choose from {sorted(all_variants)}")

@@ -424,20 +424,15 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, programs, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
                    and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
-    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = tile).
+    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
 
     The per-slot math (variable-to-factor messages, body terms, the factor
-    messages) is written once, on the flat `size` slots of a tile; only
+    messages) is written once, on the flat `size` slots of the program; only
     the row reductions branch on the row width. The Triton compile time grows
     with the code in the branches, so they hold nothing but reductions.
-
-    `programs` 0: one program per tile. Otherwise the grid has at most that
-    many programs, and each walks its tiles (program, program + grid, ...),
-    loading the next tile's inputs before it computes the current one, so the
-    loads' latency overlaps the arithmetic.
     """
     from jax.experimental import pallas as pl
 
@@ -454,60 +449,31 @@ def _factor_kernel(widths, size, programs, cls_ref, r0_ref, head_ref, shift_ref,
         dlt_ref[pl.ds(par * DELTA_LANES, DELTA_LANES)] = jnp.full(
             (DELTA_LANES,), jnp.where(go, jnp.zeros_like(delta), delta), delta.dtype)
 
-    refs = (cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref, and_ref, (q_ref, r_ref, k_ref))
-    outs = (out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
-    tiles = cls_ref.shape[0]
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    if not programs:
-        _factor_tile(widths, size, pid, go, _factor_loads(size, pid, *refs), lim_ref[1], *outs)
-        return
-    grid = min(programs, tiles)
-
-    def step(k, loads):
-        tile = pid + k * grid
-        ahead = _factor_loads(size, jnp.minimum(tile + grid, tiles - 1), *refs)
-        _factor_tile(widths, size, tile, go, loads, lim_ref[1], *outs)
-        return ahead
-
-    jax.lax.fori_loop(0, (tiles - pid + grid - 1) // grid, step, _factor_loads(size, pid, *refs))
+    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+                 and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
+                 ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_loads(size, tile, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref, and_ref,
-                  param_refs):
-    """Everything a tile reads from memory: its table entries, slots, messages, totals, rows' params."""
-    from jax.experimental import pallas as pl
-
-    sl = pl.ds(tile * size, size)
-    sv = sv_ref[sl]
-    two = 2 * jnp.where(sv >= 0, sv, 0)
-    shift = shift_ref[tile]  # log2 of the row width (of `size` for a chunk)
-    lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
-    row = r0_ref[tile] + jax.lax.shift_right_logical(lane, shift)
-    # A variable's finite sum and its counts share a 16-byte record: the second load hits
-    # the sector the first brought in, halving the random traffic of this gather.
-    return dict(cls=cls_ref[tile], shift=shift, head=head_ref[tile], sv=sv, m=m_ref[sl], fin=tot_ref[two],
-                cnt=tot_ref[two + 1], is_and=and_ref[row], params=tuple(ref[row] for ref in param_refs))
-
-
-def _factor_tile(widths, size, tile, go, loads, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+                 and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
 
-    cls, shift = loads["cls"], loads["shift"]
-    slot0 = tile * size
+    cls = cls_ref[pid]
+    slot0 = pid * size
+    shift = shift_ref[pid]  # log2 of the row width (of `size` for a chunk)
     is_chunk = cls >= len(widths)
     sl = pl.ds(slot0, size)
-    m = loads["m"]
-    valid = loads["sv"] >= 0
-    n = _var_to_factor(m, loads["fin"], loads["cnt"].astype(jnp.int32))
+    m, valid, n = _incoming(sv_ref, m_ref, tot_ref, sl)
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
-    is_and = loads["is_and"] > 0
-    q, r, k = loads["params"]
-    params = (q, r, 1 - q, 1 - r, k, jnp.zeros_like(k))
+    row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
+    is_and = and_ref[row] > 0
+    params = _row_params(param_refs, row)
     # A row's first slot is its head; a chunk holds it only if it is the row's first chunk.
     first = (lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)) == 0
-    is_head = first & (~is_chunk | (slot0 == loads["head"]))
+    is_head = first & (~is_chunk | (slot0 == head_ref[pid]))
     body = valid & ~is_head
     # The head's log rho is formed on its own slot, sharing the body terms' exp and log1p,
     # and reaches the row's slots with the row sums.
@@ -538,12 +504,12 @@ def _factor_tile(widths, size, tile, go, loads, damping, out_ref, ps_ref, pz_ref
         cand = body & ~zero
         mn = jnp.min(jnp.where(cand, tf, jnp.ones_like(tf)))
         am = jnp.min(jnp.where(cand & (tf == mn), gidx, jnp.iinfo(jnp.int32).max))
-        ps_ref[tile] = jnp.sum(tf)
-        pz_ref[tile] = jnp.sum(izero, dtype=jnp.int32)
-        pmn_ref[tile] = mn
-        pam_ref[tile] = am
-        po_ref[tile] = jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
-        plr_ref[tile] = jnp.sum(jnp.where(is_head, lr, jnp.zeros_like(lr)))
+        ps_ref[pid] = jnp.sum(tf)
+        pz_ref[pid] = jnp.sum(izero, dtype=jnp.int32)
+        pmn_ref[pid] = mn
+        pam_ref[pid] = am
+        po_ref[pid] = jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
+        plr_ref[pid] = jnp.sum(jnp.where(is_head, lr, jnp.zeros_like(lr)))
         # A chunk's messages are the wide kernel's; these are overwritten there.
         return tf, izero, tf, tf, izero
 
@@ -604,9 +570,9 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
 # The passes are jitted on their own so that JAX traces and lowers each kernel once per
 # setting, not at every call site: the loop calls them five times, and lowering a Pallas
 # kernel to Triton IR (in Python) took most of the loop's compile time.
-@functools.partial(jax.jit, static_argnames=("interpret", "num_warps", "programs"))
+@functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
 def factor_pass(layout: FusedLayout, messages, totals, params, control, interpret: bool = False,
-                num_warps: int = NUM_WARPS, programs: int = 0):
+                num_warps: int = NUM_WARPS):
     """New factor-to-variable messages (slot order, in place) from messages and variable totals.
 
     Args:
@@ -615,8 +581,6 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
             counts (`var_pass`).
         params: (is_and (Rf,) int32, q, r, k1 - k0 (Rf,) floats; `factor_params`).
         control: `Control` of this sweep; the messages change only if the sweep goes ahead.
-        programs: 0, one program per tile; else at most this many, each walking its tiles with
-            the next tile's loads ahead of the current tile's arithmetic (`_factor_kernel`).
 
     Returns:
         (messages, control) after the pass.
@@ -628,14 +592,14 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     dt = messages.dtype
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    kernel = _kernel(_factor_kernel, side.widths, side.tile, programs)
+    kernel = _kernel(_factor_kernel, side.widths, side.tile)
     tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift)
     operands = (*tables, side.slots, messages, totals, *params, control.limits, control.parity, control.ctl,
                 control.delta)
     first = len(operands) - 3  # messages, then the control cells, are updated in place
     out, *partials, ctl, delta = pl.pallas_call(
         kernel,
-        grid=(min(programs, side.num_programs) if programs else side.num_programs,),
+        grid=(side.num_programs,),
         out_shape=(jax.ShapeDtypeStruct(messages.shape, dt), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
@@ -878,7 +842,7 @@ def _last_delta(control: Control, parity: int):
 
 
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,
-             unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS, programs: int = 0):
+             unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS):
     """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`.
 
     A trip of the while loop runs `unroll` sweeps, rounded up to an even
@@ -914,8 +878,7 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
         msgs, totals, p, control = state
         for k in range(sweeps):
             control = dataclasses.replace(control, parity=parities[k % 2])
-            msgs, control = factor_pass(layout, msgs, totals, params, control, interpret, num_warps,
-                                        programs)
+            msgs, control = factor_pass(layout, msgs, totals, params, control, interpret, num_warps)
             totals, p, control = var_pass(layout, msgs, evidence_k, totals, p, control, interpret, num_warps)
         return msgs, totals, p, control
 
@@ -961,11 +924,11 @@ class Runner:
     """
 
     def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
-                 num_warps: int = NUM_WARPS, var_tile: int | None = None, programs: int = 0):
+                 num_warps: int = NUM_WARPS, var_tile: int | None = None):
         self.tile = tile
         self.var_tile = var_tile
         self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret,
-                                                 num_warps=num_warps, programs=programs))
+                                                 num_warps=num_warps))
 
     def tile_for(self, dtype) -> int:
         """Slots per program for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
@@ -1001,9 +964,9 @@ _RUNNERS: dict = {}
 
 
 def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None,
-           num_warps: int = NUM_WARPS, var_tile: int | None = None, programs: int = 0) -> Runner:
+           num_warps: int = NUM_WARPS, var_tile: int | None = None) -> Runner:
     """A cached `Runner` for these settings (tile None: by precision, `AUTO_TILE`)."""
-    key = (unroll, interpret, tile, num_warps, var_tile, programs)
+    key = (unroll, interpret, tile, num_warps, var_tile)
     if key not in _RUNNERS:
         _RUNNERS[key] = Runner(*key)
     return _RUNNERS[key]

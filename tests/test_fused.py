@@ -81,22 +81,6 @@ def test_fused_matches_xla_engine(seed, damping, unroll):
             np.testing.assert_allclose(np.asarray(got.marginals), np.asarray(ref.marginals), atol=1e-4)
 
 
-@pytest.mark.parametrize("programs", [1, 3])
-def test_programs_walking_several_tiles_match_one_program_per_tile(programs):
-    # Each program walks tiles programs apart, loading the next before computing the current;
-    # the messages must be those of one program per tile, bit for bit, chunks of wide rows included.
-    rng = np.random.default_rng(11)
-    factors = random_factors(rng, 50, 80, max_body=7)
-    factors.append(Factor(OR, 0, tuple(range(1, 30)), 0.2, 0.9))
-    g = from_factors(factors, 50)
-    ev = evidence_from_labels(50, random_labels(rng, 50, most=3))
-    assert fused.build(g, 8).factors.wide_chunks > 0
-    want = _run(g, ev, fused.runner(1, interpret=True, tile=8), max_iters=6)
-    got = _run(g, ev, fused.runner(1, interpret=True, tile=8, programs=programs), max_iters=6)
-    np.testing.assert_array_equal(np.asarray(got.messages), np.asarray(want.messages))
-    assert int(got.iterations) == int(want.iterations) == 6
-
-
 @pytest.mark.parametrize("var_tile", [None, 4, 64])
 def test_layout_places_every_edge_once(var_tile):
     rng = np.random.default_rng(3)
