@@ -19,8 +19,7 @@
 #                                         variable-kernel tiles of 512 and 1024 slots
 #   bash benchmarks/run_all.sh session6c  session 6's result: check, compile, speed beside XLA and session 5
 #                                         (benchmarks/_old_s5.py), Nsight Compute at 5M edges
-#   bash benchmarks/run_all.sh session6d  float64 divisions kept off their slow path, beside the kernels before
-#                                         (benchmarks/_old_s6c.py), and the factor kernel's instruction mix
+#   bash benchmarks/run_all.sh persist6   the factor kernel walking tiles with loads ahead (264-1056 programs)
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -92,10 +91,10 @@ case "${1:-parall}" in
     run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
       --variants xla fused-unroll8 s5-unroll8
     NCU_FULL=1 NCU_TIMEOUT=200 bash benchmarks/ncu_all.sh 5000000 fused:f64 2>&1 | tail -20 ;;
-  session6d)
-    run 120 benchmarks/check_fused.py --graphs 3
-    run 200 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 --variants fused-unroll8 s6c-unroll8
-    bash benchmarks/ncu_opcodes.sh 500000 f64 _factor_kernel 2>&1 | head -24 ;;
+  persist6)
+    run 460 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants fused-unroll8 fused-u8-t256-w8-v512-p264 fused-u8-t256-w8-v512-p396 fused-u8-t256-w8-v512-p528 \
+      fused-u8-t256-w8-v512-p1056 ;;
   tiles5)
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-u8-t256-w8 fused-u8-t512-w8 fused-u8-t256-w4 fused-u8-t512-w16 fused-u8-t128-w4 ;;

@@ -635,9 +635,7 @@ def _totals(fin, pos, neg, ev):
     pos = pos + (ev == jnp.inf).astype(jnp.int32)
     neg = neg + (ev == -jnp.inf).astype(jnp.int32)
     lo = signed(pos > 0, neg > 0, fin)
-    # e^-|lo| <= 1: the division never sees a huge or infinite operand (its slow path).
-    e = jnp.exp(-jnp.abs(lo))
-    p = jnp.where(lo >= 0, jnp.ones_like(e), e) / (1 + e)
+    p = 1 / (1 + jnp.exp(-lo))
     cnt = jnp.minimum(pos, 2) + 4 * jnp.minimum(neg, 2)
     return fin, cnt, p
 

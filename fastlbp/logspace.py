@@ -76,11 +76,7 @@ def terms_and_rho(a, is_head, q, r, q1, r1):
     e = jnp.exp(-jnp.abs(a))
     num, den, extra, undefined = _rho_parts(a, e, q, r, q1, r1)
     lo = jnp.minimum(num, den)
-    # Lanes that do not use a quotient divide 1 by 1: a float64 division whose operands are
-    # huge, tiny or infinite takes a slow path (a called subroutine) for the whole warp.
-    one = jnp.ones_like(a)
-    ratio = jnp.where(is_head, jnp.maximum(num, den) - lo, one) / jnp.where(is_head, lo, one)
-    shared = jnp.log1p(jnp.where(is_head, ratio, e))
+    shared = jnp.log1p(jnp.where(is_head, (jnp.maximum(num, den) - lo) / lo, e))
     lr = jnp.where(num >= den, shared, -shared) + extra
     return jnp.minimum(a, 0) - shared, jnp.where(undefined, jnp.full_like(a, jnp.nan), lr)
 
@@ -125,8 +121,7 @@ def messages_from_rho(is_head, is_and, c, lr, q, r, q1, r1, k1, k0):
     g1 = jnp.where(q == 0, one, jnp.where(r == 0, omt, q * omt + r * e))
     g0 = jnp.where(q1 == 0, one, jnp.where(r1 == 0, omt, q1 * omt + r1 * e))
     head_add = k1 - k0 + jnp.where(q == 0, c, jnp.where(q1 == 0, -c, zero))
-    # Body lanes divide 1 by 1 (their g1, g0 may be huge: a float64 division's slow path).
-    x = jnp.where(is_head, jnp.where(is_head, g1, one) / jnp.where(is_head, g0, one), omt + e)
+    x = jnp.where(is_head, g1 / g0, omt + e)
     out = jnp.log(x) + jnp.where(is_head, head_add, zero)
     # log(1 - t + e^z) is z when t = 1, and z to the last bit when e^z is huge; e^z may underflow.
     body = jnp.where((z > big) | (c == 0), z, out)
