@@ -20,6 +20,7 @@
 #   bash benchmarks/run_all.sh session6c  session 6's result: check, compile, speed beside XLA and session 5
 #                                         (benchmarks/_old_s5.py), Nsight Compute at 5M edges
 #   bash benchmarks/run_all.sh persist6   the factor kernel walking tiles with loads ahead (264-1056 programs)
+#   bash benchmarks/run_all.sh rounds6    PARALL triage rounds at the ftp size, XLA and fused
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -95,6 +96,10 @@ case "${1:-parall}" in
     run 460 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-unroll8 fused-u8-t256-w8-v512-p264 fused-u8-t256-w8-v512-p396 fused-u8-t256-w8-v512-p528 \
       fused-u8-t256-w8-v512-p1056 ;;
+  rounds6)
+    run 120 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 --out "$OUT/rounds_parall"
+    FASTLBP_BACKEND=fused run 120 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 \
+      --out "$OUT/rounds_parall_fused" ;;
   tiles5)
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-u8-t256-w8 fused-u8-t512-w8 fused-u8-t256-w4 fused-u8-t512-w16 fused-u8-t128-w4 ;;
