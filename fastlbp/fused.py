@@ -13,7 +13,8 @@ iteration is mainly two Pallas (Triton) kernels:
 
 Layout (`build`, once per graph, on the host). Both sides use *rows*: a factor
 (or a variable) is one row of W slots, W the next power of two of its number
-of edges, unused slots padded (-1). Rows of one width are a *class*; a program
+of edges, unused slots padded (-1); on the factor side a row of 4 or 8 slots
+may hold two factors (5 and 3 edges, 3 and 1, ...: `PAIRS`), summed apart. Rows of one width are a *class*; a program
 takes a tile of R x W = `TILE` slots of one class (R rows), so every row is
 reduced inside one program with no atomics and no mixing of neighbouring
 rows: a factor whose terms are all tiny keeps its tiny sum exactly. Rows wider
@@ -174,7 +175,9 @@ class FusedLayout:
             message slot.
         variables: variable rows; `variables.slots` is a message slot.
         edge_slot: (E,) int32 message slot of each graph edge.
-        row_factor: (Rf,) int32 factor of each factor row (-1 padding row).
+        seg_factor: (2 Rf,) int32 the factors of each factor row: its first (2 row) and
+            second (2 row + 1), -1 for none.
+        row_split: (Rf,) int32 column of each factor row's second factor (the tile if none).
         var_kvar: (V,) int32 kernel variable (variable row) of each variable.
         kvar_var: (Vk,) int32 variable of each variable row (-1 padding row).
     """
@@ -182,7 +185,8 @@ class FusedLayout:
     factors: Side
     variables: Side
     edge_slot: jax.Array
-    row_factor: jax.Array
+    seg_factor: jax.Array
+    row_split: jax.Array
     var_kvar: jax.Array
     kvar_var: jax.Array
 
@@ -195,18 +199,50 @@ class FusedLayout:
         return int(self.kvar_var.shape[0])
 
 
-def _rows(sizes: np.ndarray, tile: int):
+# Pairs of item sizes that share a row (`_rows(pair=True)`, factors): a factor of 5 edges
+# fills 5 of its row's 8 slots, and one of 3 edges the other 3; most factors of a derivation
+# graph have 1-5 edges, so a third of the slots were padding. In this order, exact fits first.
+PAIRS = ((5, 3), (6, 2), (7, 1), (3, 1), (5, 2), (5, 1), (6, 1))
+PAIRED_WIDTHS = (4, 8)  # the row widths of those pairs (the kernels sum such rows by segment)
+
+
+def _pairs(sizes: np.ndarray, eligible: np.ndarray):
+    """(first, second) items of the shared rows: `PAIRS`, greedily, among `eligible` items."""
+    pools = {k: list(np.flatnonzero(eligible & (sizes == k))) for k in range(1, 8)}
+    first, second = [], []
+    for big, small in PAIRS:
+        n = min(len(pools[big]), len(pools[small]))
+        first += pools[big][:n]
+        second += pools[small][:n]
+        pools[big], pools[small] = pools[big][n:], pools[small][n:]
+    return np.asarray(first, np.int64), np.asarray(second, np.int64)
+
+
+def _rows(sizes: np.ndarray, tile: int, pair: bool = False):
     """Packs items of `sizes` slots into rows and programs.
 
+    A row holds one item from its column 0, or (`pair`) two: a second from
+    column `split` (the first's size; `PAIRS`).
+
     Returns:
-        row_item: (R,) item of each row, -1 for padding rows.
+        row_item: (R,) first item of each row, -1 for padding rows.
         row_slot0: (R,) first slot of each row.
-        total_slots, widths, and the program tables (class, slot0, row0, len).
+        row_split: (R,) column of the row's second item (the row's width if none).
+        item_slot0: (N,) first slot of each item.
+        total_slots, widths, the program tables and the wide rows' tables.
     """
     sizes = np.maximum(np.asarray(sizes, np.int64), 1)
     chunk = tile
     width = 1 << np.ceil(np.log2(sizes)).astype(np.int64)
     wide = width > tile
+    partner = np.full(sizes.size, -1, np.int64)  # a row's second item, on its first
+    if pair:
+        first, second = _pairs(sizes, ~wide)
+        fits = sizes[first] + sizes[second] <= tile
+        first, second = first[fits], second[fits]
+        partner[first] = second
+        width[first] = 1 << np.ceil(np.log2(sizes[first] + sizes[second])).astype(np.int64)
+        width[second] = 0  # placed with its first
     row_item, row_slot0 = [], []
     prog = {"class": [], "slot0": [], "row0": [], "head": [], "shift": []}
     slot = row = 0
@@ -230,6 +266,7 @@ def _rows(sizes: np.ndarray, tile: int):
         prog["shift"].append(np.full(chunk_row.size, int(chunk).bit_length() - 1))
         slot += int(spans.sum())
         row += wide_items.size
+    present = [w for w in present if w > 0]
     for k, w in enumerate(present):
         items = np.flatnonzero(width == w)
         r = tile // w
@@ -254,6 +291,17 @@ def _rows(sizes: np.ndarray, tile: int):
     slot = max(slot, chunk)
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     tables = {k: cat(v).astype(np.int32) for k, v in prog.items()}
+    row_item, row_slot0 = cat(row_item), cat(row_slot0)
+    real = row_item >= 0
+    item_slot0 = np.full(sizes.size, -1, np.int64)
+    item_slot0[row_item[real]] = row_slot0[real]
+    row_split = np.full(row_item.size, tile, np.int64)
+    row_second = np.full(row_item.size, -1, np.int64)
+    paired = real.copy()
+    paired[real] = partner[row_item[real]] >= 0
+    row_split[paired] = sizes[row_item[paired]]
+    row_second[paired] = partner[row_item[paired]]
+    item_slot0[row_second[paired]] = row_slot0[paired] + row_split[paired]
     # Programs' tiles and chunks are laid end to end, which the kernels rely on.
     assert np.array_equal(tables["slot0"], tile * np.arange(tables["slot0"].size))
     if slot >= 2**31 - 1:
@@ -263,20 +311,16 @@ def _rows(sizes: np.ndarray, tile: int):
     most = int(n_chunks.max()) if wide_items.size else 1
     wide_info = (int(n_chunks.sum()), int(wide_items.size), 1 << max(1, (most - 1).bit_length()),
                  first.astype(np.int32), count.astype(np.int32))
-    return cat(row_item), cat(row_slot0), slot, tuple(present), tables, wide_info
+    rows = dict(item=row_item, second=row_second, split=row_split, item_slot0=item_slot0)
+    return rows, slot, tuple(present), tables, wide_info
 
 
-def _fill(row_item, row_slot0, offsets, num_slots):
-    """(slot of each item element in CSR order, slots array skeleton)."""
+def _fill(item_slot0, offsets):
+    """Slot of each item element, in CSR order."""
     offsets = np.asarray(offsets, np.int64)
     sizes = np.diff(offsets)
-    item_row = np.full(sizes.shape[0], -1, np.int64)
-    real = row_item >= 0
-    item_row[row_item[real]] = np.flatnonzero(real)
-    starts = row_slot0[item_row]
     elem_item = np.repeat(np.arange(sizes.shape[0]), sizes)
-    elem_slot = starts[elem_item] + (np.arange(offsets[-1]) - offsets[:-1][elem_item])
-    return elem_slot, item_row
+    return item_slot0[elem_item] + (np.arange(offsets[-1]) - offsets[:-1][elem_item])
 
 
 def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> FusedLayout:
@@ -293,11 +337,14 @@ def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> 
     v_off = np.asarray(g.var_offsets, np.int64)
 
     # Variables first: their row order is the kernel numbering.
-    v_item, v_slot0, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), var_tile)
-    var_elem_slot, var_row = _fill(v_item, v_slot0, v_off, v_slots)
+    v_rows, v_slots, v_widths, v_tables, v_wide = _rows(np.diff(v_off), var_tile)
+    var_elem_slot = _fill(v_rows["item_slot0"], v_off)
+    v_item = v_rows["item"]
+    var_row = np.full(v_off.size - 1, -1, np.int64)
+    var_row[v_item[v_item >= 0]] = np.flatnonzero(v_item >= 0)
 
-    f_item, f_slot0, f_slots, f_widths, f_tables, f_wide = _rows(np.diff(f_off), tile)
-    edge_slot, _ = _fill(f_item, f_slot0, f_off, f_slots)
+    f_rows, f_slots, f_widths, f_tables, f_wide = _rows(np.diff(f_off), tile, pair=True)
+    edge_slot = _fill(f_rows["item_slot0"], f_off)
 
     slot_var = np.full(f_slots, -1, np.int64)
     slot_var[edge_slot] = var_row[np.asarray(g.edge_var, np.int64)]
@@ -316,7 +363,8 @@ def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> 
         factors=side(slot_var, f_widths, f_tables, f_wide, tile),
         variables=side(var_slots, v_widths, v_tables, v_wide, var_tile),
         edge_slot=jnp.asarray(edge_slot, jnp.int32),
-        row_factor=jnp.asarray(f_item, jnp.int32),
+        seg_factor=jnp.asarray(np.stack([f_rows["item"], f_rows["second"]], axis=1).reshape(-1), jnp.int32),
+        row_split=jnp.asarray(f_rows["split"], jnp.int32),
         var_kvar=jnp.asarray(var_row, jnp.int32),
         kvar_var=jnp.asarray(v_item, jnp.int32),
     )
@@ -424,7 +472,7 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
+def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, split_ref, sv_ref, m_ref, tot_ref,
                    and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
@@ -451,13 +499,13 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
-                 and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
+    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, split_ref, sv_ref, m_ref,
+                 tot_ref, and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv_ref, m_ref, tot_ref,
-                 and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, split_ref, sv_ref, m_ref,
+                 tot_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
 
@@ -469,11 +517,15 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv
     m, valid, n = _incoming(sv_ref, m_ref, tot_ref, sl)
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
-    is_and = and_ref[row] > 0
-    params = _row_params(param_refs, row)
-    # A row's first slot is its head; a chunk holds it only if it is the row's first chunk.
-    first = (lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)) == 0
-    is_head = first & (~is_chunk | (slot0 == head_ref[pid]))
+    col = lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)
+    # A row's second factor (if any) starts at column `split`; its parameters follow the first's.
+    split = split_ref[row]
+    seg = (col >= split).astype(jnp.int32)
+    place = 2 * row + seg
+    is_and = and_ref[place] > 0
+    params = _row_params(param_refs, place)
+    # A factor's first slot is its head; a chunk holds it only if it is the row's first chunk.
+    is_head = ((col == 0) | (col == split)) & (~is_chunk | (slot0 == head_ref[pid]))
     body = valid & ~is_head
     # The head's log rho is formed on its own slot, sharing the body terms' exp and log1p,
     # and reaches the row's slots with the row sums.
@@ -483,18 +535,29 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sv
     def tile_branch(w):
         r = size // w
 
+        if w in PAIRED_WIDTHS:
+            second = seg.reshape(r, w) > 0
+
+            def total(x):  # each factor's sum, on its slots
+                zero = jnp.zeros_like(x)
+                a = jnp.sum(jnp.where(second, zero, x), axis=1, keepdims=True, dtype=x.dtype)
+                b = jnp.sum(jnp.where(second, x, zero), axis=1, keepdims=True, dtype=x.dtype)
+                return jnp.where(second, b, a)
+        else:
+            def total(x):
+                return jnp.broadcast_to(jnp.sum(x, axis=1, keepdims=True, dtype=x.dtype), (r, w))
+
         def branch():
             t2 = tf.reshape(r, w)
             b2 = body.reshape(r, w) & (izero.reshape(r, w) == 0)
-            S = jnp.sum(t2, axis=1, keepdims=True)
-            Z = jnp.sum(izero.reshape(r, w), axis=1, keepdims=True, dtype=jnp.int32)
-            # The row's sum is known here, so the dominant term (below half of it) is found
+            S = total(t2)
+            Z = total(izero.reshape(r, w))
+            # The factor's sum is known here, so the dominant term (below half of it) is found
             # without a min/argmin (`kernels.factor_aggregates`).
             dominant = b2 & (t2 < 0.5 * S)
-            O = jnp.sum(jnp.where(dominant, jnp.zeros_like(t2), t2), axis=1, keepdims=True)
-            h2 = jnp.where(is_head.reshape(r, w), lr.reshape(r, w), jnp.zeros((r, w), lr.dtype))
-            lrow = jnp.sum(h2, axis=1, keepdims=True)
-            flat = [jnp.broadcast_to(x, (r, w)).reshape(size) for x in (S, Z, O, lrow)]
+            O = total(jnp.where(dominant, jnp.zeros_like(t2), t2))
+            lrow = total(jnp.where(is_head.reshape(r, w), lr.reshape(r, w), jnp.zeros((r, w), lr.dtype)))
+            flat = [x.reshape(size) for x in (S, Z, O, lrow)]
             return (*flat, dominant.astype(jnp.int32).reshape(size))
 
         return branch
@@ -538,7 +601,7 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
     pid = pl.program_id(0)
     go = _control(ctl_ref, dlt_ref, lim_ref, par_ref[0])[0]
     row = r0_ref[pid]
-    is_and = and_ref[row] > 0
+    is_and = and_ref[2 * row] > 0  # a wide row holds one factor
     first = first_ref[row]
     lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
     mine = lane < count_ref[row]
@@ -560,7 +623,7 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
         sv_ref, m_ref, tot_ref, pid * chunk, head_ref[pid], is_and, chunk)
     new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
-                    *_row_params((q_ref, r_ref, k_ref), row))
+                    *_row_params((q_ref, r_ref, k_ref), 2 * row))
 
     @pl.when(go)
     def _():
@@ -593,7 +656,7 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = _kernel(_factor_kernel, side.widths, side.tile)
-    tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift)
+    tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift, layout.row_split)
     operands = (*tables, side.slots, messages, totals, *params, control.limits, control.parity, control.ctl,
                 control.delta)
     first = len(operands) - 3  # messages, then the control cells, are updated in place
@@ -795,10 +858,10 @@ def var_pass(layout: FusedLayout, messages, evidence_k, totals, p, control, inte
 # ---------------------------------------------------------------- the loop
 
 def factor_params(layout: FusedLayout, graph: FactorGraph, dtype):
-    """Per factor row: is AND (int32), q, r and k1 - k0 (`kernels.factor_params`; padding rows take
-    factor 0's). The kernels form 1 - q and 1 - r themselves, as `kernels.factor_params` does:
-    three loads per slot less."""
-    rf = layout.row_factor
+    """Per factor of a row (`FusedLayout.seg_factor`, (2 Rf,)): is AND (int32), q, r and k1 - k0
+    (`kernels.factor_params`; empty places take factor 0's). The kernels form 1 - q and 1 - r
+    themselves, as `kernels.factor_params` does: three loads per slot less."""
+    rf = layout.seg_factor
     rows = jnp.where(rf >= 0, rf, 0)
     p = kernels.factor_params(graph, dtype)
     return tuple(x[rows] for x in (p.is_and.astype(jnp.int32), p.q, p.r, p.k1 - p.k0))

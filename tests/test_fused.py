@@ -101,6 +101,14 @@ def test_layout_places_every_edge_once(var_tile):
     for a in range(g.num_factors):
         slots = edge_slot[off[a]:off[a + 1]]
         np.testing.assert_array_equal(slots, slots[0] + np.arange(slots.size))
+    # Rows of 4 and 8 slots may hold two factors, the second from column `split`, head first.
+    split = np.asarray(lay.row_split)
+    seg_factor = np.asarray(lay.seg_factor).reshape(-1, 2)
+    paired = seg_factor[:, 1] >= 0
+    assert paired.any() and np.all(split[paired] < 8) and np.all(split[~paired] == 8)
+    for row in np.flatnonzero(paired):
+        a, b = seg_factor[row]
+        assert edge_slot[off[b]] == edge_slot[off[a]] + split[row] == edge_slot[off[a + 1] - 1] + 1
     # The variable side lists every message slot exactly once.
     var_slots = np.asarray(lay.variables.slots)
     assert sorted(var_slots[var_slots >= 0].tolist()) == sorted(edge_slot.tolist())
