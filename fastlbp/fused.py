@@ -14,22 +14,22 @@ iteration is mainly two Pallas (Triton) kernels:
 Layout (`build`, once per graph, on the host). Both sides use *rows*: a factor
 (or a variable) is one row of W slots, W the next power of two of its number
 of edges, unused slots padded (-1); on the factor side a row of 4 or 8 slots
-may hold two factors (5 and 3 edges, 3 and 1, ...: `PAIRS`), summed apart. Rows of one width are a *class*; a program
-takes a tile of R x W = `TILE` slots of one class (R rows), so every row is
-reduced inside one program with no atomics and no mixing of neighbouring
-rows: a factor whose terms are all tiny keeps its tiny sum exactly. Rows wider
-than `TILE` (hub tuples, OR factors with thousands of derivations) are cut
-into chunks of `TILE` slots, one program each (the first programs of the
-grid); a chunk writes partial aggregates, and a second kernel over the wide
-factors' chunks combines its row's partials (no subtraction) and writes the
-messages. A small kernel totals the wide variables from their chunks' partial
-sums. So an iteration is four Pallas kernels when the graph has wide rows,
-two when it has none, and no XLA kernel runs between them: the loop's
-control (iterations, the largest change, a conflict, whether to go on) lives
-in small device arrays the kernels read and write themselves (`Control`;
-the largest change is folded in by atomic max). Messages, totals and
-marginals are updated in place. The while loop tests the control cells once
-per trip of several sweeps.
+may hold two factors (5 and 3 edges, 3 and 1, ...: `PAIRS`), summed apart.
+Rows of one width are a *class*; a program takes a tile of R x W = `TILE`
+slots of one class (R rows), so every row is reduced inside one program with
+no atomics and no mixing of neighbouring rows: a factor whose terms are all
+tiny keeps its tiny sum exactly. Rows wider than `TILE` (hub tuples, OR
+factors with thousands of derivations) are cut into chunks of `TILE` slots,
+one program each (the first programs of the grid); a chunk writes partial
+aggregates, and a second kernel over the wide factors' chunks combines its
+row's partials (no subtraction) and writes the messages. A small kernel totals
+the wide variables from their chunks' partial sums. So an iteration is four
+Pallas kernels when the graph has wide rows, two when it has none, and no XLA
+kernel runs between them: the loop's control (iterations, the largest change,
+a conflict, whether to go on) lives in small device arrays the kernels read
+and write themselves (`Control`; the largest change is folded in by atomic
+max). Messages, totals and marginals are updated in place. The while loop
+tests the control cells once per trip of several sweeps.
 
 * Message slots are the factor rows laid end to end: a factor's edges are
   contiguous, the head at column 0, rows of one width (and so of one size
@@ -208,14 +208,14 @@ PAIRED_WIDTHS = (4, 8)  # the row widths of those pairs (the kernels sum such ro
 
 def _pairs(sizes: np.ndarray, eligible: np.ndarray):
     """(first, second) items of the shared rows: `PAIRS`, greedily, among `eligible` items."""
-    pools = {k: list(np.flatnonzero(eligible & (sizes == k))) for k in range(1, 8)}
-    first, second = [], []
+    pools = {k: np.flatnonzero(eligible & (sizes == k)) for k in range(1, 8)}
+    first, second = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for big, small in PAIRS:
-        n = min(len(pools[big]), len(pools[small]))
-        first += pools[big][:n]
-        second += pools[small][:n]
+        n = min(pools[big].size, pools[small].size)
+        first.append(pools[big][:n])
+        second.append(pools[small][:n])
         pools[big], pools[small] = pools[big][n:], pools[small][n:]
-    return np.asarray(first, np.int64), np.asarray(second, np.int64)
+    return np.concatenate(first), np.concatenate(second)
 
 
 def _rows(sizes: np.ndarray, tile: int, pair: bool = False):
