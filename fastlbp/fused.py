@@ -32,7 +32,7 @@ max). Messages, totals and marginals are updated in place. The while loop
 tests the control cells once per trip of several sweeps.
 
 * Message slots are the factor rows laid end to end: a factor's edges are
-  contiguous, the head at column 0, rows of one width (and so of one size
+  contiguous, its head first, rows of one width (and so of one size
   class) together. Messages live in this padded order for the whole run
   (`edge_slot` maps a graph edge to its slot); loads and stores of the factor
   kernel are contiguous.
