@@ -26,7 +26,7 @@ def _engine(factors, num_vars, labels, **kw):
     return engine.run(g, evidence_from_labels(num_vars, labels), **kw)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), with_labels=st.booleans())
 @example(seed=226502211, with_labels=False)  # chaotic: marginals swing 0 <-> 1, rounding grows to 1e-9
 @example(seed=181136, with_labels=False)  # chaotic: the probability-space reference underflows to 0/0

@@ -48,7 +48,7 @@ def test_fused_matches_sequential_reference(seed, tiles):
 
 
 @settings(max_examples=6, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([0.0, 0.4]), unroll=st.sampled_from([1, 3]))
+@given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([0.0, 0.4]), unroll=st.sampled_from([1, 2]))
 def test_fused_matches_xla_engine(seed, damping, unroll):
     # Bigger loopy graphs, hubs, hard evidence, damping, and convergence on the device.
     rng = np.random.default_rng(seed)

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from fastlbp import kernels, segments
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), num_segments=st.integers(1, 300), permute=st.booleans())
 def test_planned_sums_match_numpy(seed, num_segments, permute):
     rng = np.random.default_rng(seed)
