@@ -23,6 +23,7 @@
 #   bash benchmarks/run_all.sh rounds6    PARALL triage rounds at the ftp size, XLA and fused
 #   bash benchmarks/run_all.sh session6e  two factors per row where they fit, beside the kernels before
 #                                         (benchmarks/_old_s6d.py)
+#   bash benchmarks/run_all.sh tiles6     factor tiles of 128-512 slots with 4 or 8 warps, after session 6
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -106,6 +107,9 @@ case "${1:-parall}" in
     run 120 benchmarks/check_fused.py --graphs 3
     run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
       --variants xla fused-unroll8 s6d-unroll8 ;;
+  tiles6)
+    run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants fused-unroll8 fused-u8-t512-w8-v512 fused-u8-t256-w4-v512 fused-u8-t128-w4-v512 ;;
   tiles5)
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-u8-t256-w8 fused-u8-t512-w8 fused-u8-t256-w4 fused-u8-t512-w16 fused-u8-t128-w4 ;;
