@@ -73,7 +73,7 @@ def main(argv=None) -> int:
                 slots = jnp.zeros((lay.num_slots,), dt)
                 evk = jnp.zeros((lay.num_kvars,), dt)
                 params = fused.factor_params(lay, graph, dt)
-                nw = fused.NUM_WARPS
+                nw = fused.Runner().warps_for(dt)
 
                 control = fused.Control.start(0.0, 10, 0.0, dt)
 

@@ -103,10 +103,13 @@ _quiet_triton_dialect_lookup()
 
 TILE = 512  # slots per program: a tile of rows of width <= TILE, or a chunk of a wider row
 NUM_WARPS = 8
-# Runners pick the tile by precision unless told: float64 runs faster with one slot per
-# thread (256-slot tiles, 8 warps: 20 % less time per iteration at 0.5M and 5M edges on
-# the H200, the factor kernel being short of registers), float32 with two (BENCHMARKS.md).
-AUTO_TILE = {8: 256, 4: 512}
+# Runners pick the tile and warps by precision unless told. float64 runs faster with one
+# slot per thread, the factor kernel being short of registers (session 5: 20 % less time
+# per iteration than two), and with 128-slot tiles of 4 warps rather than 256 of 8 (session
+# 6: 4-6 % less at 0.5M and 5M edges on the H200); float32 with two slots per thread
+# (BENCHMARKS.md).
+AUTO_TILE = {8: 128, 4: 512}
+AUTO_WARPS = {8: 4, 4: 8}
 # The variable kernel (28-32 registers) takes 512-slot tiles in both precisions: with float64,
 # 3-10 % less time per iteration at 0.5M edges than 256 (BENCHMARKS.md, session 6).
 AUTO_VAR_TILE = {8: 512, 4: 512}
@@ -987,11 +990,16 @@ class Runner:
     """
 
     def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
-                 num_warps: int = NUM_WARPS, var_tile: int | None = None):
+                 num_warps: int | None = None, var_tile: int | None = None):
         self.tile = tile
         self.var_tile = var_tile
-        self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret,
-                                                 num_warps=num_warps))
+        self.num_warps = num_warps
+        self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret),
+                               static_argnames=("num_warps",))
+
+    def warps_for(self, dtype) -> int:
+        """Warps per program for messages of `dtype`: as given, else `AUTO_WARPS` by precision."""
+        return self.num_warps or AUTO_WARPS.get(jnp.dtype(dtype).itemsize, NUM_WARPS)
 
     def tile_for(self, dtype) -> int:
         """Slots per program for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
@@ -1008,11 +1016,12 @@ class Runner:
 
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
         return self._jitted(self.prepare(graph, messages.dtype), graph, messages, evidence, tol,
-                            max_iters, damping)
+                            max_iters, damping, num_warps=self.warps_for(messages.dtype))
 
     def lower(self, graph, messages, *args):
         dtype = messages.dtype
-        lowered = self._jitted.lower(self.prepare(graph, dtype), graph, messages, *args)
+        lowered = self._jitted.lower(self.prepare(graph, dtype), graph, messages, *args,
+                                     num_warps=self.warps_for(dtype))
         prepare = self.prepare
 
         class _Lowered:
@@ -1027,8 +1036,8 @@ _RUNNERS: dict = {}
 
 
 def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None,
-           num_warps: int = NUM_WARPS, var_tile: int | None = None) -> Runner:
-    """A cached `Runner` for these settings (tile None: by precision, `AUTO_TILE`)."""
+           num_warps: int | None = None, var_tile: int | None = None) -> Runner:
+    """A cached `Runner` for these settings (None: by precision, `AUTO_TILE`, `AUTO_WARPS`)."""
     key = (unroll, interpret, tile, num_warps, var_tile)
     if key not in _RUNNERS:
         _RUNNERS[key] = Runner(*key)
