@@ -24,6 +24,7 @@
 #   bash benchmarks/run_all.sh session6e  two factors per row where they fit, beside the kernels before
 #                                         (benchmarks/_old_s6d.py)
 #   bash benchmarks/run_all.sh tiles6     factor tiles of 128-512 slots with 4 or 8 warps, after session 6
+#   bash benchmarks/run_all.sh tiles6b    float64 factor tiles of 64 slots with 2 warps, variable tiles 256-1024
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -110,6 +111,9 @@ case "${1:-parall}" in
   tiles6)
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-unroll8 fused-u8-t512-w8-v512 fused-u8-t256-w4-v512 fused-u8-t128-w4-v512 ;;
+  tiles6b)
+    run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants fused-unroll8 fused-u8-t64-w2-v512 fused-u8-t128-w4-v256 fused-u8-t128-w4-v1024 ;;
   tiles5)
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-u8-t256-w8 fused-u8-t512-w8 fused-u8-t256-w4 fused-u8-t512-w16 fused-u8-t128-w4 ;;
