@@ -125,8 +125,6 @@ class Side:
             variable side: message slot of each variable slot. -1 = padding.
         prog_class: (P,) int32 branch of each program (index into `widths`;
             len(widths) = a chunk of a wide row).
-        prog_slot0: (P,) int32 first slot of the program's tile or chunk: always program * tile
-            (the kernels compute it rather than load it: one dependent load less).
         prog_row0: (P,) int32 first row of the tile (the row of a chunk).
         prog_head: (P,) int32 first slot of a chunk's row (0 for tiles).
         prog_shift: (P,) int32 log2 of the program's row width (of `tile` for a chunk).
@@ -141,7 +139,6 @@ class Side:
 
     slots: jax.Array
     prog_class: jax.Array
-    prog_slot0: jax.Array
     prog_row0: jax.Array
     prog_head: jax.Array
     prog_shift: jax.Array
@@ -305,8 +302,10 @@ def _rows(sizes: np.ndarray, tile: int, pair: bool = False):
     row_split[paired] = sizes[row_item[paired]]
     row_second[paired] = partner[row_item[paired]]
     item_slot0[row_second[paired]] = row_slot0[paired] + row_split[paired]
-    # Programs' tiles and chunks are laid end to end, which the kernels rely on.
-    assert np.array_equal(tables["slot0"], tile * np.arange(tables["slot0"].size))
+    # Programs' tiles and chunks are laid end to end: the kernels take a program's first
+    # slot to be program * tile rather than load it (one dependent load less).
+    slot0 = tables.pop("slot0")
+    assert np.array_equal(slot0, tile * np.arange(slot0.size))
     if slot >= 2**31 - 1:
         raise ValueError("graph too large for int32 slot indices")
     first = np.concatenate([[0], np.cumsum(n_chunks)[:-1]]) if wide_items.size else np.zeros(1, np.int64)
@@ -356,7 +355,7 @@ def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> 
 
     def side(slots, widths, tables, wide, tile):
         return Side(slots=jnp.asarray(slots, jnp.int32), prog_class=jnp.asarray(tables["class"]),
-                    prog_slot0=jnp.asarray(tables["slot0"]), prog_row0=jnp.asarray(tables["row0"]),
+                    prog_row0=jnp.asarray(tables["row0"]),
                     prog_head=jnp.asarray(tables["head"]), prog_shift=jnp.asarray(tables["shift"]),
                     wide_first=jnp.asarray(wide[3]),
                     wide_count=jnp.asarray(wide[4]), widths=widths, tile=tile,
@@ -376,7 +375,7 @@ def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> 
 @functools.cache
 def _kernel(fn, *static):
     """`fn` with its static arguments bound, one object per setting: JAX then traces and lowers
-    a kernel once per jit, not once per call site (the loop calls each kernel five times)."""
+    a kernel once per jit, not once per call site (the loop calls each kernel once per sweep)."""
     return functools.partial(fn, *static)
 
 
@@ -393,20 +392,22 @@ def _var_to_factor(m, fin, cnt):
     return signed(pos, neg, soft)
 
 
-def _body_terms(n, body, is_and):
-    """Finite part of the body term and whether it is -inf (a zero)."""
-    t = log_sigmoid(jnp.where(is_and, n, -n))
+def _split_zero(t, body):
+    """A body term's finite part (0 off the body) and whether it is -inf (a zero)."""
     t = jnp.where(body, t, jnp.zeros_like(t))
     zero = t == -jnp.inf
     return jnp.where(zero, jnp.zeros_like(t), t), zero
 
 
+def _body_terms(n, body, is_and):
+    """Finite part of the body term and whether it is -inf (a zero)."""
+    return _split_zero(log_sigmoid(jnp.where(is_and, n, -n)), body)
+
+
 def _terms_and_rho(n, is_head, body, is_and, q, r, q1, r1):
     """`_body_terms` on body slots and the head's log rho (`logspace.terms_and_rho`: shared exp, log1p)."""
     t, lr = terms_and_rho(jnp.where(is_head | is_and, n, -n), is_head, q, r, q1, r1)
-    t = jnp.where(body, t, jnp.zeros_like(t))
-    zero = t == -jnp.inf
-    return jnp.where(zero, jnp.zeros_like(t), t), zero, lr
+    return (*_split_zero(t, body), lr)
 
 
 def _messages(tf, zero, is_min, S, Z, O, lr, is_head, is_and, *params):
