@@ -119,12 +119,12 @@ def main(argv=None) -> int:
         sys.modules[old.stem] = module  # its dataclasses look their module up
         spec.loader.exec_module(module)
         all_variants[f"{old.stem[5:]}-unroll8"] = functools.partial(module.runner, 8, not gpu)
-    for name in args.variants:  # fused-u{unroll}-t{tile}-w{warps}[-v{var tile}], e.g. fused-u4-t128-w4-v1024
-        m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)(?:-v(\d+))?", name)
+    # fused-u{unroll}-t{tile}-w{warps}[-v{var tile}][-x{var warps}], e.g. fused-u4-t128-w4-v1024-x16
+    for name in args.variants:
+        m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)(?:-v(\d+))?(?:-x(\d+))?", name)
         if m:
-            u, t, w = (int(x) for x in m.groups()[:3])
-            v = int(m.group(4)) if m.group(4) else None
-            all_variants[name] = functools.partial(fused.runner, u, not gpu, t, w, v)
+            u, t, w, v, x = (int(g) if g else None for g in m.groups())
+            all_variants[name] = functools.partial(fused.runner, u, not gpu, t, w, v, x)
     unknown = set(args.variants) - set(all_variants)
     if unknown:
         ap.error(f"unknown variants {sorted(unknown)}; choose from {sorted(all_variants)}")

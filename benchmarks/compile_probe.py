@@ -83,7 +83,8 @@ def main(argv=None) -> int:
                     return fused.factor_pass(lay, m, totals, params, control, interpret, nw)
 
                 def vpass(lay, m, evk, totals, control):
-                    return fused.var_pass(lay, m, evk, totals, evk, control, interpret, nw)
+                    return fused.var_pass(lay, m, evk, totals, evk, control, interpret,
+                                          fused.Runner().var_warps_for(dt))
 
                 row["factor_pass_s"] = compile_s(fpass, lay, slots, totals, params, control)
                 row["var_pass_s"] = compile_s(vpass, lay, slots, evk, totals, control)

@@ -76,7 +76,7 @@ import numpy as np
 
 from fastlbp import kernels
 from fastlbp.graph import FactorGraph
-from fastlbp.logspace import log_sigmoid, messages_from_rho, signed, terms_and_rho
+from fastlbp.logspace import log_sigmoid, messages_from_rho, quotient, signed, terms_and_rho
 
 
 def _quiet_triton_dialect_lookup() -> None:
@@ -113,6 +113,10 @@ AUTO_WARPS = {8: 4, 4: 8}
 # The variable kernel (28-32 registers) takes 512-slot tiles in both precisions: with float64,
 # 3-10 % less time per iteration at 0.5M edges than 256 (BENCHMARKS.md, session 6).
 AUTO_VAR_TILE = {8: 512, 4: 512}
+# Its warps are its own: with the factor kernel's 4 (float64), its 512-slot tiles ran 4 slots
+# per thread, 56 registers, and stalled on the reductions' shared-memory queue (BENCHMARKS.md,
+# session 7).
+AUTO_VAR_WARPS = {8: 8, 4: 8}
 
 
 @jax.tree_util.register_dataclass
@@ -434,10 +438,11 @@ DELTA_LANES = 32
 
 
 def _control(ctl_ref, dlt_ref, lim_ref, par):
-    """(go, run, it, bad, delta) of the sweep of parity `par`, from the last sweep's cells.
+    """(go, run, it, bad, cells) of the sweep of parity `par`, from the last sweep's cells.
 
     go: this sweep updates messages (primed, under max_iters, not converged, no
-    conflict); run: its variable pass runs (go, or the priming sweep).
+    conflict); run: its variable pass runs (go, or the priming sweep); cells: the
+    last sweep's `DELTA_LANES` change cells (their max is the largest change).
     """
     from jax.experimental import pallas as pl
 
@@ -445,9 +450,27 @@ def _control(ctl_ref, dlt_ref, lim_ref, par):
     it = ctl_ref[IT + prev]
     bad = ctl_ref[BAD + prev]
     primed = ctl_ref[PRIMED + prev] > 0
-    delta = jnp.max(dlt_ref[pl.ds(prev * DELTA_LANES, DELTA_LANES)])
-    go = primed & (it < ctl_ref[MAX_ITERS]) & (delta >= lim_ref[0]) & (bad == 0)
-    return go, go | ~primed, it, bad, delta
+    cells = dlt_ref[pl.ds(prev * DELTA_LANES, DELTA_LANES)]
+    # Whether some cell reaches tol is all a program needs: an int32 max over the lanes (one
+    # warp instruction) where the float64 max took five rounds of shuffles, about 50
+    # instructions in every warp of every program.
+    above = jnp.max((cells >= lim_ref[0]).astype(jnp.int32)) > 0
+    go = primed & (it < ctl_ref[MAX_ITERS]) & above & (bad == 0)
+    return go, go | ~primed, it, bad, cells
+
+
+def _count_bits(count, dtype):
+    """int32 counts as floats of `dtype` holding their bits (the totals' second field), so the
+    factor kernel reads them back with a bitcast, not a float-to-int conversion with its
+    range and NaN checks."""
+    itype = jnp.int64 if jnp.dtype(dtype).itemsize == 8 else jnp.int32
+    return jax.lax.bitcast_convert_type(count.astype(itype), dtype)
+
+
+def _count_of(bits):
+    """The counts `_count_bits` stored, as int32."""
+    itype = jnp.int64 if bits.dtype.itemsize == 8 else jnp.int32
+    return jax.lax.bitcast_convert_type(bits, itype).astype(jnp.int32)
 
 
 # ---------------------------------------------------------------- factor kernels
@@ -461,7 +484,7 @@ def _incoming(sv_ref, m_ref, tot_ref, sl):
     # A variable's finite sum and its counts share a 16-byte record: the second load hits
     # the sector the first brought in, halving the random traffic of this gather.
     two = 2 * idx
-    return m, valid, _var_to_factor(m, tot_ref[two], tot_ref[two + 1].astype(jnp.int32))
+    return m, valid, _var_to_factor(m, tot_ref[two], _count_of(tot_ref[two + 1]))
 
 
 def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
@@ -490,7 +513,7 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, split_ref
 
     pid = pl.program_id(0)
     par = par_ref[0]
-    go, run, it, bad, delta = _control(ctl_in, dlt_in, lim_ref, par)
+    go, run, it, bad, cells = _control(ctl_in, dlt_in, lim_ref, par)
 
     # Program 0 opens this sweep's control cells; every program reads the last sweep's.
     @pl.when(pid == 0)
@@ -498,6 +521,7 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, split_ref
         ctl_ref[IT + par] = it + go.astype(jnp.int32)
         ctl_ref[BAD + par] = jnp.where(run, 0, bad)
         ctl_ref[PRIMED + par] = 1
+        delta = jnp.max(cells)
         dlt_ref[pl.ds(par * DELTA_LANES, DELTA_LANES)] = jnp.full(
             (DELTA_LANES,), jnp.where(go, jnp.zeros_like(delta), delta), delta.dtype)
 
@@ -702,7 +726,8 @@ def _totals(fin, pos, neg, ev):
     pos = pos + (ev == jnp.inf).astype(jnp.int32)
     neg = neg + (ev == -jnp.inf).astype(jnp.int32)
     lo = signed(pos > 0, neg > 0, fin)
-    p = 1 / (1 + jnp.exp(-lo))
+    t = jnp.exp(-jnp.abs(lo))  # in [0, 1]: no huge divisor, and `quotient` keeps 0 undivided
+    p = quotient(jnp.where(lo >= 0, jnp.ones_like(t), t), 1 + t)
     cnt = jnp.minimum(pos, 2) + 4 * jnp.minimum(neg, 2)
     return fin, cnt, p
 
@@ -750,7 +775,7 @@ def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, p
             def _():
                 two = 2 * (row0 + jax.lax.broadcasted_iota(jnp.int32, (r,), 0))
                 tot_ref[two] = f
-                tot_ref[two + 1] = c.astype(f.dtype)
+                tot_ref[two + 1] = _count_bits(c, f.dtype)
                 p_ref[rows] = p
                 _report(plgpu, ctl_ref, dlt_ref, par, pid, go, jnp.max(d), jnp.max(bad.astype(jnp.int32)))
 
@@ -801,7 +826,7 @@ def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref,
     @pl.when(run)
     def _():
         tot_ref[2 * row] = f
-        tot_ref[2 * row + 1] = c.astype(f.dtype)
+        tot_ref[2 * row + 1] = _count_bits(c, f.dtype)
         p_ref[row] = p
         _report(plgpu, ctl_ref, dlt_ref, par, row, go, d, bad.astype(jnp.int32))
 
@@ -909,7 +934,8 @@ def _last_delta(control: Control, parity: int):
 
 
 def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, max_iters, damping,
-             unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS):
+             unroll: int = 1, interpret: bool = False, num_warps: int = NUM_WARPS,
+             var_warps: int | None = None):
     """PARALL to convergence with the fused kernels (call inside jit); returns `engine.RunResult`.
 
     A trip of the while loop runs `unroll` sweeps, rounded up to an even
@@ -946,12 +972,13 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
         for k in range(sweeps):
             control = dataclasses.replace(control, parity=parities[k % 2])
             msgs, control = factor_pass(layout, msgs, totals, params, control, interpret, num_warps)
-            totals, p, control = var_pass(layout, msgs, evidence_k, totals, p, control, interpret, num_warps)
+            totals, p, control = var_pass(layout, msgs, evidence_k, totals, p, control, interpret,
+                                          var_warps or num_warps)
         return msgs, totals, p, control
 
     state = (slots, jnp.zeros((2 * vk,), dtype), jnp.zeros((vk,), dtype), control)
     slots, totals, p, control = jax.lax.while_loop(active, body, state)
-    fin, cnt = totals[0::2], totals[1::2].astype(jnp.int32)
+    fin, cnt = totals[0::2], _count_of(totals[1::2])
     k = layout.var_kvar
     c = cnt[k]
     pos, neg = (c & 3) > 0, (c >> 2) > 0
@@ -991,16 +1018,21 @@ class Runner:
     """
 
     def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
-                 num_warps: int | None = None, var_tile: int | None = None):
+                 num_warps: int | None = None, var_tile: int | None = None, var_warps: int | None = None):
         self.tile = tile
+        self.var_warps = var_warps
         self.var_tile = var_tile
         self.num_warps = num_warps
         self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret),
-                               static_argnames=("num_warps",))
+                               static_argnames=("num_warps", "var_warps"))
 
     def warps_for(self, dtype) -> int:
         """Warps per program for messages of `dtype`: as given, else `AUTO_WARPS` by precision."""
         return self.num_warps or AUTO_WARPS.get(jnp.dtype(dtype).itemsize, NUM_WARPS)
+
+    def var_warps_for(self, dtype) -> int:
+        """Warps per variable-kernel program: as given, else `AUTO_VAR_WARPS` by precision."""
+        return self.var_warps or AUTO_VAR_WARPS.get(jnp.dtype(dtype).itemsize, NUM_WARPS)
 
     def tile_for(self, dtype) -> int:
         """Slots per program for messages of `dtype`: as given, else `AUTO_TILE` by precision."""
@@ -1017,12 +1049,13 @@ class Runner:
 
     def __call__(self, graph, messages, evidence, tol, max_iters, damping):
         return self._jitted(self.prepare(graph, messages.dtype), graph, messages, evidence, tol,
-                            max_iters, damping, num_warps=self.warps_for(messages.dtype))
+                            max_iters, damping, num_warps=self.warps_for(messages.dtype),
+                            var_warps=self.var_warps_for(messages.dtype))
 
     def lower(self, graph, messages, *args):
         dtype = messages.dtype
         lowered = self._jitted.lower(self.prepare(graph, dtype), graph, messages, *args,
-                                     num_warps=self.warps_for(dtype))
+                                     num_warps=self.warps_for(dtype), var_warps=self.var_warps_for(dtype))
         prepare = self.prepare
 
         class _Lowered:
@@ -1037,9 +1070,10 @@ _RUNNERS: dict = {}
 
 
 def runner(unroll: int = 1, interpret: bool = False, tile: int | None = None,
-           num_warps: int | None = None, var_tile: int | None = None) -> Runner:
-    """A cached `Runner` for these settings (None: by precision, `AUTO_TILE`, `AUTO_WARPS`)."""
-    key = (unroll, interpret, tile, num_warps, var_tile)
+           num_warps: int | None = None, var_tile: int | None = None, var_warps: int | None = None) -> Runner:
+    """A cached `Runner` for these settings (None: by precision, `AUTO_TILE`, `AUTO_WARPS`,
+    `AUTO_VAR_TILE`, `AUTO_VAR_WARPS`)."""
+    key = (unroll, interpret, tile, num_warps, var_tile, var_warps)
     if key not in _RUNNERS:
         _RUNNERS[key] = Runner(*key)
     return _RUNNERS[key]

@@ -8,10 +8,42 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+# On the GPU a float64 division leaves its fast path for a subroutine call when the dividend
+# is below about 1e-292 (zero included) or the divisor above about 1e292, and libdevice's log1p
+# divides its argument by 2 + itself. In the fused factor kernel nearly every warp made that call
+# at each of its three divisions: priors and rules with r = 1 make num == den, hard messages make
+# e^-|a| = 0. `quotient` and `log1p_nonneg` keep zero dividends out of the divisions (BENCHMARKS.md,
+# session 7); their results are IEEE's.
+
+
+def quotient(num, den):
+    """num / den for num >= 0 (or NaN), IEEE's result, with no tiny or zero dividend reaching the division.
+
+    A dividend below 2^-930 (2^-100 in float32) is scaled up by 2^930 (2^100)
+    and the quotient back down, and a zero one raised to 2^-930 by a max, which
+    the compiler cannot see through (a select between 1 and num it turned into
+    num / den and the reciprocal); 0 / den is then 0, or NaN where den is 0 or
+    NaN. Subnormal quotients may round twice.
+    """
+    k = 930 if jnp.dtype(num.dtype).itemsize == 8 else 100
+    tiny = jnp.full_like(num, 2.0 ** -k)
+    small = num < tiny
+    scale = jnp.where(small, jnp.full_like(num, 2.0 ** k), jnp.ones_like(num))
+    q = jnp.maximum(num * scale, tiny) / den
+    q = q * jnp.where(small, jnp.full_like(num, 2.0 ** -k), jnp.ones_like(num))
+    by_zero = jnp.where(den > 0, jnp.zeros_like(num), jnp.full_like(num, jnp.nan))
+    return jnp.where(num == 0, by_zero, q)
+
+
+def log1p_nonneg(y):
+    """log1p(y) for y >= 0 (or NaN). Below 1e-17 log1p(y) rounds to y, which is returned undivided."""
+    big = y > 1e-17
+    return jnp.where(big, jnp.log1p(jnp.where(big, y, jnp.ones_like(y))), y)
+
 
 def log_sigmoid(x):
     """log(1 / (1 + e^-x)), exact at +-inf."""
-    return jnp.minimum(x, 0) - jnp.log1p(jnp.exp(-jnp.abs(x)))
+    return jnp.minimum(x, 0) - log1p_nonneg(jnp.exp(-jnp.abs(x)))
 
 
 def finite_part(x):
@@ -76,7 +108,7 @@ def terms_and_rho(a, is_head, q, r, q1, r1):
     e = jnp.exp(-jnp.abs(a))
     num, den, extra, undefined = _rho_parts(a, e, q, r, q1, r1)
     lo = jnp.minimum(num, den)
-    shared = jnp.log1p(jnp.where(is_head, (jnp.maximum(num, den) - lo) / lo, e))
+    shared = log1p_nonneg(jnp.where(is_head, quotient(jnp.maximum(num, den) - lo, lo), e))
     lr = jnp.where(num >= den, shared, -shared) + extra
     return jnp.minimum(a, 0) - shared, jnp.where(undefined, jnp.full_like(a, jnp.nan), lr)
 
@@ -121,7 +153,8 @@ def messages_from_rho(is_head, is_and, c, lr, q, r, q1, r1, k1, k0):
     g1 = jnp.where(q == 0, one, jnp.where(r == 0, omt, q * omt + r * e))
     g0 = jnp.where(q1 == 0, one, jnp.where(r1 == 0, omt, q1 * omt + r1 * e))
     head_add = k1 - k0 + jnp.where(q == 0, c, jnp.where(q1 == 0, -c, zero))
-    x = jnp.where(is_head, g1 / g0, omt + e)
+    # Body edges divide 1 by 1: their e may be huge, a divisor the fast path does not take.
+    x = jnp.where(is_head, quotient(jnp.where(is_head, g1, one), jnp.where(is_head, g0, one)), omt + e)
     out = jnp.log(x) + jnp.where(is_head, head_add, zero)
     # log(1 - t + e^z) is z when t = 1, and z to the last bit when e^z is huge; e^z may underflow.
     body = jnp.where((z > big) | (c == 0), z, out)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fastlbp.logspace import factor_messages, messages_from_rho, terms_and_rho
+from fastlbp.logspace import factor_messages, log1p_nonneg, messages_from_rho, quotient, terms_and_rho
 
 PROBS = [0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, 0.99, 0.01, 0.3, 1e-200]
 C_VALUES = [0.0, -0.0, -np.inf, -1e-300, -1e-20, -1e-8, -0.6931, -50.0, -800.0, -3000.0]
@@ -125,3 +125,37 @@ def test_shared_body_terms_are_log_sigmoid():
     np.testing.assert_array_equal(got[ok & np.isinf(want)], want[ok & np.isinf(want)])
     soft = ok & ~np.isinf(want)
     assert np.all(np.abs(got[soft] - want[soft]) <= 4e-16 * np.abs(want[soft]) + 1e-300)
+
+
+# No subnormals: XLA on the CPU flushes them to zero (the GPU does not, in float64).
+SPECIAL = [0.0, -0.0, 1e-300, 1e-292, 1e-200, 1e-17, 2e-17, 1e-10, 0.5, 1.0, 2.0, 1e200, 1e300,
+           np.inf, np.nan]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_quotient_is_ieee_division(dtype):
+    """`quotient` (no zero dividend reaches the division) gives exactly num / den."""
+    rng = np.random.default_rng(0)
+    pairs = np.array(list(itertools.product(SPECIAL, SPECIAL)))
+    span = 700 if dtype == jnp.float64 else 80
+    rand = np.exp(rng.uniform(-span, span, size=(2000, 2)))
+    with np.errstate(over="ignore"):
+        num, den = np.concatenate([pairs, rand]).T.astype(dtype)
+    tiny = np.finfo(dtype).tiny
+    num, den = (np.where(np.abs(x) < tiny, 0, x).astype(dtype) for x in (num, den))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        want = num / den
+    want = np.where(np.abs(want) < tiny, 0, want)  # a subnormal quotient: flushed on the CPU
+    got = np.asarray(quotient(jnp.asarray(num), jnp.asarray(den)))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_log1p_nonneg_is_log1p():
+    """`log1p_nonneg` returns tiny arguments themselves: exactly what log1p rounds them to."""
+    rng = np.random.default_rng(1)
+    y = np.concatenate([SPECIAL, np.exp(rng.uniform(-745, 700, 5000)), rng.uniform(0, 1e-15, 1000)])
+    got = np.asarray(log1p_nonneg(jnp.asarray(y)))
+    np.testing.assert_array_max_ulp(got[np.isfinite(y)], np.log1p(y[np.isfinite(y)]), maxulp=1)
+    assert np.isnan(got[np.isnan(y)]).all() and (got[y == np.inf] == np.inf).all()
+    small = (y > 0) & (y <= 1e-17)
+    np.testing.assert_array_equal(got[small], np.log1p(y[small]))
