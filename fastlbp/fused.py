@@ -182,6 +182,9 @@ class FusedLayout:
         seg_factor: (2 Rf,) int32 the factors of each factor row: its first (2 row) and
             second (2 row + 1), -1 for none.
         row_split: (Rf,) int32 column of each factor row's second factor (the tile if none).
+        slot_role: (S,) int8 of each message slot: 1 if it belongs to its row's second factor,
+            + 2 if it is its factor's head (first) slot. The factor kernel reads it beside the
+            slot's variable rather than look `row_split` up by row (a dependent load less).
         var_kvar: (V,) int32 kernel variable (variable row) of each variable.
         kvar_var: (Vk,) int32 variable of each variable row (-1 padding row).
     """
@@ -191,6 +194,7 @@ class FusedLayout:
     edge_slot: jax.Array
     seg_factor: jax.Array
     row_split: jax.Array
+    slot_role: jax.Array
     var_kvar: jax.Array
     kvar_var: jax.Array
 
@@ -329,6 +333,17 @@ def _fill(item_slot0, offsets):
     return item_slot0[elem_item] + (np.arange(offsets[-1]) - offsets[:-1][elem_item])
 
 
+def _slot_role(f_rows: dict, f_off: np.ndarray, n_slots: int) -> np.ndarray:
+    """`FusedLayout.slot_role`: bit 1 on the slots of each row's second factor, bit 2 on heads."""
+    role = np.zeros(n_slots, np.int8)
+    slot0 = f_rows["item_slot0"]  # every factor has a row, and its head is its first slot
+    role[slot0] |= 2
+    second = np.zeros(slot0.size, bool)
+    second[f_rows["second"][f_rows["second"] >= 0]] = True
+    role[_fill(slot0, f_off)[np.repeat(second, np.diff(f_off))]] |= 1
+    return role
+
+
 def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> FusedLayout:
     """Builds the row layout of `graph` (host side, vectorised numpy).
 
@@ -371,6 +386,7 @@ def build(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None) -> 
         edge_slot=jnp.asarray(edge_slot, jnp.int32),
         seg_factor=jnp.asarray(np.stack([f_rows["item"], f_rows["second"]], axis=1).reshape(-1), jnp.int32),
         row_split=jnp.asarray(f_rows["split"], jnp.int32),
+        slot_role=jnp.asarray(_slot_role(f_rows, f_off, f_slots), jnp.int8),
         var_kvar=jnp.asarray(var_row, jnp.int32),
         kvar_var=jnp.asarray(v_item, jnp.int32),
     )
@@ -499,7 +515,7 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, split_ref, sv_ref, m_ref, tot_ref,
+def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
                    and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
@@ -527,12 +543,12 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, split_ref
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, split_ref, sv_ref, m_ref,
+    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, split_ref, sv_ref, m_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
@@ -545,15 +561,14 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, sp
     m, valid, n = _incoming(sv_ref, m_ref, tot_ref, sl)
     lane = jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     row = r0_ref[pid] + jax.lax.shift_right_logical(lane, shift)
-    col = lane & (jax.lax.shift_left(jnp.ones_like(lane), shift) - 1)
-    # A row's second factor (if any) starts at column `split`; its parameters follow the first's.
-    split = split_ref[row]
-    seg = (col >= split).astype(jnp.int32)
+    # A row's second factor (if any) has role bit 1; its parameters follow the first's. A
+    # factor's first slot is its head (role bit 2), in a wide row's first chunk.
+    role = role_ref[sl].astype(jnp.int32)
+    seg = role & 1
     place = 2 * row + seg
     is_and = and_ref[place] > 0
     params = _row_params(param_refs, place)
-    # A factor's first slot is its head; a chunk holds it only if it is the row's first chunk.
-    is_head = ((col == 0) | (col == split)) & (~is_chunk | (slot0 == head_ref[pid]))
+    is_head = (role & 2) > 0
     body = valid & ~is_head
     # The head's log rho is formed on its own slot, sharing the body terms' exp and log1p,
     # and reaches the row's slots with the row sums.
@@ -684,7 +699,7 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = _kernel(_factor_kernel, side.widths, side.tile)
-    tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift, layout.row_split)
+    tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift, layout.slot_role)
     operands = (*tables, side.slots, messages, totals, *params, control.limits, control.parity, control.ctl,
                 control.delta)
     first = len(operands) - 3  # messages, then the control cells, are updated in place

@@ -109,6 +109,13 @@ def test_layout_places_every_edge_once(var_tile):
     for row in np.flatnonzero(paired):
         a, b = seg_factor[row]
         assert edge_slot[off[b]] == edge_slot[off[a]] + split[row] == edge_slot[off[a + 1] - 1] + 1
+    # Role bits: 2 on every factor's head slot, 1 on the edges of a row's second factor, no others.
+    role = np.asarray(lay.slot_role)
+    want = np.zeros(role.shape, np.int8)
+    want[edge_slot[off[:-1]]] |= 2
+    for b in seg_factor[paired, 1]:
+        want[edge_slot[off[b]:off[b + 1]]] |= 1
+    np.testing.assert_array_equal(role, want)
     # The variable side lists every message slot exactly once.
     var_slots = np.asarray(lay.variables.slots)
     assert sorted(var_slots[var_slots >= 0].tolist()) == sorted(edge_slot.tolist())
