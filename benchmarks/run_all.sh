@@ -25,6 +25,9 @@
 #                                         (benchmarks/_old_s6d.py)
 #   bash benchmarks/run_all.sh tiles6     factor tiles of 128-512 slots with 4 or 8 warps, after session 6
 #   bash benchmarks/run_all.sh tiles6b    float64 factor tiles of 64 slots with 2 warps, variable tiles 256-1024
+#   bash benchmarks/run_all.sh session7   float64 divisions off their slow path, int control test, role bytes:
+#                                         check, compile, speed beside session 6 (benchmarks/_old_s6.py and its
+#                                         _oldlog_s6.py), PARALL triage rounds XLA and fused
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -103,6 +106,14 @@ case "${1:-parall}" in
   rounds6)
     run 120 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 --out "$OUT/rounds_parall"
     FASTLBP_BACKEND=fused run 120 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 \
+      --out "$OUT/rounds_parall_fused" ;;
+  session7)
+    run 120 benchmarks/check_fused.py --graphs 3
+    run 100 benchmarks/compile_probe.py --sizes 500000 5000000
+    run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
+      --variants xla fused-unroll8 s6-unroll8
+    run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 --out "$OUT/rounds_parall"
+    FASTLBP_BACKEND=fused run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 \
       --out "$OUT/rounds_parall_fused" ;;
   session6e)
     run 120 benchmarks/check_fused.py --graphs 3

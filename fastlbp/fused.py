@@ -113,9 +113,9 @@ AUTO_WARPS = {8: 4, 4: 8}
 # The variable kernel (28-32 registers) takes 512-slot tiles in both precisions: with float64,
 # 3-10 % less time per iteration at 0.5M edges than 256 (BENCHMARKS.md, session 6).
 AUTO_VAR_TILE = {8: 512, 4: 512}
-# Its warps are its own: with the factor kernel's 4 (float64), its 512-slot tiles ran 4 slots
-# per thread, 56 registers, and stalled on the reductions' shared-memory queue (BENCHMARKS.md,
-# session 7).
+# Its warps are its own, 8 in both precisions (two slots per thread). float64 used to take the
+# factor kernel's 4; 4 and 8 measured alike, 16 slower (BENCHMARKS.md, session 7). It is bound
+# by the latency of its gather of messages, not by its instructions.
 AUTO_VAR_WARPS = {8: 8, 4: 8}
 
 
