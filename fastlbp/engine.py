@@ -120,10 +120,10 @@ def default_backend() -> str:
     """The PARALL backend used unless one is forced: `$FASTLBP_BACKEND`, else "xla".
 
     On the H200 (BENCHMARKS.md) the fused Pallas kernels ("fused") run an
-    iteration 2.7x faster than XLA at 0.5M edges and 1.6x at 5M (f64) and
-    compile in 1.5-3.2 s (XLA: 1.0-1.4 s), and triage rounds at the ftp size
-    take about as long with them (warm median 2.6 vs 2.2 ms); but building
-    their layout costs 0.3-1.3 s per graph, which a one-shot `fastlbp rank`
+    iteration 2.6x faster than XLA at 0.5M edges and 1.7x at 5M (f64) and
+    compile in 1.8-2.5 s (XLA: 0.9-1.4 s), and triage rounds at the ftp size
+    take about as long with them (warm median 2.5 vs 2.2 ms); but building
+    their layout costs 0.3-0.9 s per graph, which a one-shot `fastlbp rank`
     does not win back, so XLA stays the default on every device and long
     runs and sessions opt in with `FASTLBP_BACKEND=fused` (or
     `backend="fused"`). The segment-sum Pallas kernel ("pallas") is slower
