@@ -752,13 +752,16 @@ def _change(p, p_old):
     return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
 
 
-def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, par_ref, _tot,
-                _p, _ctl, _dlt, tot_ref, p_ref, ctl_ref, dlt_ref, pf_ref, pp_ref, pn_ref):
+def _var_kernel(widths, tile, maxc, barrier, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, first_ref, count_ref,
+                lim_ref, par_ref, _tot, _p, _ctl, _dlt, _done, tot_ref, p_ref, ctl_ref, dlt_ref, done_ref,
+                pf_ref, pp_ref, pn_ref):
     """Tiles: totals, marginals (in place), largest change. Chunks of wide rows: partial sums.
 
     The gather is written once, on the program's flat slots; the branches
     (one per row width) only sum rows and store them. The largest change and
-    any undefined marginal reach the sweep's control cells by atomic max.
+    any undefined marginal reach the sweep's control cells by atomic max. A wide
+    row's chunks count themselves done (`Control.done`); the last one sums the
+    row's partials, so no second kernel runs for wide rows.
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
@@ -800,6 +803,18 @@ def _var_kernel(widths, tile, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, lim_ref, p
         pf_ref[pid] = jnp.sum(fin)
         pp_ref[pid] = jnp.sum(pos, dtype=jnp.int32)
         pn_ref[pid] = jnp.sum(neg, dtype=jnp.int32)
+        # The partials are stored before the count goes up (a barrier, then a release);
+        # the chunk that sees all the others done reads them (acquire, loads past L1).
+        if barrier:  # the interpreter runs programs one after another, and has no barrier
+            plgpu.debug_barrier()
+        row = row0  # a wide row's chunks are its programs; wide rows are the first rows
+        last = plgpu.atomic_add(done_ref, row, jnp.ones((), jnp.int32)) == count_ref[row] - 1
+
+        @pl.when(last)
+        def _():
+            done_ref[row] = jnp.zeros((), jnp.int32)  # for the next sweep: every chunk has counted
+            _wide_var_total(plgpu, maxc, row, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, p_ref,
+                            tot_ref, ctl_ref, dlt_ref, par, go, run)
 
     branches = [tile_branch(w) for w in widths] + [chunk_branch]
     jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
@@ -818,21 +833,17 @@ def _report(plgpu, ctl_ref, dlt_ref, par, pid, go, delta, bad):
         plgpu.atomic_max(ctl_ref, BAD + par, bad)
 
 
-def _var_wide_kernel(maxc, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, lim_ref, par_ref, _tot, _p,
-                     _ctl, _dlt, tot_ref, p_ref, ctl_ref, dlt_ref):
-    """A wide variable's total from its chunks' partial sums (in place; one program per wide row)."""
+def _wide_var_total(plgpu, maxc, row, first_ref, count_ref, pf_ref, pp_ref, pn_ref, ev_ref, p_ref, tot_ref,
+                    ctl_ref, dlt_ref, par, go, run):
+    """A wide variable's total and marginal from its chunks' partial sums (in place)."""
     from jax.experimental import pallas as pl
-    from jax.experimental.pallas import triton as plgpu
 
-    row = pl.program_id(0)
-    par = par_ref[0]
-    go, run, *_ = _control(_ctl, _dlt, lim_ref, par)
     lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
     mine = lane < count_ref[row]
     win = pl.ds(first_ref[row], maxc)
 
     def total(ref):
-        x = ref[win]
+        x = plgpu.load(ref.at[win], volatile=True)  # written by other programs of this kernel
         return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
 
     f, c, p = _totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
@@ -868,13 +879,15 @@ def var_pass(layout: FusedLayout, messages, evidence_k, totals, p, control, inte
     dt = messages.dtype
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    state = (totals, p, control.ctl, control.delta)
+    if control.done.shape[0] < max(side.wide_rows, 1):
+        raise ValueError("control.done has fewer cells than the layout has wide variable rows")
+    state = (totals, p, control.ctl, control.delta, control.done)
     shapes = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in state)
-    operands = (side.prog_class, side.prog_row0, side.slots, messages, evidence_k,
-                control.limits, control.parity, *state)
+    operands = (side.prog_class, side.prog_row0, side.slots, messages, evidence_k, side.wide_first,
+                side.wide_count, control.limits, control.parity, *state)
     first = len(operands) - len(state)
     out = pl.pallas_call(
-        _kernel(_var_kernel, side.widths, side.tile),
+        _kernel(_var_kernel, side.widths, side.tile, side.max_row_chunks, not interpret),
         grid=(side.num_programs,),
         out_shape=(*shapes, jax.ShapeDtypeStruct((nw,), dt), jax.ShapeDtypeStruct((nw,), jnp.int32),
                    jax.ShapeDtypeStruct((nw,), jnp.int32)),
@@ -882,21 +895,8 @@ def var_pass(layout: FusedLayout, messages, evidence_k, totals, p, control, inte
         interpret=interpret,
         compiler_params=cp,
     )(*operands)
-    state = out[:4]
-    if side.wide_chunks:
-        operands = (side.wide_first, side.wide_count, *out[4:], evidence_k, control.limits, control.parity,
-                    *state)
-        first = len(operands) - len(state)
-        state = pl.pallas_call(
-            _kernel(_var_wide_kernel, side.max_row_chunks),
-            grid=(side.wide_rows,),
-            out_shape=shapes,
-            input_output_aliases={first + k: k for k in range(len(state))},
-            interpret=interpret,
-            compiler_params=cp,
-        )(*operands)
-    totals, p, ctl, delta = state
-    return totals, p, dataclasses.replace(control, ctl=ctl, delta=delta)
+    totals, p, ctl, delta, done = out[:5]
+    return totals, p, dataclasses.replace(control, ctl=ctl, delta=delta, done=done)
 
 
 # ---------------------------------------------------------------- the loop
@@ -928,20 +928,24 @@ class Control:
         delta: (2 * DELTA_LANES,) float: the largest marginal change, `DELTA_LANES` cells per parity.
         limits: (2,) float: tol, damping.
         parity: (1,) int32: the parity of the sweep that reads this.
+        done: (max(wide variable rows, 1),) int32: chunks of each wide variable row done in
+            this sweep (the last resets it to 0).
     """
 
     ctl: jax.Array
     delta: jax.Array
     limits: jax.Array
     parity: jax.Array
+    done: jax.Array
 
     @classmethod
-    def start(cls, tol, max_iters, damping, dtype, parity: int = 1) -> Control:
+    def start(cls, tol, max_iters, damping, dtype, parity: int = 1, wide_rows: int = 1) -> Control:
         """Cells before the first sweep: not primed, no iterations, change +inf."""
         ctl = jnp.zeros((8,), jnp.int32).at[MAX_ITERS].set(jnp.asarray(max_iters, jnp.int32))
         return cls(ctl=ctl, delta=jnp.full((2 * DELTA_LANES,), jnp.inf, dtype),
                    limits=jnp.stack([jnp.asarray(tol, dtype), jnp.asarray(damping, dtype)]),
-                   parity=jnp.full((1,), parity, jnp.int32))
+                   parity=jnp.full((1,), parity, jnp.int32),
+                   done=jnp.zeros((max(wide_rows, 1),), jnp.int32))
 
 
 def _last_delta(control: Control, parity: int):
@@ -969,7 +973,7 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     sweeps = unroll + unroll % 2
     last = (sweeps - 1) % 2
     parities = [jnp.full((1,), k % 2, jnp.int32) for k in range(2)]
-    control = Control.start(tol, max_iters, damping, dtype, last)
+    control = Control.start(tol, max_iters, damping, dtype, last, layout.variables.wide_rows)
 
     # The loop's first sweep primes it: with the factor pass idle (messages kept), its
     # variable pass forms the totals and marginals of the incoming messages. So each kernel
