@@ -22,9 +22,10 @@ tiny keeps its tiny sum exactly. Rows wider than `TILE` (hub tuples, OR
 factors with thousands of derivations) are cut into chunks of `TILE` slots,
 one program each (the first programs of the grid); a chunk writes partial
 aggregates, and a second kernel over the wide factors' chunks combines its
-row's partials (no subtraction) and writes the messages. A small kernel totals
-the wide variables from their chunks' partial sums. So an iteration is four
-Pallas kernels when the graph has wide rows, two when it has none, and no XLA
+row's partials (no subtraction) and writes the messages. A wide variable is
+totalled by the last of its chunks to finish (an atomic count per row,
+`Control.done`). So an iteration is three Pallas kernels when the graph has
+wide factors, two when it has none, and no XLA
 kernel runs between them: the loop's control (iterations, the largest change,
 a conflict, whether to go on) lives in small device arrays the kernels read
 and write themselves (`Control`; the largest change is folded in by atomic
@@ -43,8 +44,10 @@ tests the control cells once per trip of several sweeps.
   factor kernel gathers them through `slot_var` (int32).
 * A variable's total is its finite log-odds sum (float) and a count of +inf
   and -inf terms (hard evidence), each saturated at 2 and packed in one int32
-  (`pos + 4 * neg`): leave-one-out only needs to know whether another
-  infinite term remains.
+  (`pos + 4 * neg`, stored as the bits of a float beside the sum): leave-one-out
+  only needs to know whether another infinite term remains.
+* Each message slot has a role byte (`slot_role`: its row's second factor, a
+  head), read beside its variable.
 
 Per factor, the body terms are log m(1) (AND) or log m(0) (OR) of the
 variable-to-factor messages. An edge's "others" sum is S - own term, except for
