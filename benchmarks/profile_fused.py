@@ -1,15 +1,18 @@
 """Time the fused kernels one at a time (factor pass, variable pass) per setting.
 
-    python benchmarks/profile_fused.py --size 500000 --configs 512,8 256,8
+    python benchmarks/profile_fused.py --size 500000 --configs 128,4,512,8 256,8
 
-A config is TILE,NUM_WARPS. Each kernel runs 50 times in a jitted
-fori_loop on the graph's uniform messages; the table gives µs per call and
-the compile time of each loop.
+A config is TILE,WARPS[,VAR_TILE,VAR_WARPS] (the variable kernel's default to
+`fused.AUTO_VAR_TILE` and `fused.AUTO_VAR_WARPS`). Each pass runs 50 times in
+a jitted fori_loop on the graph's zero messages (sweep parities alternating);
+the table gives µs per call and the compile time of each loop. Passes alone
+keep their data in L2 better than in the loop, where they alternate.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -34,32 +37,43 @@ def main(argv=None) -> int:
     graph = jax.device_put(bingo_model(args.size).graph)
     rows = []
     for cfg in args.configs:
-        tile, warps = (int(x) for x in cfg.split(","))
+        parts = [int(x) for x in cfg.split(",")]
+        tile, warps = parts[:2]
+        var_tile, var_warps = parts[2:4] if len(parts) == 4 else (None, None)
         t0 = time.perf_counter()
-        lay = fused.build(graph, tile)
+        lay = fused.build(graph, tile, var_tile or fused.AUTO_VAR_TILE[8])
         build_s = time.perf_counter() - t0
         f_wide = lay.factors.wide_chunks
         v_wide = lay.variables.wide_chunks
         for dname in args.dtypes:
             dt = {"f64": jnp.float64, "f32": jnp.float32}[dname]
+            vw = var_warps or fused.AUTO_VAR_WARPS[jnp.dtype(dt).itemsize]
             msgs = jnp.zeros((lay.num_slots,), dt)
             ev = jnp.zeros((lay.num_kvars,), dt)
             params = fused.factor_params(lay, graph, dt)
-            fin, cnt, p, _, _ = fused.var_pass(lay, msgs, ev, ev, interpret, warps)
+            control = fused.Control.start(0.0, 10**6, 0.0, dt, wide_rows=lay.variables.wide_rows)
+            # A first variable pass primes the control cells and forms the totals.
+            totals, p, control = fused.var_pass(lay, msgs, ev, jnp.zeros((2 * lay.num_kvars,), dt), ev,
+                                                control, interpret, vw)
 
-            def f_loop(lay, msgs, fin, cnt, params, reps):
-                def body(i, m):
-                    return fused.factor_pass(lay, m, fin, cnt, params, 0.0, 1.0, interpret, warps)
-                return jax.lax.fori_loop(0, reps, body, msgs)
+            def parity(c, i):
+                return dataclasses.replace(c, parity=jnp.full((1,), i % 2, jnp.int32))
 
-            def v_loop(lay, msgs, ev, p, reps):
-                def body(i, p):
-                    return fused.var_pass(lay, msgs, ev, p, interpret, warps)[2]
-                return jax.lax.fori_loop(0, reps, body, p)
+            def f_loop(lay, msgs, totals, params, control, reps):
+                def body(i, carry):
+                    return fused.factor_pass(lay, carry[0], totals, params, parity(carry[1], i), interpret,
+                                             warps)
+                return jax.lax.fori_loop(0, reps, body, (msgs, control))[0]
+
+            def v_loop(lay, msgs, ev, totals, p, control, reps):
+                def body(i, carry):
+                    return fused.var_pass(lay, msgs, ev, carry[0], carry[1], parity(carry[2], i), interpret,
+                                          vw)
+                return jax.lax.fori_loop(0, reps, body, (totals, p, control))[1]
 
             out = {}
-            for name, fn, a in (("factor", f_loop, (lay, msgs, fin, cnt, params)),
-                                ("var", v_loop, (lay, msgs, ev, p))):
+            for name, fn, a in (("factor", f_loop, (lay, msgs, totals, params, control)),
+                                ("var", v_loop, (lay, msgs, ev, totals, p, control))):
                 t0 = time.perf_counter()
                 comp = jax.jit(fn).lower(*a, args.reps).compile()
                 c_s = time.perf_counter() - t0
