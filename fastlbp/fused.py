@@ -518,7 +518,7 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
+def _factor_kernel(widths, size, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
                    and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
@@ -546,12 +546,12 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, head_ref, shift_ref, role_ref,
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, role_ref, sv_ref, m_ref,
+    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
 
 
-def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, head_ref, shift_ref, role_ref, sv_ref, m_ref,
+def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
                  plr_ref):
     from jax.experimental import pallas as pl
@@ -702,7 +702,7 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     kernel = _kernel(_factor_kernel, side.widths, side.tile)
-    tables = (side.prog_class, side.prog_row0, side.prog_head, side.prog_shift, layout.slot_role)
+    tables = (side.prog_class, side.prog_row0, side.prog_shift, layout.slot_role)
     operands = (*tables, side.slots, messages, totals, *params, control.limits, control.parity, control.ctl,
                 control.delta)
     first = len(operands) - 3  # messages, then the control cells, are updated in place
