@@ -21,7 +21,8 @@ app = typer.Typer(
     name="fastlbp",
     help="Rank program-analysis alarms by loopy belief propagation on the GPU (or CPU).\n\n"
          "Kernels: XLA by default; on a GPU, FASTLBP_BACKEND=fused runs the Pallas kernels "
-         "(faster on big graphs, 10-20 s more to compile; README, BENCHMARKS.md).",
+         "(faster on big graphs; about 1 s more to compile and up to 1 s to lay the graph out; "
+         "README, BENCHMARKS.md).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -46,9 +47,9 @@ def _root(
     Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a
     libDAI causal factor-graph file. Run `fastlbp COMMAND --help` for details.
 
-    Kernels: XLA by default. FASTLBP_BACKEND=fused runs PARALL as two Pallas
-    kernels per sweep and SEQFIX/TOPO/SEQRND as one persistent kernel per
-    iteration (GPU only; faster on big graphs, 10-20 s more to compile).
+    Kernels: XLA by default. FASTLBP_BACKEND=fused runs PARALL as two or three
+    Pallas kernels per sweep and SEQFIX/TOPO/SEQRND as one persistent kernel per
+    iteration (GPU only; faster on big graphs, about 1 s more to compile).
     """
     from fastlbp import api
 
