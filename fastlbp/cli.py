@@ -54,6 +54,36 @@ def _root(
     from fastlbp import api
 
     api.DERIVATION_OPTIONS["cycles"] = cycles.value
+    compilation_cache()
+
+
+def compilation_cache() -> Path | None:
+    """Turns on JAX's persistent compilation cache for this process; returns its folder.
+
+    The folder is $FASTLBP_CACHE, else $XDG_CACHE_HOME/fastlbp/jax (~/.cache/...);
+    FASTLBP_CACHE=off (or empty) leaves the cache off. A run after the first then
+    loads its compiled loops instead of compiling them again (0.7-2.5 s each on the
+    H200). JAX keys entries by the computation, its options and the JAX version.
+    A folder that cannot be made leaves the cache off, with a warning.
+    """
+    import os
+
+    import jax
+
+    raw = os.environ.get("FASTLBP_CACHE")
+    if raw is not None and raw.strip().lower() in ("", "off", "0", "no", "none"):
+        return None
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = Path(raw).expanduser() if raw else base / "fastlbp" / "jax"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    # Our loops compile in 0.2-2.5 s; JAX caches only those above a second by default.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    return path
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = ()
