@@ -1,16 +1,18 @@
 """Float64 exp, expm1, log and log1p in jnp (session 7's experiment; `micro_f64math.py` times them).
 
-libdevice's float64 functions each carry their own range checks and slow
-paths, and the four of them are most of the fused factor kernel's
+libdevice's float64 functions carry their own range checks and slow paths,
+and the five calls are roughly a third of the fused factor kernel's
 instructions. These share work instead: one polynomial gives both e^x and
 e^x - 1 at the same argument (`exp_expm1`), and log1p is `log` plus a
-first-order correction. They run unchanged as plain jnp (XLA) and inside
-Pallas kernels; the coefficients are Python floats, or traced scalars a
-kernel loaded once (`Coefficients.load`).
+first-order correction. They trace inside Pallas kernels and as plain jnp;
+the coefficients are Python floats, or traced scalars a kernel loaded once
+(`Coefficients.load`).
 
-Accuracy (tests/test_f64math.py): within a few units in the last place of
-numpy's functions over the whole float64 range, and exact at 0, +-inf and
-NaN.
+Accuracy, measured against numpy on the CPU and against libdevice by
+`micro_f64math.py` on the GPU: within 1-9 units in the last place. On the
+CPU, XLA folds (1 + y) - 1 into y, which drops log1p's correction, and
+flushes subnormals to zero. They were slower than libdevice's on the H200
+(BENCHMARKS.md, session 7) and are not used by fastlbp.
 """
 
 from __future__ import annotations
