@@ -75,7 +75,8 @@ def main(argv=None) -> int:
                 params = fused.factor_params(lay, graph, dt)
                 nw = fused.Runner().warps_for(dt)
 
-                control = fused.Control.start(0.0, 10, 0.0, dt, wide_rows=lay.variables.wide_rows)
+                control = fused.Control.start(0.0, 10, 0.0, dt, wide_rows=lay.variables.wide_rows,
+                                              factor_wide_rows=lay.factors.wide_rows)
 
                 totals = jnp.zeros((2 * lay.num_kvars,), dt)
 

@@ -51,7 +51,8 @@ def main(argv=None) -> int:
             msgs = jnp.zeros((lay.num_slots,), dt)
             ev = jnp.zeros((lay.num_kvars,), dt)
             params = fused.factor_params(lay, graph, dt)
-            control = fused.Control.start(0.0, 10**6, 0.0, dt, wide_rows=lay.variables.wide_rows)
+            control = fused.Control.start(0.0, 10**6, 0.0, dt, wide_rows=lay.variables.wide_rows,
+                                          factor_wide_rows=lay.factors.wide_rows)
             # A first variable pass primes the control cells and forms the totals.
             totals, p, control = fused.var_pass(lay, msgs, ev, jnp.zeros((2 * lay.num_kvars,), dt), ev,
                                                 control, interpret, vw)

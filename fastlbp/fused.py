@@ -21,11 +21,15 @@ no atomics and no mixing of neighbouring rows: a factor whose terms are all
 tiny keeps its tiny sum exactly. Rows wider than `TILE` (hub tuples, OR
 factors with thousands of derivations) are cut into chunks of `TILE` slots,
 one program each (the first programs of the grid); a chunk writes partial
-aggregates, and a second kernel over the wide factors' chunks combines its
-row's partials (no subtraction) and writes the messages. A wide variable is
-totalled by the last of its chunks to finish (an atomic count per row,
-`Control.done`). So an iteration is three Pallas kernels when the graph has
-wide factors, two when it has none, and no XLA
+aggregates. On the GPU the chunks of a wide factor row then wait for each
+other (an atomic count per row, `Control.factor_done`: a row's chunks are
+consecutive programs, started in order, and fewer than the GPU holds at once),
+combine the row's partials (no subtraction) and write their own messages.
+The interpreter runs programs one after another and cannot wait, so there
+(and for a row of more chunks than the GPU has SMs) a second kernel over the
+wide factors' chunks does that. A wide variable is totalled by the last of
+its chunks to finish (an atomic count per row, `Control.done`). So an
+iteration is two Pallas kernels on the GPU, and no XLA
 kernel runs between them: the loop's control (iterations, the largest change,
 a conflict, whether to go on) lives in small device arrays the kernels read
 and write themselves (`Control`; the largest change is folded in by atomic
@@ -518,9 +522,10 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
-                   and_ref, q_ref, r_ref, k_ref, lim_ref, par_ref, ctl_in,
-                   dlt_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref, dlt_ref):
+def _factor_kernel(widths, size, spin_maxc, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
+                   and_ref, q_ref, r_ref, k_ref, first_ref, count_ref, lim_ref, par_ref, ctl_in,
+                   dlt_in, fdone_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref,
+                   dlt_ref, fdone_ref):
     """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
 
     The per-slot math (variable-to-factor messages, body terms, the factor
@@ -546,15 +551,20 @@ def _factor_kernel(widths, size, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
+    # The wide rows' chunks wait for each other here (`spin_maxc`, on the GPU: a power of two
+    # >= any row's chunks), or leave their messages to `_wide_kernel` (0: the interpreter, or
+    # rows of more chunks than the GPU surely holds at once).
+    spin = (fdone_ref, first_ref, count_ref, par, spin_maxc) if spin_maxc else None
     _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
-                 ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
+                 ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, spin)
 
 
 def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, param_refs, damping, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref,
-                 plr_ref):
+                 plr_ref, spin):
     from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
 
     cls = cls_ref[pid]
     slot0 = pid * size
@@ -619,18 +629,74 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv
         pam_ref[pid] = am
         po_ref[pid] = jnp.sum(jnp.where(gidx == am, jnp.zeros_like(tf), tf))
         plr_ref[pid] = jnp.sum(jnp.where(is_head, lr, jnp.zeros_like(lr)))
-        # A chunk's messages are the wide kernel's; these are overwritten there.
-        return tf, izero, tf, tf, izero
+        if spin is None:
+            # A chunk's messages are the wide kernel's; these are overwritten there.
+            return tf, izero, tf, tf, izero
+        # Every chunk of the row counts itself in (after a barrier, so all its partials are
+        # stored; the atomic releases them) and waits until all have, then combines the row's
+        # partials (loads past L1) and forms its own messages. The row's chunks are
+        # consecutive programs, dispatched in order, and fewer than the GPU holds at once, so
+        # all of them run and the wait ends. Cells alternate with the sweep's parity: this
+        # sweep resets the last sweep's, whose chunks have all finished with the last kernel.
+        fdone_ref, first_ref, count_ref, par, maxc = spin
+        plgpu.debug_barrier()
+        row = r0_ref[pid]
+        cells = fdone_ref.shape[0] // 2
+        cell = par * cells + row
+        one = jnp.ones((), jnp.int32)
+        n = count_ref[row]
+        seen = plgpu.atomic_add(fdone_ref, cell, one) + one
+        jax.lax.while_loop(lambda k: k < n, lambda k: plgpu.atomic_add(fdone_ref, cell, 0 * one), seen)
+        fdone_ref[(1 - par) * cells + row] = 0 * one
+        S, Z, O, lrow, am = _combine_partials(
+            lambda ref, win: plgpu.load(ref.at[win], volatile=True), first_ref[row], n, maxc,
+            ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
+        S, Z, O, lrow = (jnp.full((size,), x, x.dtype) for x in (S, Z, O, lrow))
+        return S, Z, O, lrow, (gidx == am).astype(jnp.int32)
 
     branches = [tile_branch(w) for w in widths] + [chunk_branch]
     S, Z, O, lrow, dominant = jax.lax.switch(jnp.minimum(cls, len(branches) - 1), branches)
     new = _messages(tf, zero, dominant > 0, S, Z, O, lrow, is_head, is_and, *params)
 
     # Messages are updated in place, and a wide row's chunk still holds the old ones its
-    # wide kernel reads.
-    @pl.when(go & ~is_chunk)
+    # wide kernel reads (unless the chunks formed their messages here).
+    @pl.when(go & ~is_chunk if spin is None else go)
     def _():
         out_ref[sl] = _finish(new, m, valid, damping)
+
+
+def _combine_partials(load, first, count, maxc, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref):
+    """A wide factor row's sums from its chunks' partials (`_factor_tile`'s chunk branch).
+
+    Args:
+        load: `(ref, window) -> values`, a plain load or one past L1.
+        first, count: the row's first chunk (program) and its number of chunks.
+        maxc: static, a power of two >= count (the window read).
+
+    Returns:
+        (S, Z, O, log rho, the dominant slot): the row's sum of finite terms, its zero count,
+        the sum without its smallest term, its head's log rho and that term's slot.
+    """
+    from jax.experimental import pallas as pl
+
+    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
+    mine = lane < count
+    win = pl.ds(first, maxc)
+
+    def part(ref, neutral):
+        x = load(ref, win)
+        return jnp.where(mine, x, jnp.full_like(x, neutral))
+
+    ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
+                                 part(po_ref, 0), part(plr_ref, 0))
+    mn = jnp.min(pmn)
+    star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
+    is_star = lane == star
+    # The chunk holding the smallest term adds its sum without it, the others their
+    # whole sums: no subtraction, so a tiny remainder stays exact.
+    O = jnp.sum(jnp.where(is_star, po, ps))
+    am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
+    return jnp.sum(ps), jnp.sum(pz, dtype=jnp.int32), O, jnp.sum(plr), am
 
 
 def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, tot_ref,
@@ -648,27 +714,11 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
     go = _control(ctl_ref, dlt_ref, lim_ref, par_ref[0])[0]
     row = r0_ref[pid]
     is_and = and_ref[2 * row] > 0  # a wide row holds one factor
-    first = first_ref[row]
-    lane = jax.lax.broadcasted_iota(jnp.int32, (maxc,), 0)
-    mine = lane < count_ref[row]
-    win = pl.ds(first, maxc)
-
-    def part(ref, neutral):
-        x = ref[win]
-        return jnp.where(mine, x, jnp.full_like(x, neutral))
-
-    ps, pz, pmn, pam, po, plr = (part(ps_ref, 0), part(pz_ref, 0), part(pmn_ref, 1), part(pam_ref, 0),
-                                 part(po_ref, 0), part(plr_ref, 0))
-    mn = jnp.min(pmn)
-    star = jnp.min(jnp.where(mine & (pmn == mn), lane, maxc))
-    is_star = lane == star
-    # The chunk holding the smallest term adds its sum without it, the others their
-    # whole sums: no subtraction, so a tiny remainder stays exact.
-    O = jnp.sum(jnp.where(is_star, po, ps))
-    am = jnp.sum(jnp.where(is_star, pam, jnp.zeros_like(pam)))
+    S, Z, O, lrow, am = _combine_partials(lambda ref, win: ref[win], first_ref[row], count_ref[row], maxc,
+                                          ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref)
     sl, m, valid, gidx, is_head, n, tf, zero = _chunk_inputs(
         sv_ref, m_ref, tot_ref, pid * chunk, head_ref[pid], is_and, chunk)
-    new = _messages(tf, zero, gidx == am, jnp.sum(ps), jnp.sum(pz), O, jnp.sum(plr), is_head, is_and,
+    new = _messages(tf, zero, gidx == am, S, Z, O, lrow, is_head, is_and,
                     *_row_params((q_ref, r_ref, k_ref), 2 * row))
 
     @pl.when(go)
@@ -679,6 +729,17 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
 # The passes are jitted on their own so that JAX traces and lowers each kernel once per
 # setting, not at every call site: the loop calls them five times, and lowering a Pallas
 # kernel to Triton IR (in Python) took most of the loop's compile time.
+def _chunks_wait(max_row_chunks: int, interpret: bool) -> bool:
+    """Whether a wide factor row's chunks wait for each other in the factor kernel: on the
+    GPU, when every row has no more chunks than the GPU has SMs (each SM holds at least one
+    program, and programs start in order, so all chunks of a row run at once). The
+    interpreter runs programs one after another; there the wide kernel forms their messages."""
+    if interpret:
+        return False
+    sms = getattr(jax.devices()[0], "core_count", 0) or 0
+    return 0 < max_row_chunks <= sms
+
+
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
 def factor_pass(layout: FusedLayout, messages, totals, params, control, interpret: bool = False,
                 num_warps: int = NUM_WARPS):
@@ -701,25 +762,29 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     dt = messages.dtype
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    kernel = _kernel(_factor_kernel, side.widths, side.tile)
+    if control.factor_done.shape[0] < 2 * max(side.wide_rows, 1):
+        raise ValueError("control.factor_done has fewer cells than the layout has wide factor rows")
+    spin = side.wide_chunks and _chunks_wait(side.max_row_chunks, interpret)
+    kernel = _kernel(_factor_kernel, side.widths, side.tile, side.max_row_chunks if spin else 0)
     tables = (side.prog_class, side.prog_row0, side.prog_shift, layout.slot_role)
-    operands = (*tables, side.slots, messages, totals, *params, control.limits, control.parity, control.ctl,
-                control.delta)
-    first = len(operands) - 3  # messages, then the control cells, are updated in place
-    out, *partials, ctl, delta = pl.pallas_call(
+    operands = (*tables, side.slots, messages, totals, *params, side.wide_first, side.wide_count,
+                control.limits, control.parity, control.ctl, control.delta, control.factor_done)
+    first = len(operands) - 4  # messages, then the control cells, are updated in place
+    out, *partials, ctl, delta, factor_done = pl.pallas_call(
         kernel,
         grid=(side.num_programs,),
         out_shape=(jax.ShapeDtypeStruct(messages.shape, dt), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), jnp.int32), jax.ShapeDtypeStruct((nw,), dt),
                    jax.ShapeDtypeStruct((nw,), dt), jax.ShapeDtypeStruct(control.ctl.shape, jnp.int32),
-                   jax.ShapeDtypeStruct(control.delta.shape, dt)),
-        input_output_aliases={len(tables) + 1: 0, first + 1: 7, first + 2: 8},
+                   jax.ShapeDtypeStruct(control.delta.shape, dt),
+                   jax.ShapeDtypeStruct(control.factor_done.shape, jnp.int32)),
+        input_output_aliases={len(tables) + 1: 0, first + 1: 7, first + 2: 8, first + 3: 9},
         interpret=interpret,
         compiler_params=cp,
     )(*operands)
-    control = dataclasses.replace(control, ctl=ctl, delta=delta)
-    if not side.wide_chunks:
+    control = dataclasses.replace(control, ctl=ctl, delta=delta, factor_done=factor_done)
+    if not side.wide_chunks or spin:
         return out, control
     # The wide kernel's programs are the factor kernel's first ones (the chunks), so
     # the program tables are passed whole: no slicing kernels between the two passes.
@@ -933,6 +998,8 @@ class Control:
         parity: (1,) int32: the parity of the sweep that reads this.
         done: (max(wide variable rows, 1),) int32: chunks of each wide variable row done in
             this sweep (the last resets it to 0).
+        factor_done: (2 * max(wide factor rows, 1),) int32: chunks of each wide factor row
+            whose partials are stored, one set of cells per sweep parity (`_factor_tile`).
     """
 
     ctl: jax.Array
@@ -940,15 +1007,18 @@ class Control:
     limits: jax.Array
     parity: jax.Array
     done: jax.Array
+    factor_done: jax.Array
 
     @classmethod
-    def start(cls, tol, max_iters, damping, dtype, parity: int = 1, wide_rows: int = 1) -> Control:
+    def start(cls, tol, max_iters, damping, dtype, parity: int = 1, wide_rows: int = 1,
+              factor_wide_rows: int = 1) -> Control:
         """Cells before the first sweep: not primed, no iterations, change +inf."""
         ctl = jnp.zeros((8,), jnp.int32).at[MAX_ITERS].set(jnp.asarray(max_iters, jnp.int32))
         return cls(ctl=ctl, delta=jnp.full((2 * DELTA_LANES,), jnp.inf, dtype),
                    limits=jnp.stack([jnp.asarray(tol, dtype), jnp.asarray(damping, dtype)]),
                    parity=jnp.full((1,), parity, jnp.int32),
-                   done=jnp.zeros((max(wide_rows, 1),), jnp.int32))
+                   done=jnp.zeros((max(wide_rows, 1),), jnp.int32),
+                   factor_done=jnp.zeros((2 * max(factor_wide_rows, 1),), jnp.int32))
 
 
 def _last_delta(control: Control, parity: int):
@@ -976,7 +1046,8 @@ def run_loop(layout: FusedLayout, graph: FactorGraph, messages, evidence, tol, m
     sweeps = unroll + unroll % 2
     last = (sweeps - 1) % 2
     parities = [jnp.full((1,), k % 2, jnp.int32) for k in range(2)]
-    control = Control.start(tol, max_iters, damping, dtype, last, layout.variables.wide_rows)
+    control = Control.start(tol, max_iters, damping, dtype, last, layout.variables.wide_rows,
+                            layout.factors.wide_rows)
 
     # The loop's first sweep primes it: with the factor pass idle (messages kept), its
     # variable pass forms the totals and marginals of the incoming messages. So each kernel

@@ -269,3 +269,19 @@ def test_each_kernel_is_lowered_once_whatever_the_unrolling():
     # (three: factor, wide factor, variable; the variable kernel sums its own wide rows).
     calls = "custom_call @__gpu$xla.gpu.triton("
     assert _lowered_for_gpu(1).count(calls) == _lowered_for_gpu(4).count(calls) == 3
+
+
+def test_wide_factor_rows_wait_for_their_chunks_on_the_gpu(monkeypatch):
+    # On the GPU the chunks of a wide factor row wait for each other in the factor kernel and
+    # form their own messages, so no second kernel runs for them; the interpreter (programs
+    # one after another) cannot wait, and keeps the wide kernel. The waiting path is lowered
+    # for CUDA here (no GPU needed); `benchmarks/check_fused.py` runs it on the GPU.
+    calls = "custom_call @__gpu$xla.gpu.triton("
+    monkeypatch.setattr(fused, "_chunks_wait", lambda max_row_chunks, interpret: True)
+    fused.factor_pass.clear_cache()
+    try:
+        assert _lowered_for_gpu(1).count(calls) == 2
+    finally:
+        monkeypatch.undo()
+        fused.factor_pass.clear_cache()
+    assert _lowered_for_gpu(1).count(calls) == 3
