@@ -30,6 +30,8 @@
 #                                         _oldlog_s6.py), PARALL triage rounds XLA and fused
 #   bash benchmarks/run_all.sh session8   check, the variable kernel's gather against XLA's (micro_gather.py),
 #                                         variable tiles and warps
+#   bash benchmarks/run_all.sh session8b  wide factor rows waiting in the factor kernel: check, compile, speed
+#                                         beside XLA and session 7 (benchmarks/_old_s7.py, not committed), rounds
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -122,6 +124,14 @@ case "${1:-parall}" in
     run 120 benchmarks/micro_gather.py --sizes 500000 5000000
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-unroll8 fused-u8-t128-w4-v1024-x8 fused-u8-t128-w4-v256-x4 fused-u8-t128-w4-v128-x2 ;;
+  session8b)
+    run 150 benchmarks/check_fused.py --graphs 6
+    run 100 benchmarks/compile_probe.py --sizes 500000 5000000
+    run 330 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
+      --variants xla fused-unroll8 s7-unroll8
+    run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 --out "$OUT/rounds_parall"
+    FASTLBP_BACKEND=fused run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 \
+      --out "$OUT/rounds_parall_fused" ;;
   session6e)
     run 120 benchmarks/check_fused.py --graphs 3
     run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
