@@ -22,9 +22,10 @@ tiny keeps its tiny sum exactly. Rows wider than `TILE` (hub tuples, OR
 factors with thousands of derivations) are cut into chunks of `TILE` slots,
 one program each (the first programs of the grid); a chunk writes partial
 aggregates. On the GPU the chunks of a wide factor row then wait for each
-other (an atomic count per row, `Control.factor_done`: a row's chunks are
-consecutive programs, started in order, and fewer than the GPU holds at once),
-combine the row's partials (no subtraction) and write their own messages.
+other (an atomic count per row, `Control.factor_done`: chunk programs take
+their chunks by ticket as they start, a row's chunks are consecutive, and no
+row has more than the GPU holds at once), combine the row's partials (no
+subtraction) and write their own messages.
 The interpreter runs programs one after another and cannot wait, so there
 (and for a row of more chunks than the GPU has SMs) a second kernel over the
 wide factors' chunks does that. A wide variable is totalled by the last of
@@ -522,7 +523,7 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
-def _factor_kernel(widths, size, spin_maxc, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
+def _factor_kernel(widths, size, wait, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref, tot_ref,
                    and_ref, q_ref, r_ref, k_ref, first_ref, count_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, fdone_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref,
                    dlt_ref, fdone_ref):
@@ -551,11 +552,29 @@ def _factor_kernel(widths, size, spin_maxc, cls_ref, r0_ref, shift_ref, role_ref
 
     # The work does not wait for the control cells: only the stores do (a load and a
     # branch before it would lengthen every program's chain of dependent loads).
-    # The wide rows' chunks wait for each other here (`spin_maxc`, on the GPU: a power of two
-    # >= any row's chunks), or leave their messages to `_wide_kernel` (0: the interpreter, or
-    # rows of more chunks than the GPU surely holds at once).
-    spin = (fdone_ref, first_ref, count_ref, par, spin_maxc) if spin_maxc else None
-    _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref,
+    # The wide rows' chunks wait for each other here (`wait` = (a power of two >= any row's
+    # chunks, the number of chunks), on the GPU), or leave their messages to `_wide_kernel`
+    # (`wait` = (): the interpreter, or rows of more chunks than the GPU surely holds at once).
+    spin, work = None, pid
+    if wait:
+        from jax.experimental.pallas import triton as plgpu
+
+        maxc, chunks = wait
+        cells = fdone_ref.shape[0] // 2  # per parity: one per wide row, then the chunk ticket
+        # A chunk program takes its chunk by ticket, in the order programs start, so every
+        # chunk before it is held by a program that runs: a chunk waits only for chunks that
+        # run or will (its row's, no more than the GPU holds at once), whatever order the GPU
+        # starts programs in.
+        ticket = par * cells + cells - 1
+        one = jnp.ones((), jnp.int32)
+        work = jax.lax.cond(pid < chunks, lambda: plgpu.atomic_add(fdone_ref, ticket, one), lambda: pid)
+
+        @pl.when(pid == 0)
+        def _():
+            fdone_ref[(1 - par) * cells + cells - 1] = jnp.zeros((), jnp.int32)  # the next sweep's tickets
+
+        spin = (fdone_ref, first_ref, count_ref, par, maxc)
+    _factor_tile(widths, size, work, go, cls_ref, r0_ref, shift_ref, role_ref, sv_ref, m_ref,
                  tot_ref, and_ref, (q_ref, r_ref, k_ref), lim_ref[1], out_ref,
                  ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, spin)
 
@@ -634,14 +653,15 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv
             return tf, izero, tf, tf, izero
         # Every chunk of the row counts itself in (after a barrier, so all its partials are
         # stored; the atomic releases them) and waits until all have, then combines the row's
-        # partials (loads past L1) and forms its own messages. The row's chunks are
-        # consecutive programs, dispatched in order, and fewer than the GPU holds at once, so
-        # all of them run and the wait ends. Cells alternate with the sweep's parity: this
-        # sweep resets the last sweep's, whose chunks have all finished with the last kernel.
+        # partials (loads past L1) and forms its own messages. Chunks go by ticket in the order
+        # programs start (`_factor_kernel`): every chunk before this one is held by a running
+        # program, and the row's others follow, fewer than the GPU holds at once, so the wait
+        # ends. Cells alternate with the sweep's parity: this sweep resets the last sweep's,
+        # whose chunks have all finished with the last kernel.
         fdone_ref, first_ref, count_ref, par, maxc = spin
         plgpu.debug_barrier()
         row = r0_ref[pid]
-        cells = fdone_ref.shape[0] // 2
+        cells = fdone_ref.shape[0] // 2  # per parity: one per wide row, then the chunk ticket
         cell = par * cells + row
         one = jnp.ones((), jnp.int32)
         n = count_ref[row]
@@ -732,8 +752,9 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
 def _chunks_wait(max_row_chunks: int, interpret: bool) -> bool:
     """Whether a wide factor row's chunks wait for each other in the factor kernel: on the
     GPU, when every row has no more chunks than the GPU has SMs (each SM holds at least one
-    program, and programs start in order, so all chunks of a row run at once). The
-    interpreter runs programs one after another; there the wide kernel forms their messages."""
+    program, and chunks go by ticket as programs start, so all chunks of a row come to run).
+    The interpreter runs programs one after another; there the wide kernel forms their
+    messages."""
     if interpret:
         return False
     sms = getattr(jax.devices()[0], "core_count", 0) or 0
@@ -762,10 +783,11 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     dt = messages.dtype
     nw = side.partials
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
-    if control.factor_done.shape[0] < 2 * max(side.wide_rows, 1):
+    if control.factor_done.shape[0] < 2 * (max(side.wide_rows, 1) + 1):
         raise ValueError("control.factor_done has fewer cells than the layout has wide factor rows")
     spin = side.wide_chunks and _chunks_wait(side.max_row_chunks, interpret)
-    kernel = _kernel(_factor_kernel, side.widths, side.tile, side.max_row_chunks if spin else 0)
+    wait = (side.max_row_chunks, side.wide_chunks) if spin else ()
+    kernel = _kernel(_factor_kernel, side.widths, side.tile, wait)
     tables = (side.prog_class, side.prog_row0, side.prog_shift, layout.slot_role)
     operands = (*tables, side.slots, messages, totals, *params, side.wide_first, side.wide_count,
                 control.limits, control.parity, control.ctl, control.delta, control.factor_done)
@@ -998,8 +1020,9 @@ class Control:
         parity: (1,) int32: the parity of the sweep that reads this.
         done: (max(wide variable rows, 1),) int32: chunks of each wide variable row done in
             this sweep (the last resets it to 0).
-        factor_done: (2 * max(wide factor rows, 1),) int32: chunks of each wide factor row
-            whose partials are stored, one set of cells per sweep parity (`_factor_tile`).
+        factor_done: (2 * (max(wide factor rows, 1) + 1),) int32, per sweep parity: the chunks
+            of each wide factor row whose partials are stored, then the chunks taken
+            (`_factor_kernel`, `_factor_tile`).
     """
 
     ctl: jax.Array
@@ -1018,7 +1041,7 @@ class Control:
                    limits=jnp.stack([jnp.asarray(tol, dtype), jnp.asarray(damping, dtype)]),
                    parity=jnp.full((1,), parity, jnp.int32),
                    done=jnp.zeros((max(wide_rows, 1),), jnp.int32),
-                   factor_done=jnp.zeros((2 * max(factor_wide_rows, 1),), jnp.int32))
+                   factor_done=jnp.zeros((2 * (max(factor_wide_rows, 1) + 1),), jnp.int32))
 
 
 def _last_delta(control: Control, parity: int):
