@@ -527,7 +527,8 @@ def _factor_kernel(widths, size, wait, cls_ref, r0_ref, shift_ref, role_ref, sv_
                    and_ref, q_ref, r_ref, k_ref, first_ref, count_ref, lim_ref, par_ref, ctl_in,
                    dlt_in, fdone_in, out_ref, ps_ref, pz_ref, pmn_ref, pam_ref, po_ref, plr_ref, ctl_ref,
                    dlt_ref, fdone_ref):
-    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = program).
+    """Tiles: new messages. Chunks of wide rows: partial aggregates (index = chunk), then, on
+    the GPU, their messages once all of the row's chunks have stored theirs.
 
     The per-slot math (variable-to-factor messages, body terms, the factor
     messages) is written once, on the flat `size` slots of the program; only
@@ -666,6 +667,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv
         one = jnp.ones((), jnp.int32)
         n = count_ref[row]
         seen = plgpu.atomic_add(fdone_ref, cell, one) + one
+        # Adding 0 is an atomic read (acquire): the others' partials are visible after it.
         jax.lax.while_loop(lambda k: k < n, lambda k: plgpu.atomic_add(fdone_ref, cell, 0 * one), seen)
         fdone_ref[(1 - par) * cells + row] = 0 * one
         S, Z, O, lrow, am = _combine_partials(
@@ -746,9 +748,6 @@ def _wide_kernel(chunk, maxc, r0_ref, head_ref, first_ref, count_ref, sv_ref, to
         out_ref[sl] = _finish(new, m, valid, lim_ref[1])
 
 
-# The passes are jitted on their own so that JAX traces and lowers each kernel once per
-# setting, not at every call site: the loop calls them five times, and lowering a Pallas
-# kernel to Triton IR (in Python) took most of the loop's compile time.
 def _chunks_wait(max_row_chunks: int, interpret: bool) -> bool:
     """Whether a wide factor row's chunks wait for each other in the factor kernel: on the
     GPU, when every row has no more chunks than the GPU has SMs (each SM holds at least one
@@ -761,10 +760,16 @@ def _chunks_wait(max_row_chunks: int, interpret: bool) -> bool:
     return 0 < max_row_chunks <= sms
 
 
+# The passes are jitted on their own so that JAX traces and lowers each kernel once per
+# setting, not at every call site: the loop calls them five times, and lowering a Pallas
+# kernel to Triton IR (in Python) took most of the loop's compile time.
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps"))
 def factor_pass(layout: FusedLayout, messages, totals, params, control, interpret: bool = False,
                 num_warps: int = NUM_WARPS):
     """New factor-to-variable messages (slot order, in place) from messages and variable totals.
+
+    One kernel on the GPU; a second for the chunks of wide factor rows in the interpreter, or
+    when a row has more chunks than the GPU has SMs (`_chunks_wait`).
 
     Args:
         messages: (S,) slot order.
