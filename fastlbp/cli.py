@@ -47,8 +47,8 @@ def _root(
     Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a
     libDAI causal factor-graph file. Run `fastlbp COMMAND --help` for details.
 
-    Kernels: XLA by default. FASTLBP_BACKEND=fused runs PARALL as two or three
-    Pallas kernels per sweep and SEQFIX/TOPO/SEQRND as one persistent kernel per
+    Kernels: XLA by default. FASTLBP_BACKEND=fused runs PARALL as two Pallas
+    kernels per sweep and SEQFIX/TOPO/SEQRND as one persistent kernel per
     iteration (GPU only; faster on big graphs, about 1 s more to compile).
     """
     from fastlbp import api

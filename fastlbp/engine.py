@@ -120,9 +120,9 @@ def default_backend() -> str:
     """The PARALL backend used unless one is forced: `$FASTLBP_BACKEND`, else "xla".
 
     On the H200 (BENCHMARKS.md) the fused Pallas kernels ("fused") run an
-    iteration 2.9x faster than XLA at 0.5M edges and 1.7x at 5M (f64) and
-    compile in 1.8-2.5 s (XLA: 0.7-1.4 s), and triage rounds at the ftp size
-    take about as long with them (warm median 2.5 vs 2.3 ms); but building
+    iteration 3.0x faster than XLA at 0.5M edges and 1.7x at 5M (f64) and
+    compile in 1.7-2.3 s (XLA: 0.7-1.4 s), and triage rounds at the ftp size
+    take about as long with them (warm median 3.0 vs 2.5 ms); but building
     their layout costs 0.3-0.9 s per graph, which a one-shot `fastlbp rank`
     does not win back, so XLA stays the default on every device and long
     runs and sessions opt in with `FASTLBP_BACKEND=fused` (or

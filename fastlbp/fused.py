@@ -790,8 +790,8 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
     cp = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     if control.factor_done.shape[0] < 2 * (max(side.wide_rows, 1) + 1):
         raise ValueError("control.factor_done has fewer cells than the layout has wide factor rows")
-    spin = side.wide_chunks and _chunks_wait(side.max_row_chunks, interpret)
-    wait = (side.max_row_chunks, side.wide_chunks) if spin else ()
+    wait = ((side.max_row_chunks, side.wide_chunks)
+            if side.wide_chunks and _chunks_wait(side.max_row_chunks, interpret) else ())
     kernel = _kernel(_factor_kernel, side.widths, side.tile, wait)
     tables = (side.prog_class, side.prog_row0, side.prog_shift, layout.slot_role)
     operands = (*tables, side.slots, messages, totals, *params, side.wide_first, side.wide_count,
@@ -811,7 +811,7 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control, interpre
         compiler_params=cp,
     )(*operands)
     control = dataclasses.replace(control, ctl=ctl, delta=delta, factor_done=factor_done)
-    if not side.wide_chunks or spin:
+    if not side.wide_chunks or wait:
         return out, control
     # The wide kernel's programs are the factor kernel's first ones (the chunks), so
     # the program tables are passed whole: no slicing kernels between the two passes.
