@@ -32,6 +32,8 @@
 #                                         variable tiles and warps
 #   bash benchmarks/run_all.sh session8b  wide factor rows waiting in the factor kernel: check, compile, speed
 #                                         beside XLA and session 7 (benchmarks/_old_s7.py, not committed), rounds
+#   bash benchmarks/run_all.sh bounds9    lower bounds by timing-only copies (make_bounds.py): the factor kernel's
+#                                         math made cheap, the random gathers made contiguous, both
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -124,6 +126,11 @@ case "${1:-parall}" in
     run 120 benchmarks/micro_gather.py --sizes 500000 5000000
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-unroll8 fused-u8-t128-w4-v1024-x8 fused-u8-t128-w4-v256-x4 fused-u8-t128-w4-v128-x2 ;;
+  bounds9)
+    python3 benchmarks/make_bounds.py
+    run 400 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
+      --variants fused-unroll8 bnomath-unroll8 bnogather-unroll8 bideal-unroll8
+    python3 -c "import json; print([(r['variant'], r['precision'], r['iters']) for r in json.load(open('$OUT/bench_parall.json'))['rows']])" ;;
   session8b)
     run 150 benchmarks/check_fused.py --graphs 6
     run 100 benchmarks/compile_probe.py --sizes 500000 5000000
