@@ -19,6 +19,11 @@ variants and which are not committed):
 * `_old_bideal.py`: both at once: what the two-kernel sweep costs with cheap
   math and contiguous loads, i.e. its streams, reductions, control and
   launches.
+* `_old_bnogf.py`, `_old_bnogv.py`: only the factor kernel's gather, or only
+  the variable kernel's, contiguous.
+* `_old_bhalf.py`: the factor kernel gathers one 8-byte value per variable
+  (from the first half of the totals array) instead of the 16-byte record:
+  what a totals record half the size would save in memory traffic.
 
 The values stay finite, so every variant runs all its iterations (the
 benchmark's table shows them).
@@ -73,7 +78,7 @@ def cheap_logspace() -> str:
     return _replace(src, division, division.replace("/", "*"))
 
 
-def fused_source(nomath: bool, nogather: bool) -> str:
+def fused_source(nomath: bool, nogather: bool, var_gather: bool | None = None, half: bool = False) -> str:
     src = (ROOT / "fastlbp" / "fused.py").read_text()
     if nomath:
         # The factor side's math from the cheap copy; the variable kernel keeps its own.
@@ -81,11 +86,29 @@ def fused_source(nomath: bool, nogather: bool) -> str:
                        "terms_and_rho",
                        "from fastlbp.logspace import quotient, signed\n"
                        "from _oldlog_bcheap import log_sigmoid, messages_from_rho, terms_and_rho")
+    var_gather = nogather if var_gather is None else var_gather
+    if half:
+        # One 8-byte value per variable from the first half of the totals: the gather of a
+        # record half the size (the counts read as zero).
+        src = _replace(src, "    return m, valid, _var_to_factor(m, tot_ref[two], "
+                       "_count_of(tot_ref[two + 1]))\n",
+                       "    return m, valid, _var_to_factor(m, tot_ref[idx], jnp.zeros_like(idx))\n")
+    if half or nogather:
+        # Totals of other variables make some factors' inputs contradict (NaN, which would
+        # stop the loop): kept finite.
+        src = _replace(src, "def _incoming(sv_ref, m_ref, tot_ref, sl):",
+                       "def _incoming(sv_ref, m_ref, tot_ref, sl):\n"
+                       "    m, valid, n = _incoming_raw(sv_ref, m_ref, tot_ref, sl)\n"
+                       "    n = jnp.where(jnp.isnan(n), jnp.zeros_like(n), n)\n"
+                       "    return m, valid, jnp.clip(n, -30.0, 30.0)\n"
+                       "\n\n"
+                       "def _incoming_raw(sv_ref, m_ref, tot_ref, sl):")
     if nogather:
         src = _replace(src, "    two = 2 * idx\n",
                        "    pw = 1 << ((tot_ref.shape[0] // 2).bit_length() - 1)\n"
                        "    lane = jax.lax.broadcasted_iota(jnp.int32, idx.shape, 0)\n"
                        "    two = 2 * ((sl.start + lane) & (pw - 1))\n")
+    if var_gather:
         src = _replace(src, "    m = m_ref[jnp.where(valid, vs, 0)]\n",
                        "    pw = 1 << (m_ref.shape[0].bit_length() - 1)\n"
                        "    lane = jax.lax.broadcasted_iota(jnp.int32, (tile,), 0)\n"
@@ -99,9 +122,10 @@ def fused_source(nomath: bool, nogather: bool) -> str:
 def main() -> None:
     (HERE / "_cheap_jnp.py").write_text(CHEAP_JNP)
     (HERE / "_oldlog_bcheap.py").write_text(cheap_logspace())
-    for name, nomath, nogather in (("bnomath", True, False), ("bnogather", False, True),
-                                   ("bideal", True, True)):
-        (HERE / f"_old_{name}.py").write_text(fused_source(nomath, nogather))
+    for name, args in (("bnomath", (True, False)), ("bnogather", (False, True)), ("bideal", (True, True)),
+                       ("bnogf", (False, True, False)), ("bnogv", (False, False, True)),
+                       ("bhalf", (False, False, False, True))):
+        (HERE / f"_old_{name}.py").write_text(fused_source(*args))
         print(f"wrote benchmarks/_old_{name}.py (timing only: a wrong result)")
 
 

@@ -34,6 +34,7 @@
 #                                         beside XLA and session 7 (benchmarks/_old_s7.py, not committed), rounds
 #   bash benchmarks/run_all.sh bounds9    lower bounds by timing-only copies (make_bounds.py): the factor kernel's
 #                                         math made cheap, the random gathers made contiguous, both
+#   bash benchmarks/run_all.sh bounds9b   the same for each gather alone, and for a totals record of 8 bytes
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -130,6 +131,11 @@ case "${1:-parall}" in
     python3 benchmarks/make_bounds.py
     run 400 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
       --variants fused-unroll8 bnomath-unroll8 bnogather-unroll8 bideal-unroll8
+    python3 -c "import json; print([(r['variant'], r['precision'], r['iters']) for r in json.load(open('$OUT/bench_parall.json'))['rows']])" ;;
+  bounds9b)
+    python3 benchmarks/make_bounds.py
+    run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
+      --variants fused-unroll8 bnogf-unroll8 bnogv-unroll8 bnogather-unroll8 bhalf-unroll8
     python3 -c "import json; print([(r['variant'], r['precision'], r['iters']) for r in json.load(open('$OUT/bench_parall.json'))['rows']])" ;;
   session8b)
     run 150 benchmarks/check_fused.py --graphs 6
