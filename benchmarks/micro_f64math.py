@@ -1,5 +1,6 @@
 """Micro-benchmark: float64 exp / expm1 / log / log1p inside a Pallas kernel, libdevice against
-`fastlbp.f64math` (coefficients as constants or loaded from a ref), float32 for scale.
+`f64math` (coefficients as constants or loaded from a ref), `f64table` (tables read
+from an operand, "tab"), float32 for scale.
 
     python benchmarks/micro_f64math.py --size 16777216 --chain 6
 
@@ -18,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import f64math  # noqa: E402
+import f64table  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -26,9 +28,21 @@ from common import timed, write_json  # noqa: E402
 TILE = 128
 
 
-def steps(impl: str, coef):
+def steps(impl: str, coef, tables=None):
     """One chain step per function, keeping the values in the function's domain."""
-    if impl == "lib":
+    if impl == "tab":
+        def exp(x):
+            return f64table.exp(x, tables)
+
+        def expm1(x):
+            return f64table.expm1(x, tables)
+
+        def log(x):
+            return f64table.log(x, tables)
+
+        def log1p(x):
+            return f64table.log1p(x, tables)
+    elif impl == "lib":
         exp, expm1, log, log1p = jnp.exp, jnp.expm1, jnp.log, jnp.log1p
     elif impl == "f32":
         def cast(f):
@@ -72,7 +86,7 @@ def make(fn_name: str, impl: str, chain: int, n: int, interpret: bool):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
-    def kernel(x_ref, c_ref, o_ref):
+    def kernel(x_ref, c_ref, t_ref, o_ref):
         sl = pl.ds(pl.program_id(0) * TILE, TILE)
         y = x_ref[sl]
         if fn_name != "copy":
@@ -80,7 +94,7 @@ def make(fn_name: str, impl: str, chain: int, n: int, interpret: bool):
                 coef = f64math.Coefficients.load(c_ref)
             else:
                 coef = f64math.CONSTANTS
-            step = steps(impl, coef)[fn_name]
+            step = steps(impl, coef, f64table.Tables.at(t_ref))[fn_name]
             for i in range(chain):
                 y = step(y, i)
         o_ref[sl] = y
@@ -102,7 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=1 << 24)
     ap.add_argument("--chain", type=int, default=6)
     ap.add_argument("--fns", nargs="+", default=["exp", "expm1", "log", "log1p", "mix"])
-    ap.add_argument("--impls", nargs="+", default=["lib", "ours", "ref", "f32"])
+    ap.add_argument("--impls", nargs="+", default=["lib", "ours", "ref", "tab", "f32"])
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
     gpu = jax.devices()[0].platform == "gpu"
@@ -112,14 +126,15 @@ def main(argv=None) -> int:
     table = f64math.Coefficients.table()
     coefs[:len(table)] = table
     coefs = jnp.asarray(coefs)
-    base, _ = timed(make("copy", "lib", 0, n, not gpu), x, coefs)
+    table = jnp.asarray(f64table.TABLE)
+    base, _ = timed(make("copy", "lib", 0, n, not gpu), x, coefs, table)
     rows = []
     for fn_name in args.fns:
         ref_out = None
         for impl in args.impls:
             f = make(fn_name, impl, args.chain, n, not gpu)
-            med, times = timed(f, x, coefs)
-            out = f(x, coefs)
+            med, times = timed(f, x, coefs, table)
+            out = f(x, coefs, table)
             if ref_out is None:
                 ref_out = out
             per = (med - base) / (n * args.chain) * 1e9
