@@ -1130,12 +1130,43 @@ def layout_for(graph: FactorGraph, tile: int = TILE, var_tile: int | None = None
     return layout
 
 
+def one_at_a_time(fun):
+    """`fun`, which under `jax.vmap` runs the batch's problems one after another (`lax.map`).
+
+    Batching the kernels instead (Pallas adds a grid axis) would give every
+    problem its own control cells, but the in-kernel wait of wide factor rows
+    counts on no more waiting chunks than the GPU holds at once (`_chunks_wait`),
+    which a batch of problems could exceed: the GPU would hang.
+    """
+    batched = jax.custom_batching.custom_vmap(fun)
+
+    @batched.def_vmap
+    def _(axis_size, in_batched, *args):
+        def one(i):
+            return fun(*(jax.tree.map(lambda x, b: x[i] if b else x, arg, flags)
+                         for arg, flags in zip(args, in_batched, strict=True)))
+
+        out = jax.lax.map(one, jnp.arange(axis_size))
+        return out, jax.tree.map(lambda _: True, out)
+
+    return batched
+
+
+def _run(layout, graph, messages, evidence, tol, max_iters, damping, *, unroll, interpret,
+         num_warps=NUM_WARPS, var_warps=None):
+    loop = functools.partial(run_loop, unroll=unroll, interpret=interpret, num_warps=num_warps,
+                             var_warps=var_warps)
+    return one_at_a_time(loop)(layout, graph, messages, evidence, tol, max_iters, damping)
+
+
 class Runner:
     """`(graph, messages, evidence, tol, max_iters, damping) -> RunResult`, like `engine.parall_runner`.
 
     The graph's layout is built (once, on the host) when the runner first sees
     the graph; the jitted loop takes it as an argument. `lower(...)` mirrors
-    `jax.jit(...).lower(...)` for benchmarks that time compilation.
+    `jax.jit(...).lower(...)` for benchmarks that time compilation. Under
+    `jax.vmap` (a batch of evidence sets, say) it runs the problems one after
+    another (`one_at_a_time`).
     """
 
     def __init__(self, unroll: int = 1, interpret: bool = False, tile: int | None = None,
@@ -1144,7 +1175,7 @@ class Runner:
         self.var_warps = var_warps
         self.var_tile = var_tile
         self.num_warps = num_warps
-        self._jitted = jax.jit(functools.partial(run_loop, unroll=unroll, interpret=interpret),
+        self._jitted = jax.jit(functools.partial(_run, unroll=unroll, interpret=interpret),
                                static_argnames=("num_warps", "var_warps"))
 
     def warps_for(self, dtype) -> int:
