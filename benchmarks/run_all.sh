@@ -35,6 +35,7 @@
 #   bash benchmarks/run_all.sh bounds9    lower bounds by timing-only copies (make_bounds.py): the factor kernel's
 #                                         math made cheap, the random gathers made contiguous, both
 #   bash benchmarks/run_all.sh bounds9b   the same for each gather alone, and for a totals record of 8 bytes
+#   bash benchmarks/run_all.sh session9   check (with batches under jax.vmap), compile, speed beside XLA, rounds
 #   bash benchmarks/run_all.sh check4     the persistent SEQFIX kernel at 50K (its atomic variant runs on the GPU only)
 # Nsight Compute, per kernel: bash benchmarks/ncu_all.sh 500000 fused:f64 (alone in a call: under ncu the
 # fused kernels' compile and replay take 5+ minutes)
@@ -127,6 +128,12 @@ case "${1:-parall}" in
     run 120 benchmarks/micro_gather.py --sizes 500000 5000000
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-unroll8 fused-u8-t128-w4-v1024-x8 fused-u8-t128-w4-v256-x4 fused-u8-t128-w4-v128-x2 ;;
+  session9)
+    run 200 benchmarks/check_fused.py --graphs 6
+    run 100 benchmarks/compile_probe.py --sizes 500000 5000000
+    run 250 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 --variants xla fused-unroll8
+    FASTLBP_BACKEND=fused run 100 benchmarks/bench_rounds.py --schedule parall --max-rounds 60 \
+      --out "$OUT/rounds_parall_fused" ;;
   bounds9)
     python3 benchmarks/make_bounds.py
     run 400 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
