@@ -30,36 +30,20 @@ TILE = 128
 
 def steps(impl: str, coef, tables=None):
     """One chain step per function, keeping the values in the function's domain."""
-    if impl == "tab":
-        def exp(x):
-            return f64table.exp(x, tables)
-
-        def expm1(x):
-            return f64table.expm1(x, tables)
-
-        def log(x):
-            return f64table.log(x, tables)
-
-        def log1p(x):
-            return f64table.log1p(x, tables)
-    elif impl == "lib":
+    if impl == "lib":
         exp, expm1, log, log1p = jnp.exp, jnp.expm1, jnp.log, jnp.log1p
     elif impl == "f32":
         def cast(f):
             return lambda x: f(x.astype(jnp.float32)).astype(jnp.float64)
         exp, expm1, log, log1p = cast(jnp.exp), cast(jnp.expm1), cast(jnp.log), cast(jnp.log1p)
-    else:
-        def exp(x):
-            return f64math.exp(x, coef)
+    else:  # "tab": f64table's, reading `tables`; "ours", "ref": f64math's, with `coef`
+        module, extra = (f64table, tables) if impl == "tab" else (f64math, coef)
 
-        def expm1(x):
-            return f64math.expm1(x, coef)
+        def bind(name):
+            f = getattr(module, name)
+            return lambda x: f(x, extra)
 
-        def log(x):
-            return f64math.log(x, coef)
-
-        def log1p(x):
-            return f64math.log1p(x, coef)
+        exp, expm1, log, log1p = (bind(n) for n in ("exp", "expm1", "log", "log1p"))
 
     def mix(y, i):  # the factor kernel's five in its order
         k = i % 5
