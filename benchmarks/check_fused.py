@@ -102,8 +102,8 @@ def main(argv=None) -> int:
     if vmap_runs:
         print(f" float64 tile    16: max |d marginal| vs XLA engine = {vmap_worst:.2e} over {vmap_runs} "
               "runs in batches of 3 under jax.vmap")
-    bad = [k for k, d in worst.items() if k[0] == "float64" and d > 1e-9] + [vmap_worst > 1e-9]
-    return 1 if any(bad) else 0
+    bad = any(k[0] == "float64" and d > 1e-9 for k, d in worst.items()) or vmap_worst > 1e-9
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ if ls .whl/pgmax-*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 run() { echo "=== $*"; timeout "$1" python3 "${@:2}" 2>&1 | filter | tee -a "$OUT/log.txt" | tail -30; }
+# The iterations each bench_parall.py row ran (timing-only copies must run all of them).
+iterations_run() {
+  python3 -c "import json; print([(r['variant'], r['precision'], r['iters']) for r in json.load(open('$OUT/bench_parall.json'))['rows']])"
+}
 case "${1:-parall}" in
   parall)
     run 300 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200
@@ -138,12 +142,12 @@ case "${1:-parall}" in
     python3 benchmarks/make_bounds.py
     run 400 benchmarks/bench_parall.py --sizes 50000 500000 5000000 --iters 200 \
       --variants fused-unroll8 bnomath-unroll8 bnogather-unroll8 bideal-unroll8
-    python3 -c "import json; print([(r['variant'], r['precision'], r['iters']) for r in json.load(open('$OUT/bench_parall.json'))['rows']])" ;;
+    iterations_run ;;
   bounds9b)
     python3 benchmarks/make_bounds.py
     run 400 benchmarks/bench_parall.py --sizes 500000 5000000 --iters 200 \
       --variants fused-unroll8 bnogf-unroll8 bnogv-unroll8 bnogather-unroll8 bhalf-unroll8
-    python3 -c "import json; print([(r['variant'], r['precision'], r['iters']) for r in json.load(open('$OUT/bench_parall.json'))['rows']])" ;;
+    iterations_run ;;
   session8b)
     run 150 benchmarks/check_fused.py --graphs 6
     run 100 benchmarks/compile_probe.py --sizes 500000 5000000
