@@ -31,6 +31,10 @@ class ContradictoryEvidence(ValueError):
         super().__init__(f"contradictory labels (joint probability 0): {shown}")
 
 
+class SettingsError(ValueError):
+    """An option value out of range or unknown (a backend, a precision, ...)."""
+
+
 def read_text(path) -> str:
     """A UTF-8 text file's contents; unreadable or non-UTF-8 files raise `InputError` naming the file."""
     from pathlib import Path

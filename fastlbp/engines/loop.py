@@ -1,0 +1,174 @@
+"""The contract every engine meets, and the one loop they share.
+
+An engine turns a graph and `Settings` into a `Runner` once (host work: the
+schedule's analysis, the kernels' layout), then runs rounds as a pure jitted
+function of data:
+
+    runner = engines.make_runner(model, settings)          # once per graph
+    result = runner(graph, messages, evidence, controls)   # every round
+
+`Runner.layout` is the engine's precomputed layout (a pytree of device
+arrays: segment-sum plans, chunk plans, padded rows); it is passed to the
+jitted `run` as an argument, never captured as a constant, so a new label or
+new controls never recompile. `Controls` carries tol, max_iters and damping
+as device scalars for the same reason.
+
+`iterate` is the loop: damping in the log domain, the convergence test on
+marginals, conflict detection and the iteration cap, with the per-variable
+aggregates carried from one sweep to the next. PARALL (XLA), relaxation,
+the chunk loop and the persistent Pallas kernel run their sweeps in it; the
+fused Pallas kernels implement the same loop inside the kernels (control
+cells on the device) and are checked against it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from fastlbp import kernels
+from fastlbp.graph import FactorGraph
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What a round returns (all device arrays).
+
+    Attributes:
+        messages: (E,) factor-to-variable log-odds after the last iteration.
+        log_odds: (V,) marginal log-odds log P(x=1) - log P(x=0).
+        marginals: (V,) P(x=1).
+        iterations: () int32, iterations run.
+        converged: () bool, largest marginal change < tol at the end.
+        delta: () largest marginal change in the last iteration.
+        conflict: () bool, contradictory evidence (some marginal is NaN).
+    """
+
+    messages: jax.Array
+    log_odds: jax.Array
+    marginals: jax.Array
+    iterations: jax.Array
+    converged: jax.Array
+    delta: jax.Array
+    conflict: jax.Array
+
+
+class Controls(NamedTuple):
+    """A round's controls as device scalars (data: changing them never recompiles)."""
+
+    tol: jax.Array  # () messages' dtype
+    max_iters: jax.Array  # () int32
+    damping: jax.Array  # () messages' dtype
+
+
+def controls(tol: float = 1e-6, max_iters: int = 1000, damping: float = 0.0, dtype=jnp.float64) -> Controls:
+    """`Controls` on the device from Python numbers."""
+    return Controls(jnp.asarray(tol, dtype), jnp.asarray(max_iters, jnp.int32), jnp.asarray(damping, dtype))
+
+
+RunFn = Callable[[FactorGraph, Any, jax.Array, jax.Array, Controls], RunResult]
+
+
+class Runner(NamedTuple):
+    """An engine prepared for one graph.
+
+    Attributes:
+        name: what runs, e.g. "parall/xla", "seqfix/relaxed", "parall/fused".
+        layout: the engine's precomputed layout (a pytree of device arrays, or None).
+        run: pure, jitted `run(graph, layout, messages, evidence, controls) -> RunResult`;
+            messages (E,) and evidence (V,) are log-odds in the round's dtype.
+        info: host-side facts about the preparation (schedule analysis, timings), for
+            `fastlbp info` and benchmarks.
+    """
+
+    name: str
+    layout: Any
+    run: RunFn
+    info: dict
+
+    def __call__(self, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
+                 controls: Controls) -> RunResult:
+        return self.run(graph, self.layout, messages, evidence, controls)
+
+
+def init(graph: FactorGraph, dtype=jnp.float64) -> jax.Array:
+    """Uniform messages: (E,) zeros (log-odds 0 = m(1) = m(0))."""
+    return jnp.zeros((graph.num_edges,), dtype=dtype)
+
+
+def damp(new: jax.Array, old: jax.Array, damping: jax.Array) -> jax.Array:
+    """Damping in the log domain; a hard (infinite) message is never softened."""
+    mixed = (1 - damping) * new + damping * old
+    return jnp.where(jnp.isfinite(new) & jnp.isfinite(old), mixed, new)
+
+
+# A sweep: (graph, layout, messages, aggregates, evidence, iteration) -> new messages (undamped).
+# `aggregates` are the (V, 3) per-variable sums of `messages` and the evidence
+# (`kernels.var_aggregates`), which the loop has already computed.
+Sweep = Callable[[FactorGraph, Any, jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+
+
+def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summation, messages: jax.Array,
+            evidence: jax.Array, ctl: Controls, *, unroll: int = 1) -> RunResult:
+    """Runs `sweep` to convergence on the device: the loop every engine but the fused one uses.
+
+    A round stops when the largest change of any marginal is below `tol`, at
+    `max_iters`, or when some marginal is NaN (contradictory evidence). Each
+    while-loop trip runs `unroll` sweeps; a sweep after the stop leaves the
+    state unchanged, so results do not depend on `unroll`. Must be called
+    inside jit.
+
+    Args:
+        sweep: the engine's sweep (see `Sweep`).
+        graph: the factor graph.
+        layout: the engine's layout, handed to `sweep`.
+        sums: how the loop sums each variable's messages (`kernels.Summation`).
+        messages: (E,) warm start.
+        evidence: (V,) evidence log-odds.
+        ctl: tol, max_iters, damping.
+        unroll: sweeps per while-loop trip (static).
+    """
+    dtype = messages.dtype
+    tol = jnp.asarray(ctl.tol, dtype)
+    damping = jnp.asarray(ctl.damping, dtype)
+    max_iters = ctl.max_iters
+    evidence = evidence.astype(dtype)
+    agg0 = kernels.var_aggregates(graph, sums, messages, evidence)
+    p0 = jax.nn.sigmoid(kernels.combine(agg0))
+
+    def one(state):
+        msgs, agg, p, it, _, _ = state
+        new = damp(sweep(graph, layout, msgs, agg, evidence, it), msgs, damping)
+        agg_new = kernels.var_aggregates(graph, sums, new, evidence)
+        p_new = jax.nn.sigmoid(kernels.combine(agg_new))
+        conflict = jnp.any(jnp.isnan(p_new))
+        delta = jnp.max(jnp.abs(p_new - p), initial=0.0)
+        return new, agg_new, p_new, it + 1, delta, conflict
+
+    def active(state):
+        _, _, _, it, delta, conflict = state
+        return (it < max_iters) & (delta >= tol) & ~conflict
+
+    def body(state):
+        for _ in range(unroll):
+            if unroll == 1:
+                state = one(state)
+            else:
+                go = active(state)
+                new = one(state)
+                state = jax.tree_util.tree_map(lambda a, b, go=go: jnp.where(go, a, b), new, state)
+        return state
+
+    state = (messages, agg0, p0, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype),
+             jnp.any(jnp.isnan(p0)))
+    msgs, agg, p, it, delta, conflict = jax.lax.while_loop(active, body, state)
+    return RunResult(messages=msgs, log_odds=kernels.combine(agg), marginals=p, iterations=it,
+                     converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
+
+
+__all__ = ["RunResult", "Controls", "controls", "Runner", "RunFn", "Sweep", "init", "damp", "iterate"]

@@ -1,0 +1,101 @@
+"""`Settings`: every option of a run, with its default written once.
+
+One immutable object travels from the CLI (or the caller of the Python API)
+through loading, the session and the engines; nothing is read from module
+globals or environment variables inside the library.
+
+    settings = Settings(schedule="seqfix", precision="f32")
+    session = fastlbp.Session(model, settings)
+    session = fastlbp.Session(model, schedule="seqfix")    # the same, by keyword
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from fastlbp.errors import SettingsError
+
+PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
+
+# Kernel backends for PARALL (and, for "fused", the persistent kernel of sequential schedules):
+#   xla       segment sums as dense gathers and row sums (`fastlbp.segments`); the default
+#   scatter   XLA's scatter-add (one atomic per element; for comparison)
+#   pallas    a Pallas segment-sum kernel (GPU; slower than xla, kept for comparison)
+#   fused     two Pallas kernels per PARALL sweep, one persistent kernel per sequential sweep (GPU)
+#   *_interpret  the same Pallas kernels in the interpreter (CPU; tests)
+BACKENDS = ("xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
+GPU_BACKENDS = ("pallas", "fused")
+CYCLE_MODES = ("cycles", "bingo")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Options of loading and inference.
+
+    Attributes:
+        schedule: update strategy: parall, seqfix, seqrnd, topo, or a custom
+            order file, with `:OPTION`s (`schedules.parse_spec`).
+        precision: "f64" (default; the published accuracy depends on it) or "f32".
+        tol: a round stops when no marginal changes by this much or more.
+        max_iters: most iterations per round.
+        damping: weight of the old message in [0, 1), in the log domain.
+        backend: kernel backend (`BACKENDS`); "xla" runs on every device.
+        cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
+            criterion on the clauses on a cycle) or "bingo" (on every clause).
+        compress: exact chain compression of derivation graphs.
+    """
+
+    schedule: str = "parall"
+    precision: str = "f64"
+    tol: float = 1e-6
+    max_iters: int = 1000
+    damping: float = 0.0
+    backend: str = "xla"
+    cycles: str = "cycles"
+    compress: bool = True
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise SettingsError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if not 0.0 <= self.damping < 1.0:
+            raise SettingsError(f"damping must be in [0, 1), got {self.damping}")
+        if not self.tol > 0:
+            raise SettingsError(f"tol must be positive, got {self.tol}")
+        if int(self.max_iters) != self.max_iters or self.max_iters < 1:
+            raise SettingsError(f"max_iters must be a positive integer, got {self.max_iters}")
+        if self.backend not in BACKENDS:
+            raise SettingsError(f"{self.backend!r} is not a backend; choose one of {', '.join(BACKENDS)}")
+        if self.cycles not in CYCLE_MODES:
+            raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
+        if not isinstance(self.schedule, str) or not self.schedule.strip():
+            raise SettingsError(f"schedule must be a non-empty string, got {self.schedule!r}")
+
+    @property
+    def dtype(self):
+        """The JAX dtype of messages and marginals."""
+        return PRECISIONS[self.precision]
+
+    def replace(self, **changes) -> Settings:
+        """A copy with `changes` (None values are ignored, so CLI options left unset keep defaults)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def inference(self) -> dict:
+        """The options that decide a round's numbers (stored with a triage session)."""
+        return {k: getattr(self, k) for k in ("schedule", "precision", "tol", "max_iters", "damping",
+                                              "backend")}
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
+
+
+def settings_from(settings: Settings | None = None, **overrides) -> Settings:
+    """`settings` (default: `Settings()`) with keyword `overrides`; unknown keywords are an error."""
+    unknown = set(overrides) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(FIELDS)}")
+    return (settings or Settings()).replace(**overrides)
+
+
+__all__ = ["Settings", "settings_from", "PRECISIONS", "BACKENDS", "GPU_BACKENDS", "CYCLE_MODES", "FIELDS"]
