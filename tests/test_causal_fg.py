@@ -3,7 +3,7 @@ import pytest
 from conftest import DATA
 from graphs import random_factors
 
-from fastlbp import causal_fg
+from datalog import causal_fg
 from fastlbp.errors import InputError
 from fastlbp.graph import AND, OR, from_factors
 from fastlbp.model import Model

@@ -3,7 +3,7 @@ import json
 from conftest import DATA
 from typer.testing import CliRunner
 
-from fastlbp import causal_fg
+from datalog import causal_fg
 from fastlbp.cli import get_app
 
 runner = CliRunner()

@@ -14,7 +14,8 @@ from graphs import (
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fastlbp import causal_fg, engine, reference
+from datalog import causal_fg
+from fastlbp import engine, reference
 from fastlbp.api import Session
 from fastlbp.errors import ContradictoryEvidence
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors

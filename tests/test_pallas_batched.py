@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import schedules
-from fastlbp import causal_fg
+from datalog import causal_fg
 from fastlbp.graph import evidence_from_labels, from_factors
 from schedules import batched, pallas_batched
 

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import schedules
-from fastlbp import causal_fg, engine
+from datalog import causal_fg
+from fastlbp import engine
 from fastlbp.graph import AND, Factor, evidence_from_labels, from_factors
 from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs
 from schedules import analysis, orders, relaxed

@@ -126,7 +126,7 @@ def test_explain_ranks_derivations_by_clause_marginal():
 
 
 def test_explain_without_derivation_shows_factor_neighbours():
-    from fastlbp import causal_fg
+    from datalog import causal_fg
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
     p = api.Session(model).run().marginals
     v = model.index["87"]
