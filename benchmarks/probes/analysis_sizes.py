@@ -1,7 +1,7 @@
 """Host-side cost of a schedule at a size (CPU): batches per iteration and seconds of each analysis,
 and the relaxation plan's build time and reader-group edges.
 
-    python benchmarks/analysis_sizes.py 5000000 ftp
+    python benchmarks/probes/analysis_sizes.py 5000000 ftp
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, bench_schedules
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench_schedules import make_model  # noqa: E402
 

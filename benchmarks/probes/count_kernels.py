@@ -1,6 +1,6 @@
 """Counts the kernels (fusions, custom calls, scatters...) in one PARALL while-loop trip.
 
-    python benchmarks/count_kernels.py --size 500000 [--backend fused]
+    python benchmarks/probes/count_kernels.py --size 500000 [--backend fused]
 """
 
 import argparse
@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax
 import jax.numpy as jnp

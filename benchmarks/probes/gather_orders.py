@@ -1,6 +1,6 @@
 """How local the variable kernel's gather of messages can be: 32-byte sectors per gathered message.
 
-    python benchmarks/gather_orders.py --sizes 500000 5000000
+    python benchmarks/probes/gather_orders.py --sizes 500000 5000000
 
 Host only (numpy). The fused variable kernel reads each variable's messages
 from the factor kernel's slot order (`fused.build`: `variables.slots`), a
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from common import bingo_model, write_json  # noqa: E402
 

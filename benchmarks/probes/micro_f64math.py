@@ -2,7 +2,7 @@
 `f64math` (coefficients as constants or loaded from a ref), `f64table` (tables read
 from an operand, "tab"), float32 for scale.
 
-    python benchmarks/micro_f64math.py --size 16777216 --chain 6
+    python benchmarks/probes/micro_f64math.py --size 16777216 --chain 6
 
 Each kernel maps one tile of 128 float64 values (4 warps, like the fused factor kernel)
 through a chain of `--chain` calls of one function and writes the result. The table
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import f64math  # noqa: E402
 import f64table  # noqa: E402

@@ -1,6 +1,6 @@
 """What the variable kernel's gather could cost: XLA gathers and scatters of the real pattern.
 
-    python benchmarks/micro_gather.py --sizes 500000 5000000
+    python benchmarks/probes/micro_gather.py --sizes 500000 5000000
 
 The fused variable kernel gathers each edge's message (8 bytes, float64) from
 the factor-ordered message array through `layout.variables.slots`, then sums
@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -1,6 +1,6 @@
 """Micro-benchmark: ways to take sorted segment sums on the device, and loop overhead.
 
-    python benchmarks/micro_segments.py --size 500000 5000000
+    python benchmarks/probes/micro_segments.py --size 500000 5000000
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nsight Compute per-kernel table for PARALL iterations (device machine):
-#   bash benchmarks/ncu_all.sh SIZE BACKEND:DTYPE ...   (NCU_FULL=1: also memory and SM throughput,
+#   bash benchmarks/probes/ncu_all.sh SIZE BACKEND:DTYPE ...   (NCU_FULL=1: also memory and SM throughput,
 #   more replay passes; NCU_TIMEOUT: seconds per configuration, default 300)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT=${OUT:-out} XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -16,7 +16,7 @@ for cfg in "${@:2}"; do
   log="$OUT/ncu_${size}_${backend}_${dtype}.csv"
   echo "=== $size $backend $dtype"
   timeout ${NCU_TIMEOUT:-300} "$NCU" --clock-control none --profile-from-start off --csv --page raw --metrics "$M" \
-    --log-file "$log" python3 benchmarks/ncu_sweep.py --size "$size" --backend "$backend" --dtype "$dtype" \
+    --log-file "$log" python3 benchmarks/probes/ncu_sweep.py --size "$size" --backend "$backend" --dtype "$dtype" \
     --iters 1 2>&1 | grep -v -E "onstant|slow_operation|^ *%|^$" | tail -5
-  python3 benchmarks/ncu_table.py "$log"
+  python3 benchmarks/probes/ncu_table.py "$log"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SASS instruction mix of one fused kernel (device machine), to see what its instructions are:
-#   bash benchmarks/ncu_opcodes.sh SIZE DTYPE KERNEL_REGEX   (e.g. 500000 f64 _factor_kernel)
+#   bash benchmarks/probes/ncu_opcodes.sh SIZE DTYPE KERNEL_REGEX   (e.g. 500000 f64 _factor_kernel)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT=${OUT:-out} XLA_PYTHON_CLIENT_PREALLOCATE=false
 mkdir -p "$OUT"
@@ -10,7 +10,7 @@ log="$OUT/opcodes_${size}_${dtype}${kernel}.csv"
 timeout ${NCU_TIMEOUT:-240} "$NCU" --clock-control none --profile-from-start off -k "regex:${kernel}\$" -c 1 \
   --metrics sass__inst_executed_per_opcode,smsp__inst_executed.sum --print-metric-instances details \
   --csv --page raw --log-file "$log" \
-  python3 benchmarks/ncu_sweep.py --size "$size" --backend fused --dtype "$dtype" --iters 1 >/dev/null 2>&1
+  python3 benchmarks/probes/ncu_sweep.py --size "$size" --backend fused --dtype "$dtype" --iters 1 >/dev/null 2>&1
 python3 - "$log" <<'PY'
 import csv, re, sys
 text = open(sys.argv[1]).read()

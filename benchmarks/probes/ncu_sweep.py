@@ -1,7 +1,7 @@
 """Profile the kernels of PARALL iterations with Nsight Compute (on the device machine).
 
     ncu --clock-control none --profile-from-start off --metrics ... \
-        python3 benchmarks/ncu_sweep.py --size 500000 --backend fused --iters 2
+        python3 benchmarks/probes/ncu_sweep.py --size 500000 --backend fused --iters 2
 
 Compiles and warms up the runner first, then opens the profiler (cudaProfilerStart)
 around `--iters` iterations only, so ncu sees just those kernels.
@@ -15,7 +15,7 @@ import ctypes.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

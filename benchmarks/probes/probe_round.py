@@ -1,6 +1,6 @@
 """Where a warm PARALL round's time goes, per backend (dispatch, device, results to the host).
 
-    python benchmarks/probe_round.py --preset ftp --backends xla fused
+    python benchmarks/probes/probe_round.py --preset ftp --backends xla fused
 
 Builds the synthetic graph, converges once, then times warm rounds the way
 `api.Session.run` does them: one label flipped, the runner called with the
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

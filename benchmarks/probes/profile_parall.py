@@ -1,6 +1,6 @@
 """Where a PARALL sweep's time goes: each stage timed alone in a jitted loop.
 
-    python benchmarks/profile_parall.py --size 500000 --backend xla pallas
+    python benchmarks/probes/profile_parall.py --size 500000 --backend xla pallas
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax
 import jax.numpy as jnp

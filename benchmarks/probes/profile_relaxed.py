@@ -1,6 +1,6 @@
 """Where a relaxation pass's time goes (schedules/relaxed.py): each stage alone in a jitted loop.
 
-    python benchmarks/profile_relaxed.py --size ftp
+    python benchmarks/probes/profile_relaxed.py --size ftp
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, bench_schedules
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

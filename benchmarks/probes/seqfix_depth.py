@@ -1,6 +1,6 @@
 """How deep SEQFIX is on a graph: levels with and without write-after-read constraints.
 
-    python benchmarks/seqfix_depth.py ftp 500000 ../shared/data/reference/avrora/graph.causal_fg
+    python benchmarks/probes/seqfix_depth.py ftp 500000 ../shared/data/reference/avrora/graph.causal_fg
 
 Exact levelling (`schedules.analysis.levelling`) counts the batches an
 in-place engine needs per SEQFIX iteration. The read-after-write depth alone
@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 

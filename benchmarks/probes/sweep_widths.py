@@ -1,13 +1,13 @@
 """PARALL µs per iteration for several segment-plan chunk widths (first level, upper levels).
 
-    python benchmarks/sweep_widths.py --sizes 500000 5000000
+    python benchmarks/probes/sweep_widths.py --sizes 500000 5000000
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
 import jax
 import jax.numpy as jnp
