@@ -1,16 +1,16 @@
-"""Interactive triage: a session state machine, its SQLite journal and a line-based terminal front end.
+"""The triage session: a state machine of labels, skips, focus and undo over one model.
 
 The session is event-sourced. Every action that changes state (label, undo,
-skip, jump) is appended to an SQLite journal and committed *before* the user
-is told it was accepted; inference state is never stored. `--resume` replays
-the journal: the cold round, then each label or undo followed by its
-warm-started round, exactly as they happened, so the messages, marginals and
-ranking after a resume are the ones the session had (bit for bit on the same
-device). A kill at any moment therefore loses at most an action that was
-never acknowledged. A label that contradicts the model (probability 0) is
-removed from the journal again and reported.
+skip, jump) is appended to its journal (`fastlbp.triage.journal`) and
+committed *before* the user is told it was accepted; inference state is
+never stored. A resume replays the journal: the cold round, then each label
+or undo followed by its warm-started round, exactly as they happened, so the
+messages, marginals and ranking after a resume are the ones the session had
+(bit for bit on the same device). A kill at any moment therefore loses at
+most an action that was never acknowledged. A label that contradicts the
+model (probability 0) is removed from the journal again and reported.
 
-    t = Triage.open(model, "race.triage.db", graph_path="race.json")
+    t = Triage.open(model, "race.triage.db", graph_path="race.json", settings=Settings())
     t.current               # variable index of the alarm on top (or jumped to)
     t.label(True)           # -> Outcome with the round's time
     t.explain(t.current)    # strongest derivations
@@ -19,118 +19,26 @@ removed from the journal again and reported.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
-import sqlite3
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
-from fastlbp import api
 from fastlbp.errors import ContradictoryEvidence, InputError
-from fastlbp.graph import KIND_NAMES
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
-
-JOURNAL_VERSION = 1
-SETTINGS = ("schedule", "precision", "tol", "max_iters", "damping")
-
-
-def fingerprint(model: Model) -> str:
-    """sha256 of the graph arrays and variable names: a journal only resumes on its own graph."""
-    h = hashlib.sha256()
-    g = model.graph
-    for name in ("factor_offsets", "edge_var", "factor_kind", "p1", "p2"):
-        h.update(np.ascontiguousarray(np.asarray(getattr(g, name))).tobytes())
-    h.update("\0".join(model.var_names).encode())
-    h.update(np.asarray(alarm_vars(model)).tobytes())
-    return h.hexdigest()
-
-
-def default_session_path(graph: str | os.PathLike) -> Path:
-    """`GRAPH.triage.db` next to the graph file or directory."""
-    p = Path(graph)
-    return p.with_name(p.name.rstrip("/") + ".triage.db")
-
-
-class Journal:
-    """The SQLite file: `meta` (key, value) and `events` (seq, kind, alarm, truth, at).
-
-    Each append is its own committed transaction with synchronous=FULL, so a
-    returned append survives a kill of the process (and of the machine).
-    """
-
-    def __init__(self, path: Path, conn: sqlite3.Connection):
-        self.path = path
-        self.conn = conn
-
-    @classmethod
-    def create(cls, path: str | os.PathLike, meta: dict[str, str], *, overwrite: bool = False) -> Journal:
-        p = Path(path)
-        if p.exists():
-            if not overwrite:
-                raise InputError(str(p), None, "a triage session exists here: pass --resume to continue "
-                                               "it or --fresh to start over")
-            p.unlink()
-        # Build the file under a temporary name and rename it: a half-made
-        # journal is never mistaken for a session.
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp)
-        conn.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
-            " alarm TEXT, truth INTEGER, at REAL NOT NULL);")
-        conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
-        conn.commit()
-        conn.close()
-        os.replace(tmp, p)
-        return cls._connect(p)
-
-    @classmethod
-    def open(cls, path: str | os.PathLike) -> Journal:
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(str(p), None, "no triage session to resume (start one without --resume)")
-        try:
-            j = cls._connect(p)
-            j.meta()
-        except sqlite3.DatabaseError as err:
-            raise InputError(str(p), None, f"not a triage session file ({err})") from None
-        return j
-
-    @classmethod
-    def _connect(cls, p: Path) -> Journal:
-        conn = sqlite3.connect(p, isolation_level=None)
-        conn.execute("PRAGMA synchronous=FULL")
-        return cls(p, conn)
-
-    def meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta"))
-
-    def events(self) -> list[tuple[int, str, str | None, bool | None]]:
-        rows = self.conn.execute("SELECT seq, kind, alarm, truth FROM events ORDER BY seq")
-        return [(s, k, a, None if t is None else bool(t)) for s, k, a, t in rows]
-
-    def append(self, kind: str, alarm: str | None = None, truth: bool | None = None) -> int:
-        cur = self.conn.execute("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
-                                (kind, alarm, None if truth is None else int(truth), time.time()))
-        return int(cur.lastrowid)
-
-    def delete(self, seq: int) -> None:
-        self.conn.execute("DELETE FROM events WHERE seq = ?", (seq,))
-
-    def close(self) -> None:
-        self.conn.close()
+from fastlbp.session import Session
+from fastlbp.settings import Settings
+from fastlbp.triage.explain import Explanation, clause_index, explain
+from fastlbp.triage.journal import JOURNAL_VERSION, Journal, fingerprint
 
 
 @dataclasses.dataclass(frozen=True)
 class RoundInfo:
+    """How one round went, timed around `Session.run` (host view, seconds)."""
+
     seconds: float
     iterations: int
     converged: bool
@@ -146,135 +54,14 @@ class Outcome:
     round: RoundInfo | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Derivation:
-    """One clause (or factor) supporting an alarm, with the current probabilities."""
-
-    rule: str
-    rule_text: str | None
-    probability: float  # P(clause holds), or for a factor its head's marginal
-    body: list[tuple[str, float]]  # (tuple name, P)
-
-
-@dataclasses.dataclass(frozen=True)
-class Explanation:
-    alarm: str
-    probability: float
-    derivations: list[Derivation]
-    total: int  # derivations in all (only the strongest are listed)
-    kind: str  # "derivation" or "factor" (a graph without derivation provenance)
-    used_by: list[tuple[str, float]] = dataclasses.field(default_factory=list)
-
-
-def _tuple_of_var(model: Model) -> dict[int, int]:
-    cached = model.meta.get("_tuple_of_var")
-    if cached is None:
-        tv = np.asarray(model.meta["tuple_var"])
-        kept = np.flatnonzero(tv >= 0)
-        cached = dict(zip(tv[kept].tolist(), kept.tolist(), strict=True))
-        model.meta["_tuple_of_var"] = cached
-    return cached
-
-
-def _tuple_probability(dg, tuple_var, marginals: np.ndarray, t: int) -> float:
-    """P(tuple) from its variable; a tuple compressed away is a constant fact (prior 1.0)."""
-    v = int(np.asarray(tuple_var)[t])
-    if v >= 0:
-        return float(marginals[v])
-    return float(dg.priors.get(t, 1.0))
-
-
-def explain(model: Model, marginals: np.ndarray, var: int, k: int = 3, *,
-            clauses_by_head: dict[int, np.ndarray] | None = None) -> Explanation:
-    """Why `var` has its probability: its `k` strongest derivations.
-
-    With a derivation graph (`model.meta["derivation"]`), the clauses deriving
-    the tuple ranked by the current marginal of their clause variables, each
-    with its rule and body tuples. Without one (a bare factor graph), the
-    factors with `var` as head and their body variables, and the factors
-    that use `var`.
-    """
-    names = model.var_names
-    dg = model.meta.get("derivation")
-    tuple_var = model.meta.get("tuple_var")
-    clause_var = model.meta.get("clause_var")
-    tuple_of_var = _tuple_of_var(model) if dg is not None and tuple_var is not None else {}
-    if var in tuple_of_var:
-        t = tuple_of_var[var]
-        if clauses_by_head is None:
-            clauses = np.flatnonzero(np.asarray(dg.clause_head) == t)
-        else:
-            clauses = clauses_by_head.get(t, np.zeros(0, np.int64))
-        # A clause that compression merged into its head shares the head's
-        # variable; one that was pruned or dropped has none (-1).
-        cvars = np.asarray(clause_var)[clauses]
-        p = np.where(cvars >= 0, marginals[np.maximum(cvars, 0)], -1.0)
-        strongest = np.argsort(-p, kind="stable")[:k]
-        ders = []
-        for i in strongest.tolist():
-            g = int(clauses[i])
-            rule = dg.rules[int(dg.clause_rule[g])]
-            body = [(dg.tuples[b], _tuple_probability(dg, tuple_var, marginals, b))
-                    for b in dg.clause_body(g).tolist()]
-            ders.append(Derivation(rule.name, rule.text, float(max(p[i], 0.0)), body))
-        return Explanation(names[var], float(marginals[var]), ders, len(clauses), "derivation")
-
-    g = model.graph
-    off = np.asarray(g.factor_offsets)
-    ev = np.asarray(g.edge_var)
-    heads = np.asarray(g.factor_head)
-    kinds = np.asarray(g.factor_kind)
-    own = np.flatnonzero(heads == var)
-    ders = []
-    for a in own[:k].tolist():
-        body = [(names[v], float(marginals[v])) for v in ev[off[a] + 1: off[a + 1]].tolist()]
-        text = f"p1={float(np.asarray(g.p1)[a]):g}, p2={float(np.asarray(g.p2)[a]):g}"
-        ders.append(Derivation(f"{KIND_NAMES[int(kinds[a])]} factor {a}", text,
-                               float(marginals[var]), body))
-    in_body = np.asarray(g.edge_factor)[(ev == var) & ~np.asarray(g.edge_is_head)]
-    used = [(names[int(heads[a])], float(marginals[int(heads[a])])) for a in in_body[:k].tolist()]
-    return Explanation(names[var], float(marginals[var]), ders, len(own), "factor", used)
-
-
-MAX_BODY_SHOWN = 8
-
-
-def _body_lines(body: list[tuple[str, float]]) -> list[str]:
-    lines = [f"      <- {name}   P = {p:.4f}" for name, p in body[:MAX_BODY_SHOWN]]
-    if len(body) > MAX_BODY_SHOWN:
-        lines.append(f"      ... and {len(body) - MAX_BODY_SHOWN} more")
-    return lines
-
-
-def format_explanation(ex: Explanation) -> str:
-    lines = []
-    if ex.kind == "derivation":
-        if not ex.derivations:
-            lines.append("  why: an input tuple (no clause derives it)")
-        else:
-            lines.append(f"  why: strongest of {ex.total} derivation(s):")
-        for d in ex.derivations:
-            text = f"  {d.rule_text}" if d.rule_text else ""
-            lines.append(f"    {d.rule}{text}   P(clause) = {d.probability:.4f}")
-            lines += _body_lines(d.body)
-    else:
-        lines.append("  why: no derivation provenance in this graph; factor neighbours:")
-        for d in ex.derivations:
-            lines.append(f"    {d.rule} ({d.rule_text})")
-            lines += _body_lines(d.body)
-        for name, p in ex.used_by:
-            lines.append(f"      -> used by {name}   P = {p:.4f}")
-    return "\n".join(lines)
-
-
 class Triage:
     """A triage session over one model: labels, skips, focus, and the journal that makes them durable."""
 
-    def __init__(self, model: Model, journal: Journal, settings: dict):
+    def __init__(self, model: Model, journal: Journal, settings: Settings):
         self.model = model
         self.journal = journal
-        self.settings = dict(settings)
-        self.session = api.Session(model, **{k: self.settings[k] for k in SETTINGS})
+        self.settings = settings
+        self.session = Session(model, settings)
         self.alarms = alarm_vars(model)  # (A,) int64
         self.alarm_set = set(self.alarms.tolist())
         self.order: list[tuple[int, int]] = []  # (journal seq, var) of labels, oldest first
@@ -289,19 +76,23 @@ class Triage:
     # Opening --------------------------------------------------------------
     @classmethod
     def open(cls, model: Model, path: str | os.PathLike, *, graph_path: str | None = None,
-             resume: bool = False, overwrite: bool = False, **settings) -> Triage:
+             resume: bool = False, overwrite: bool = False, settings: Settings | None = None) -> Triage:
         """Starts a new session in `path` or (resume=True) restores the one there.
 
-        Settings (schedule, precision, tol, max_iters, damping) are stored in
-        the journal; a resumed session uses the stored ones.
+        The inference settings (`Settings.inference()`: schedule, precision,
+        tol, max_iters, damping, backend) are stored in the journal; a resumed
+        session runs with the stored ones, so its rounds repeat exactly. A
+        journal written before the backend was stored resumes with the default
+        backend. Loading settings (cycles, compress) always come from
+        `settings`: they shaped `model` before it got here.
 
         Raises:
             InputError: no session to resume, a session already there (and not
-                `overwrite`), or a journal made for another graph.
+                `overwrite`), a journal made for another graph, or stored
+                settings that are not valid.
         """
+        settings = settings or Settings()
         fp = fingerprint(model)
-        defaults = {"schedule": "parall", "precision": "f64", "tol": 1e-6, "max_iters": 1000,
-                    "damping": 0.0}
         if resume:
             journal = Journal.open(path)
             meta = journal.meta()
@@ -309,15 +100,19 @@ class Triage:
                 journal.close()
                 raise InputError(str(path), None, f"this session was made for another graph "
                                                   f"({meta.get('graph', '?')})")
-            stored = json.loads(meta["settings"])
+            try:
+                settings = stored_settings(json.loads(meta["settings"]), settings)
+            except (KeyError, TypeError, ValueError) as err:
+                journal.close()
+                raise InputError(str(path), None, f"the session's stored settings are not valid "
+                                                  f"({err})") from None
         else:
-            stored = {**defaults, **{k: v for k, v in settings.items() if v is not None}}
             journal = Journal.create(path, {
                 "version": str(JOURNAL_VERSION), "fingerprint": fp,
                 "graph": str(Path(graph_path).resolve()) if graph_path else str(model.source),
-                "settings": json.dumps(stored), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "settings": json.dumps(settings.inference()), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             }, overwrite=overwrite)
-        t = cls(model, journal, stored)
+        t = cls(model, journal, settings)
         t._first_round()
         t.replay_notes = t.replay()
         return t
@@ -474,12 +269,7 @@ class Triage:
     def explain(self, var: int, k: int = 3) -> Explanation:
         dg = self.model.meta.get("derivation")
         if dg is not None and self._clauses_by_head is None:
-            heads = np.asarray(dg.clause_head, dtype=np.int64)
-            order = np.argsort(heads, kind="stable")
-            uniq, starts = np.unique(heads[order], return_index=True)
-            bounds = np.append(starts, len(order))
-            self._clauses_by_head = {int(h): order[bounds[i]:bounds[i + 1]]
-                                     for i, h in enumerate(uniq.tolist())}
+            self._clauses_by_head = clause_index(dg)
         return explain(self.model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
 
     def stats(self) -> dict:
@@ -496,166 +286,23 @@ class Triage:
         }
 
 
-# Terminal front end ---------------------------------------------------------
+def stored_settings(stored: dict, settings: Settings) -> Settings:
+    """The `Settings` a resumed session runs with: the journal's inference options over `settings`.
 
-HELP = """\
-commands (a letter or the word, then Enter):
-  t, true          label the current alarm true (a real bug)
-  f, false         label it false (a false alarm)
-  s, skip          leave it for later
-  u, undo          undo the last label or skip
-  j, jump X        go to alarm X (a name, or a rank from `list`)
-  /TEXT, search T  find alarms whose name contains TEXT
-  l, list [N]      show the top N open alarms (default 10)
-  w, why           show the derivations of the current alarm again
-  stats            labels so far, round times
-  h, help, ?       this help
-  q, quit          leave (the session is saved after every label)"""
+    Args:
+        stored: the journal's settings JSON, a `Settings.inference()` dict; one
+            written before the backend was stored has no "backend" key.
+        settings: the caller's settings; only their loading options (cycles,
+            compress) are kept.
 
-
-def _fmt_round(info: RoundInfo | None) -> str:
-    if info is None:
-        return ""
-    conv = "converged" if info.converged else f"NOT converged (last change {info.delta:.2g})"
-    return f"round {info.seconds * 1e3:.1f} ms, {info.iterations} iterations, {conv}"
-
-
-class Terminal:
-    """The line-based loop: reads commands from `stdin`, writes to `stdout`."""
-
-    def __init__(self, triage: Triage, stdin: TextIO | None = None, stdout: TextIO | None = None,
-                 why: int = 3):
-        self.t = triage
-        self.stdin = stdin or sys.stdin
-        self.stdout = stdout or sys.stdout
-        self.why = why
-
-    def say(self, text: str = "") -> None:
-        self.stdout.write(text + "\n")
-        self.stdout.flush()
-
-    def show_current(self) -> None:
-        t = self.t
-        st = t.stats()
-        self.say(f"[{st['labelled']} labelled: {st['true']} true, {st['false']} false | "
-                 f"{st['open']} open]")
-        var = t.current
-        if var is None:
-            self.say("all alarms are labelled. `undo`, `stats` or `quit`.")
-            return
-        rank = t.rank_of(var)
-        p = float(t.marginals[var])
-        self.say(f"#{rank}  {t.model.var_names[var]}   P(true) = {p:.4f}")
-        self.say(format_explanation(t.explain(var, self.why)))
-
-    def run(self) -> int:
-        """Runs until quit or end of input; returns the exit status (130 after Ctrl-C)."""
-        self.say(f"session: {self.t.journal.path}   (h for help)")
-        try:
-            self.show_current()
-            self._loop()
-        except KeyboardInterrupt:
-            # Labels are journaled before they are acknowledged: nothing to flush.
-            self.say(f"\ninterrupted; saved: {self.t.journal.path} (resume with --resume)")
-            return 130
-        self.say(f"saved: {self.t.journal.path} (resume with --resume)")
-        return 0
-
-    def _loop(self) -> None:
-        commands: dict[str, Callable[[str], bool]] = {}
-        for names, fn in (
-            (("t", "true", "y", "yes"), lambda a: self._label(True)),
-            (("f", "false", "n", "no"), lambda a: self._label(False)),
-            (("s", "skip"), lambda a: self._report(self.t.skip(), show=True)),
-            (("u", "undo"), lambda a: self._report(self.t.undo(), show=True)),
-            (("j", "jump", "g", "goto"), self._jump),
-            (("search", "find"), self._search),
-            (("l", "list", "ls"), self._list),
-            (("w", "why"), lambda a: self.show_current() or True),
-            (("stats",), self._stats),
-            (("h", "help", "?"), lambda a: self.say(HELP) or True),
-        ):
-            for n in names:
-                commands[n] = fn
-        while True:
-            self.stdout.write("> ")
-            self.stdout.flush()
-            line = self.stdin.readline()
-            if not line:
-                self.say()
-                break
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                self._search(line[1:])
-                continue
-            word, _, arg = line.partition(" ")
-            word = word.lower()
-            if word in ("q", "quit", "exit"):
-                break
-            fn = commands.get(word)
-            if fn is None:
-                self.say(f"unknown command {word!r} (h for help)")
-                continue
-            fn(arg.strip())
-
-    def _report(self, out: Outcome, show: bool = False) -> bool:
-        if out.accepted:
-            extra = f"  ({_fmt_round(out.round)})" if out.round else ""
-            self.say(f"ok: {out.message}{extra}")
-            if show:
-                self.show_current()
-        else:
-            self.say(f"! {out.message}")
-        return True
-
-    def _label(self, truth: bool) -> bool:
-        out = self.t.label(truth)
-        if out.accepted:
-            self.say(f"accepted: {out.message}  ({_fmt_round(out.round)})")
-            self.show_current()
-        else:
-            self.say(f"! {out.message}")
-        return True
-
-    def _jump(self, arg: str) -> bool:
-        if not arg:
-            self.say("! jump to what? e.g. `j race(3)` or `j 5`")
-            return True
-        return self._report(self.t.jump(arg), show=True)
-
-    def _search(self, arg: str) -> bool:
-        if not arg:
-            self.say("! search for what? e.g. `/race`")
-            return True
-        hits = self.t.search(arg)
-        if not hits:
-            self.say(f"no alarm matches {arg!r}")
-        for v in hits:
-            name = self.t.model.var_names[v]
-            if v in self.t.labels:
-                self.say(f"  labelled {'true ' if self.t.labels[v] else 'false'}  {name}")
-            else:
-                self.say(f"  #{self.t.rank_of(v):<5} {float(self.t.marginals[v]):.4f}  {name}")
-        return True
-
-    def _list(self, arg: str) -> bool:
-        n = int(arg) if arg.isdigit() else 10
-        skipped = {v for _, v in self.t.skipped}
-        for i, v in enumerate(self.t.ranking[:n].tolist(), 1):
-            mark = " (skipped)" if v in skipped else ""
-            self.say(f"  #{i:<5} {float(self.t.marginals[v]):.4f}  {self.t.model.var_names[v]}{mark}")
-        return True
-
-    def _stats(self, arg: str) -> bool:
-        st = self.t.stats()
-        med = "-" if st["median_round_s"] is None else f"{st['median_round_s'] * 1e3:.1f} ms"
-        mx = "-" if st["max_round_s"] is None else f"{st['max_round_s'] * 1e3:.1f} ms"
-        self.say(f"  labelled {st['labelled']} ({st['true']} true, {st['false']} false), "
-                 f"{st['open']} open, {st['skipped']} skipped")
-        self.say(f"  rounds {st['rounds']}, median {med}, max {mx}; last: "
-                 f"{st['last_iterations']} iterations, "
-                 f"{'converged' if st['last_converged'] else 'not converged'}")
-        self.say(f"  session file {st['session']}")
-        return True
+    Raises:
+        SettingsError: a stored value is not valid (`Settings` checks it).
+        TypeError: `stored` is not a dict.
+    """
+    # Keys other than the inference options (a journal of an older Python caller could hold any
+    # keyword it was given) never reached the session before either: they stay ignored.
+    if not isinstance(stored, dict):
+        raise TypeError(f"expected a JSON object, got {type(stored).__name__}")
+    inference = Settings().inference()
+    kept = {k: v for k, v in stored.items() if k in inference}
+    return Settings(**{**inference, **kept, "cycles": settings.cycles, "compress": settings.compress})

@@ -1,0 +1,20 @@
+"""Interactive triage: label alarms one at a time, most likely first, with a durable journal.
+
+    journal.py    the SQLite journal (settings and events), the graph's fingerprint
+    explain.py    why an alarm has its probability (its strongest derivations)
+    state.py      `Triage`: labels, skips, focus, undo, replay of the journal, rounds
+    terminal.py   `Terminal`: the line-based command loop over a `Triage`
+
+    t = Triage.open(model, default_session_path("race.json"), settings=Settings())
+    Terminal(t).run()
+"""
+
+from fastlbp.triage.explain import Derivation, Explanation, explain, format_explanation
+from fastlbp.triage.journal import JOURNAL_VERSION, Journal, default_session_path, fingerprint
+from fastlbp.triage.state import Outcome, RoundInfo, Triage
+from fastlbp.triage.terminal import HELP, Terminal
+
+__all__ = [
+    "Triage", "Terminal", "Journal", "explain", "format_explanation", "default_session_path", "fingerprint",
+    "Derivation", "Explanation", "Outcome", "RoundInfo", "JOURNAL_VERSION", "HELP",
+]
