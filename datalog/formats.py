@@ -1,7 +1,7 @@
 """Reading and writing derivation graphs: derivation.json and Bingo's text files.
 
-Importing this module registers the loaders "json" and "bingo" in
-`fastlbp.api.LOADERS`; each returns a `Model` after cycle elimination and
+`load_json` and `load_bingo` (the formats "json" and "bingo" of
+`datalog.io.FORMATS`) return a `Model` after cycle elimination and
 compression (`datalog.bayesnet.to_model`), with `meta["warnings"]` and
 `meta["report"]` saying what was merged, dropped or removed.
 
@@ -595,25 +595,11 @@ def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
 
 
 def load_json(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
-    """Loads derivation.json into a model (loader "json"); see `model_from_derivation`."""
+    """Loads derivation.json into a model (format "json"); see `model_from_derivation`."""
     return model_from_derivation(*read_json(path), compress=compress, cycles=cycles)
 
 
 def load_bingo(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
-    """Loads a Bingo directory into a model (loader "bingo"); see `model_from_derivation`."""
+    """Loads a Bingo directory into a model (format "bingo"); see `model_from_derivation`."""
     return model_from_derivation(*read_bingo(path), compress=compress, cycles=cycles)
 
-
-def load(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
-    """Loads derivation.json or a Bingo directory, with control over compression and cycle mode."""
-    return model_from_derivation(*read_derivation(path), compress=compress, cycles=cycles)
-
-
-def _register() -> None:
-    from fastlbp import api
-
-    api.LOADERS.setdefault("json", load_json)
-    api.LOADERS.setdefault("bingo", load_bingo)
-
-
-_register()

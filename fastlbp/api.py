@@ -1,7 +1,8 @@
 """The Python API: load a graph, set evidence, run with warm starts, read marginals.
 
     import fastlbp.api as lbp
-    model = lbp.load("data/weblech.causal_fg")
+    from fastlbp.loading import load
+    model = load("data/weblech.causal_fg")
     session = lbp.Session(model)
     session.run()
     session.label("87", False)
@@ -13,100 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from fastlbp import engine
-from fastlbp.errors import ContradictoryEvidence, InputError, read_text
+from fastlbp.errors import ContradictoryEvidence, InputError
 from fastlbp.graph import GraphError, label_codes
 from fastlbp.model import Model
 
 PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
-
-# Loaders by kind; `datalog` registers its formats on import.
-LOADERS: dict[str, Callable[..., Model]] = {}
-
-# Options every derivation-graph load gets unless the caller passes its own
-# (the CLI's `fastlbp --cycles bingo ...` sets "cycles" here).
-DERIVATION_OPTIONS: dict[str, object] = {}
-
-
-def _load_causal(path: Path) -> Model:
-    from fastlbp import causal_fg
-    return causal_fg.load(path)
-
-
-LOADERS["causal_fg"] = _load_causal
-
-
-def detect_format(path: Path) -> str:
-    """Which loader reads `path`: a Bingo directory, derivation.json or a causal factor graph."""
-    if path.is_dir():
-        return "bingo"
-    if path.name.lower().endswith((".json", ".json.gz")):
-        return "json"
-    return "causal_fg"
-
-
-def load(path: str | os.PathLike, format: str | None = None, **options) -> Model:
-    """Loads a graph file or directory into a `Model`.
-
-    Args:
-        path: a libDAI causal factor-graph file, a derivation.json file or a
-            Bingo directory.
-        format: force a loader ("causal_fg", "json", "bingo").
-        **options: for derivation graphs, `compress` (default True) and
-            `cycles`: "cycles" (default: Bingo's least-fixpoint criterion on
-            the clauses that lie on a cycle) or "bingo" (on every clause, as
-            Bingo does); see `datalog.cycles`.
-
-    Raises:
-        InputError: the file is missing or malformed (names file and line).
-    """
-    p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), None, "no such file or directory")
-    fmt = format or detect_format(p)
-    if fmt not in LOADERS:
-        try:
-            import datalog.formats  # noqa: F401  (registers json and bingo)
-        except ImportError:
-            pass
-    if fmt not in LOADERS:
-        raise InputError(str(p), None, f"no loader for format {fmt!r}")
-    if fmt == "causal_fg":
-        return LOADERS[fmt](p)
-    return LOADERS[fmt](p, **{**DERIVATION_OPTIONS, **options})
-
-
-def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
-    """Reads a labels file: lines `NAME true|false`; blank lines and `#` comments skipped.
-
-    Raises:
-        InputError: malformed line or an unknown name (file and line named).
-    """
-    p = Path(path)
-    text = read_text(p)
-    labels: dict[int, bool] = {}
-    for ln, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, _, value = s.rpartition(" ")
-        name = name.strip()
-        value = value.lower()
-        if not name or value not in ("true", "false", "1", "0"):
-            raise InputError(str(p), ln, f"expected 'NAME true|false', got {s!r}")
-        if name not in model.index:
-            raise InputError(str(p), ln, f"unknown variable {name!r}")
-        labels[model.index[name]] = value in ("true", "1")
-    return labels
 
 
 @dataclasses.dataclass
@@ -262,5 +182,5 @@ def marginals(model: Model, labels: dict[int, bool] | None = None, **session_kwa
     return session.run(warm=False)
 
 
-__all__ = ["load", "read_labels", "Session", "Round", "marginals", "make_runner", "InputError",
-           "GraphError", "ContradictoryEvidence", "PRECISIONS", "LOADERS"]
+__all__ = ["Session", "Round", "marginals", "make_runner", "InputError", "GraphError",
+           "ContradictoryEvidence", "PRECISIONS"]

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fastlbp.api as api
 from datalog import formats
 from datalog.derivation import from_clauses
+from datalog.io import load
 from fastlbp.errors import InputError
 
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"
@@ -65,7 +65,7 @@ def test_json_round_trip_and_schema(tmp_path, name):
     same_graph(dg, back)
     jsonschema.validate(json.loads(formats.read_text(p)), SCHEMA)
     jsonschema.validate(doc(), SCHEMA)
-    model = api.load(p)
+    model = load(p)
     assert [model.var_names[a] for a in model.alarms] == ["path(1,3)", "path(2,3)"]
     assert {model.var_names[v]: t for v, t in model.labels.items()} == {"path(2,3)": True}
     assert model.meta["report"]["duplicate_clauses_merged"] == 1
@@ -80,19 +80,19 @@ def test_bingo_round_trip(tmp_path):
     lines = (tmp_path / "b" / "named_cons_all.txt").read_text().splitlines()
     assert lines[1] == "R1: NOT path(1,2), NOT edge(2,3), path(1,3)"
     # The duplicate is reported with its line.
-    model = api.load(tmp_path / "b")
+    model = load(tmp_path / "b")
     assert "named_cons_all.txt:3" in model.meta["warnings"][0]
 
 
 def test_presto_bingo_to_json_gives_the_same_model(tmp_path):
     formats.save_json(formats.read_bingo(PRESTO)[0], tmp_path / "p.json")
-    a, b = api.load(PRESTO), api.load(tmp_path / "p.json")
+    a, b = load(PRESTO), load(tmp_path / "p.json")
     assert a.var_names == b.var_names
     assert np.array_equal(a.graph.edge_var, b.graph.edge_var)
 
 
 def test_json_object_clauses_and_names(tmp_path):
-    model = api.load(write(tmp_path, doc()))
+    model = load(write(tmp_path, doc()))
     assert set(model.var_names) >= {"c"}
     dg = model.meta["derivation"]
     assert dg.tuples == ["a(1)", "b(1,2)", "c"]
@@ -109,7 +109,7 @@ def test_rule_prob_defaults_and_oracle(tmp_path):
     assert [(r.name, r.probability) for r in dg.rules] == [("R1", 0.5), ("R2", 0.999)]
     assert dg.clause_lines.tolist() == [1, 3, 4]
     assert {dg.tuples[t]: v for t, v in dg.truth.items()} == {"c(1)": False, "d": True}
-    assert api.load(d).labels == {}  # ground truth is never evidence
+    assert load(d).labels == {}  # ground truth is never evidence
 
 
 # Malformed inputs: each reported with file and line or JSON path ------------
@@ -142,33 +142,33 @@ BINGO_CASES = [
 def test_bingo_errors(tmp_path, fname, text, line, msg):
     (tmp_path / "named_cons_all.txt").write_text("R1: NOT a(1), b(1)\n")
     (tmp_path / fname).write_text(text)
-    e = err(api.load, tmp_path)
+    e = err(load, tmp_path)
     assert e.path.endswith(fname if "empty" not in msg else "named_cons_all.txt")
     assert e.line == line and msg in e.message
 
 
 def test_invalid_utf8_names_the_line(tmp_path):
     (tmp_path / "named_cons_all.txt").write_bytes(b"R1: NOT a(1), b(1)\nR1: NOT a(\xff), b(2)\n")
-    e = err(api.load, tmp_path)
+    e = err(load, tmp_path)
     assert e.line == 2 and "UTF-8" in e.message
     p = tmp_path / "g.json"
     p.write_bytes(json.dumps(doc()).encode()[:-1] + b"\n\xc3(}")
-    e = err(api.load, p)
+    e = err(load, p)
     assert e.line == 2 and "UTF-8" in e.message
 
 
 def test_not_a_bingo_directory(tmp_path):
-    assert "named_cons_all.txt is missing" in err(api.load, tmp_path).message
+    assert "named_cons_all.txt is missing" in err(load, tmp_path).message
 
 
 def test_underivable_alarm_is_located(tmp_path):
     (tmp_path / "named_cons_all.txt").write_text("R1: NOT a(1), b(1)\nR1: NOT c, d\nR1: NOT d, c\n")
     (tmp_path / "base_queries.txt").write_text("b(1)\nc\n")
-    e = err(api.load, tmp_path)
+    e = err(load, tmp_path)
     assert e.path.endswith("base_queries.txt") and e.line == 2
     assert "neither an input nor derivable" in e.message
     (tmp_path / "base_queries.txt").write_text("b(1)\n")
-    model = api.load(tmp_path)
+    model = load(tmp_path)
     assert model.meta["report"]["underivable_tuples"] == 2 and "neither inputs" in model.meta["warnings"][0]
 
 
@@ -208,15 +208,15 @@ JSON_CASES = [
 @pytest.mark.parametrize("override,location,msg", JSON_CASES)
 def test_json_errors(tmp_path, override, location, msg):
     p = write(tmp_path, doc(**override))
-    e = err(api.load, p)
+    e = err(load, p)
     assert e.path == str(p) and e.location == location and msg in e.message, str(e)
 
 
 def test_json_syntax_error_names_the_line(tmp_path):
     p = write(tmp_path, '{\n "format": "fastlbp-derivation",\n "version": 1,,\n}')
-    e = err(api.load, p)
+    e = err(load, p)
     assert e.line == 3 and "invalid JSON" in e.message
-    e = err(api.load, write(tmp_path, "[1, 2]"))
+    e = err(load, write(tmp_path, "[1, 2]"))
     assert e.location == "$" and "must be an object" in e.message
 
 
@@ -269,7 +269,7 @@ def test_bingo_with_random_lines_is_loaded_or_reported(tmp_path_factory, lines, 
     (d / "named_cons_all.txt").write_text("\n".join(lines) + "\n")
     (d / "base_queries.txt").write_text(query + "\n")
     try:
-        model = api.load(d)
+        model = load(d)
     except InputError as e:
         assert Path(e.path).parent == d or Path(e.path) == d, str(e)
         nonblank = [i for i, s in enumerate(lines, 1) if s.strip()]

@@ -1,0 +1,82 @@
+"""Which file format a path holds, and loading it into a `Model`: the one table of formats.
+
+    model = datalog.io.load("data/weblech.json")                  # format from the path
+    model = datalog.io.load("bingo_dir/", cycles="bingo")          # Bingo's cycle criterion
+    model = datalog.io.load("g.txt", "causal_fg")                  # format named
+
+Formats (`FORMATS`, keyed by name; every loader takes the path and the
+keyword options `cycles` and `compress`):
+
+    json        derivation.json, optionally gzip-compressed   (`datalog.formats`)
+    bingo       a Bingo directory (named_cons_all.txt, ...)   (`datalog.formats`)
+    causal_fg   libDAI's causal factor-graph text format      (`datalog.causal_fg`)
+
+Derivation graphs (json, bingo) go through cycle elimination (`cycles`) and,
+when `compress`, exact chain compression (`datalog.bayesnet.to_model`); a
+causal factor graph is already a factor graph, so both options leave it as is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from datalog import causal_fg, formats
+from fastlbp.errors import InputError
+from fastlbp.model import Model
+
+
+def _load_causal_fg(path: Path, *, cycles: str = "cycles", compress: bool = True) -> Model:
+    """`causal_fg.load`; a factor graph has no derivation, so `cycles` and `compress` do not apply."""
+    del cycles, compress
+    return causal_fg.load(path)
+
+
+# name -> loader(path, *, cycles, compress) -> Model.
+FORMATS: dict[str, Callable[..., Model]] = {
+    "json": formats.load_json,
+    "bingo": formats.load_bingo,
+    "causal_fg": _load_causal_fg,
+}
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """The format `path` holds: a directory is Bingo's, `.json`/`.json.gz` derivation.json, else causal_fg."""
+    p = Path(path)
+    if p.is_dir():
+        return "bingo"
+    if p.name.lower().endswith((".json", ".json.gz")):
+        return "json"
+    return "causal_fg"
+
+
+def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "cycles",
+         compress: bool = True) -> Model:
+    """Loads a graph file or directory into a `Model`.
+
+    Args:
+        path: a derivation.json file, a Bingo directory or a libDAI causal
+            factor-graph file.
+        format: a key of `FORMATS`; default `detect_format(path)`.
+        cycles: for derivation graphs, "cycles" (Bingo's least-fixpoint
+            criterion on the clauses that lie on a cycle) or "bingo" (on every
+            clause, as Bingo does); see `datalog.cycles`.
+        compress: for derivation graphs, exact chain compression.
+
+    Returns:
+        The model; for derivation graphs `meta["warnings"]` and
+        `meta["report"]` say what was merged, dropped or removed.
+
+    Raises:
+        InputError: the path is missing, the format unknown, or the file
+            malformed (naming the file and the line or JSON location).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), None, "no such file or directory")
+    fmt = format or detect_format(p)
+    loader = FORMATS.get(fmt)
+    if loader is None:
+        raise InputError(str(p), None, f"no loader for format {fmt!r} (known: {', '.join(FORMATS)})")
+    return loader(p, cycles=cycles, compress=compress)

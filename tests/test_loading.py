@@ -1,0 +1,138 @@
+"""Loading: the table of formats (`datalog.io`), detection, `Settings` reaching the loaders, labels files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+from datalog import causal_fg
+from datalog import io as datalog_io
+from fastlbp import loading
+from fastlbp.errors import InputError
+from fastlbp.settings import Settings
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "data"
+WEBLECH_FG = DATA / "weblech" / "graph.causal_fg"
+
+
+def err(fn, *args, **kwargs) -> InputError:
+    with pytest.raises(InputError) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+def test_the_table_names_every_format():
+    assert set(datalog_io.FORMATS) == {"json", "bingo", "causal_fg"}
+    assert loading.detect_format is datalog_io.detect_format
+
+
+def test_detect_format(tmp_path):
+    assert loading.detect_format(tmp_path) == "bingo"
+    for name in ("g.json", "G.JSON", "g.json.gz", "g.Json.GZ"):
+        assert loading.detect_format(tmp_path / name) == "json", name
+    for name in ("g.causal_fg", "g.fg", "g.txt", "json", "g.json.bak"):
+        assert loading.detect_format(tmp_path / name) == "causal_fg", name
+
+
+def test_each_detected_format_loads():
+    json_model = loading.load(EXAMPLES / "presto.json")
+    bingo_model = loading.load(EXAMPLES / "presto")
+    assert json_model.var_names == bingo_model.var_names and len(json_model.alarms) == 2
+    fg = loading.load(WEBLECH_FG)
+    assert (fg.graph.num_vars, fg.graph.num_edges) == (678, 2315)
+
+
+def test_missing_path(tmp_path):
+    e = err(loading.load, tmp_path / "nope.json")
+    assert (e.path, e.line, e.message) == (str(tmp_path / "nope.json"), None, "no such file or directory")
+    e = err(datalog_io.load, tmp_path / "nope")
+    assert e.message == "no such file or directory"
+
+
+def test_unknown_format(tmp_path):
+    e = err(loading.load, WEBLECH_FG, format="xml")
+    assert e.path == str(WEBLECH_FG) and "no loader for format 'xml'" in e.message
+    assert "causal_fg" in e.message
+
+
+def test_format_named_overrides_detection(tmp_path):
+    p = tmp_path / "graph.txt"  # detected as causal_fg by its name
+    p.write_text((EXAMPLES / "presto.json").read_text())
+    assert loading.load(p, format="json").var_names == loading.load(EXAMPLES / "presto.json").var_names
+    e = err(loading.load, p)  # read as a factor graph, it is malformed
+    assert e.path == str(p) and e.line == 1
+
+
+def test_settings_reach_derivation_loaders():
+    path = EXAMPLES / "weblech.json"
+    default = loading.load(path)
+    assert default.meta["report"]["clauses_dropped_by_cycle_elimination"] == 0
+    # Bingo's criterion drops 143 clauses of this acyclic graph; the default drops none.
+    bingo = loading.load(path, Settings(cycles="bingo"))
+    assert bingo.meta["report"]["clauses_dropped_by_cycle_elimination"] == 143
+    full = loading.load(path, Settings(compress=False))
+    assert (default.num_vars, full.num_vars) == (456, 696)  # data/README.md: 696 BN vertices
+    assert datalog_io.load(path, cycles="bingo", compress=False).num_vars == \
+        loading.load(path, Settings(cycles="bingo", compress=False)).num_vars
+
+
+def test_factor_graphs_ignore_derivation_options():
+    plain = causal_fg.load(WEBLECH_FG)
+    other = loading.load(WEBLECH_FG, Settings(cycles="bingo", compress=False))
+    assert plain.var_names == other.var_names
+    for col in ("factor_kind", "factor_offsets", "edge_var", "p1", "p2"):
+        assert np.array_equal(np.asarray(getattr(plain.graph, col)), np.asarray(getattr(other.graph, col)))
+
+
+# Labels files ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def weblech():
+    return loading.load(WEBLECH_FG)
+
+
+def test_read_labels(tmp_path, weblech):
+    p = tmp_path / "labels.txt"
+    p.write_text("# comment\n\n87 false\n  12 TRUE  \n13 1\n14 0\n87 true\n")
+    got = loading.read_labels(p, weblech)
+    idx = weblech.index
+    assert got == {idx["87"]: True, idx["12"]: True, idx["13"]: True, idx["14"]: False}  # the last wins
+    assert loading.read_labels(DATA / "weblech" / "label.txt", weblech)
+
+
+def test_read_labels_names_with_spaces(tmp_path):
+    model = loading.load(_json_with_tuple(tmp_path, "a b"))
+    p = tmp_path / "labels.txt"
+    p.write_text("a b false\n")
+    assert loading.read_labels(p, model) == {model.index["a b"]: False}
+
+
+def _json_with_tuple(tmp_path, name):
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps({"format": "fastlbp-derivation", "version": 1, "rules": {"R0": 0.9},
+                             "clauses": [["R0", name, ["in"]]], "inputs": {"in": 0.5}, "alarms": [name]}))
+    return p
+
+
+@pytest.mark.parametrize("text,line,msg", [
+    ("87 false\n87 maybe\n", 2, "expected 'NAME true|false', got '87 maybe'"),
+    ("true\n", 1, "expected 'NAME true|false'"),
+    ("# c\n87 true\nnope false\n", 3, "unknown variable 'nope'"),
+])
+def test_read_labels_errors_name_the_line(tmp_path, weblech, text, line, msg):
+    p = tmp_path / "labels.txt"
+    p.write_text(text)
+    e = err(loading.read_labels, p, weblech)
+    assert e.path == str(p) and e.line == line and msg in e.message
+
+
+def test_read_labels_unreadable(tmp_path, weblech):
+    e = err(loading.read_labels, tmp_path / "missing.txt", weblech)
+    assert e.path == str(tmp_path / "missing.txt")
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"87 true\n\xff false\n")
+    assert "UTF-8" in err(loading.read_labels, p, weblech).message
