@@ -1,6 +1,15 @@
-"""Synthetic Bingo-like derivation graphs, deterministic by seed.
+"""Synthetic Bingo-like derivation graphs and their ground truth, deterministic by seed.
 
-The graphs imitate the datarace analyses of the paper's Table 1 (and the
+Two generators and one forward sampler:
+
+    generate      graphs of a requested size (a Table 1 preset, BN or factor-graph
+                  edges) with the heavy tails of real analyses: benchmarks, size tests
+    layered       a small graph by layer widths (inputs `in(i)`, alarms `race(i)`):
+                  examples, the notebook, CLI and triage tests
+    sample_truth  which tuples hold in one ancestral sample of the Bayesian network
+                  (`sample_world`), so true alarms never contradict the model
+
+`generate`'s graphs imitate the datarace analyses of the paper's Table 1 (and the
 reference graphs in ../shared/data/reference): layered derivation DAGs whose
 input tuples (layer 0) carry priors 1.0 or 0.999, whose clauses are noisy ANDs
 of 1-4 body tuples with rule probability 0.999, and whose derived tuples are
@@ -406,6 +415,70 @@ def generate(
         priors=priors,
         alarms=alarms,
         source=source,
+    )
+
+
+def layered(num_inputs: int = 40, layers: int = 3, width: int = 40, *, max_clauses: int = 3,
+            max_body: int = 3, num_rules: int = 6, alarm_relation: str = "race",
+            num_alarms: int | None = None, seed: int = 0) -> DerivationGraph:
+    """A small layered derivation graph, sized by its layers (see `generate` for sized ones).
+
+    Layer 0 holds `num_inputs` input tuples `in(i)` with priors in [0.6, 1];
+    each of the `layers` following layers holds `width` tuples (the last ones
+    are the alarms `race(i)`), each derived by 1..max_clauses clauses whose
+    bodies (1..max_body tuples) come from earlier layers, mostly the previous
+    one. Rules have probabilities in [0.7, 0.999]. `num_alarms` (default
+    `width`) sizes the last layer. Tuple ids are in layer order and clauses
+    grouped by head, as in `generate`.
+    """
+    rng = np.random.default_rng(seed)
+    rules = [Rule(f"R{r}", float(np.round(rng.uniform(0.7, 0.999), 3)), f"rule {r}")
+             for r in range(num_rules)]
+    tuples = [f"in({i})" for i in range(num_inputs)]
+    layer_start = [0]
+    heads, rule_of, lens, bodies = [], [], [], []
+    for layer in range(1, layers + 1):
+        start = len(tuples)
+        last = layer == layers
+        rel = alarm_relation if last else f"p{layer}"
+        n = (num_alarms or width) if last else width
+        tuples += [f"{rel}({i})" for i in range(n)]
+        prev_lo, prev_hi = layer_start[-1], start
+        n_clauses = rng.integers(1, max_clauses + 1, size=n)
+        head = np.repeat(start + np.arange(n), n_clauses)
+        c = head.shape[0]
+        blen = rng.integers(1, max_body + 1, size=c)
+        total = int(blen.sum())
+        # Mostly the previous layer, sometimes any earlier tuple: loops in the
+        # undirected skeleton, as in real derivation graphs.
+        from_prev = rng.random(total) < 0.8
+        body = np.where(from_prev, rng.integers(prev_lo, prev_hi, size=total),
+                        rng.integers(0, prev_hi, size=total))
+        # A clause lists a tuple at most once: drop repeats inside each body.
+        owner = np.repeat(np.arange(c), blen)
+        _, first = np.unique(owner * (len(tuples) + 1) + body, return_index=True)
+        keep = np.zeros(total, dtype=bool)
+        keep[first] = True
+        body, owner = body[keep], owner[keep]
+        heads.append(head)
+        rule_of.append(rng.integers(0, num_rules, size=c))
+        lens.append(np.bincount(owner, minlength=c))
+        bodies.append(body)
+        layer_start.append(start)
+    lens_all = np.concatenate(lens)
+    offsets = np.zeros(lens_all.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lens_all, out=offsets[1:])
+    priors = {i: float(p) for i, p in enumerate(np.round(rng.uniform(0.6, 1.0, num_inputs), 3))}
+    first_alarm = len(tuples) - (num_alarms or width)
+    return DerivationGraph(
+        tuples=tuples, rules=rules,
+        clause_rule=np.concatenate(rule_of).astype(np.int32),
+        clause_head=np.concatenate(heads).astype(np.int32),
+        body_offsets=offsets,
+        body=np.concatenate(bodies).astype(np.int32),
+        priors=priors,
+        alarms=np.arange(first_alarm, len(tuples), dtype=np.int32),
+        source=f"synthetic.layered(seed={seed})",
     )
 
 

@@ -4,7 +4,7 @@ Run it: `python docs/api_example.py` (tests/test_api_example.py runs it too).
 
 README draft ("Python API"):
 
-    fastlbp is a library first. `fastlbp.api.load` reads a derivation.json
+    fastlbp is a library first. `fastlbp.loading.load` reads a derivation.json
     file, a Bingo directory or a libDAI causal factor graph into a `Model`
     (a factor graph plus variable names, alarms, known labels and, for
     derivation graphs, the derivation itself); `datalog.bayesnet.to_model`
@@ -20,9 +20,10 @@ README draft ("Python API"):
 import numpy as np
 
 import fastlbp.api as lbp
+from datalog import synthetic
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp import demo, ranking, simulate, triage
+from fastlbp import ranking, simulate, triage
 
 # 1. A derivation graph by hand: two facts, two rules, two alarms.
 #    race(1) :- shared(x), unlocked(x)   (rule R0, probability 0.9)
@@ -37,7 +38,7 @@ dg = DerivationGraph(
     priors={0: 0.8, 1: 0.7},  # input facts that may not hold
     alarms=np.array([2, 3], np.int32),
 )
-model = to_model(dg)  # or: model = lbp.load("race.json") / lbp.load("bingo_dir/")
+model = to_model(dg)  # or: fastlbp.loading.load("race.json") / fastlbp.loading.load("bingo_dir/")
 
 # 2. Rank: one session, warm-started rounds.
 session = lbp.Session(model, schedule="parall", tol=1e-6)
@@ -59,9 +60,9 @@ session.unlabel(top.alarm)  # and back
 session.run()
 
 # 4. Simulate Bingo's experiment on a generated graph with a known ground truth.
-big = demo.layered(num_inputs=30, layers=2, width=25, seed=4)
+big = synthetic.layered(num_inputs=30, layers=2, width=25, seed=4)
 big_model = to_model(big)
-truth = demo.sample_truth(big, seed=4)
+truth = synthetic.sample_truth(big, seed=4)
 true_alarms = [int(a) for a in big.alarms if truth[a]]
 result = simulate.simulate(big_model, true_alarms, max_iters=300)
 m = result.metrics

@@ -13,7 +13,8 @@ from graphs import random_factors, random_labels, random_polytree, sweep_by_rank
 from typer.testing import CliRunner
 
 import schedules
-from fastlbp import api, causal_fg
+from datalog import causal_fg
+from fastlbp import api, loading
 from fastlbp.errors import InputError
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
 from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs, exact_marginals
@@ -141,8 +142,9 @@ def test_levelling_and_algorithm3_give_the_same_results():
 
 
 def test_levelling_on_a_layered_graph_is_far_below_algorithm3():
-    from schedules.synthetic import layered_graph
-    g = layered_graph(2_500, seed=1)
+    from datalog.bayesnet import to_model
+    from datalog.synthetic import generate
+    g = to_model(generate(factor_edges=2_500, seed=1)).graph  # 2,500 edges, uncompressed
     for o in (orders.seqfix(g), orders.topo(g)):
         lev, a3 = analysis.levelling(g, o, window=256), analysis.algorithm3(g, o)
         assert lev.num_batches < a3.num_batches
@@ -245,13 +247,13 @@ def test_libdai_seqfix_avrora_cold_and_warm():
 
 
 def _check_libdai(folder):
-    model = api.load(folder / "graph.causal_fg")
+    model = loading.load(folder / "graph.causal_fg")
     session = api.Session(model, schedule="seqfix")
     session.run()
     ref = causal_fg.load_marginals(folder / "seqfix.marg")
     got = session.marginals()
     assert max(abs(got[k] - v) for k, v in ref.items()) < 1e-6
-    for v, truth in api.read_labels(folder / "label.txt", model).items():
+    for v, truth in loading.read_labels(folder / "label.txt", model).items():
         session.label(v, truth)
     session.run()  # warm start from the converged messages, as the reference did
     ref = causal_fg.load_marginals(folder / "seqfix-after-label.marg")

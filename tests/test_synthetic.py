@@ -191,3 +191,22 @@ def test_rule_probabilities_and_priors_options():
     assert set(dg.priors.values()) == {1.0, 0.95}
     p = np.asarray(to_model(dg).graph.p1)[dg.num_tuples:]
     assert set(np.unique(p).tolist()) <= {0.999, 0.9}
+
+
+def test_layered_small_graph():
+    dg = S.layered(num_inputs=12, layers=2, width=10, seed=3)
+    assert _same(dg, S.layered(num_inputs=12, layers=2, width=10, seed=3))
+    assert not _same(dg, S.layered(num_inputs=12, layers=2, width=10, seed=4))
+    assert dg.tuples[:12] == [f"in({i})" for i in range(12)]
+    assert [dg.tuples[a] for a in dg.alarms] == [f"race({i})" for i in range(10)]
+    assert set(dg.priors) == set(range(12)) and all(0.6 <= p <= 1.0 for p in dg.priors.values())
+    depth = S.tuple_layers(dg)  # a DAG; a tuple's bodies come from earlier layers
+    assert depth[:12].tolist() == [0] * 12 and depth[12:22].tolist() == [1] * 10
+    assert set(depth[22:].tolist()) == {1, 2}  # race(i) from p1 tuples, or from inputs alone
+    for c in range(dg.num_clauses):  # a body lists a tuple at most once
+        body = dg.clause_body(c)
+        assert len(set(body.tolist())) == len(body) >= 1
+    assert len(S.layered(num_inputs=5, layers=3, width=4, num_alarms=7).alarms) == 7
+    truth = S.sample_truth(dg, seed=3)
+    _check_world(dg, *S.sample_world(dg, 3))
+    assert 0 < truth[dg.alarms].sum() < len(dg.alarms)  # the CLI tests' oracle is mixed
