@@ -1,10 +1,21 @@
-import json
+"""The command line as a whole (`fastlbp.cli`, `fastlbp.cli.app`): the registered commands,
+shared options and their defaults, `--backend` and $FASTLBP_BACKEND, errors, the
+compilation cache; `fastlbp marginals` end to end."""
 
+import json
+import re
+from pathlib import Path
+
+import jax
+import pytest
+import typer
 from conftest import DATA
 from typer.testing import CliRunner
 
 from datalog import causal_fg
 from fastlbp.cli import get_app
+from fastlbp.cli.app import BACKEND_ENV, Backend, settings_from_options
+from fastlbp.settings import BACKENDS, GPU_BACKENDS, Settings
 
 runner = CliRunner()
 WEBLECH = str(DATA / "weblech" / "graph.causal_fg")
@@ -96,7 +107,8 @@ def test_a_second_run_loads_its_compiled_loop_from_the_cache(tmp_path):
     second = _cli(str(cache), *args)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
-    assert "Persistent compilation cache hit for 'jit__parall_loop'" in second.stderr
+    # fastlbp.engines.parall._run: the jitted PARALL loop.
+    assert "Persistent compilation cache hit for 'jit__run'" in second.stderr
     assert "Persistent compilation cache hit" not in first.stderr
 
 
@@ -109,3 +121,135 @@ def test_cache_off_and_unwritable_cache_still_run(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "warning: compilation cache off: cannot make" in res.stderr
     assert res.stdout == off.stdout
+
+
+COMMANDS = ("rank", "triage", "simulate", "marginals", "convert", "info", "schedule")
+INFERENCE = ("rank", "triage", "simulate", "marginals")
+ROOT = Path(__file__).resolve().parents[1]
+NO_GPU = jax.default_backend() != "gpu"
+
+
+def test_every_command_is_registered_and_its_help_teaches():
+    res = invoke("--help")
+    assert res.exit_code == 0
+    for name in COMMANDS:
+        assert name in res.stdout
+    assert "--backend fused" in " ".join(res.stdout.split())
+    for name in COMMANDS:
+        res = invoke(name, "--help")
+        assert res.exit_code == 0, (name, res.output)
+        assert "Example" in res.stdout, name
+    for name in INFERENCE:
+        text = invoke(name, "--help").stdout
+        for opt in ("--schedule", "--tol", "--max-iters", "--damping", "--precision", "--backend",
+                    "--cycles"):
+            assert opt in text, (name, opt)
+
+
+def _params(name):
+    cmd = typer.main.get_command(get_app()).commands[name]
+    return {p.name: p for p in cmd.params}
+
+
+def test_option_defaults_come_from_settings():
+    defaults = Settings()
+    for name in INFERENCE:
+        params = _params(name)
+        for field in ("schedule", "tol", "max_iters", "damping", "precision", "cycles"):
+            assert params[field].default == getattr(defaults, field), (name, field)
+        assert params["backend"].default is None  # $FASTLBP_BACKEND, else Settings' default
+        assert params["backend"].envvar is None  # read by settings_from_options, with a clean error
+    assert [b.value for b in Backend] == list(BACKENDS)
+    for name in ("convert", "info", "schedule"):
+        assert _params(name)["cycles"].default == defaults.cycles
+    assert _params("convert")["compress"].default == defaults.compress
+
+
+def test_settings_from_options(monkeypatch):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    assert settings_from_options() == Settings()
+    got = settings_from_options(schedule="seqfix", precision="f32", tol=1e-3, max_iters=7, damping=0.5,
+                                backend="scatter", cycles="bingo", compress=False)
+    assert got == Settings(schedule="seqfix", precision="f32", tol=1e-3, max_iters=7, damping=0.5,
+                           backend="scatter", cycles="bingo", compress=False)
+    monkeypatch.setenv(BACKEND_ENV, "scatter")
+    assert settings_from_options().backend == "scatter"
+    assert settings_from_options(backend="xla").backend == "xla"  # the option beats the variable
+    monkeypatch.setenv(BACKEND_ENV, "  ")
+    assert settings_from_options().backend == Settings().backend
+
+
+def test_backend_option_runs_the_named_kernels(monkeypatch):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    res = invoke("marginals", WEBLECH, "--backend", "scatter", "--tol", "1e-9", "--max-iters", "200")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    ref = causal_fg.load_marginals(DATA / "weblech" / "parall200.marg")
+    assert max(abs(out["marginals"][k] - v) for k, v in ref.items()) < 1e-6
+    res = invoke("marginals", WEBLECH, "--backend", "nosuch")
+    assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def test_bad_backend_in_environment_is_a_clean_error(monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, "nosuch")
+    for args in (("marginals", WEBLECH), ("rank", WEBLECH)):
+        res = invoke(*args)
+        assert res.exit_code == 2, res.output
+        assert f"error: ${BACKEND_ENV}: 'nosuch' is not a backend" in res.stderr
+        assert "Traceback" not in res.output
+    res = invoke("marginals", WEBLECH, "--backend", "xla", "--max-iters", "5")
+    assert res.exit_code == 0, res.output  # an explicit --backend never reads the variable
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a GPU backend runs here")
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_gpu_backend_without_gpu_is_a_clean_error(monkeypatch, backend):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    res = invoke("marginals", WEBLECH, "--backend", backend)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("error: ") and backend in res.stderr and "Traceback" not in res.output
+    monkeypatch.setenv(BACKEND_ENV, backend)
+    res = invoke("rank", WEBLECH)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines()[-1].startswith(f"error: backend '{backend}'")
+
+
+def test_bad_settings_are_clean_errors():
+    for args, words in ((("--damping", "1.5"), "damping must be in [0, 1)"),
+                        (("--max-iters", "0"), "max_iters must be a positive integer"),
+                        (("--tol", "-1"), "tol must be")):
+        res = invoke("marginals", WEBLECH, *args)
+        assert res.exit_code == 2, (args, res.output)
+        assert f"error: {words}" in res.stderr and "Traceback" not in res.output
+
+
+def test_cycles_is_an_option_of_each_command_not_of_the_root():
+    res = invoke("--cycles", "bingo", "info", WEBLECH)
+    assert res.exit_code == 2 and "No such option" in res.output
+
+
+def _sources(*packages):
+    for package in packages:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def test_backend_variable_is_read_only_by_the_cli():
+    readers = [p.relative_to(ROOT).as_posix() for p in _sources("fastlbp", "datalog", "schedules")
+               if "FASTLBP_BACKEND" in p.read_text()]
+    assert readers and all(r.startswith("fastlbp/cli/") for r in readers), readers
+
+
+def test_nothing_below_the_cli_imports_it():
+    imports_cli = re.compile(r"^\s*(from|import)\s+fastlbp\.cli\b|^\s*from\s+fastlbp\s+import\s+.*\bcli\b",
+                             re.MULTILINE)
+    cli_files = ("fastlbp/cli/", "fastlbp/__main__.py")  # the CLI and `python -m fastlbp`
+    offenders = [p.relative_to(ROOT).as_posix() for p in _sources("fastlbp", "datalog", "schedules")
+                 if not p.relative_to(ROOT).as_posix().startswith(cli_files)
+                 and imports_cli.search(p.read_text())]
+    assert offenders == []
+    # Command modules take the app's helpers from fastlbp.cli.app, never the package that registers them.
+    for p in (ROOT / "fastlbp" / "cli").glob("*.py"):
+        if p.name != "__init__.py":
+            text = p.read_text()
+            assert not re.search(r"^from fastlbp\.cli import|^import fastlbp\.cli$", text, re.MULTILINE), p
+            assert "@app.command" not in text and "__import__" not in text and "importlib" not in text, p

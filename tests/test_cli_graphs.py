@@ -1,4 +1,4 @@
-"""`fastlbp convert`, `fastlbp info` and `fastlbp marginals` on derivation graphs."""
+"""`fastlbp convert`, `fastlbp info` (`fastlbp.cli.graphs`) and `fastlbp marginals` on derivation graphs."""
 
 from __future__ import annotations
 
@@ -80,29 +80,26 @@ def test_info_schedule(monkeypatch):
 
 
 def test_shipped_examples_load():
+    from fastlbp.loading import load
+
     data = Path(__file__).parent.parent / "data"
-    import fastlbp.api as api
     for name in ("presto.json", "presto", "weblech.json", "weblech"):
-        model = api.load(data / name)
+        model = load(data / name)
         assert model.alarms and len(model.meta["truth"]) == len(model.alarms)
         assert set(model.meta["truth"]) == set(model.alarms)
 
 
-def test_cycles_option_selects_bingo_mode():
-    import json as _json
-
-    from typer.testing import CliRunner as _Runner
-
-    from fastlbp import api
-    from fastlbp.cli import get_app
-
-    path = str(Path(__file__).resolve().parents[1] / "data" / "weblech.json")
-    try:
-        default = _Runner().invoke(get_app(), ["info", path, "--format", "json"])
-        bingo = _Runner().invoke(get_app(), ["--cycles", "bingo", "info", path, "--format", "json"])
-    finally:
-        api.DERIVATION_OPTIONS.clear()
+def test_cycles_option_selects_bingo_mode(tmp_path):
+    path = Path(__file__).resolve().parents[1] / "data" / "weblech.json"
+    default = cli("info", path, "--format", "json")
+    bingo = cli("info", path, "--format", "json", "--cycles", "bingo")
     assert default.exit_code == 0 and bingo.exit_code == 0, bingo.output
     text_default, text_bingo = default.stdout, bingo.stdout
-    assert _json.loads(text_default) != _json.loads(text_bingo)
+    assert json.loads(text_default) != json.loads(text_bingo)
     assert "143" in text_bingo  # clauses Bingo's criterion drops on this acyclic graph
+    # The option is per command: a later command without it is back to the default.
+    assert cli("info", path, "--format", "json").stdout == text_default
+    # convert eliminates cycles the same way when it writes a factor graph.
+    assert cli("convert", path, tmp_path / "d.fg").exit_code == 0
+    assert cli("convert", path, tmp_path / "b.fg", "--cycles", "bingo").exit_code == 0
+    assert (tmp_path / "d.fg").read_text() != (tmp_path / "b.fg").read_text()

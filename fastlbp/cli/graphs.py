@@ -9,8 +9,21 @@ from typing import Annotated
 
 import typer
 
-from fastlbp.cli import GraphArg, app, emit, handles_errors
+import schedules
+from datalog import causal_fg, formats
+from datalog.summary import describe, to_text
+from fastlbp.cli.app import (
+    DEFAULTS,
+    CompressOpt,
+    CyclesOpt,
+    GraphArg,
+    emit,
+    handles_errors,
+    settings_from_options,
+)
 from fastlbp.errors import InputError
+from fastlbp.loading import detect_format, load
+from fastlbp.settings import Settings
 
 
 class ScheduleUnavailable(RuntimeError):
@@ -39,30 +52,29 @@ def output_format(path: Path) -> GraphFormat:
 
 
 def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_format: str | None = None,
-                  compress: bool = True) -> list[str]:
+                  settings: Settings | None = None) -> list[str]:
     """Converts `src` to `dst`; returns messages for the user (what was written, warnings).
 
     Derivation graphs (json, bingo) convert both ways, duplicates merged but
     otherwise unchanged (cycles kept). To causal_fg the graph goes through
-    cycle elimination and (unless `compress` is false) compression. A factor
-    graph does not convert back into a derivation graph.
+    cycle elimination (`settings.cycles`) and (unless `settings.compress` is
+    false) compression. A factor graph does not convert back into a
+    derivation graph.
     """
-    from datalog import formats
-    from fastlbp import api, causal_fg
-
+    settings = settings or Settings()
     if not src.exists():
         raise InputError(str(src), None, "no such file or directory")
-    sfmt = src_format or api.detect_format(src)
+    sfmt = src_format or detect_format(src)
     dfmt = dst_format or output_format(dst).value
     if sfmt == "causal_fg":
         if dfmt != "causal_fg":
             raise InputError(str(src), None, "a factor graph cannot be converted back into a derivation "
                              "graph (json, bingo): it no longer says which tuple each clause derives")
-        causal_fg.save(api.load(src, "causal_fg"), dst)
+        causal_fg.save(load(src, settings, format="causal_fg"), dst)
         return [f"wrote {dst} (causal_fg)"]
     dg, where = formats.read_derivation(src, sfmt)
     if dfmt == "causal_fg":
-        model = formats.model_from_derivation(dg, where, compress=compress)
+        model = formats.model_from_derivation(dg, where, compress=settings.compress, cycles=settings.cycles)
         causal_fg.save(model, dst)
         notes = [f"wrote {dst} (causal_fg): {model.num_vars:,} variables, "
                  f"{model.graph.num_edges:,} edges; alarms and labels are not part of this format"]
@@ -82,7 +94,6 @@ def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_fo
     return notes + [f"warning: {w}" for w in warnings]
 
 
-@app.command()
 @handles_errors
 def convert(
     src: Annotated[Path, typer.Argument(help="Input: a derivation.json file (.json or .json.gz), a Bingo "
@@ -93,8 +104,8 @@ def convert(
                                              "Bingo directory.", show_default=False)],
     to: Annotated[GraphFormat | None, typer.Option("--to", help="Output format, instead of guessing it "
                                                                "from DST's name.")] = None,
-    compress: Annotated[bool, typer.Option(help="Compress the graph when writing a factor graph "
-                                                "(exact: alarm marginals are unchanged).")] = True,
+    compress: CompressOpt = DEFAULTS.compress,
+    cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
     """Convert a graph between derivation.json, a Bingo directory and libDAI's causal factor graph.
 
@@ -109,29 +120,25 @@ def convert(
 
       fastlbp convert graph.json.gz graph.causal_fg --no-compress
     """
-    for line in convert_graph(src, dst, dst_format=to.value if to else None, compress=compress):
+    settings = settings_from_options(compress=compress, cycles=cycles)
+    for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings):
         typer.echo(line, err=True)
 
 
-def info_dict(graph: Path, schedule: str | None = None) -> dict:
-    """`describe` of the loaded graph, plus `schedules.describe(model, schedule)` when asked."""
-    from datalog.summary import describe
-    from fastlbp import api
-
-    model = api.load(graph)
+def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None) -> dict:
+    """`describe` of the graph loaded with `settings`; with `schedule`, also `schedules.describe`."""
+    model = load(graph, settings)
     out = describe(model)
     if schedule is not None:
         try:
-            import schedules
             describe_schedule = schedules.describe
-        except (ImportError, AttributeError):
+        except AttributeError:
             raise ScheduleUnavailable("this fastlbp has no schedule analysis (schedules.describe is not "
                                       "available); run info without --schedule") from None
         out["schedule"] = describe_schedule(model, schedule)
     return out
 
 
-@app.command()
 @handles_errors
 def info(
     graph: GraphArg,
@@ -140,6 +147,7 @@ def info(
     schedule: Annotated[str | None, typer.Option(
         "--schedule", "-s", help="Also analyse this update strategy (parall, seqfix, seqrnd, topo, or a "
                                  "file): batches per iteration, batch sizes, analysis time.")] = None,
+    cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
     """Show what a graph holds: tuples, clauses, rules, alarms, labels, network and factor-graph sizes.
 
@@ -149,10 +157,8 @@ def info(
 
     Example: fastlbp info data/weblech.json --format json
     """
-    from datalog.summary import to_text
-
     try:
-        data = info_dict(graph, schedule)
+        data = info_dict(graph, schedule, settings_from_options(cycles=cycles))
     except ScheduleUnavailable as err:
         raise typer.BadParameter(str(err), param_hint="'--schedule'") from None
     emit(json.dumps(data, indent=2, default=str) if format is InfoFormat.json else to_text(data))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fastlbp.cli import app, emit, handles_errors
+import schedules
+from fastlbp.cli.app import DEFAULTS, CyclesOpt, GraphArg, emit, handles_errors, settings_from_options
+from fastlbp.loading import load
 
 
 class AnalysisChoice(StrEnum):
@@ -17,11 +18,9 @@ class AnalysisChoice(StrEnum):
     algorithm3 = "algorithm3"
 
 
-@app.command("schedule")
 @handles_errors
-def schedule_command(
-    graph: Annotated[Path, typer.Argument(help="A graph file or Bingo directory (as for "
-                                               "`fastlbp marginals`).", show_default=False)],
+def schedule(
+    graph: GraphArg,
     schedule: Annotated[str, typer.Option(
         "--schedule", "-s",
         help="seqfix, seqrnd, topo, parall, or a custom order file; options may follow "
@@ -29,6 +28,7 @@ def schedule_command(
              "topo:bodyfirst, width=N, unroll=N).")] = "seqfix",
     analysis: Annotated[AnalysisChoice | None, typer.Option(
         help="Dependency analysis (default levelling; overrides the spec).")] = None,
+    cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
     """Print, as JSON, the batches a schedule makes on a graph.
 
@@ -51,9 +51,6 @@ def schedule_command(
 
     Example: fastlbp schedule graph.causal_fg --schedule topo --analysis algorithm3
     """
-    import schedules
-    from fastlbp import api
-
-    model = api.load(graph)
+    model = load(graph, settings_from_options(cycles=cycles))
     emit(json.dumps(schedules.describe(model, schedule,
                                        analysis=analysis.value if analysis else None)))

@@ -1,0 +1,45 @@
+"""The `fastlbp` command line: thin typer commands over importable functions.
+
+Every command is registered here, in the order `fastlbp --help` lists them:
+
+    rank        fastlbp.cli.rank       alarms by probability (table, JSON, CSV, SARIF)
+    triage      fastlbp.cli.triage     label alarms one at a time in the terminal
+    simulate    fastlbp.cli.simulate   Bingo's oracle experiment and its metrics
+    marginals   fastlbp.cli.marginals  every variable's P(=1) (JSON, CSV)
+    convert     fastlbp.cli.graphs     graphs between derivation.json, Bingo and causal_fg
+    info        fastlbp.cli.graphs     what a graph holds
+    schedule    fastlbp.cli.schedule   the batches a schedule makes on a graph
+
+The module `fastlbp.cli.app` holds the typer app (`fastlbp.cli.app.app`, also
+`get_app()`), its error handling and the shared option types; the command
+modules import it, never this package. (The app is bound here as `typer_app`,
+not `app`, so `fastlbp.cli.app` stays the module.)
+"""
+
+from __future__ import annotations
+
+import typer
+
+from fastlbp.cli import graphs, marginals, rank, schedule, simulate, triage
+from fastlbp.cli.app import app as typer_app
+
+typer_app.command("rank")(rank.rank)
+typer_app.command("triage")(triage.triage)
+typer_app.command("simulate")(simulate.simulate)
+typer_app.command("marginals")(marginals.marginals)
+typer_app.command("convert")(graphs.convert)
+typer_app.command("info")(graphs.info)
+typer_app.command("schedule")(schedule.schedule)
+
+
+def get_app() -> typer.Typer:
+    """The app with every command registered."""
+    return typer_app
+
+
+def main() -> None:
+    """The `fastlbp` console script (and `python -m fastlbp`)."""
+    typer_app()
+
+
+__all__ = ["typer_app", "get_app", "main"]
