@@ -52,6 +52,7 @@ def to_table(ranking: Ranking) -> str:
 
 
 def to_dict(ranking: Ranking) -> dict:
+    """The JSON document of `to_json` as a dict."""
     return {
         "alarms": [{"rank": a.rank, "alarm": a.alarm, "probability": a.probability}
                    for a in ranking.alarms],

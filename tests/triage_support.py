@@ -1,41 +1,55 @@
-"""Demo graphs with alarms and derivations for the rank/triage/simulate tests, and a CLI launcher.
+"""Demo graphs with alarms and derivations for the rank, writers, triage and simulate tests.
 
-Until the derivation.json and Bingo loaders land, CLI tests need a file that
-loads into a Model with alarms and a derivation graph: a `*.demo` file holds
-the parameters of `fastlbp.demo.layered` as JSON, and `install()` teaches
-`fastlbp.api.load` to read it. `python tests/triage_support.py ARGS` is
-`fastlbp ARGS` with that loader (for tests through a pseudo-terminal).
+`write_demo` writes a small layered derivation graph (`datalog.synthetic.layered`)
+as a derivation.json file, which the commands load like any user's graph, and
+its oracle; `load_demo` loads that file as the commands do (default
+`Settings`: cycle elimination and chain compression). `demo_model` builds
+the same graph in memory without compression, for tests that need no file.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from datalog import synthetic
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp import api, demo
+from datalog.formats import save_json
+from fastlbp.loading import load
+from fastlbp.model import Model
 
 DEMO = {"num_inputs": 12, "layers": 2, "width": 10, "seed": 3}
 
 
-def demo_model(**params):
-    return to_model(demo.layered(**{**DEMO, **params}))
+def demo_model(**params) -> Model:
+    """The demo graph as a model, uncompressed (`to_model`'s defaults)."""
+    return to_model(synthetic.layered(**{**DEMO, **params}))
 
 
 def write_demo(dir_: Path, name: str = "g", **params) -> tuple[Path, Path]:
-    """Writes `name.demo` and `name.oracle` (its true alarms from one forward sample)."""
+    """Writes `name.json` (derivation.json) and `name.oracle` (its true alarms from one forward sample)."""
     params = {**DEMO, **params}
-    graph = dir_ / f"{name}.demo"
-    graph.write_text(json.dumps(params))
-    dg = demo.layered(**params)
-    truth = demo.sample_truth(dg, seed=params["seed"])
+    dg = synthetic.layered(**params)
+    graph = dir_ / f"{name}.json"
+    save_json(dg, graph)
+    truth = synthetic.sample_truth(dg, seed=params["seed"])
     oracle = dir_ / f"{name}.oracle"
     oracle.write_text("".join(f"{dg.tuples[a]}\n" for a in dg.alarms if truth[a]))
     return graph, oracle
+
+
+def load_demo(graph: Path) -> Model:
+    """The model the commands make of `graph` (default settings)."""
+    return load(graph)
+
+
+def install() -> None:
+    """Nothing to do: the demo graphs are derivation.json files every loader reads.
+
+    Kept while tests/test_simulate.py still calls it.
+    """
 
 
 def hand_model():
@@ -57,26 +71,3 @@ def hand_model():
         alarms=np.array([2, 3], np.int32),
     )
     return to_model(dg)
-
-
-def install() -> None:
-    """Makes `fastlbp.api.load` read `*.demo` files."""
-    if getattr(api, "_demo_installed", False):
-        return
-    original = api.LOADERS["causal_fg"]
-
-    def load(path: Path):
-        if path.suffix == ".demo":
-            model = demo_model(**json.loads(path.read_text()))
-            return model
-        return original(path)
-
-    api.LOADERS["causal_fg"] = load
-    api._demo_installed = True
-
-
-if __name__ == "__main__":
-    install()
-    from fastlbp.cli import get_app
-    sys.argv[0] = "fastlbp"
-    get_app()(prog_name="fastlbp")

@@ -1,0 +1,59 @@
+"""Explanations (`fastlbp.triage.explain`): derivations ranked by their clause's marginal, the
+factor neighbours of a graph without provenance, and the clause index a session builds once."""
+
+import numpy as np
+import pytest
+from conftest import DATA
+from triage_support import demo_model, hand_model
+
+from fastlbp.loading import load
+from fastlbp.session import Session
+from fastlbp.triage import explain, format_explanation
+from fastlbp.triage.explain import MAX_BODY_SHOWN, Derivation, Explanation, clause_index
+
+
+def test_explain_ranks_derivations_by_clause_marginal():
+    model = hand_model()
+    s = Session(model)
+    p = s.run().marginals
+    race2 = model.index["race(2)"]
+    ex = explain(model, p, race2, k=5)
+    assert ex.kind == "derivation" and ex.total == 2
+    clause_var = model.meta["clause_var"]
+    assert [d.rule for d in ex.derivations] == ["R1", "R2"]  # p(R1#1) = .9*.5 > p(R2#2) = .6*.5
+    assert ex.derivations[0].probability == pytest.approx(p[clause_var[1]])
+    assert [b for b, _ in ex.derivations[0].body] == ["in(a)", "in(b)"]
+    assert ex.derivations[0].rule_text == "race(y) :- in(x), in(y)"
+    text = format_explanation(ex)
+    assert "R1" in text and "<- in(b)" in text
+    assert explain(model, p, race2, k=1).derivations[0].rule == "R1"
+    assert "input tuple" in format_explanation(explain(model, p, model.index["in(a)"]))
+
+
+def test_explain_without_derivation_shows_factor_neighbours():
+    model = load(DATA / "weblech" / "graph.causal_fg")
+    p = Session(model).run().marginals
+    v = model.index["87"]
+    ex = explain(model, p, v)
+    assert ex.kind == "factor" and ex.derivations
+    heads = np.asarray(model.graph.factor_head)
+    a = int(np.flatnonzero(heads == v)[0])
+    off = np.asarray(model.graph.factor_offsets)
+    body = [model.var_names[u] for u in np.asarray(model.graph.edge_var)[off[a] + 1: off[a + 1]]]
+    assert [b for b, _ in ex.derivations[0].body] == body
+    assert "factor neighbours" in format_explanation(ex)
+
+
+def test_clause_index_gives_the_same_explanations():
+    model = demo_model()
+    p = Session(model, max_iters=300).run().marginals
+    index = clause_index(model.meta["derivation"])
+    for v in range(model.num_vars):
+        assert explain(model, p, v, clauses_by_head=index) == explain(model, p, v)
+
+
+def test_long_bodies_are_cut():
+    body = [(f"in({i})", 0.5) for i in range(MAX_BODY_SHOWN + 3)]
+    ex = Explanation("race(1)", 0.5, [Derivation("R0", None, 0.5, body)], 1, "derivation")
+    lines = format_explanation(ex).splitlines()
+    assert sum("<- in(" in ln for ln in lines) == MAX_BODY_SHOWN and lines[-1].strip() == "... and 3 more"

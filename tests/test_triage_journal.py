@@ -1,0 +1,110 @@
+"""The triage journal (`fastlbp.triage.journal`): refusals, the stored settings, the fingerprint,
+and that a session file written in the format of earlier releases still resumes exactly."""
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from triage_support import demo_model
+
+from fastlbp.errors import InputError
+from fastlbp.session import Session
+from fastlbp.settings import Settings
+from fastlbp.triage import Journal, Triage, default_session_path, fingerprint
+from fastlbp.triage.journal import JOURNAL_VERSION
+
+
+def test_journal_refuses_misuse(tmp_path):
+    Triage.open(demo_model(), tmp_path / "s.db").close()
+    with pytest.raises(InputError, match="--resume"):
+        Triage.open(demo_model(), tmp_path / "s.db")
+    Triage.open(demo_model(), tmp_path / "s.db", overwrite=True).close()
+    with pytest.raises(InputError, match="another graph"):
+        Triage.open(demo_model(seed=9), tmp_path / "s.db", resume=True)
+    with pytest.raises(InputError, match="no triage session"):
+        Triage.open(demo_model(), tmp_path / "none.db", resume=True)
+    (tmp_path / "junk.db").write_text("not sqlite at all" * 100)
+    with pytest.raises(InputError, match="not a triage session"):
+        Journal.open(tmp_path / "junk.db")
+
+
+def test_meta_holds_the_inference_settings(tmp_path):
+    settings = Settings(max_iters=300, damping=0.5, compress=False)
+    t = Triage.open(demo_model(), tmp_path / "s.db", graph_path=str(tmp_path / "g.json"), settings=settings)
+    t.close()
+    meta = Journal.open(tmp_path / "s.db").meta()
+    assert json.loads(meta["settings"]) == settings.inference()
+    assert set(json.loads(meta["settings"])) == {"schedule", "precision", "tol", "max_iters", "damping",
+                                                 "backend"}
+    assert meta["version"] == str(JOURNAL_VERSION) and meta["fingerprint"] == fingerprint(demo_model())
+    assert meta["graph"] == str((tmp_path / "g.json").resolve())
+
+
+def test_corrupt_stored_settings_are_an_input_error(tmp_path):
+    Triage.open(demo_model(), tmp_path / "s.db").close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'settings'", (json.dumps({"damping": 2.0}),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(InputError, match="stored settings"):
+        Triage.open(demo_model(), tmp_path / "s.db", resume=True)
+
+
+def test_appends_are_durable_and_ordered(tmp_path):
+    j = Journal.create(tmp_path / "j.db", {"version": "1"})
+    assert not (tmp_path / "j.db.tmp").exists()
+    a = j.append("label", "race(1)", True)
+    b = j.append("skip", "race(2)")
+    j.append("undo")
+    j.delete(b)
+    j.close()
+    j = Journal.open(tmp_path / "j.db")
+    assert j.events() == [(a, "label", "race(1)", True), (a + 2, "undo", None, None)]
+    assert j.meta() == {"version": "1"}
+    j.close()
+
+
+def test_fingerprint_and_default_path():
+    assert fingerprint(demo_model()) == fingerprint(demo_model())
+    assert fingerprint(demo_model()) != fingerprint(demo_model(seed=9))
+    assert default_session_path("dir/race.json") == Path("dir/race.json.triage.db")
+    assert default_session_path("bingo_dir/") == Path("bingo_dir.triage.db")
+
+
+def write_old_journal(path, model, settings: dict, events):
+    """A session file exactly as releases before the backend was stored wrote it."""
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+        " alarm TEXT, truth INTEGER, at REAL NOT NULL);")
+    meta = {"version": "1", "fingerprint": fingerprint(model), "graph": "g.json",
+            "settings": json.dumps(settings), "created": "2025-01-01 00:00:00"}
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+    conn.executemany("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
+                     [(k, a, t, time.time()) for k, a, t in events])
+    conn.commit()
+    conn.close()
+
+
+def test_a_session_file_of_earlier_releases_resumes(tmp_path):
+    model = demo_model()
+    names = [model.var_names[v] for v in model.alarms]
+    old = {"schedule": "parall", "precision": "f64", "tol": 1e-6, "max_iters": 300, "damping": 0.0}
+    write_old_journal(tmp_path / "old.db", model, old,
+                      [("label", names[0], 1), ("skip", names[1], None), ("label", names[2], 0),
+                       ("jump", names[3], None)])
+    t = Triage.open(model, tmp_path / "old.db", resume=True, settings=Settings(backend="scatter"))
+    assert t.settings == Settings(max_iters=300)  # the stored options; the backend is the default
+    assert t.labels == {model.alarms[0]: True, model.alarms[2]: False}
+    assert [v for _, v in t.skipped] == [model.alarms[1]] and t.current == model.alarms[3]
+    # The same labels in a fresh session, each followed by a warm round, as the session ran them.
+    s = Session(model, max_iters=300)
+    s.run(warm=False)
+    for v, truth in ((model.alarms[0], True), (model.alarms[2], False)):
+        s.label(v, truth)
+        s.run()
+    assert t.marginals.tobytes() == s.last.marginals.tobytes()
+    t.close()

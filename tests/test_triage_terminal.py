@@ -1,0 +1,138 @@
+"""The triage terminal (`fastlbp.triage.terminal`): the command loop through `fastlbp triage` in
+CliRunner, on plain streams, and in a real pseudo-terminal (kill and Ctrl-C lose no
+acknowledged label)."""
+
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from triage_support import demo_model, load_demo, write_demo
+from typer.testing import CliRunner
+
+from fastlbp.cli import get_app
+from fastlbp.settings import Settings
+from fastlbp.triage import Terminal, Triage
+from fastlbp.triage.state import RoundInfo
+from fastlbp.triage.terminal import format_round
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_terminal_loop_with_clirunner(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    keys = "h\nt\n/race(1\nj race(2)\nf\nstats\nbogus\nu\nlist 3\nq\n"
+    res = CliRunner().invoke(get_app(), ["triage", str(graph), "--max-iters", "300"], input=keys)
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "commands" in out and out.count("accepted:") == 2 and "race(2) = false" in out
+    assert "why: strongest of" in out and "P(clause)" in out and "round " in out and " ms" in out
+    assert "unknown command 'bogus'" in out and "undid label of race(2)" in out
+    assert "labelled 2 (1 true, 1 false)" in out
+    assert (tmp_path / "g.json.triage.db").exists()
+    res = CliRunner().invoke(get_app(), ["triage", str(graph)], input="q\n")
+    assert res.exit_code == 2 and "--resume" in res.stderr
+    res = CliRunner().invoke(get_app(), ["triage", str(graph), "--resume"], input="stats\n")
+    assert res.exit_code == 0 and "resumed 1 label(s)" in res.stderr and "labelled 1 (1 true" in res.stdout
+
+
+def test_terminal_unit_io(tmp_path):
+    t = Triage.open(demo_model(), tmp_path / "s.db", settings=Settings(max_iters=300))
+    out = io.StringIO()
+    Terminal(t, io.StringIO("t\n"), out).run()  # end of input = quit
+    assert "accepted:" in out.getvalue() and "saved:" in out.getvalue()
+    t.close()
+
+
+def test_format_round():
+    assert format_round(None) == ""
+    assert format_round(RoundInfo(0.0042, 17, True, 0.0)) == "round 4.2 ms, 17 iterations, converged"
+    assert "NOT converged (last change 0.25)" in format_round(RoundInfo(0.1, 300, False, 0.25))
+
+
+# Through a real pseudo-terminal ------------------------------------------------
+
+pexpect = pytest.importorskip("pexpect")
+
+
+def spawn(tmp_path, *args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", COLUMNS="120")
+    return pexpect.spawn(sys.executable, ["-m", "fastlbp", "triage", *args],
+                         cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60)
+
+
+# pexpect forks a pty child that execs at once; JAX's threads in this process do not matter.
+pytestmark_pty = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+
+
+@pytestmark_pty
+def test_pty_session_kill_and_resume(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    child = spawn(tmp_path, str(graph), "--max-iters", "300")
+    child.expect("> ")
+    child.sendline("t")
+    child.expect(r"accepted: (\S+) = true")
+    first = child.match.group(1)
+    child.expect("> ")
+    child.sendline("f")
+    child.expect(r"accepted: (\S+) = false")
+    second = child.match.group(1)
+    # Kill the moment the label is acknowledged, before the prompt returns.
+    child.kill(signal.SIGKILL)
+    child.wait()
+    t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
+    names = {t.model.var_names[v]: truth for v, truth in t.labels.items()}
+    assert names == {first: True, second: False}
+    t.close()
+
+    child = spawn(tmp_path, str(graph), "--resume")
+    child.expect(r"resumed 2 label\(s\)")
+    child.expect("> ")
+    child.sendline("u")
+    child.expect_exact(f"undid label of {second}")
+    child.expect("> ")
+    child.sendline("q")
+    child.expect("saved:")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+@pytestmark_pty
+def test_pty_kill_mid_round_loses_no_acknowledged_label(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    child = spawn(tmp_path, str(graph), "--max-iters", "300")
+    acknowledged = []
+    for key in "tftf":
+        child.expect("> ")
+        child.sendline(key)
+        child.expect(r"accepted: (\S+) = ")
+        acknowledged.append(child.match.group(1))
+    child.expect("> ")
+    child.sendline("t")  # killed while this label may or may not be journaled
+    child.kill(signal.SIGKILL)
+    child.wait()
+    t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
+    labelled = [t.model.var_names[v] for _, v in t.order]
+    assert labelled[:4] == acknowledged and len(labelled) in (4, 5)
+    t.close()
+
+
+@pytestmark_pty
+def test_pty_ctrl_c_exits_cleanly(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    child = spawn(tmp_path, str(graph), "--max-iters", "300")
+    child.expect("> ")
+    child.sendline("t")
+    child.expect("accepted:")
+    child.expect("> ")
+    child.sendintr()
+    child.expect("interrupted; saved:")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
+    assert len(t.labels) == 1
+    t.close()

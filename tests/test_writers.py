@@ -1,0 +1,128 @@
+"""The ranking writers (`fastlbp.writers`): table, JSON, CSV and SARIF 2.1.0, directly and through
+`fastlbp rank --format`."""
+
+import csv
+import io
+import json
+import os
+
+import jsonschema
+import pytest
+from conftest import DATA
+from triage_support import hand_model, load_demo, write_demo
+from typer.testing import CliRunner
+
+import fastlbp
+from fastlbp import ranking, writers
+from fastlbp.cli import get_app
+from fastlbp.ranking import LabelledAlarm, RankedAlarm, Ranking
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(get_app(), [str(a) for a in args])
+
+
+def sarif_schemas():
+    schemas = [json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())]
+    full = os.environ.get("FASTLBP_SARIF_SCHEMA")
+    if full:
+        schemas.append(json.loads(open(full).read()))
+    return schemas
+
+
+def small_ranking(total_unlabelled=3):
+    return Ranking([RankedAlarm(1, "race(1,2)", 4, 0.93), RankedAlarm(2, "87", 0, 2.5e-7)],
+                   [LabelledAlarm("race(3,4)", 5, False, 0.0)], iterations=12, converged=True,
+                   delta=1e-7, seconds=0.01, total_unlabelled=total_unlabelled)
+
+
+def test_relation():
+    assert writers.relation("race(1,2)") == "race"
+    assert writers.relation("87") == "alarm"
+
+
+def test_table_json_csv_of_a_ranking():
+    r = small_ranking()
+    lines = writers.to_table(r).splitlines()
+    assert lines[0].split() == ["rank", "probability", "alarm"]
+    assert lines[1].split() == ["1", "0.930000", "race(1,2)"]
+    assert lines[2].split() == ["2", "2.500e-07", "87"]  # small probabilities keep their magnitude
+    assert lines[3] == "... 1 more (use --top)"
+    assert lines[-2:] == ["labelled (1):", "  false  race(3,4)"]
+    assert "(no unlabelled alarms)" in writers.to_table(Ranking([], [], 0, True, 0.0, 0.0, 0))
+    doc = json.loads(writers.to_json(r))
+    assert doc == writers.to_dict(r)
+    assert doc["alarms"][0] == {"rank": 1, "alarm": "race(1,2)", "probability": 0.93}
+    assert doc["labelled"] == [{"alarm": "race(3,4)", "truth": False}]
+    rows = list(csv.reader(io.StringIO(writers.to_csv(r))))
+    assert rows == [["rank", "alarm", "probability", "label"], ["1", "race(1,2)", "0.93", ""],
+                    ["2", "87", "2.5e-07", ""], ["", "race(3,4)", "0.0", "false"]]
+    assert set(writers.WRITERS) == {"table", "json", "csv", "sarif"}
+    assert json.loads(writers.WRITERS["sarif"](r)) == writers.to_sarif(r)
+
+
+def test_sarif_of_a_ranking():
+    r = small_ranking()
+    doc = writers.to_sarif(r, source="g.json")
+    assert doc["$schema"] == writers.SARIF_SCHEMA_URI
+    run = doc["runs"][0]
+    assert run["tool"]["driver"]["version"] == fastlbp.__version__
+    assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == ["race", "alarm"]
+    assert [res["ruleIndex"] for res in run["results"]] == [0, 1]
+    assert run["results"][0]["rank"] == pytest.approx(93.0)
+    assert run["invocations"][0]["properties"]["graph"] == "g.json"
+    assert run["properties"]["labelled"] == [{"alarm": "race(3,4)", "truth": False}]
+    assert writers.to_sarif(r, version="9.9")["runs"][0]["tool"]["driver"]["version"] == "9.9"
+    for schema in sarif_schemas():
+        jsonschema.validate(doc, schema)
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "sarif"])
+def test_cli_formats(tmp_path, fmt):
+    graph, _ = write_demo(tmp_path)
+    res = invoke("rank", graph, "--format", fmt, "--top", "4")
+    assert res.exit_code == 0, res.output
+    assert "iterations" in res.stderr and "s" in res.stderr.splitlines()[-1]
+    expected = ranking.rank(load_demo(graph), top=4)
+    names = [a.alarm for a in expected.alarms]
+    out = res.stdout
+    if fmt == "table":
+        lines = out.splitlines()
+        assert lines[0].split() == ["rank", "probability", "alarm"]
+        assert [ln.split()[2] for ln in lines[1:5]] == names
+        assert "more (use --top)" in lines[5]
+    elif fmt == "json":
+        doc = json.loads(out)
+        assert [a["alarm"] for a in doc["alarms"]] == names
+        assert [a["rank"] for a in doc["alarms"]] == [1, 2, 3, 4]
+        assert isinstance(doc["iterations"], int) and isinstance(doc["converged"], bool)
+        assert doc["alarms"][0]["probability"] == pytest.approx(expected.alarms[0].probability)
+    elif fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert [r["alarm"] for r in rows] == names and rows[0]["rank"] == "1"
+    else:
+        doc = json.loads(out)
+        for schema in sarif_schemas():
+            jsonschema.validate(doc, schema)
+        results = doc["runs"][0]["results"]
+        assert [r["properties"]["alarm"] for r in results] == names
+        assert {r["ruleId"] for r in results} == {"race"}
+        assert results[0]["rank"] == pytest.approx(100 * expected.alarms[0].probability, abs=1e-5)
+        assert [r["properties"]["rank"] for r in results] == [1, 2, 3, 4]
+        assert "P(true)" in results[0]["message"]["text"]
+
+
+def test_sarif_schema_rejects_bad_documents():
+    doc = writers.to_sarif(ranking.rank(hand_model()))
+    schema = sarif_schemas()[0]
+    jsonschema.validate(doc, schema)
+    bad = json.loads(json.dumps(doc))
+    bad["runs"][0]["results"][0]["rank"] = 101
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    bad = json.loads(json.dumps(doc))
+    del bad["runs"][0]["results"][0]["message"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
