@@ -1,5 +1,8 @@
 """libDAI's causal factor-graph text format (libDAI with Wu et al.'s extension).
 
+The format "causal_fg" of `datalog.io.FORMATS`; `load_marginals` reads libDAI's
+reference marginals, which the tests compare against.
+
 First line: the number of factors. Each factor: an empty line, the head
 variable's label, a type line, then for `*` and `+` a line with the body size
 k and a line with k labels.
