@@ -15,6 +15,7 @@ from datalog.cycles import is_acyclic, least_fixpoint
 from datalog.derivation import from_clauses, merge_duplicates
 from fastlbp.errors import InputError
 from fastlbp.reference import Contradiction, exact_marginals
+from fastlbp.session import marginals
 
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"
 
@@ -202,9 +203,8 @@ def test_presto_parses_and_converts():
     assert stages.derivable.all() and stages.num_dropped_clauses == 0
     full, small = to_model(dg), to_model(dg, compress=True)
     assert full.num_vars == 63 + 40 and small.num_vars < full.num_vars
-    import fastlbp.api as api
-    a = api.marginals(full).marginals
-    b = api.marginals(small).marginals
+    a = marginals(full).marginals
+    b = marginals(small).marginals
     for name in ("CatchVH(3,4)", "CatchVH(3,5)"):
         assert b[small.index[name]] == pytest.approx(a[full.index[name]], abs=1e-9)
 
