@@ -7,7 +7,7 @@
 #   parall               PARALL µs per iteration, XLA and fused, f64 and f32, at 50K / 0.5M / 5M edges;
 #                        the fused loop's compile time in a fresh process
 #   rounds               triage rounds at the ftp size, full simulate: PARALL (XLA, fused), SEQFIX (relaxation)
-#   rounds-seqfix-pallas the same for SEQFIX with the persistent Pallas kernel (backend "fused")
+#   rounds-seqfix-pallas the same for SEQFIX with the persistent Pallas kernel (seqfix:chunked, backend "fused")
 #   schedules            SEQFIX / TOPO by relaxation at 50K, 0.5M and the ftp size: levels, passes, rounds, exactness
 #   schedules-5m         the same at 5M edges (no exactness check: it does not fit one 10-minute call)
 #   chunked              SEQFIX / TOPO with the level-by-level chunk loop (50K, 0.5M, ftp)
@@ -44,7 +44,7 @@ mode() {
         --out "$OUT/rounds_parall_fused"
       run 200 benchmarks/bench_rounds.py --schedule seqfix --max-rounds 60 --out "$OUT/rounds_seqfix" ;;
     rounds-seqfix-pallas)
-      run 300 benchmarks/bench_rounds.py --schedule seqfix --backend fused --max-rounds 60 \
+      run 300 benchmarks/bench_rounds.py --schedule seqfix:chunked --backend fused --max-rounds 60 \
         --out "$OUT/rounds_seqfix_fused" ;;
     schedules)
       run 400 benchmarks/bench_schedules.py --sizes 50000 500000 ftp --strategies seqfix topo --round-budget 4 ;;
