@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from datalog import causal_fg
 from fastlbp.cli import get_app
-from fastlbp.cli.app import BACKEND_ENV, Backend, settings_from_options
+from fastlbp.cli.app import BACKEND_ENV, Backend, backend_or_env, settings_from_options
+from fastlbp.errors import SettingsError
 from fastlbp.settings import BACKENDS, GPU_BACKENDS, Settings
 
 runner = CliRunner()
@@ -166,17 +167,26 @@ def test_option_defaults_come_from_settings():
 
 
 def test_settings_from_options(monkeypatch):
-    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    monkeypatch.setenv(BACKEND_ENV, "scatter")  # read by backend_or_env only
     assert settings_from_options() == Settings()
     got = settings_from_options(schedule="seqfix", precision="f32", tol=1e-3, max_iters=7, damping=0.5,
                                 backend="scatter", cycles="bingo", compress=False)
     assert got == Settings(schedule="seqfix", precision="f32", tol=1e-3, max_iters=7, damping=0.5,
                            backend="scatter", cycles="bingo", compress=False)
-    monkeypatch.setenv(BACKEND_ENV, "scatter")
-    assert settings_from_options().backend == "scatter"
-    assert settings_from_options(backend="xla").backend == "xla"  # the option beats the variable
+
+
+def test_backend_or_env(monkeypatch):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    assert backend_or_env(None) is None  # Settings' default
+    monkeypatch.setenv(BACKEND_ENV, " scatter ")
+    assert backend_or_env(None) == "scatter"
+    assert backend_or_env(Backend.xla) == "xla"  # the option beats the variable
     monkeypatch.setenv(BACKEND_ENV, "  ")
-    assert settings_from_options().backend == Settings().backend
+    assert backend_or_env(None) is None
+    monkeypatch.setenv(BACKEND_ENV, "nosuch")
+    with pytest.raises(SettingsError, match=r"\$FASTLBP_BACKEND: 'nosuch' is not a backend"):
+        backend_or_env(None)
+    assert backend_or_env("fused") == "fused"
 
 
 def test_backend_option_runs_the_named_kernels(monkeypatch):
@@ -199,6 +209,8 @@ def test_bad_backend_in_environment_is_a_clean_error(monkeypatch):
         assert "Traceback" not in res.output
     res = invoke("marginals", WEBLECH, "--backend", "xla", "--max-iters", "5")
     assert res.exit_code == 0, res.output  # an explicit --backend never reads the variable
+    res = invoke("info", WEBLECH)
+    assert res.exit_code == 0, res.output  # commands without inference never read it
 
 
 @pytest.mark.skipif(not NO_GPU, reason="a GPU backend runs here")

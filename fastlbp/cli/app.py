@@ -10,7 +10,8 @@ traceback.
 Option defaults come from `fastlbp.settings.Settings` (never written here
 again); a command turns its options into one `Settings` with
 `settings_from_options` and passes it to the library. `$FASTLBP_BACKEND` is
-read here only, as a default for `--backend`; the library never reads it.
+read here only (`backend_or_env`), as a default for `--backend` of the
+commands that run inference; the library never reads it.
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ BACKEND_ENV = "FASTLBP_BACKEND"
 app = typer.Typer(
     name="fastlbp",
     help="Rank program-analysis alarms by loopy belief propagation on the GPU (or CPU).\n\n"
-         "Kernels: XLA by default; on a GPU, --backend fused runs the Pallas kernels "
+         "Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a libDAI "
+         "causal factor-graph file. Run `fastlbp COMMAND --help` for details.\n\n"
+         "Kernels: XLA by default; on a GPU, --backend fused runs the Pallas kernels: PARALL as "
+         "two kernels per sweep, SEQFIX/TOPO/SEQRND as one persistent kernel per iteration "
          "(faster on big graphs; about 1 s more to compile and up to 1 s to lay the graph out; "
-         "README, BENCHMARKS.md).",
+         "README, BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's default.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -50,16 +54,7 @@ app = typer.Typer(
 
 @app.callback()
 def root() -> None:
-    """Rank program-analysis alarms by loopy belief propagation (GPU when present, else CPU).
-
-    Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a
-    libDAI causal factor-graph file. Run `fastlbp COMMAND --help` for details.
-
-    Kernels: XLA by default. `--backend fused` runs PARALL as two Pallas
-    kernels per sweep and SEQFIX/TOPO/SEQRND as one persistent kernel per
-    iteration (GPU only; faster on big graphs, about 1 s more to compile).
-    $FASTLBP_BACKEND sets the default of --backend.
-    """
+    """Runs before every command: turns on the compilation cache (the app's help is `app`'s)."""
     compilation_cache()
 
 
@@ -211,12 +206,17 @@ LabelsOpt = Annotated[
 ]
 
 
-def backend_from_env() -> str | None:
-    """`$FASTLBP_BACKEND` (stripped), None when unset or empty.
+def backend_or_env(backend: str | None) -> str | None:
+    """The `--backend` option if given, else `$FASTLBP_BACKEND` (stripped), else None (the default).
+
+    Only commands that run inference call this: `info`, `convert` and
+    `schedule` never read the variable, so a bad value cannot fail them.
 
     Raises:
-        SettingsError: it names no backend.
+        SettingsError: the variable names no backend.
     """
+    if backend is not None:
+        return backend.value if isinstance(backend, StrEnum) else backend
     raw = os.environ.get(BACKEND_ENV, "").strip()
     if not raw:
         return None
@@ -229,18 +229,13 @@ def settings_from_options(*, schedule: str | None = None, precision: str | None 
                           tol: float | None = None, max_iters: int | None = None,
                           damping: float | None = None, backend: str | None = None,
                           cycles: str | None = None, compress: bool | None = None) -> Settings:
-    """The one `Settings` of a command's options; options left None keep their defaults.
-
-    `backend` None means `$FASTLBP_BACKEND` if set, else the default.
+    """The one `Settings` of a command's options; options left None keep `Settings`' defaults.
 
     Raises:
-        SettingsError: a value out of range or unknown (also from $FASTLBP_BACKEND).
+        SettingsError: a value out of range or unknown.
     """
     def plain(value):
         return value.value if isinstance(value, StrEnum) else value
 
-    return DEFAULTS.replace(
-        schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters, damping=damping,
-        backend=plain(backend) if backend is not None else backend_from_env(),
-        cycles=plain(cycles), compress=compress,
-    )
+    return DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
+                            damping=damping, backend=plain(backend), cycles=plain(cycles), compress=compress)

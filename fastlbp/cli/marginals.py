@@ -22,6 +22,7 @@ from fastlbp.cli.app import (
     PrecisionOpt,
     ScheduleOpt,
     TolOpt,
+    backend_or_env,
     emit,
     handles_errors,
     settings_from_options,
@@ -60,7 +61,8 @@ def marginals(
     Example: fastlbp marginals data/weblech.causal_fg --labels labels.txt --format csv
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend, cycles=cycles)
+                                     precision=precision, backend=backend_or_env(backend),
+                                     cycles=cycles)
     model = load(graph, settings)
     known = read_labels(labels, model) if labels else None
     rnd = session.marginals(model, known, settings)

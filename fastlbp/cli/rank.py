@@ -21,6 +21,7 @@ from fastlbp.cli.app import (
     ScheduleOpt,
     Ticker,
     TolOpt,
+    backend_or_env,
     emit,
     handles_errors,
     settings_from_options,
@@ -73,7 +74,8 @@ def rank(
       fastlbp rank bingo_dir/ --schedule seqfix --format sarif > alarms.sarif
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend, cycles=cycles)
+                                     precision=precision, backend=backend_or_env(backend),
+                                     cycles=cycles)
     model = load(graph, settings)
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")

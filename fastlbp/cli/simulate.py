@@ -21,6 +21,7 @@ from fastlbp.cli.app import (
     PrecisionOpt,
     ScheduleOpt,
     TolOpt,
+    backend_or_env,
     emit,
     handles_errors,
     settings_from_options,
@@ -66,7 +67,8 @@ def simulate(
     Example: fastlbp simulate bingo_dir/ --oracle bingo_dir/oracle_queries.txt --schedule seqfix
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend, cycles=cycles)
+                                     precision=precision, backend=backend_or_env(backend),
+                                     cycles=cycles)
     if plot is not None:
         try:
             sim.require_matplotlib()

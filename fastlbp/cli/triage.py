@@ -18,6 +18,7 @@ from fastlbp.cli.app import (
     ScheduleOpt,
     Ticker,
     TolOpt,
+    backend_or_env,
     handles_errors,
     settings_from_options,
     status,
@@ -63,7 +64,8 @@ def triage(
     if resume and fresh:
         raise typer.BadParameter("--resume and --fresh exclude each other")
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend, cycles=cycles)
+                                     precision=precision, backend=backend_or_env(backend),
+                                     cycles=cycles)
     model = load(graph, settings)
     path = session or default_session_path(graph)
     with Ticker("first round"):
