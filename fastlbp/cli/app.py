@@ -25,6 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
+import jax
 import typer
 
 from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
@@ -43,9 +44,10 @@ app = typer.Typer(
          "Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a libDAI "
          "causal factor-graph file. Run `fastlbp COMMAND --help` for details.\n\n"
          "Kernels: XLA by default; on a GPU, --backend fused runs the Pallas kernels: PARALL as "
-         "two kernels per sweep, SEQFIX/TOPO/SEQRND as one persistent kernel per iteration "
-         "(faster on big graphs; about 1 s more to compile and up to 1 s to lay the graph out; "
-         "README, BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's default.",
+         "two kernels per sweep, chunked sequential schedules (seqfix:chunked, seqrnd) as one "
+         "persistent kernel per iteration (faster on big graphs; about 1 s more to compile and up "
+         "to 1 s to lay the graph out; README, BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's "
+         "default.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -67,8 +69,6 @@ def compilation_cache() -> Path | None:
     H200). JAX keys entries by the computation, its options and the JAX version.
     A folder that cannot be made leaves the cache off, with a warning.
     """
-    import jax
-
     raw = os.environ.get("FASTLBP_CACHE")
     if raw is not None and raw.strip().lower() in ("", "off", "0", "no", "none"):
         return None
@@ -185,9 +185,10 @@ PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Floating-p
 BackendOpt = Annotated[
     Backend | None,
     typer.Option("--backend", show_default=f"${BACKEND_ENV}, else {DEFAULTS.backend}",
-                 help="Kernels: xla runs everywhere; fused (GPU) runs the Pallas kernels, faster "
-                      "on big graphs; pallas and scatter are for comparison; *_interpret run the "
-                      "Pallas kernels in the interpreter (CPU, slow; tests)."),
+                 help="Kernels: xla runs everywhere; fused (GPU) runs PARALL and chunked schedules "
+                      "as Pallas kernels, faster on big graphs; pallas and scatter are for "
+                      "comparison; *_interpret run the Pallas kernels in the interpreter (CPU, "
+                      "slow; tests)."),
 ]
 CyclesOpt = Annotated[
     CycleMode,
