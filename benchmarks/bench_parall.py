@@ -10,12 +10,18 @@ times 200 PARALL iterations in one jitted loop (tol = 0 so the loop runs them
 all), measures the compile time of that loop, and compares with the floor:
 the bytes one iteration must move over the copy bandwidth measured in the
 same process. Details go to $OUT/bench_parall.json; a table is printed last.
+
+Variants (`--variants`, the first is the reference for the last column):
+`xla`, `scatter`, `pallas` (PARALL on the XLA kernels with that segment-sum
+backend, `-unrollN` for N sweeps per while-loop trip) and the fused Pallas
+kernels: `fused`, `fused-unrollN`, `fused[-unrollN]-tTILE-wWARPS`, or in full
+`fused-uN-tTILE-wWARPS[-vVARTILE][-xVARWARPS]` (slots and warps per factor-
+and variable-kernel program; unset ones by precision).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import re
 import sys
 import time
@@ -36,7 +42,26 @@ from common import (  # noqa: E402
     write_json,
 )
 
-from fastlbp import engine  # noqa: E402
+from fastlbp.engines import fused, parall  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
+
+
+def make_variant(name: str, gpu: bool):
+    """`(graph, settings) -> Runner` for a variant name (see the module docstring), or None."""
+    m = re.fullmatch(r"(xla|scatter|pallas)(?:-unroll(\d+))?", name)
+    if m:
+        backend = m.group(1) if gpu or m.group(1) != "pallas" else "pallas_interpret"
+        unroll = int(m.group(2) or 1)
+        return lambda graph, settings: parall.make_runner(graph, settings.replace(backend=backend),
+                                                          unroll=unroll)
+    m = (re.fullmatch(r"fused(?:-unroll(\d+))?(?:-t(\d+))?(?:-w(\d+))?", name)
+         or re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)(?:-v(\d+))?(?:-x(\d+))?", name))
+    if m:
+        u, t, w, v, x = ([int(g) if g else None for g in m.groups()] + [None, None])[:5]
+        return lambda graph, settings: fused.make_runner(graph, settings, unroll=u or 1, interpret=not gpu,
+                                                         tile=t, num_warps=w, var_tile=v, var_warps=x)
+    return None
 
 
 def bench_size(factor_edges: int, iters: int, bandwidth: float, variants: dict) -> list[dict]:
@@ -47,18 +72,18 @@ def bench_size(factor_edges: int, iters: int, bandwidth: float, variants: dict) 
     rows = []
     results = {}
     for dtype_name, dtype in (("f64", jnp.float64), ("f32", jnp.float32)):
-        for name, runner in variants.items():
-            msgs = engine.init(graph, dtype)
+        for name, make in variants.items():
+            msgs = init(graph, dtype)
             ev = jnp.zeros((graph.num_vars,), dtype)
-            args = (graph, msgs, ev, jnp.asarray(0.0, dtype), jnp.asarray(iters, jnp.int32),
-                    jnp.asarray(0.0, dtype))
+            # tol = 0: the loop runs all `iters` iterations.
+            ctl = controls(0.0, iters, 0.0, dtype)
             # Host-side preparation once per graph (the fused layout), timed apart from compiling.
             t0 = time.perf_counter()
-            if hasattr(runner, "prepare"):
-                runner.prepare(graph, dtype)
+            runner = make(model.graph, Settings(precision=dtype_name))
             prepare_s = time.perf_counter() - t0
+            args = (graph, runner.layout, msgs, ev, ctl)
             t0 = time.perf_counter()
-            compiled = runner.lower(*args).compile()
+            compiled = runner.run.lower(*args).compile()
             compile_s = time.perf_counter() - t0
             med, times = timed(compiled, *args, repeats=5)
             res = compiled(*args)
@@ -67,7 +92,7 @@ def bench_size(factor_edges: int, iters: int, bandwidth: float, variants: dict) 
             floor_s = floor_bytes(graph, jnp.dtype(dtype).itemsize) / bandwidth
             rows.append({
                 "factor_edges": graph.num_edges, "vars": graph.num_vars, "factors": graph.num_factors,
-                "variant": name, "precision": dtype_name, "iters": int(res.iterations),
+                "variant": name, "runner": runner.name, "precision": dtype_name, "iters": int(res.iterations),
                 "us_per_iter": per_iter * 1e6, "floor_us": floor_s * 1e6,
                 "x_floor": per_iter / floor_s, "compile_s": compile_s, "prepare_s": prepare_s,
                 "times_s": times, "generate_s": gen_s,
@@ -82,53 +107,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[50_000, 500_000, 5_000_000])
     ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--variants", nargs="+", default=["xla", "fused"],
-                    help="first one is the reference for |d|; see the list in main()")
+    ap.add_argument("--variants", nargs="+", default=["xla", "fused-unroll8"],
+                    help="the first one is the reference for |d| (names: see above)")
     args = ap.parse_args(argv)
 
     env = environment()
     bandwidth = copy_bandwidth(2 << 30) if jax.devices()[0].platform == "gpu" else copy_bandwidth(1 << 27)
     print(f"# {env['device']} jax {env['jax']}  copy bandwidth {bandwidth / 1e12:.2f} TB/s", flush=True)
-    from fastlbp import fused
-
     gpu = jax.devices()[0].platform == "gpu"
-    all_variants = {
-        "xla": lambda: engine.parall_runner("xla", 1),
-        "xla-unroll4": lambda: engine.parall_runner("xla", 4),
-        "scatter": lambda: engine.parall_runner("scatter", 1),
-        "pallas": lambda: engine.parall_runner("pallas" if gpu else "pallas_interpret", 1),
-        "fused": lambda: fused.runner(1, interpret=not gpu),
-        "fused-unroll4": lambda: fused.runner(4, interpret=not gpu),
-        "fused-t256": lambda: fused.runner(1, interpret=not gpu, tile=256, num_warps=4),
-        "fused-t1024": lambda: fused.runner(1, interpret=not gpu, tile=1024, num_warps=8),
-        "fused-w4": lambda: fused.runner(1, interpret=not gpu, num_warps=4),
-        "fused-unroll4-w4": lambda: fused.runner(4, interpret=not gpu, num_warps=4),
-        "fused-unroll8": lambda: fused.runner(8, interpret=not gpu),
-        "fused-unroll4-t256-w8": lambda: fused.runner(4, interpret=not gpu, tile=256, num_warps=8),
-        "fused-unroll4-w16": lambda: fused.runner(4, interpret=not gpu, num_warps=16),
-        "fused-unroll4-t1024-w16": lambda: fused.runner(4, interpret=not gpu, tile=1024,
-                                                        num_warps=16),
-    }
-    # Earlier versions of fused.py to compare with in the same process (not committed):
-    # benchmarks/_old_NAME.py gives the variant NAME-unroll8.
-    for old in sorted(Path(__file__).parent.glob("_old_*.py")):
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(old.stem, old)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[old.stem] = module  # its dataclasses look their module up
-        spec.loader.exec_module(module)
-        all_variants[f"{old.stem[5:]}-unroll8"] = functools.partial(module.runner, 8, not gpu)
-    # fused-u{unroll}-t{tile}-w{warps}[-v{var tile}][-x{var warps}], e.g. fused-u4-t128-w4-v1024-x16
-    for name in args.variants:
-        m = re.fullmatch(r"fused-u(\d+)-t(\d+)-w(\d+)(?:-v(\d+))?(?:-x(\d+))?", name)
-        if m:
-            u, t, w, v, x = (int(g) if g else None for g in m.groups())
-            all_variants[name] = functools.partial(fused.runner, u, not gpu, t, w, v, x)
-    unknown = set(args.variants) - set(all_variants)
+    variants = {name: make_variant(name, gpu) for name in args.variants}
+    unknown = sorted(name for name, make in variants.items() if make is None)
     if unknown:
-        ap.error(f"unknown variants {sorted(unknown)}; choose from {sorted(all_variants)}")
-    variants = {name: all_variants[name]() for name in args.variants}
+        ap.error(f"unknown variants {unknown}; see --help")
     rows = []
     for size in args.sizes:
         rows += bench_size(size, args.iters, bandwidth, variants)
