@@ -1,5 +1,5 @@
 """Interactive rounds at the ftp size: label the top alarm with the oracle, warm-started round to tol 1e-6,
-new ranking, over a full `simulate` run (DESIGN.md section 9; issue 6 item 5).
+new ranking, over a full `simulate` run (docs/DESIGN.md section 9; issue 6 item 5).
 
 Reports the median / p90 / max round time (rounds after the first: each is
 label -> warm-started run -> marginals on the host -> new ranking), the cold
@@ -11,6 +11,7 @@ last; writes every round's details to $OUT/bench_rounds.json (default ./out).
     python benchmarks/bench_rounds.py                       # ftp size (0.69 M edges), SEQFIX
     python benchmarks/bench_rounds.py --small --schedule parall   # CPU smoke run (weblech size)
     python benchmarks/bench_rounds.py --graph G --oracle TRUE_ALARMS
+    python benchmarks/bench_rounds.py --schedule parall --backend fused   # the fused kernels (GPU)
 
 Without --graph it generates a synthetic Bingo-like graph of a Table 1 size
 with `datalog.synthetic.generate(preset=...)` (ftp: 688,090 factor-graph
@@ -37,8 +38,9 @@ import jax  # noqa: E402
 import jax.monitoring  # noqa: E402
 
 import fastlbp  # noqa: E402
-from fastlbp import api  # noqa: E402
 from fastlbp import simulate as sim  # noqa: E402
+from fastlbp.loading import load  # noqa: E402
+from fastlbp.settings import BACKENDS, Settings  # noqa: E402
 
 SMALL_PRESET = "weblech"  # 2,351 edges, 11 alarms (all true with seed 0): a smoke run
 
@@ -49,7 +51,7 @@ jax.monitoring.register_event_duration_secs_listener(
 
 def build(args):
     if args.graph:
-        model = api.load(args.graph)
+        model = load(args.graph)
         if not args.oracle:
             raise SystemExit("--graph needs --oracle TRUE_ALARMS")
         truth = sim.read_oracle(args.oracle, model)
@@ -75,6 +77,8 @@ def main() -> None:
     ap.add_argument("--max-iters", type=int, default=1000)
     ap.add_argument("--damping", type=float, default=0.0)
     ap.add_argument("--precision", default="f64", choices=["f64", "f32"])
+    ap.add_argument("--backend", default="xla", choices=BACKENDS,
+                    help="kernel backend (fused: fused Pallas kernels; persistent kernel with :chunked)")
     ap.add_argument("--max-rounds", type=int, default=None, help="stop the simulate run early")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -96,9 +100,9 @@ def main() -> None:
             print(f"  round {i}: {step.round_s * 1e3:.1f} ms, {step.iterations} it", file=sys.stderr)
 
     compiles_before = len(COMPILES)
-    result = sim.simulate(model, truth, max_rounds=args.max_rounds, on_step=progress,
-                          schedule=args.schedule, tol=args.tol, max_iters=args.max_iters,
-                          damping=args.damping, precision=args.precision)
+    settings = Settings(schedule=args.schedule, precision=args.precision, tol=args.tol,
+                        max_iters=args.max_iters, damping=args.damping, backend=args.backend)
+    result = sim.simulate(model, truth, max_rounds=args.max_rounds, on_step=progress, settings=settings)
     compiles_total = len(COMPILES) - compiles_before
     # Round 1 is reported after its ranking; everything compiled since is a
     # recompilation inside the interactive loop.
@@ -114,7 +118,7 @@ def main() -> None:
         "device": str(jax.devices()[0]), "platform": jax.default_backend(),
         "jax": jax.__version__, "fastlbp": fastlbp.__version__, "host": platform.node(),
         "graph": source, "edges": g.num_edges, "variables": g.num_vars, "alarms": len(model.alarms),
-        "true_alarms": len(truth), "schedule": args.schedule, "tol": args.tol,
+        "true_alarms": len(truth), "schedule": args.schedule, "backend": args.backend, "tol": args.tol,
         "max_iters": args.max_iters, "precision": args.precision,
         "build_s": build_s, "compile_and_setup_s": result.compile_s,
         "compilations_total": compiles_total, "compilations_in_warm_rounds": compiles_in_rounds,
@@ -139,7 +143,7 @@ def main() -> None:
     rows = [
         ("device", summary["device"]),
         ("graph", f"{g.num_edges:,} edges, {len(model.alarms)} alarms ({len(truth)} true)"),
-        ("schedule", f"{args.schedule}, tol {args.tol:g}, {args.precision}"),
+        ("schedule", f"{args.schedule}, backend {args.backend}, tol {args.tol:g}, {args.precision}"),
         ("compile + setup", f"{result.compile_s:.3f} s"),
         ("cold round", f"{ms(summary['cold_round_s'])} ({summary['cold_round_iterations']} it)"),
         ("warm round median", f"{ms(summary['warm_round_median_s'])} "
