@@ -1,7 +1,8 @@
 """SEQFIX / TOPO benchmark: batches, analysis time, µs per iteration, rounds to 1e-6.
 
-Both engines: relaxation of whole sweeps (the default, schedules/relaxed.py; a
-strategy name alone) and the chunk loop (`NAME:chunked`, schedules/batched.py).
+Both engines: relaxation of whole sweeps (the default, fastlbp/engines/relaxed.py;
+a strategy name alone) and the chunk loop (`NAME:chunked`, fastlbp/engines/chunked.py),
+as `fastlbp.engines.make_runner` picks them for `Settings(schedule=NAME)`.
 
 Usage (one call on the GPU; on a CPU use small sizes):
 
@@ -9,8 +10,7 @@ Usage (one call on the GPU; on a CPU use small sizes):
     python benchmarks/bench_schedules.py --sizes 50000 --quick # CPU smoke test
 
 For every size (factor-graph edges; `ftp` = the paper's ftp preset, ~0.69M)
-it builds a synthetic Bingo-like graph (datalog.synthetic, else the layered
-generator in schedules.synthetic) and, for SEQFIX and TOPO:
+it builds a synthetic Bingo-like graph (datalog.synthetic) and, for SEQFIX and TOPO:
 
 * batches per iteration with levelling and with Algorithm 3, analysis seconds;
 * chunks per iteration, chunk width, packing seconds (chunk loop), relaxation
@@ -43,98 +43,81 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from common import environment, write_json  # noqa: E402
 
 import fastlbp  # noqa: E402, F401  (float64 on)
-import schedules  # noqa: E402
-from fastlbp import engine  # noqa: E402
+from datalog.bayesnet import to_model  # noqa: E402
+from datalog.synthetic import generate  # noqa: E402
+from fastlbp import engines  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
+from fastlbp.engines.relaxed import sweep_with_passes  # noqa: E402
 from fastlbp.graph import evidence_from_labels  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
 from schedules import analysis  # noqa: E402
-
-try:
-    from common import environment, write_json  # noqa: E402
-except ImportError:  # pragma: no cover
-    import json
-    import os
-
-    def environment():
-        return {"device": str(jax.devices()[0]), "jax": jax.__version__,
-                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-
-    def write_json(name, payload):
-        out = Path(os.environ.get("OUT", "out"))
-        out.mkdir(parents=True, exist_ok=True)
-        (out / name).write_text(json.dumps(payload, indent=1))
-        return out / name
 
 
 def make_model(size: str, seed: int = 0):
     """A synthetic model: `size` is a number of factor-graph edges or a datalog preset name."""
-    try:
-        from datalog.bayesnet import to_model
-        from datalog.synthetic import generate
-    except ImportError:
-        from schedules.synthetic import layered_graph
-        return layered_graph(int(size), seed), "schedules.synthetic.layered_graph"
     if size.isdigit():
         return to_model(generate(factor_edges=int(size), seed=seed)), "datalog.synthetic"
     return to_model(generate(preset=size, seed=seed)), f"datalog.synthetic preset {size}"
 
 
-def _args(graph, labels=None, tol=1e-6, iters=1000):
-    n = graph.num_vars
-    ev = jnp.asarray(evidence_from_labels(n, labels or {}))
-    return ev, jnp.asarray(tol), jnp.asarray(iters, jnp.int32), jnp.asarray(0.0)
+def _evidence(graph, labels=None):
+    return jnp.asarray(evidence_from_labels(graph.num_vars, labels or {}))
 
 
-def _timed_call(runner, graph, msgs, ev, tol, iters, damping):
+def _timed_call(runner, graph, msgs, ev, tol, iters):
+    """One round of at most `iters` iterations to `tol`, timed end to end with its results."""
     t0 = time.perf_counter()
-    res = runner(graph, msgs, ev, tol, iters, damping)
+    res = runner(graph, msgs, ev, controls(tol, iters, 0.0, msgs.dtype))
     jax.block_until_ready(res.marginals)
     return res, time.perf_counter() - t0
+
+
+def _runner(model, name: str):
+    return engines.make_runner(model, Settings(schedule=name))
 
 
 def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> dict:
     graph = model.graph if hasattr(model, "graph") else model
     row: dict = {"strategy": name}
     t0 = time.perf_counter()
-    runner = schedules.make_runner(model, name)  # levelling (the default)
+    runner = _runner(model, name)  # levelling (the default)
     row["setup_s"] = round(time.perf_counter() - t0, 3)
-    comp = runner.compiled
-    relax = getattr(runner, "relax_plan", None)
-    row["engine"] = "relaxed" if relax is not None else "chunked"
-    lev = comp.analyses[0]
+    comp = runner.info["compiled"]  # schedules.Relaxation or schedules.Compiled
+    relax = runner.name.endswith("/relaxed")
+    row["engine"] = runner.name.split("/")[-1]
+    lev = comp.analysis if relax else comp.analyses[0]
     row["batches_levelling"] = lev.num_batches
     row["analysis_s_levelling"] = round(lev.seconds, 3)
     a3 = analysis.algorithm3(graph, lev.order)
     row["batches_algorithm3"] = a3.num_batches
     row["analysis_s_algorithm3"] = round(a3.seconds, 3)
-    if relax is None:
+    if not relax:
         row["chunks_per_iteration"] = comp.plan.num_chunks
         row["chunk_width"] = comp.plan.width
         row["pack_s"] = round(comp.pack_seconds, 3)
-        row["unroll"] = runner.unroll
+        row["unroll"] = runner.info["unroll"]
     else:
         row["chunks_per_iteration"] = row["chunk_width"] = "-"
-        row["virtual_edges"] = relax.virtual_edges
+        row["virtual_edges"] = runner.info["virtual_edges"]
 
-    zeros = engine.init(graph_dev)
-    ev, _, _, damp = _args(graph)
+    zeros = init(graph_dev)
+    ev = _evidence(graph)
     few = 2 if quick else 5
     t0 = time.perf_counter()
-    res = runner(graph_dev, zeros, ev, jnp.asarray(0.0), jnp.asarray(1, jnp.int32), damp)
-    jax.block_until_ready(res.marginals)
+    res, _ = _timed_call(runner, graph_dev, zeros, ev, 0.0, 1)
     row["compile_and_first_s"] = round(time.perf_counter() - t0, 3)
-    _, secs = _timed_call(runner, graph_dev, zeros, ev, jnp.asarray(0.0),
-                          jnp.asarray(few, jnp.int32), damp)
+    _, secs = _timed_call(runner, graph_dev, zeros, ev, 0.0, few)
     per_iter = secs / few
     row["us_per_iteration"] = round(per_iter * 1e6, 1)
-    if relax is None:
+    if not relax:
         row["us_per_chunk"] = round(per_iter * 1e6 / max(comp.plan.num_chunks, 1), 2)
 
     cap = int(max(1, min(1000, budget / max(per_iter, 1e-9))))
     row["round_iteration_cap"] = cap
-    res, secs = _timed_call(runner, graph_dev, zeros, ev, jnp.asarray(1e-6),
-                            jnp.asarray(cap, jnp.int32), damp)
+    res, secs = _timed_call(runner, graph_dev, zeros, ev, 1e-6, cap)
     row["cold_round_s"] = round(secs, 4)
     row["cold_iterations"] = int(res.iterations)
     row["cold_converged"] = bool(res.converged)
@@ -143,33 +126,29 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
     alarms = list(getattr(model, "alarms", ()) or range(graph.num_vars))
     cand = [a for a in alarms if marg[a] < 1 - 1e-9] or alarms
     top = int(max(cand, key=lambda a: marg[a]))
-    ev1, _, _, _ = _args(graph, {top: False})
+    ev1 = _evidence(graph, {top: False})
     # A warm iteration can cost more than a cold one (relaxation needs more passes after a
     # label), so the warm cap comes from a few warm iterations.
-    _, secs = _timed_call(runner, graph_dev, res.messages, ev1, jnp.asarray(0.0),
-                          jnp.asarray(few, jnp.int32), damp)
+    _, secs = _timed_call(runner, graph_dev, res.messages, ev1, 0.0, few)
     cap = int(max(1, min(1000, budget / max(secs / few, 1e-9))))
     row["warm_iteration_cap"] = cap
-    res2, secs2 = _timed_call(runner, graph_dev, res.messages, ev1, jnp.asarray(1e-6),
-                              jnp.asarray(cap, jnp.int32), damp)
+    res2, secs2 = _timed_call(runner, graph_dev, res.messages, ev1, 1e-6, cap)
     row["warm_label"] = top
     row["warm_round_s"] = round(secs2, 4)
     row["warm_iterations"] = int(res2.iterations)
     row["warm_converged"] = bool(res2.converged)
     row["warm_conflict"] = bool(res2.conflict)
-    if relax is not None:
-        row["passes_cold"] = _passes(graph_dev, relax, zeros, ev)
-        row["passes_warm"] = _passes(graph_dev, relax, res.messages, ev1)
+    if relax:
+        row["passes_cold"] = _passes(graph_dev, runner.layout, zeros, ev)
+        row["passes_warm"] = _passes(graph_dev, runner.layout, res.messages, ev1)
     return row
 
 
-def _passes(graph_dev, relax, msgs, ev, iterations: int = 5) -> list[int]:
-    """Relaxation passes of the first iterations from `msgs`."""
-    from schedules.relaxed import sweep_with_passes
-
+def _passes(graph_dev, layout, msgs, ev, iterations: int = 5) -> list[int]:
+    """Relaxation passes of the first iterations from `msgs` (`layout`: the relaxed runner's)."""
     out = []
     for _ in range(iterations):
-        msgs, passes = sweep_with_passes(graph_dev, relax, msgs, ev)
+        msgs, passes = sweep_with_passes(graph_dev, layout, msgs, ev)
         out.append(int(passes))
     return out
 
@@ -178,17 +157,15 @@ def check_exactness(model, graph_dev, name: str, plans: bool) -> dict:
     """Relaxation vs the chunk loop; with `plans` also the levelling plan vs Algorithm 3's and
     vs 2-slot chunks. 3 iterations, f64."""
     graph = model.graph if hasattr(model, "graph") else model
-    zeros = engine.init(graph_dev)
-    ev, _, _, damp = _args(graph)
+    zeros = init(graph_dev)
+    ev = _evidence(graph)
     out = {}
-    base = schedules.make_runner(model, name)(graph_dev, zeros, ev, jnp.asarray(0.0),
-                                              jnp.asarray(3, jnp.int32), damp)
+    base, _ = _timed_call(_runner(model, name), graph_dev, zeros, ev, 0.0, 3)
     name = name.split(":")[0]
     others = [f"{name}:chunked"] + ([f"{name}:algorithm3:chunked", f"{name}:width=2:chunked"]
                                     if plans else [])
     for other in others:
-        res = schedules.make_runner(model, other)(graph_dev, zeros, ev, jnp.asarray(0.0),
-                                                  jnp.asarray(3, jnp.int32), damp)
+        res, _ = _timed_call(_runner(model, other), graph_dev, zeros, ev, 0.0, 3)
         a, b = np.asarray(base.messages), np.asarray(res.messages)
         fin = np.isfinite(a) & np.isfinite(b)
         # Relative to 1 + |log-odds|: relaxation stops when no message moves by 1e-12 of that.
