@@ -26,9 +26,6 @@ from collections.abc import Iterable, Sequence
 import jax
 import numpy as np
 
-from fastlbp.segments import SegmentPlan
-from fastlbp.segments import build as build_segments
-
 AND = 0
 OR = 1
 KIND_NAMES = {AND: "AND", OR: "OR"}
@@ -71,9 +68,9 @@ class FactorGraph:
         factor_head: (F,) int32, head variable of each factor.
         p1: (F,) float64, f(x0=1) when the body condition holds.
         p2: (F,) float64, f(x0=1) when it does not.
-        var_sums: how to sum the variable order's segments of a factor-order
-            edge array (dense gathers and row sums, `fastlbp.segments`).
-        factor_sums: the same for the factors' segments.
+
+    How an engine sums these segments (plans, kernels) is its own layout
+    (`fastlbp.kernels.Summation`), not part of the graph.
     """
 
     factor_offsets: jax.Array
@@ -88,8 +85,6 @@ class FactorGraph:
     factor_head: jax.Array
     p1: jax.Array
     p2: jax.Array
-    var_sums: SegmentPlan
-    factor_sums: SegmentPlan
 
     @property
     def num_vars(self) -> int:
@@ -254,8 +249,6 @@ def from_arrays(
         factor_head=head.astype(i32),
         p1=p1,
         p2=p2,
-        var_sums=build_segments(var_offsets, var_edges, num_edges),
-        factor_sums=build_segments(factor_offsets, None, num_edges),
     )
 
 

@@ -25,12 +25,14 @@ linear domain except where an underflow could decide the result.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from fastlbp import logspace, segments
+from fastlbp import logspace, pallas_kernels, segments
 from fastlbp.graph import AND, FactorGraph
 from fastlbp.segments import SegmentPlan
 
@@ -53,6 +55,44 @@ def combine(agg: jax.Array) -> jax.Array:
     return jnp.where(pos & neg, jnp.nan, out)
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Summation:
+    """How an engine sums segments (every variable's messages, every factor's terms).
+
+    Part of an engine's layout, built once per graph by `summation`. With
+    backend "xla" the sums are dense gathers and row sums through the two
+    plans (no atomics, deterministic); "scatter" is XLA's scatter-add, and
+    "pallas"/"pallas_interpret" a Pallas segment-sum kernel (both without plans).
+
+    Attributes:
+        var: the plan of the variable order's segments (None unless "xla").
+        factor: the plan of the factors' segments (None unless "xla").
+        backend: "xla", "scatter", "pallas" or "pallas_interpret" (static).
+    """
+
+    var: SegmentPlan | None
+    factor: SegmentPlan | None
+    backend: str = dataclasses.field(default="xla", metadata={"static": True})
+
+
+SUM_BACKENDS = ("xla", "scatter", "pallas", "pallas_interpret")
+
+
+def summation(graph: FactorGraph, backend: str = "xla") -> Summation:
+    """The `Summation` of `graph` for `backend` (host work, numpy: once per graph)."""
+    if backend not in SUM_BACKENDS:
+        raise ValueError(f"no segment sums for backend {backend!r} (expected one of {SUM_BACKENDS})")
+    if backend != "xla":
+        return Summation(None, None, backend)
+    var_offsets = np.asarray(graph.var_offsets)
+    factor_offsets = np.asarray(graph.factor_offsets)
+    return Summation(
+        var=segments.build(var_offsets, np.asarray(graph.var_edges), graph.num_edges),
+        factor=segments.build(factor_offsets, None, graph.num_edges),
+    )
+
+
 def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_segments: int,
                  backend: str = "xla", split_infinite_values: bool = False,
                  gather_index: jax.Array | None = None, plan: SegmentPlan | None = None) -> jax.Array:
@@ -68,48 +108,44 @@ def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_seg
             tests on the CPU).
         gather_index: optional (N,) int32; element i of a column is
             column[gather_index[i]].
-        plan: the graph's `SegmentPlan` for these segments (required by "xla").
+        plan: the `SegmentPlan` of these segments (required by "xla").
     """
     dtype = columns[0].dtype
-    if backend == "xla" and plan is not None:
+    if backend == "xla":
+        if plan is None:
+            raise ValueError("backend 'xla' sums through a SegmentPlan (kernels.summation)")
         if split_infinite_values:
             return segments.segment_sum(plan, columns[0], transform=split_infinite)
         data = columns[0] if len(columns) == 1 else jnp.stack(columns, -1)
         out = segments.segment_sum(plan, data)
         return out[:, None] if len(columns) == 1 else out
-    if backend in ("xla", "scatter"):
+    if backend == "scatter":
         if gather_index is not None:
             columns = tuple(c[gather_index] for c in columns)
         data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
         return jax.ops.segment_sum(data, segment_ids, num_segments=num_segments, indices_are_sorted=True)
-    from fastlbp import pallas_kernels
-
     out = pallas_kernels.segment_sum(columns, segment_ids, num_segments=num_segments,
                                      split_infinite=split_infinite_values, gather_index=gather_index,
                                      interpret=backend == "pallas_interpret")
     return out.astype(dtype)
 
 
-def var_aggregates(graph: FactorGraph, factor_to_var: jax.Array, evidence: jax.Array,
-                   backend: str = "xla") -> jax.Array:
+def var_aggregates(graph: FactorGraph, sums: Summation, factor_to_var: jax.Array,
+                   evidence: jax.Array) -> jax.Array:
     """Sums every variable's incoming messages and its evidence.
 
     Args:
         graph: the factor graph.
+        sums: how to sum segments (`summation`).
         factor_to_var: (E,) log-odds, factor order.
         evidence: (V,) log-odds.
 
     Returns:
         (V, 3) aggregate [finite sum, #+inf, #-inf].
     """
-    agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, backend, True,
-                       gather_index=graph.var_edges, plan=graph.var_sums)
+    agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, sums.backend, True,
+                       gather_index=graph.var_edges, plan=sums.var)
     return agg + split_infinite(evidence.astype(factor_to_var.dtype))
-
-
-def log_odds_from_aggregates(agg: jax.Array) -> jax.Array:
-    """(V, 3) aggregate -> (V,) marginal log-odds (NaN: contradictory evidence)."""
-    return combine(agg)
 
 
 def var_to_factor(graph: FactorGraph, factor_to_var: jax.Array, agg: jax.Array) -> jax.Array:
@@ -173,8 +209,8 @@ def factor_inputs(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> tuple[ja
     return jnp.where(is_zero, 0, term), is_zero.astype(mu.dtype)
 
 
-def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
-                      backend: str = "xla") -> jax.Array:
+def factor_aggregates(graph: FactorGraph, sums: Summation, finite: jax.Array,
+                      is_zero: jax.Array) -> jax.Array:
     """Per-factor sums of the body terms, arranged for exact leave-one-out.
 
     Every term is <= 0. For an edge whose term is at least half the factor's
@@ -188,12 +224,12 @@ def factor_aggregates(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array,
     Returns:
         (F, 3): [sum of finite terms S, #zero terms, sum of finite terms >= S/2].
     """
-    sums = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, backend,
-                        plan=graph.factor_sums)
-    dominant = _dominant(graph, finite, is_zero, sums[graph.edge_factor, 0])
-    rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors, backend,
-                        plan=graph.factor_sums)
-    return jnp.concatenate([sums, rest], axis=-1)
+    totals = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, sums.backend,
+                          plan=sums.factor)
+    dominant = _dominant(graph, finite, is_zero, totals[graph.edge_factor, 0])
+    rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors,
+                        sums.backend, plan=sums.factor)
+    return jnp.concatenate([totals, rest], axis=-1)
 
 
 def _dominant(graph: FactorGraph, finite: jax.Array, is_zero: jax.Array, factor_sum: jax.Array):
@@ -224,12 +260,13 @@ def factor_messages(graph: FactorGraph, var_to_factor_msgs: jax.Array, finite: j
                                     *(x[a] for x in params[1:]))
 
 
-def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: str = "xla",
+def factor_to_var(graph: FactorGraph, sums: Summation, var_to_factor_msgs: jax.Array,
                   params: FactorParams | None = None) -> jax.Array:
     """New factor-to-variable messages for every edge from variable-to-factor messages.
 
     Args:
         graph: the factor graph.
+        sums: how to sum segments (`summation`).
         var_to_factor_msgs: (E,) log-odds, factor order.
         params: `factor_params(graph, dtype)`, or None to compute it here.
 
@@ -238,5 +275,5 @@ def factor_to_var(graph: FactorGraph, var_to_factor_msgs: jax.Array, backend: st
         messages are contradictory.
     """
     finite, is_zero = factor_inputs(graph, var_to_factor_msgs)
-    agg = factor_aggregates(graph, finite, is_zero, backend)
+    agg = factor_aggregates(graph, sums, finite, is_zero)
     return factor_messages(graph, var_to_factor_msgs, finite, is_zero, agg, params)

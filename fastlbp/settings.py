@@ -38,7 +38,7 @@ class Settings:
         schedule: update strategy: parall, seqfix, seqrnd, topo, or a custom
             order file, with `:OPTION`s (`schedules.parse_spec`).
         precision: "f64" (default; the published accuracy depends on it) or "f32".
-        tol: a round stops when no marginal changes by this much or more.
+        tol: a round stops when no marginal changes by this much or more (0: after max_iters).
         max_iters: most iterations per round.
         damping: weight of the old message in [0, 1), in the log domain.
         backend: kernel backend (`BACKENDS`); "xla" runs on every device.
@@ -61,8 +61,8 @@ class Settings:
             raise SettingsError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if not 0.0 <= self.damping < 1.0:
             raise SettingsError(f"damping must be in [0, 1), got {self.damping}")
-        if not self.tol > 0:
-            raise SettingsError(f"tol must be positive, got {self.tol}")
+        if not self.tol >= 0:  # 0: run exactly max_iters iterations
+            raise SettingsError(f"tol must be >= 0, got {self.tol}")
         if int(self.max_iters) != self.max_iters or self.max_iters < 1:
             raise SettingsError(f"max_iters must be a positive integer, got {self.max_iters}")
         if self.backend not in BACKENDS:

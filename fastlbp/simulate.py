@@ -1,6 +1,6 @@
 """Bingo's experiment loop: an oracle always labels the top-ranked alarm until every true alarm is found.
 
-    result = simulate(model, read_oracle("oracle_queries.txt", model), schedule="seqfix")
+    result = simulate(model, read_oracle("oracle_queries.txt", model), settings=Settings(schedule="seqfix"))
     result.metrics.rank_100_t, result.metrics.average_time_s
 
 Round i is the inference whose ranking put alarm i on top: round 1 is the
@@ -20,10 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp import api, metrics
+from fastlbp import metrics
 from fastlbp.errors import ContradictoryEvidence, InputError, read_text
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
+from fastlbp.session import Session
+from fastlbp.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +92,8 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
 
 
 def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int | None = None,
-             on_step: Callable[[int, Step], None] | None = None, **session_kwargs) -> SimulationResult:
+             on_step: Callable[[int, Step], None] | None = None,
+             settings: Settings | None = None) -> SimulationResult:
     """Runs Bingo's loop with an oracle.
 
     Args:
@@ -100,8 +103,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         max_rounds: stop after this many labels even if true alarms remain.
         on_step: called after each label with (1-based index, step), for
             progress output.
-        session_kwargs: schedule, precision, tol, max_iters, damping (see
-            `fastlbp.api.Session`).
+        settings: the run's settings (default `Settings()`).
 
     A label after which LBP reports contradictory evidence (NaN marginals:
     the oracle contradicts the model, or LBP derived a spurious hard
@@ -111,12 +113,11 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     """
     truth = {model.index[a] if isinstance(a, str) else int(a) for a in true_alarms}
     start = time.perf_counter()
-    session = api.Session(model, **session_kwargs)
+    settings = settings or Settings()
+    session = Session(model, settings.replace(max_iters=1))
     # Compile with max_iters as data = 1: the same program the rounds run.
-    max_iters = session.max_iters
-    session.max_iters = 1
     session.run(warm=False)
-    session.max_iters = max_iters
+    session.settings = settings
     compile_s = time.perf_counter() - start
 
     alarms = alarm_vars(model)

@@ -1,9 +1,14 @@
-"""Update strategies, dependency analysis and the batched engine (DESIGN.md section 6).
+"""Update strategies and their dependency analysis into plans, on the host (DESIGN.md section 6).
 
     import schedules
-    runner = schedules.make_runner(model, "seqfix")        # analysis + plan, once
-    result = runner(graph, messages, evidence, tol, max_iters, damping)
+    spec = schedules.parse_spec("seqfix")
+    compiled = schedules.compile_schedule(model, spec)     # orders, analysis, chunk plan (numpy)
+    relax = schedules.relaxation_plan(model, spec)         # or the relaxation plan of one order
     schedules.describe(model, "topo:algorithm3")           # JSON-able statistics
+
+The device engines that run these plans live in `fastlbp.engines`
+(`fastlbp.engines.make_runner(model, settings)` picks one); nothing here
+runs on the device.
 
 A schedule spec is a strategy name or a custom order file, optionally followed
 by `:OPTION` parts:
@@ -11,8 +16,8 @@ by `:OPTION` parts:
     parall | seqfix | seqrnd | topo | PATH-TO-ORDER-FILE
     :levelling (default) | :algorithm3    dependency analysis
     :relaxed (default) | :chunked         engine: relax whole sweeps to the fixed point
-                                          (schedules/relaxed.py), or run the batches in
-                                          order, chunk by chunk (schedules/batched.py)
+                                          (fastlbp/engines/relaxed.py), or run the batches in
+                                          order, chunk by chunk (fastlbp/engines/chunked.py)
     :seed=N :cycle=N                      SEQRND: seed, number of orders cycled (default 0, 8)
     :bodyfirst                            TOPO: body messages backward first, then heads forward
     :width=N                              chunk width (slots); default: chosen by a cost model
@@ -32,12 +37,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from fastlbp import engine
 from fastlbp.errors import InputError
 from fastlbp.graph import FactorGraph
 from schedules import analysis as _analysis
 from schedules import orders as _orders
 from schedules import plan as _plan
+from schedules import relax_plan as _relax_plan
 from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
 from schedules.orders import BUILTIN, ORDER_FILE_HELP, Order
 
@@ -176,57 +181,26 @@ def compile_schedule(model, spec: str | Spec, **overrides: Any) -> Compiled:
     return Compiled(sp, ans, layouts, pl, t1 - t0, time.perf_counter() - t2)
 
 
-def make_runner(model, spec: str, **overrides: Any):
-    """A jitted runner `(graph, messages, evidence, tol, max_iters, damping) -> RunResult`.
+@dataclasses.dataclass
+class Relaxation:
+    """The relaxation plan of a single-order spec, and what building it took."""
 
-    Args:
-        model: a `fastlbp.model.Model` (or a bare `FactorGraph`).
-        spec: schedule spec (module docstring).
-        overrides: analysis=, width=, unroll=, seed=, cycle= (win over the spec).
-
-    The plan is passed to the jitted loop as an argument, so the runner never
-    recompiles for new evidence, messages, tol, damping or max_iters.
-    """
-    sp = parse_spec(spec, **overrides)
-    if sp.strategy == "parall":
-        return engine.run_parall_jit
-    if sp.engine == "relaxed":
-        runner = make_relaxed_runner(model, sp)
-        if runner is not None:
-            return runner
-    backend = engine.default_backend()
-    if backend in ("fused", "fused_interpret"):
-        # One persistent Pallas kernel per iteration (schedules/pallas_batched.py).
-        from schedules import pallas_batched
-
-        interpret = backend == "fused_interpret"
-        if sp.width is None:
-            width = pallas_batched.WIDTH if interpret else pallas_batched.ATOMIC_WIDTH
-            sp = dataclasses.replace(sp, width=width)
-        compiled = compile_schedule(model, sp)
-        if interpret:
-            runner = pallas_batched.make_runner_fn(compiled.plan, interpret=True)
-        else:
-            runner = pallas_batched.make_runner_fn(compiled.plan, num_warps=pallas_batched.ATOMIC_WARPS,
-                                                   atomic=True)
-        runner.compiled = compiled
-        return runner
-    from schedules.batched import make_runner_fn
-    compiled = compile_schedule(model, sp)
-    unroll = sp.unroll or (8 if jax.default_backend() == "gpu" else 1)
-    runner = make_runner_fn(compiled.plan, unroll)
-    runner.compiled = compiled
-    return runner
+    spec: Spec
+    analysis: Analysis
+    plan: _relax_plan.RelaxPlan
+    order_seconds: float
+    analysis_seconds: float
+    plan_seconds: float
 
 
-def make_relaxed_runner(model, spec: str | Spec, **overrides: Any):
-    """The relaxation runner of a single-order spec (schedules/relaxed.py), or None.
+def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | None:
+    """The relaxation plan of a single-order spec (`schedules.relax_plan`), or None.
 
     None when the spec has several orders (SEQRND) or its order splits the
-    factors into too many runs; those run chunk by chunk.
+    factors into too many reader groups; those run chunk by chunk
+    (`compile_schedule`). The dependency analysis gives the number of levels,
+    the most passes a relaxed sweep needs to be exact.
     """
-    from schedules import relaxed
-
     sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
     t0 = time.perf_counter()
@@ -236,12 +210,10 @@ def make_relaxed_runner(model, spec: str | Spec, **overrides: Any):
     t1 = time.perf_counter()
     an = _analysis.analyse(graph, ords[0], sp.analysis)
     t2 = time.perf_counter()
-    rplan = relaxed.build(graph, ords[0], an.num_batches)
+    rplan = _relax_plan.build(graph, ords[0], an.num_batches)
     if rplan is None:
         return None
-    runner = relaxed.make_runner_fn(rplan)
-    runner.compiled = Compiled(sp, [an], [], None, t1 - t0, time.perf_counter() - t2)
-    return runner
+    return Relaxation(sp, an, rplan, t1 - t0, t2 - t1, time.perf_counter() - t2)
 
 
 def _histogram(sizes: np.ndarray) -> dict[str, list[int]]:
@@ -259,7 +231,7 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         SEQRND's orders), "batches" (per order), "batch_size" {"min", "median", "max",
         "histogram" {"bin_edges", "counts"}}, "analysis_seconds", "order_seconds",
         "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes", "engine"
-        ("parall", "relaxed" or "chunked": what `make_runner` runs), "virtual_edges" (relaxed:
+        ("parall", "relaxed" or "chunked": what `fastlbp.engines.make_runner` runs), "virtual_edges" (relaxed:
         edges of the reader-group graph)}.
     """
     sp = parse_spec(spec, **overrides)
@@ -275,9 +247,7 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
     c = compile_schedule(model, sp)
     engine_name, virtual = "chunked", 0
     if sp.engine == "relaxed" and len(c.analyses) == 1:
-        from schedules import relaxed
-
-        rp = relaxed.build(graph, c.analyses[0].order, c.analyses[0].num_batches)
+        rp = _relax_plan.build(graph, c.analyses[0].order, c.analyses[0].num_batches)
         if rp is not None:
             engine_name, virtual = "relaxed", rp.virtual_edges
     sizes = np.concatenate([lay.batch_sizes for lay in c.layouts])
@@ -306,6 +276,6 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["make_runner", "describe", "parse_spec", "compile_schedule", "orders_for", "Spec",
-           "Order", "Analysis", "levelling", "algorithm3", "ANALYSES", "BUILTIN",
+__all__ = ["describe", "parse_spec", "compile_schedule", "relaxation_plan", "Relaxation", "orders_for",
+           "Spec", "Order", "Analysis", "levelling", "algorithm3", "ANALYSES", "BUILTIN",
            "ORDER_FILE_HELP"]

@@ -1,13 +1,12 @@
-"""The Python API: load a graph, set evidence, run with warm starts, read marginals.
+"""`Session`: evidence, messages and settings for repeated, warm-started rounds on one model.
 
-    import fastlbp.api as lbp
-    from fastlbp.loading import load
-    model = load("data/weblech.causal_fg")
-    session = lbp.Session(model)
+    import fastlbp
+    model = fastlbp.load("data/weblech.json")
+    session = fastlbp.Session(model, schedule="seqfix")
     session.run()
-    session.label("87", False)
+    session.label("race(13,15)", False)
     result = session.run()            # warm-started from the previous messages
-    print(session.marginals()["87"])
+    print(session.marginals()["race(13,15)"])
 """
 
 from __future__ import annotations
@@ -15,18 +14,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import engine
-from fastlbp.errors import ContradictoryEvidence, InputError
-from fastlbp.graph import GraphError, label_codes
+from fastlbp import engines
+from fastlbp.engines.loop import Controls, controls, init
+from fastlbp.errors import ContradictoryEvidence, SettingsError
+from fastlbp.graph import label_codes
 from fastlbp.model import Model
+from fastlbp.settings import Settings, settings_from
 
-PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
+# Settings a running session may change (they are data to the jitted round); the others
+# (schedule, precision, backend, loading) decide the runner and need a new session.
+CONTROL_FIELDS = ("tol", "max_iters", "damping")
 
 
 @dataclasses.dataclass
@@ -41,49 +43,45 @@ class Round:
     seconds: float
 
 
-Runner = Callable[..., engine.RunResult]
-
-
-def make_runner(model: Model, schedule: str = "parall") -> Runner:
-    """A function `(graph, messages, evidence, tol, max_iters, damping) -> RunResult`.
-
-    The schedule is compiled once here (dependency analysis), so rounds only
-    run the jitted loop.
-    """
-    if schedule.lower() == "parall":
-        return engine.parall_runner()
-    try:
-        from schedules import make_runner as schedule_runner
-    except ImportError:
-        raise InputError(None, None, f"unknown schedule {schedule!r} (available: parall)") from None
-    return schedule_runner(model, schedule)
-
-
 class Session:
     """Evidence, messages and settings for repeated, warm-started rounds on one model.
 
     Changing labels, tol, max_iters or damping never recompiles: they are data.
+
+    Args:
+        model: the model (`fastlbp.load`).
+        settings: the run's `Settings` (default `Settings()`).
+        **overrides: single settings by keyword, e.g. `schedule="seqfix"`, `backend="fused"`.
     """
 
-    def __init__(self, model: Model, *, schedule: str = "parall", precision: str = "f64",
-                 tol: float = 1e-6, max_iters: int = 1000, damping: float = 0.0):
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
-        if not 0.0 <= damping < 1.0:
-            raise ValueError(f"damping must be in [0, 1), got {damping}")
+    def __init__(self, model: Model, settings: Settings | None = None, **overrides):
+        self._settings = settings_from(settings, **overrides)
         self.model = model
-        self.dtype = PRECISIONS[precision]
-        self.tol = tol
-        self.max_iters = max_iters
-        self.damping = damping
-        self.schedule = schedule
-        self._runner = make_runner(model, schedule)
+        self.runner = engines.make_runner(model, self._settings)
         self.graph = jax.device_put(model.graph)
         self.labels: dict[int, bool] = dict(model.labels)
-        self.messages = engine.init(self.graph, self.dtype)
+        self.messages = init(self.graph, self.dtype)
         self.last: Round | None = None
-        self._settings_key: tuple | None = None
-        self._settings_arrays: tuple = ()
+        self._controls_key: tuple | None = None
+        self._controls: Controls | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, new: Settings) -> None:
+        """Changes tol, max_iters or damping (data); other changes need a new session."""
+        changed = [f.name for f in dataclasses.fields(Settings)
+                   if getattr(new, f.name) != getattr(self._settings, f.name)]
+        fixed = [name for name in changed if name not in CONTROL_FIELDS]
+        if fixed:
+            raise SettingsError(f"a session cannot change {', '.join(fixed)}; start a new Session")
+        self._settings = new
+
+    @property
+    def dtype(self):
+        return self._settings.dtype
 
     # Evidence -------------------------------------------------------------
     def _var(self, name_or_index: str | int) -> int:
@@ -108,19 +106,18 @@ class Session:
         return _evidence_from_codes(jnp.asarray(label_codes(self.model.num_vars, labels)), self.dtype)
 
     # Inference ------------------------------------------------------------
-    def _settings(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def controls(self) -> Controls:
         """tol, max_iters and damping on the device, sent again only when one changes: each
         host-to-device copy costs 0.15-0.25 ms on the H200 machine, a round three of them."""
-        key = (self.tol, self.max_iters, self.damping, self.dtype)
-        if self._settings_key != key:
-            self._settings_key = key
-            self._settings_arrays = (jnp.asarray(self.tol, self.dtype),
-                                     jnp.asarray(self.max_iters, jnp.int32),
-                                     jnp.asarray(self.damping, self.dtype))
-        return self._settings_arrays
+        s = self._settings
+        key = (s.tol, s.max_iters, s.damping, s.precision)
+        if self._controls_key != key:
+            self._controls_key = key
+            self._controls = controls(s.tol, s.max_iters, s.damping, self.dtype)
+        return self._controls
 
     def _call(self, messages, labels):
-        return self._runner(self.graph, messages, self.evidence(labels), *self._settings())
+        return self.runner(self.graph, messages, self.evidence(labels), self.controls())
 
     def run(self, *, warm: bool = True) -> Round:
         """Runs one round to convergence, warm-started from the last messages.
@@ -130,7 +127,7 @@ class Session:
                 minimal conflicting subset. Messages are left unchanged.
         """
         start = time.perf_counter()
-        msgs = self.messages if warm else engine.init(self.graph, self.dtype)
+        msgs = self.messages if warm else init(self.graph, self.dtype)
         result = self._call(msgs, self.labels)
         # One transfer for all results: their copies overlap (1 ms less per round at 0.2M
         # variables than one np.asarray after another).
@@ -148,7 +145,7 @@ class Session:
         return self.last
 
     def _conflicts(self, labels: dict[int, bool]) -> bool:
-        result = self._call(engine.init(self.graph, self.dtype), labels)
+        result = self._call(init(self.graph, self.dtype), labels)
         return bool(result.conflict)
 
     def _conflicting_labels(self) -> dict[str, bool]:
@@ -174,13 +171,13 @@ def _evidence_from_codes(codes: jax.Array, dtype) -> jax.Array:
     return jnp.where(codes > 0, inf, jnp.where(codes < 0, -inf, jnp.zeros((), dtype)))
 
 
-def marginals(model: Model, labels: dict[int, bool] | None = None, **session_kwargs) -> Round:
+def marginals(model: Model, labels: dict[int, bool] | None = None, settings: Settings | None = None,
+              **overrides) -> Round:
     """One cold round on `model` with `labels` (or the model's own labels)."""
-    session = Session(model, **session_kwargs)
+    session = Session(model, settings, **overrides)
     if labels is not None:
         session.labels = dict(labels)
     return session.run(warm=False)
 
 
-__all__ = ["Session", "Round", "marginals", "make_runner", "InputError", "GraphError",
-           "ContradictoryEvidence", "PRECISIONS"]
+__all__ = ["Session", "Round", "marginals", "CONTROL_FIELDS"]

@@ -1,6 +1,6 @@
 """The batched engine's iteration as one persistent Pallas (Triton) kernel.
 
-`schedules.batched` runs a chunk as a dozen XLA kernels inside a loop, about
+`fastlbp.engines.chunked` runs a chunk as a dozen XLA kernels inside a loop, about
 35-50 µs a chunk on the H200, and a SEQFIX iteration on these graphs has
 ~10^4 chunks that must run one after another. Here one kernel with a single
 program walks every chunk of the iteration in order: per chunk it gathers the
@@ -9,7 +9,7 @@ writes the new messages and adds their changes to the aggregates, then
 waits at a block barrier so the next chunk reads them. There is no launch and
 no host round trip per chunk: a chunk costs a few dependent memory round trips.
 
-Same plan (`schedules.plan`), same arithmetic as `batched._chunk_update`:
+Same plan (`schedules.plan`), same arithmetic as `chunked._chunk_update`:
 
 * runs are segments of the chunk; their sums use a (W, W) same-run mask
   (exact: a run never mixes with its neighbours), so W is kept small (32);
@@ -31,12 +31,15 @@ the interpreter does not model, so the GPU check is
 from __future__ import annotations
 
 import functools
+import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from fastlbp import engine, kernels
+from fastlbp import kernels
+from fastlbp.engines.chunked import ChunkLayout
+from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
 from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages, finite_part, log_sigmoid, signed
 from schedules import plan as P
@@ -232,9 +235,11 @@ def factor_params(graph: FactorGraph, dtype):
     return (is_and.astype(jnp.int32), *values)
 
 
-def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, interpret: bool = False,
+def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret: bool = False,
           num_warps: int = NUM_WARPS, atomic: bool = False, params=None):
-    """One iteration (plan `iteration mod P`), like `batched.sweep`; returns (E,) messages.
+    """One iteration (plan `iteration mod P`), like `chunked.sweep`; returns (E,) messages.
+
+    `agg`: (V, 3) `kernels.var_aggregates` of `messages` and the evidence.
 
     `params`: `factor_params(graph, dtype)`, computed once per run by the caller
     (None: computed here).
@@ -244,7 +249,6 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, inter
 
     n_plans, num_chunks, rows, width = plan.chunks.shape
     dt = messages.dtype
-    agg = kernels.var_aggregates(graph, messages, evidence)
     pad = jnp.zeros((1,), dt)
     msgs = jnp.concatenate([messages, pad])
     fin, pos, neg = (jnp.concatenate([agg[:, k], pad]) for k in range(3))
@@ -271,24 +275,33 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, inter
     return out[0][:-1]
 
 
-@functools.partial(jax.jit, static_argnames=("interpret", "num_warps", "atomic"))
-def run(graph, plan, messages, evidence, tol, max_iters, damping, interpret: bool = False,
-        num_warps: int = NUM_WARPS, atomic: bool = False):
-    """The batched schedule to convergence with the persistent kernel (`engine.iterate`)."""
-    params = factor_params(graph, messages.dtype)  # once per run, not per iteration
+def _run(graph: FactorGraph, layout: ChunkLayout, messages: jax.Array, evidence: jax.Array, ctl: Controls,
+         *, interpret: bool = False, num_warps: int = NUM_WARPS, atomic: bool = False) -> RunResult:
+    params = factor_params(graph, messages.dtype)  # once per round, not per iteration
 
-    def swp(g, m, e, it):
-        return sweep(g, plan, m, e, it, interpret, num_warps, atomic, params)
-    return engine.iterate(swp, graph, messages, evidence, tol, max_iters, damping, with_iteration=True)
+    def persistent(g, lay, msgs, agg, ev, it):
+        return sweep(g, lay.plan, msgs, agg, it, interpret, num_warps, atomic, params)
+
+    return iterate(persistent, graph, layout, layout.sums, messages, evidence, ctl)
 
 
-def make_runner_fn(plan: P.Plan, interpret: bool = False, num_warps: int = NUM_WARPS, atomic: bool = False):
-    """A function with `engine.parall_runner()`'s signature running this plan."""
-    plan = jax.device_put(plan)
+@functools.cache
+def jitted_run(interpret: bool = False, num_warps: int = NUM_WARPS, atomic: bool = False):
+    """The jitted round `run(graph, layout, messages, evidence, controls)` for these kernel settings."""
+    return jax.jit(functools.partial(_run, interpret=interpret, num_warps=num_warps, atomic=atomic))
 
-    def runner(graph, messages, evidence, tol, max_iters, damping):
-        return run(graph, plan, messages, evidence, tol, max_iters, damping, interpret=interpret,
-                   num_warps=num_warps, atomic=atomic)
 
-    runner.plan = plan
-    return runner
+def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, interpret: bool = False,
+                num_warps: int = NUM_WARPS, atomic: bool = False, info: dict | None = None) -> Runner:
+    """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (widths: `WIDTH` for the
+    mask kernel, `ATOMIC_WIDTH` for the atomic one)."""
+    if atomic and interpret:
+        raise ValueError("the atomic variant runs on the GPU only")
+    start = time.perf_counter()
+    layout = jax.device_put(ChunkLayout(plan, kernels.summation(graph, "xla")))
+    return Runner(name=name, layout=layout, run=jitted_run(interpret, num_warps, atomic),
+                  info={**(info or {}), "num_warps": num_warps, "atomic": atomic,
+                        "layout_seconds": time.perf_counter() - start})
+
+
+__all__ = ["WIDTH", "NUM_WARPS", "ATOMIC_WIDTH", "ATOMIC_WARPS", "sweep", "jitted_run", "make_runner"]

@@ -15,16 +15,27 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from datalog import causal_fg
-from fastlbp import engine, reference
-from fastlbp.api import Session
+from fastlbp import kernels, reference
+from fastlbp.engines import loop, parall
 from fastlbp.errors import ContradictoryEvidence
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
 from fastlbp.model import Model
+from fastlbp.session import Session
+from fastlbp.settings import Settings
+
+
+def _run(graph, evidence=None, messages=None, **settings):
+    """One PARALL round with `Settings(**settings)`."""
+    return parall.run(graph, evidence, messages, settings=Settings(**settings))
+
+
+def _step(graph, messages, evidence, damping=0.0):
+    return parall.step(graph, kernels.summation(graph), messages, evidence, damping)
 
 
 def _engine(factors, num_vars, labels, **kw):
     g = from_factors(factors, num_vars)
-    return engine.run(g, evidence_from_labels(num_vars, labels), **kw)
+    return _run(g, evidence_from_labels(num_vars, labels), **kw)
 
 
 @settings(max_examples=40, deadline=None)
@@ -43,7 +54,7 @@ def test_parall_matches_sequential_reference(seed, with_labels):
     g = from_factors(factors, V)
     ev = evidence_from_labels(V, labels)
     check_engine_against_reference(factors, V, labels, result,
-                                   lambda m: engine.step(g, jnp.asarray(m), jnp.asarray(ev)), iters=25)
+                                   lambda m: _step(g, jnp.asarray(m), jnp.asarray(ev)), iters=25)
 
 
 @settings(max_examples=20, deadline=None)
@@ -56,7 +67,7 @@ def test_damping_matches_reference(seed, damping):
     g = from_factors(factors, V)
     ev = jnp.zeros(V)
     assert_matches_reference(factors, V, {}, result.marginals, result.messages,
-                             lambda m: engine.step(g, jnp.asarray(m), ev, damping), iters=15, damping=damping)
+                             lambda m: _step(g, jnp.asarray(m), ev, damping), iters=15, damping=damping)
 
 
 @settings(max_examples=60, deadline=None)
@@ -88,12 +99,12 @@ def test_reference_can_fail():
 def test_huge_fan_in_is_finite_and_exact(kind):
     n = 10_000
     factors, expect = huge_fan_in(kind, n)
-    for dtype in (jnp.float64, jnp.float32):
-        result = _engine(factors, n + 1, {}, tol=1e-12, max_iters=10, dtype=dtype)
+    for precision in ("f64", "f32"):
+        result = _engine(factors, n + 1, {}, tol=1e-12, max_iters=10, precision=precision)
         p = np.asarray(result.marginals, dtype=np.float64)
         assert np.all(np.isfinite(p))
         # Tree: exact.
-        tol = 1e-10 if dtype == jnp.float64 else 2e-4
+        tol = 1e-10 if precision == "f64" else 2e-4
         assert abs(p[0] - expect) < tol
         assert 0.01 < expect < 0.99  # the product is neither 0 nor 1: no underflow shortcut
 
@@ -111,8 +122,8 @@ def test_float32_keeps_the_ranking():
         V = 60
         factors = random_factors(rng, V, 80, hard=0.0)
         g = from_factors(factors, V)
-        p64 = np.asarray(engine.run(g, tol=1e-9, max_iters=300).marginals)
-        p32 = np.asarray(engine.run(g, tol=1e-6, max_iters=300, dtype=jnp.float32).marginals)
+        p64 = np.asarray(_run(g, tol=1e-9, max_iters=300).marginals)
+        p32 = np.asarray(_run(g, tol=1e-6, max_iters=300, precision="f32").marginals)
         assert np.max(np.abs(p64 - p32)) < 1e-3
         i, j = np.triu_indices(V, 1)
         clear = np.abs(p64[i] - p64[j]) > 2e-3
@@ -125,7 +136,7 @@ def _libdai(name):
 
 def test_weblech_matches_libdai_parall():
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
-    result = engine.run(model.graph, tol=0.0, max_iters=200)
+    result = _run(model.graph, tol=0.0, max_iters=200)
     p = np.asarray(result.marginals)
     ref = _libdai("parall200.marg")
     assert len(ref) == model.num_vars
@@ -140,73 +151,19 @@ def test_weblech_matches_libdai_parall():
     assert max(abs(rnd.marginals[model.index[k]] - v) for k, v in ref.items()) < 1e-6
 
 
-def test_changing_evidence_never_recompiles():
-    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
-    session = Session(model)
-    session.run()
-    before = engine.parall_runner()._cache_size()
-    rng = np.random.default_rng(0)
-    for v in rng.choice(model.num_vars, 5, replace=False):
-        session.label(int(v), False)
-        try:
-            session.run()
-        except ContradictoryEvidence:
-            session.unlabel(int(v))
-        session.tol, session.damping, session.max_iters = 1e-5, 0.1, 50
-    assert engine.parall_runner()._cache_size() == before
-
-
-def test_new_settings_reach_the_runner():
-    # The session keeps tol, max_iters and damping on the device between rounds; a change
-    # must still take effect at the next round.
-    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
-    session = Session(model, tol=1e-9)
-    fine = session.run(warm=False).iterations
-    assert fine > 3
-    session.max_iters = 3
-    assert session.run(warm=False).iterations == 3
-    session.max_iters, session.tol = 1000, 1e-2
-    assert 3 < session.run(warm=False).iterations < fine
-
-
 def test_graph_is_an_argument_not_a_constant():
     # Two graphs of equal shapes share one compiled program.
     g1 = from_factors([Factor(AND, 0, (1,), 0.9, 0.0), Factor(AND, 1, (), 0.5, 0.5)])
     g2 = from_factors([Factor(OR, 1, (0,), 0.7, 0.1), Factor(AND, 0, (), 0.2, 0.2)])
-    engine.run(g1)
-    n = engine.parall_runner()._cache_size()
-    r2 = engine.run(g2, tol=1e-12)
-    assert engine.parall_runner()._cache_size() == n
+    _run(g1)
+    n = parall.jitted_run(1)._cache_size()
+    r2 = _run(g2, tol=1e-12)
+    assert parall.jitted_run(1)._cache_size() == n
     np.testing.assert_allclose(np.asarray(r2.marginals),
                                reference.exact_marginals(g2.factors(), 2), atol=1e-10)
-    lowered = jax.jit(lambda g: engine.step(g, engine.init(g), jnp.zeros(2))).lower(g1).as_text()
+    sums = kernels.summation(g1)
+    lowered = jax.jit(lambda g, s: parall.step(g, s, loop.init(g), jnp.zeros(2))).lower(g1, sums).as_text()
     assert "0.9" not in lowered  # p1 is an argument, not embedded
-
-
-def test_contradictory_labels_are_named():
-    # a -> b deterministically (OR), c independent: labelling a true and b false contradicts.
-    factors = [Factor(AND, 0, (), 0.5, 0.5), Factor(OR, 1, (0,), 1.0, 0.0), Factor(AND, 2, (), 0.5, 0.5)]
-    model = Model(graph=from_factors(factors), var_names=("a", "b", "c"))
-    session = Session(model)
-    session.label("c", True)
-    session.label("a", True)
-    session.label("b", False)
-    with pytest.raises(ContradictoryEvidence) as info:
-        session.run()
-    assert info.value.labels == {"a": True, "b": False}
-    assert "a=true" in str(info.value) and "nan" not in str(info.value).lower()
-    session.unlabel("b")
-    rnd = session.run()
-    assert np.all(np.isfinite(rnd.marginals)) and rnd.marginals[1] == 1.0
-
-
-def test_warm_start_continues_from_messages():
-    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
-    session = Session(model, tol=1e-9)
-    cold = session.run()
-    warm = session.run()
-    assert warm.iterations <= 1
-    np.testing.assert_allclose(warm.marginals, cold.marginals, atol=1e-9)
 
 
 @pytest.mark.parametrize("backend", ["xla", "pallas_interpret"])
@@ -218,28 +175,12 @@ def test_leave_one_out_keeps_tiny_sums_of_others(backend):
     factors = [Factor(AND, 1, (), 1 - 1e-10, 1 - 1e-10), Factor(AND, 2, (), 4e-18, 4e-18),
                Factor(OR, 0, (1, 2), 1.0, 0.0), Factor(AND, 3, (2,), 0.5, 0.0)]
     g = from_factors(factors)
-    first = engine.run(g, evidence_from_labels(4, {0: True}), tol=1e-15, backend=backend)
+    first = _run(g, evidence_from_labels(4, {0: True}), tol=1e-15, backend=backend)
     assert np.all(np.isfinite(np.asarray(first.messages)[[1, 3, 5]]))
     labels = {0: True, 1: False}
-    warm = engine.run(g, evidence_from_labels(4, labels), first.messages, tol=1e-15, backend=backend)
+    warm = _run(g, evidence_from_labels(4, labels), first.messages, tol=1e-15, backend=backend)
     assert not bool(warm.conflict)
     np.testing.assert_allclose(np.asarray(warm.marginals), reference.exact_marginals(factors, 4, labels),
                                atol=1e-12)
 
 
-def test_consistent_labels_never_conflict():
-    # Labels drawn from a world sampled from the model have positive probability.
-    from datalog.bayesnet import to_model
-    from datalog.synthetic import generate, sample_truth
-
-    dg = generate(preset="weblech", seed=3, rule_probabilities=(0.999, 0.95, 0.9))
-    model = to_model(dg)
-    truth = sample_truth(dg, seed=1)
-    session = Session(model, tol=1e-7, max_iters=300)
-    session.run()
-    rng = np.random.default_rng(0)
-    tuples = rng.choice(dg.num_tuples, 40, replace=False)
-    for t in tuples:
-        session.label(int(t), bool(truth[t]))
-        rnd = session.run()  # raises ContradictoryEvidence on a spurious conflict
-        assert np.all(np.isfinite(rnd.marginals))

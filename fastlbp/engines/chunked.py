@@ -1,4 +1,4 @@
-"""The batched engine: one jitted loop over iterations and, inside, over fixed-width chunks.
+"""The chunk loop: one jitted loop over iterations and, inside, over fixed-width chunks of batches.
 
 State inside an iteration: the (E,) factor-to-variable log-odds and the (V, 3)
 per-variable aggregates of kernels.var_aggregates (finite sum, #+inf, #-inf),
@@ -18,15 +18,27 @@ max_iters are traced, so changing them does not recompile.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import time
 
 import jax
 import jax.numpy as jnp
 
-from fastlbp import engine, kernels
+from fastlbp import kernels
+from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
 from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages
 from schedules import plan as P
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ChunkLayout:
+    """The chunk loop's layout (a jit argument): the packed chunks and the graph's segment sums."""
+
+    plan: P.Plan
+    sums: kernels.Summation
 
 
 def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
@@ -87,14 +99,18 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     return msgs, agg, acc
 
 
-def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, unroll: int = 1):
+def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, unroll: int = 1):
     """One iteration: every chunk of plan number `iteration mod P` in order.
 
+    Args:
+        messages: (E,) log-odds.
+        agg: (V, 3) `kernels.var_aggregates` of `messages` and the evidence.
+        iteration: () int32.
+
     Returns:
-        (E,) new messages (undamped; `engine.iterate` damps).
+        (E,) new messages (undamped; the loop damps).
     """
     chunks = plan.chunks[jnp.mod(iteration, plan.chunks.shape[0])]  # (C, 8, W)
-    agg = kernels.var_aggregates(graph, messages, evidence)
     agg = jnp.concatenate([agg, jnp.zeros((1, 3), agg.dtype)])
     msgs = jnp.concatenate([messages, jnp.zeros((1,), messages.dtype)])
 
@@ -106,23 +122,28 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, evidence, iteration, unrol
     return msgs[:-1]
 
 
-@functools.partial(jax.jit, static_argnames=("unroll",))
-def run_batched(graph, plan, messages, evidence, tol, max_iters, damping, unroll: int = 1):
-    """Runs the batched schedule to convergence (same contract as engine.run_parall_jit)."""
-    def swp(g, m, e, it):
-        return sweep(g, plan, m, e, it, unroll)
-    return engine.iterate(swp, graph, messages, evidence, tol, max_iters, damping,
-                          with_iteration=True)
+def _run(graph: FactorGraph, layout: ChunkLayout, messages: jax.Array, evidence: jax.Array, ctl: Controls,
+         *, unroll: int = 1) -> RunResult:
+    def chunked(g, lay, msgs, agg, ev, it):
+        return sweep(g, lay.plan, msgs, agg, it, unroll)
+
+    return iterate(chunked, graph, layout, layout.sums, messages, evidence, ctl)
 
 
-def make_runner_fn(plan: P.Plan, unroll: int = 1):
-    """A function with `engine.run_parall_jit`'s signature running this plan."""
-    plan = jax.device_put(plan)
+@functools.cache
+def jitted_run(unroll: int = 1):
+    """The jitted round `run(graph, layout, messages, evidence, controls)` for `unroll` chunks per
+    loop trip."""
+    return jax.jit(functools.partial(_run, unroll=unroll))
 
-    def runner(graph, messages, evidence, tol, max_iters, damping):
-        return run_batched(graph, plan, messages, evidence, tol, max_iters, damping,
-                           unroll=unroll)
 
-    runner.plan = plan
-    runner.unroll = unroll
-    return runner
+def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, unroll: int = 1,
+                info: dict | None = None) -> Runner:
+    """A `Runner` for a chunk plan packed by `schedules.compile_schedule`."""
+    start = time.perf_counter()
+    layout = jax.device_put(ChunkLayout(plan, kernels.summation(graph, "xla")))
+    return Runner(name=name, layout=layout, run=jitted_run(unroll),
+                  info={**(info or {}), "unroll": unroll, "layout_seconds": time.perf_counter() - start})
+
+
+__all__ = ["ChunkLayout", "sweep", "jitted_run", "make_runner"]

@@ -1,0 +1,110 @@
+"""Fused PARALL for the GPU: one Pallas kernel per half-sweep.
+
+The XLA engine (`fastlbp.engines.parall`, on `fastlbp.kernels`) runs an
+iteration as about twenty kernels, and at 0.5M edges their launches, not the
+bytes, set the time. Here an iteration is mainly two Pallas (Triton) kernels:
+
+* the *factor kernel* reads each factor's messages and its variables'
+  totals, forms the variable-to-factor messages, the body terms and their
+  exact leave-one-out sums, and writes the new factor-to-variable messages;
+* the *variable kernel* sums each variable's incoming messages and its
+  evidence into the totals the next factor kernel reads, forms the marginal
+  and the largest change of any marginal (the convergence test).
+
+No XLA kernel runs between them: the loop's control lives in device cells
+the kernels read and write themselves. On the CPU (tests) the same kernels
+run in the Pallas interpreter (`interpret=True`, backend "fused_interpret").
+
+    runner = make_runner(graph, Settings(backend="fused"))   # the layout, once (host)
+    result = runner(graph, messages, evidence, controls)     # a round (jitted)
+
+Modules, from the host down to the kernels:
+
+    tuning           tiles and warps by precision (measured on the H200)
+    layout           `build`: the graph's padded rows and programs (`FusedLayout`)
+    loop             the while loop of sweeps; one problem at a time under jax.vmap
+    control          the loop's control cells on the device (`Control`)
+    factor_kernel    `factor_pass`: new messages (and the wide factor rows' chunks)
+    variable_kernel  `var_pass`: totals, marginals, the largest change
+    kernel_math      the per-slot jnp math both kernels share
+    lowering         keeps tracing and lowering the kernels short
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+
+from fastlbp.engines.fused import loop
+from fastlbp.engines.fused.control import Control
+from fastlbp.engines.fused.factor_kernel import chunks_wait, factor_pass
+from fastlbp.engines.fused.layout import FusedLayout, Side, build
+from fastlbp.engines.fused.loop import factor_params, one_at_a_time, run_loop
+from fastlbp.engines.fused.tuning import (
+    AUTO_TILE,
+    AUTO_VAR_TILE,
+    AUTO_VAR_WARPS,
+    AUTO_WARPS,
+    NUM_WARPS,
+    TILE,
+    UNROLL,
+    tuning,
+)
+from fastlbp.engines.fused.variable_kernel import var_pass
+from fastlbp.engines.loop import Runner
+from fastlbp.graph import FactorGraph
+from fastlbp.settings import Settings
+
+NAME = "parall/fused"
+
+
+@functools.cache
+def _jitted(unroll: int, interpret: bool, num_warps: int, var_warps: int):
+    """The jitted `loop.run` for one static tuning: one object per tuning, so runners of
+    graphs whose layouts have the same shapes share its compilations."""
+    return jax.jit(functools.partial(loop.run, unroll=unroll, interpret=interpret, num_warps=num_warps,
+                                     var_warps=var_warps))
+
+
+def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = UNROLL,
+                interpret: bool | None = None, tile: int | None = None, num_warps: int | None = None,
+                var_tile: int | None = None, var_warps: int | None = None) -> Runner:
+    """The fused PARALL engine prepared for `graph`: its layout built once, here, on the host.
+
+    Args:
+        graph: a concrete factor graph (not traced).
+        settings: the run's settings; `settings.dtype` picks the tiles and warps, and
+            `settings.backend == "fused_interpret"` the interpreter.
+        unroll: sweeps per while-loop trip (rounded up to an even number).
+        interpret: run the kernels in the Pallas interpreter; None: by `settings.backend`.
+        tile, num_warps: slots and warps per factor-kernel program; None: by precision
+            (`AUTO_TILE`, `AUTO_WARPS`).
+        var_tile, var_warps: the same for the variable kernel; None: `tile` if given, else
+            `AUTO_VAR_TILE`; `AUTO_VAR_WARPS`.
+
+    Returns:
+        `Runner` named "parall/fused": `layout` the `FusedLayout`, `run` the jitted
+        `run(graph, layout, messages, evidence, controls) -> RunResult` (under `jax.vmap` it
+        runs the batch's problems one after another), `info` the tile, var_tile, num_warps,
+        var_warps, unroll and layout_seconds (the host time of `build`).
+
+    Raises:
+        TypeError: `graph` is traced.
+    """
+    if interpret is None:
+        interpret = settings.backend == "fused_interpret"
+    chosen = tuning(jnp.dtype(settings.dtype).itemsize, tile, num_warps, var_tile, var_warps)
+    t0 = time.perf_counter()
+    layout = jax.block_until_ready(build(graph, chosen["tile"], chosen["var_tile"]))
+    seconds = time.perf_counter() - t0
+    run = _jitted(unroll, bool(interpret), chosen["num_warps"], chosen["var_warps"])
+    return Runner(name=NAME, layout=layout, run=run,
+                  info=dict(chosen, unroll=unroll, layout_seconds=seconds))
+
+
+__all__ = ["make_runner", "NAME", "FusedLayout", "Side", "Control", "build", "factor_params", "factor_pass",
+           "var_pass", "run_loop", "one_at_a_time", "chunks_wait", "TILE", "NUM_WARPS", "AUTO_TILE",
+           "AUTO_WARPS", "AUTO_VAR_TILE", "AUTO_VAR_WARPS", "UNROLL", "tuning"]

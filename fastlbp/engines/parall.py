@@ -1,0 +1,104 @@
+"""PARALL with XLA kernels: every factor-to-variable message from the previous state (Jacobi).
+
+One sweep is the message kernels of `fastlbp.kernels` (variable-to-factor
+messages from the carried per-variable sums, the factors' exact
+leave-one-out body sums, the four message kinds); the loop is the shared
+`engines.loop.iterate`. The layout is the graph's `kernels.Summation` (how
+segments are summed: dense gathers and row sums for "xla", a scatter or a
+Pallas kernel otherwise), built once per graph.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fastlbp import kernels
+from fastlbp.engines.loop import Controls, Runner, RunResult, controls, damp, init, iterate
+from fastlbp.graph import FactorGraph
+from fastlbp.settings import Settings
+
+
+def sweep(graph: FactorGraph, sums: kernels.Summation, messages: jax.Array, agg: jax.Array,
+          params: kernels.FactorParams | None = None) -> jax.Array:
+    """One PARALL sweep without damping.
+
+    Args:
+        graph: the factor graph.
+        sums: how to sum segments.
+        messages: (E,) factor-to-variable log-odds.
+        agg: (V, 3) `kernels.var_aggregates` of `messages` and the evidence.
+        params: `kernels.factor_params(graph, dtype)` (loops compute it once).
+
+    Returns:
+        (E,) new messages.
+    """
+    mu = kernels.var_to_factor(graph, messages, agg)
+    return kernels.factor_to_var(graph, sums, mu, params)
+
+
+def step(graph: FactorGraph, sums: kernels.Summation, messages: jax.Array, evidence: jax.Array,
+         damping: float | jax.Array = 0.0) -> jax.Array:
+    """One damped PARALL iteration: (messages, evidence) -> messages (for tests and probes)."""
+    agg = kernels.var_aggregates(graph, sums, messages, evidence)
+    return damp(sweep(graph, sums, messages, agg), messages, jnp.asarray(damping, messages.dtype))
+
+
+def _run(graph: FactorGraph, sums: kernels.Summation, messages: jax.Array, evidence: jax.Array,
+         ctl: Controls, *, unroll: int) -> RunResult:
+    params = kernels.factor_params(graph, messages.dtype)  # loop-invariant: its logs once per round
+
+    def parall(g, lay, msgs, agg, ev, it):
+        return sweep(g, lay, msgs, agg, params)
+
+    return iterate(parall, graph, sums, sums, messages, evidence, ctl, unroll=unroll)
+
+
+@functools.cache
+def jitted_run(unroll: int = 1):
+    """The jitted PARALL round `run(graph, sums, messages, evidence, controls)` for `unroll` sweeps per
+    while-loop trip (one per value, so runners of the same settings share compilations)."""
+    return jax.jit(functools.partial(_run, unroll=unroll))
+
+
+def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = 1) -> Runner:
+    """PARALL with `settings.backend`'s segment sums ("xla", "scatter", "pallas", "pallas_interpret").
+
+    Several sweeps per while-loop trip (`unroll`) saved a trip's ~15 us on the
+    H200 for the Pallas segment sums but cost time for the XLA path
+    (BENCHMARKS.md), so the dispatcher keeps 1.
+    """
+    start = time.perf_counter()
+    sums = jax.device_put(kernels.summation(graph, settings.backend))
+    return Runner(name=f"parall/{settings.backend}", layout=sums, run=jitted_run(unroll),
+                  info={"unroll": unroll, "layout_seconds": time.perf_counter() - start})
+
+
+def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,
+        messages: jax.Array | None = None, *, settings: Settings | None = None,
+        runner: Runner | None = None) -> RunResult:
+    """One PARALL round from Python values (tests, scripts): prepares a runner unless given one.
+
+    Args:
+        graph: the factor graph.
+        evidence: (V,) log-odds (0 none, +inf true, -inf false); None = none.
+        messages: (E,) warm start; None = uniform in `settings.precision`. Its dtype wins.
+        settings: tol, max_iters, damping, precision, backend (default `Settings()`).
+        runner: a runner made by `make_runner` for this graph (saves rebuilding the layout).
+    """
+    settings = settings or Settings()
+    if messages is None:
+        messages = init(graph, settings.dtype)
+    dtype = messages.dtype
+    if evidence is None:
+        evidence = jnp.zeros((graph.num_vars,), dtype)
+    runner = runner or make_runner(graph, settings)
+    return runner(graph, messages, jnp.asarray(evidence, dtype),
+                  controls(settings.tol, settings.max_iters, settings.damping, dtype))
+
+
+__all__ = ["sweep", "step", "make_runner", "run", "jitted_run"]

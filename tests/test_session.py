@@ -1,0 +1,102 @@
+"""fastlbp/session.py: warm starts, evidence as data (no recompilation), settings, contradictions."""
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+from datalog import causal_fg
+from fastlbp.errors import ContradictoryEvidence, SettingsError
+from fastlbp.graph import AND, OR, Factor, from_factors
+from fastlbp.model import Model
+from fastlbp.session import Session
+from fastlbp.settings import Settings
+
+
+def test_changing_evidence_never_recompiles():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    session = Session(model)
+    session.run()
+    before = session.runner.run._cache_size()
+    rng = np.random.default_rng(0)
+    for v in rng.choice(model.num_vars, 5, replace=False):
+        session.label(int(v), False)
+        try:
+            session.run()
+        except ContradictoryEvidence:
+            session.unlabel(int(v))
+        session.settings = session.settings.replace(tol=1e-5, damping=0.1, max_iters=50)
+    assert session.runner.run._cache_size() == before
+
+
+def test_new_settings_reach_the_runner():
+    # The session keeps tol, max_iters and damping on the device between rounds; a change
+    # must still take effect at the next round.
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    session = Session(model, tol=1e-9)
+    fine = session.run(warm=False).iterations
+    assert fine > 3
+    session.settings = session.settings.replace(max_iters=3)
+    assert session.run(warm=False).iterations == 3
+    session.settings = session.settings.replace(max_iters=1000, tol=1e-2)
+    assert 3 < session.run(warm=False).iterations < fine
+
+
+def test_contradictory_labels_are_named():
+    # a -> b deterministically (OR), c independent: labelling a true and b false contradicts.
+    factors = [Factor(AND, 0, (), 0.5, 0.5), Factor(OR, 1, (0,), 1.0, 0.0), Factor(AND, 2, (), 0.5, 0.5)]
+    model = Model(graph=from_factors(factors), var_names=("a", "b", "c"))
+    session = Session(model)
+    session.label("c", True)
+    session.label("a", True)
+    session.label("b", False)
+    with pytest.raises(ContradictoryEvidence) as info:
+        session.run()
+    assert info.value.labels == {"a": True, "b": False}
+    assert "a=true" in str(info.value) and "nan" not in str(info.value).lower()
+    session.unlabel("b")
+    rnd = session.run()
+    assert np.all(np.isfinite(rnd.marginals)) and rnd.marginals[1] == 1.0
+
+
+def test_warm_start_continues_from_messages():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    session = Session(model, tol=1e-9)
+    cold = session.run()
+    warm = session.run()
+    assert warm.iterations <= 1
+    np.testing.assert_allclose(warm.marginals, cold.marginals, atol=1e-9)
+
+
+def test_consistent_labels_never_conflict():
+    # Labels drawn from a world sampled from the model have positive probability.
+    from datalog.bayesnet import to_model
+    from datalog.synthetic import generate, sample_truth
+
+    dg = generate(preset="weblech", seed=3, rule_probabilities=(0.999, 0.95, 0.9))
+    model = to_model(dg)
+    truth = sample_truth(dg, seed=1)
+    session = Session(model, tol=1e-7, max_iters=300)
+    session.run()
+    rng = np.random.default_rng(0)
+    tuples = rng.choice(dg.num_tuples, 40, replace=False)
+    for t in tuples:
+        session.label(int(t), bool(truth[t]))
+        rnd = session.run()  # raises ContradictoryEvidence on a spurious conflict
+        assert np.all(np.isfinite(rnd.marginals))
+
+
+def test_a_session_takes_settings_or_keywords():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    by_object = Session(model, Settings(schedule="seqfix", tol=1e-9))
+    by_keyword = Session(model, schedule="seqfix", tol=1e-9)
+    assert by_object.settings == by_keyword.settings and by_object.runner.name == "seqfix/relaxed"
+    np.testing.assert_allclose(by_object.run().marginals, by_keyword.run().marginals, atol=0)
+    fused = Session(model, backend="fused_interpret", tol=1e-9)
+    assert fused.runner.name == "parall/fused"
+    np.testing.assert_allclose(fused.run().marginals, Session(model, tol=1e-9).run().marginals, atol=1e-9)
+    with pytest.raises(SettingsError, match="cannot change schedule"):
+        by_object.settings = by_object.settings.replace(schedule="parall")
+    with pytest.raises(TypeError, match="unknown setting"):
+        Session(model, tolerance=1e-3)
+    with pytest.raises(SettingsError, match="damping"):
+        Session(model, damping=1.5)
