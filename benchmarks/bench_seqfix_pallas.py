@@ -1,5 +1,7 @@
 """SEQFIX and TOPO with the persistent Pallas kernel against the XLA chunk loop.
 
+(`fastlbp/engines/persistent.py` against `fastlbp/engines/chunked.py`, on one chunk plan each.)
+
     python benchmarks/bench_seqfix_pallas.py --sizes 50000 500000 ftp
 
 Per size (factor-graph edges, or `ftp` = the paper's ftp preset): the schedule
@@ -27,7 +29,8 @@ import numpy as np  # noqa: E402
 from common import bingo_model, environment, write_json  # noqa: E402
 
 import schedules  # noqa: E402
-from schedules import batched, pallas_batched  # noqa: E402
+from fastlbp.engines import chunked, persistent  # noqa: E402
+from fastlbp.engines.loop import controls  # noqa: E402
 
 
 def _model(size: str):
@@ -56,15 +59,15 @@ def bench(size: str, strategies, xla_iters: int, width: int, warps: int, atomic:
         comp_p = schedules.compile_schedule(model, f"{strategy}:width={width}")
         analysis_s = time.perf_counter() - t0
         comp_x = schedules.compile_schedule(model, strategy)
-        run_p = pallas_batched.make_runner_fn(comp_p.plan, interpret=interpret, num_warps=warps,
-                                              atomic=atomic)
-        run_x = batched.make_runner_fn(comp_x.plan, unroll=8 if not interpret else 1)
+        run_p = persistent.make_runner(model.graph, comp_p.plan, f"{strategy}/persistent",
+                                       interpret=interpret, num_warps=warps, atomic=atomic)
+        run_x = chunked.make_runner(model.graph, comp_x.plan, f"{strategy}/chunked",
+                                    unroll=8 if not interpret else 1)
         m0 = jnp.zeros((graph.num_edges,), jnp.float64)
         ev0 = jnp.zeros((graph.num_vars,), jnp.float64)
 
-        def call(run, msgs, ev, tol, iters):
-            return run(graph, msgs, ev, jnp.asarray(tol, jnp.float64), jnp.asarray(iters, jnp.int32),
-                       jnp.asarray(0.0, jnp.float64))
+        def call(runner, msgs, ev, tol, iters):
+            return runner(graph, msgs, ev, controls(tol, iters, 0.0, jnp.float64))
 
         t0 = time.perf_counter()
         jax.block_until_ready(call(run_p, m0, ev0, 0.0, 1).messages)
@@ -106,14 +109,16 @@ def sweep(size: str, strategy: str, widths, warps, atomic: bool) -> list[dict]:
     ev0 = jnp.zeros((graph.num_vars,), jnp.float64)
 
     def args(iters):
-        return (graph, m0, ev0, jnp.asarray(0.0), jnp.asarray(iters, jnp.int32), jnp.asarray(0.0))
+        return (graph, m0, ev0, controls(0.0, iters, 0.0, jnp.float64))
 
-    ref = batched.make_runner_fn(schedules.compile_schedule(model, strategy).plan)(*args(3)).marginals
+    ref = chunked.make_runner(model.graph, schedules.compile_schedule(model, strategy).plan,
+                              f"{strategy}/chunked")(*args(3)).marginals
     rows = []
     for w in widths:
         comp = schedules.compile_schedule(model, f"{strategy}:width={w}")
         for nw in warps:
-            run = pallas_batched.make_runner_fn(comp.plan, interpret=interpret, num_warps=nw, atomic=atomic)
+            run = persistent.make_runner(model.graph, comp.plan, f"{strategy}/persistent",
+                                         interpret=interpret, num_warps=nw, atomic=atomic)
             diff = float(jnp.max(jnp.abs(run(*args(3)).marginals - ref)))
             t0 = time.perf_counter()
             jax.block_until_ready(run(*args(5)).messages)
@@ -134,8 +139,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-widths", type=int, nargs="*", help="only time these chunk widths ...")
     ap.add_argument("--sweep-warps", type=int, nargs="*", default=[4], help="... with these warp counts")
     ap.add_argument("--atomic", action="store_true", help="the GPU kernel with atomic run sums")
-    ap.add_argument("--width", type=int, default=pallas_batched.WIDTH, help="chunk width of the Pallas plan")
-    ap.add_argument("--warps", type=int, default=pallas_batched.NUM_WARPS)
+    ap.add_argument("--width", type=int, default=persistent.WIDTH, help="chunk width of the Pallas plan")
+    ap.add_argument("--warps", type=int, default=persistent.NUM_WARPS)
     args = ap.parse_args(argv)
     env = environment()
     print(f"# {env['device']} jax {env['jax']}", flush=True)
