@@ -43,7 +43,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import bingo_model, environment, timed, write_json  # noqa: E402
 
-from fastlbp import engine  # noqa: E402
+from fastlbp.engines import fused, parall  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
 
 try:
     import pgmax_model
@@ -65,24 +67,31 @@ def _failure(exc: BaseException) -> str:
     return "error: " + text.splitlines()[0][:160] if text else "error"
 
 
-def fastlbp_runs(graph, messages0, iters: int, dtype, repeats: int, backends: list[str]) -> dict:
+def make_runner(host_graph, backend: str, dtype_name: str):
+    """The PARALL runner of a fastlbp backend: the XLA kernels ("xla", "scatter", "pallas") or the
+    fused Pallas kernels ("fused", 8 sweeps per while-loop trip)."""
+    settings = Settings(precision=dtype_name, backend=backend)
+    if backend in ("fused", "fused_interpret"):
+        return fused.make_runner(host_graph, settings)
+    return parall.make_runner(host_graph, settings)
+
+
+def fastlbp_runs(host_graph, graph, messages0, iters: int, dtype, repeats: int, backends: list[str]) -> dict:
     """Times `iters` PARALL iterations per backend; the marginals from `messages0` for the check."""
     out = {}
     ev = jnp.zeros((graph.num_vars,), dtype)
+    dtype_name = next(k for k, v in DTYPES.items() if v == dtype)
     for backend in backends:
-        try:
-            runner = engine.parall_runner(None if backend == "default" else backend)
-        except (TypeError, ValueError) as exc:  # another engine API: keep the backends that exist
-            print(f"# fastlbp backend {backend} skipped: {exc}", flush=True)
-            continue
-        args = (graph, engine.init(graph, dtype), ev, jnp.asarray(0.0, dtype), jnp.asarray(iters, jnp.int32),
-                jnp.asarray(0.0, dtype))
+        runner = make_runner(host_graph, backend, dtype_name)
+        # tol = 0: the loop runs all `iters` iterations.
+        ctl = controls(0.0, iters, 0.0, dtype)
+        args = (graph, runner.layout, init(graph, dtype), ev, ctl)
         t0 = time.perf_counter()
-        compiled = runner.lower(*args).compile()
+        compiled = runner.run.lower(*args).compile()
         compile_s = time.perf_counter() - t0
         med, times = timed(compiled, *args, repeats=repeats)
         uniform = compiled(*args)
-        aligned = compiled(graph, jnp.asarray(messages0, dtype), *args[2:])
+        aligned = compiled(graph, runner.layout, jnp.asarray(messages0, dtype), ev, ctl)
         out[backend] = {"compile_s": compile_s, "run_s": med, "times_s": times,
                         "iterations": int(aligned.iterations),
                         "marginals": np.asarray(aligned.marginals, np.float64),
@@ -144,11 +153,11 @@ def bench_size(size: int, iters: int, repeats: int, dtypes: list[str], backends:
                      "iteration_exact": enc.iteration_exact}
         except Exception as exc:  # noqa: BLE001
             build = {"build_status": _failure(exc), "traceback": traceback.format_exc(limit=6)}
-    init = enc.init_messages if enc is not None else np.zeros(graph.num_edges)
+    init_messages = enc.init_messages if enc is not None else np.zeros(graph.num_edges)
     rows = []
     for dname in dtypes:
         dtype = DTYPES[dname]
-        fl = fastlbp_runs(graph, init, iters, dtype, repeats, backends)
+        fl = fastlbp_runs(model.graph, graph, init_messages, iters, dtype, repeats, backends)
         best = min(fl, key=lambda b: fl[b]["run_s"])
         row = {**base, **build, "precision": dname,
                "fastlbp": {b: {k: v for k, v in r.items() if not k.startswith("marginals")}
@@ -184,13 +193,14 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=200, help="PARALL iterations timed (tol = 0)")
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median)")
     ap.add_argument("--precisions", nargs="+", default=["f64", "f32"], choices=sorted(DTYPES))
+    ap.add_argument("--backends", nargs="+", default=["xla"],
+                    help="fastlbp backends timed (xla, scatter, pallas, fused); the fastest is compared")
     ap.add_argument("--no-eps-check", action="store_true",
                     help="skip the diagnosis run with PGMax's log-minus-exp cut-off at 1e-12")
     args = ap.parse_args(argv)
 
     env = environment()
-    default = engine.default_backend() if hasattr(engine, "default_backend") else "default"
-    backends = sorted({default, "xla"})
+    backends = list(dict.fromkeys(args.backends))
     print(f"# {env['device']} jax {env['jax']}  fastlbp backends {backends}  "
           f"{PGMAX_ERROR or 'pgmax 0.6.1'}", flush=True)
     rows = []

@@ -148,7 +148,7 @@ def build_pgmax(model, evidence=None, *, hard: float = HARD, enum_max: int = ENU
     Args:
         model: a `fastlbp.model.Model` or a `FactorGraph`.
         evidence: optional (V,) log-odds per variable (fastlbp's convention:
-            0 none, +-inf hard); None = none (like `engine.run(graph)`).
+            0 none, +-inf hard); None = none (like `fastlbp.engines.parall.run(graph)`).
         hard: log-potential magnitude standing for probability 0.
         enum_max: largest general factor (variables) encoded as one EnumFactor.
 
