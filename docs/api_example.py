@@ -2,15 +2,16 @@
 
 Run it: `python docs/api_example.py` (tests/test_api_example.py runs it too).
 
-README draft ("Python API"):
+README ("Python API"):
 
-    fastlbp is a library first. `fastlbp.loading.load` reads a derivation.json
+    fastlbp is a library first. `fastlbp.load` reads a derivation.json
     file, a Bingo directory or a libDAI causal factor graph into a `Model`
     (a factor graph plus variable names, alarms, known labels and, for
     derivation graphs, the derivation itself); `datalog.bayesnet.to_model`
     converts a `DerivationGraph` you built in memory. A `Session` keeps the
     evidence and the messages between rounds, so each `run()` after a label
-    is warm-started and never recompiles. `fastlbp.ranking.rank_alarms`
+    is warm-started and never recompiles; every option of a run is one
+    `fastlbp.Settings` (or keywords of `Session`). `fastlbp.ranking.rank_alarms`
     orders alarms, `fastlbp.triage.explain` says why an alarm is likely,
     and `fastlbp.simulate.simulate` replays Bingo's oracle experiment and
     returns its metrics (Rank-100%-T, Rank-90%-T, Inversions, AUC,
@@ -19,7 +20,7 @@ README draft ("Python API"):
 
 import numpy as np
 
-import fastlbp.api as lbp
+import fastlbp
 from datalog import synthetic
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
@@ -38,10 +39,10 @@ dg = DerivationGraph(
     priors={0: 0.8, 1: 0.7},  # input facts that may not hold
     alarms=np.array([2, 3], np.int32),
 )
-model = to_model(dg)  # or: fastlbp.loading.load("race.json") / fastlbp.loading.load("bingo_dir/")
+model = to_model(dg)  # or: fastlbp.load("race.json") / fastlbp.load("bingo_dir/")
 
 # 2. Rank: one session, warm-started rounds.
-session = lbp.Session(model, schedule="parall", tol=1e-6)
+session = fastlbp.Session(model, schedule="parall", tol=1e-6)  # or Session(model, fastlbp.Settings(...))
 rnd = session.run()
 print(f"{rnd.iterations} iterations, converged={rnd.converged}")
 ranked = ranking.rank_alarms(model, rnd.marginals, session.labels)
@@ -64,7 +65,7 @@ big = synthetic.layered(num_inputs=30, layers=2, width=25, seed=4)
 big_model = to_model(big)
 truth = synthetic.sample_truth(big, seed=4)
 true_alarms = [int(a) for a in big.alarms if truth[a]]
-result = simulate.simulate(big_model, true_alarms, max_iters=300)
+result = simulate.simulate(big_model, true_alarms, settings=fastlbp.Settings(max_iters=300))
 m = result.metrics
 print(f"Rank-100%-T {m.rank_100_t}, Rank-90%-T {m.rank_90_t}, Inversions {m.inversions}, "
       f"AUC {m.auc:.3f}, AverageTime {m.average_time_s * 1e3:.1f} ms")

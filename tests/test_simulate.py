@@ -4,18 +4,19 @@ import importlib.util
 import json
 
 import pytest
-from triage_support import demo_model, install, write_demo
+from triage_support import demo_model, write_demo
 from typer.testing import CliRunner
 
-from fastlbp import api, metrics, ranking
+from fastlbp import metrics, ranking
 from fastlbp import simulate as sim
 from fastlbp.cli import get_app
+from fastlbp.session import Session
+from fastlbp.settings import Settings
 
 runner = CliRunner()
 
 
 def invoke(*args):
-    install()
     return runner.invoke(get_app(), [str(a) for a in args])
 
 
@@ -24,10 +25,10 @@ def test_loop_labels_the_top_alarm_each_round(tmp_path):
     model = demo_model()
     truth = sim.read_oracle(oracle, model)
     assert 0 < len(truth) < len(model.alarms)
-    result = sim.simulate(model, truth, tol=1e-6, max_iters=300)
+    result = sim.simulate(model, truth, settings=Settings(tol=1e-6, max_iters=300))
     assert result.complete
     # Replay the same labels by hand: each step's alarm must be the top one.
-    s = api.Session(model, tol=1e-6, max_iters=300)
+    s = Session(model, tol=1e-6, max_iters=300)
     rnd = s.run(warm=False)
     for step in result.steps:
         top = ranking.order_alarms(rnd.marginals, ranking.alarm_vars(model), exclude=s.labels)[0]
