@@ -1,4 +1,4 @@
-"""Where the fused kernels' compile time goes.
+"""Where the fused kernels' compile time goes (fastlbp/engines/fused/).
 
     python benchmarks/compile_probe.py --sizes 50000 500000 --passes
 
@@ -23,18 +23,22 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from common import bingo_model, environment, write_json  # noqa: E402
 
-from fastlbp import engine, fused  # noqa: E402
+from fastlbp.engines import fused  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
+
+DTYPES = {"f64": jnp.float64, "f32": jnp.float32}
 
 
-def loop_times(graph, dt, interpret: bool, unroll: int) -> dict:
-    runner = fused.Runner(unroll=unroll, interpret=interpret)
+def loop_times(host_graph, graph, dname: str, interpret: bool, unroll: int) -> dict:
+    dt = DTYPES[dname]
     t0 = time.perf_counter()
-    runner.prepare(graph, dt)  # the layout: host work once per graph, timed apart
+    # The layout: host work once per graph, timed apart.
+    runner = fused.make_runner(host_graph, Settings(precision=dname), unroll=unroll, interpret=interpret)
     prepare_s = time.perf_counter() - t0
-    a = (graph, engine.init(graph, dt), jnp.zeros((graph.num_vars,), dt), jnp.asarray(0.0, dt),
-         jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dt))
+    a = (graph, runner.layout, init(graph, dt), jnp.zeros((graph.num_vars,), dt), controls(0.0, 10, 0.0, dt))
     t0 = time.perf_counter()
-    lowered = runner.lower(*a)
+    lowered = runner.run.lower(*a)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     t2 = time.perf_counter()
@@ -64,16 +68,19 @@ def main(argv=None) -> int:
     interpret = jax.devices()[0].platform != "gpu"
     rows = []
     for size in args.sizes:
-        graph = jax.device_put(bingo_model(size).graph)
+        host_graph = bingo_model(size).graph
+        graph = jax.device_put(host_graph)
         for dname in args.dtypes:
-            dt = {"f64": jnp.float64, "f32": jnp.float32}[dname]
-            row = {"size": graph.num_edges, "dtype": dname, **loop_times(graph, dt, interpret, args.unroll)}
+            dt = DTYPES[dname]
+            row = {"size": graph.num_edges, "dtype": dname,
+                   **loop_times(host_graph, graph, dname, interpret, args.unroll)}
             if args.passes:
-                lay = fused.Runner().prepare(graph, dt)
+                tune = fused.tuning(jnp.dtype(dt).itemsize)
+                lay = jax.device_put(fused.build(host_graph, tune["tile"], tune["var_tile"]))
                 slots = jnp.zeros((lay.num_slots,), dt)
                 evk = jnp.zeros((lay.num_kvars,), dt)
                 params = fused.factor_params(lay, graph, dt)
-                nw = fused.Runner().warps_for(dt)
+                nw = tune["num_warps"]
 
                 control = fused.Control.start(0.0, 10, 0.0, dt, wide_rows=lay.variables.wide_rows,
                                               factor_wide_rows=lay.factors.wide_rows)
@@ -84,8 +91,7 @@ def main(argv=None) -> int:
                     return fused.factor_pass(lay, m, totals, params, control, interpret, nw)
 
                 def vpass(lay, m, evk, totals, control):
-                    return fused.var_pass(lay, m, evk, totals, evk, control, interpret,
-                                          fused.Runner().var_warps_for(dt))
+                    return fused.var_pass(lay, m, evk, totals, evk, control, interpret, tune["var_warps"])
 
                 row["factor_pass_s"] = compile_s(fpass, lay, slots, totals, params, control)
                 row["var_pass_s"] = compile_s(vpass, lay, slots, evk, totals, control)
