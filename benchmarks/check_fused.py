@@ -5,8 +5,9 @@
 Random loopy AND/OR graphs (some factors with hundreds of body edges, hard
 evidence, deterministic factors, damping), float64 and float32, with several
 tile sizes so the wide-row loop runs too. (Big graphs add width classes and
-so compile time; `tests/test_fused.py` runs wide rows at the 512-slot tile.) Prints the largest marginal
-difference per setting and exits 1 if float64 differs by more than 1e-9.
+so compile time; `tests/test_engines_fused.py` runs wide rows at the 512-slot
+tile.) Prints the largest marginal difference per setting and exits 1 if
+float64 differs by more than 1e-9.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ import numpy as np  # noqa: E402
 from graphs import random_factors  # noqa: E402
 
 import fastlbp  # noqa: E402, F401
-from fastlbp import engine, fused  # noqa: E402
 from fastlbp import graph as G  # noqa: E402
+from fastlbp.engines import fused, loop, parall  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
+
+PRECISION = {jnp.float64: "f64", jnp.float32: "f32"}
 
 
 def main(argv=None) -> int:
@@ -62,13 +66,16 @@ def main(argv=None) -> int:
                                                      p2=min(max(f.p2, 0.02), 0.98)) for f in fs])
         damping = float(rng.choice([0.0, 0.3]))
         for dtype in (jnp.float64, jnp.float32):
+            ctl = loop.controls(1e-7, 60, damping, dtype)
+            precision = PRECISION[dtype]
             for g, ev in ((g_hard, hard), (g_soft, soft)):
-                settings = (jnp.asarray(ev, dtype), jnp.asarray(1e-7, dtype), jnp.asarray(60, jnp.int32),
-                            jnp.asarray(damping, dtype))
-                ref = engine.parall_runner("xla")(g, engine.init(g, dtype), *settings)
+                ev = jnp.asarray(ev, dtype)
+                xla = parall.make_runner(g, Settings(backend="xla", precision=precision))
+                ref = xla(g, loop.init(g, dtype), ev, ctl)
                 for tile in (512, 256, 16, 8):
-                    run = fused.runner(1, interpret=interpret, tile=tile)
-                    res = run(g, engine.init(g, dtype), *settings)
+                    run = fused.make_runner(g, Settings(backend="fused", precision=precision), unroll=1,
+                                            interpret=interpret, tile=tile)
+                    res = run(g, loop.init(g, dtype), ev, ctl)
                     if bool(ref.conflict) != bool(res.conflict):
                         print(f"seed {seed}: conflict {bool(ref.conflict)} vs {bool(res.conflict)}")
                         return 1
@@ -78,21 +85,22 @@ def main(argv=None) -> int:
                         continue
                     d = float(jnp.max(jnp.abs(res.marginals.astype(jnp.float64) - ref.marginals)))
                     worst[key] = max(worst.get(key, 0.0), d)
-                    side = run.prepare(g, dtype).factors  # the layout the run used (cached)
+                    side = run.layout.factors  # the layout the run used
                     compared[key] = compared.get(key, 0) + 1
                     waited[key] = waited.get(key, 0) + bool(
-                        side.wide_chunks and fused._chunks_wait(side.max_row_chunks, interpret))
+                        side.wide_chunks and fused.chunks_wait(side.max_row_chunks, interpret))
                     if int(res.iterations) != int(ref.iterations) and dtype == jnp.float64:
                         print(f"seed {seed} tile {tile}: iterations",
                               int(res.iterations), "vs", int(ref.iterations))
         if seed < args.vmap:  # a batch under jax.vmap runs one problem after another (`fused.one_at_a_time`)
-            settings = (jnp.asarray(1e-7), jnp.asarray(60, jnp.int32), jnp.asarray(damping))
+            ctl = loop.controls(1e-7, 60, damping)
             evs = jnp.stack([jnp.asarray(x, jnp.float64) for x in (soft, np.zeros_like(soft), -soft)])
-            run = fused.runner(1, interpret=interpret, tile=16)
-            m0 = engine.init(g_soft, jnp.float64)
-            batched = jax.vmap(lambda e: run(g_soft, m0, e, *settings).marginals)(evs)
+            run = fused.make_runner(g_soft, Settings(backend="fused"), unroll=1, interpret=interpret, tile=16)
+            xla = parall.make_runner(g_soft, Settings(backend="xla"))
+            m0 = loop.init(g_soft, jnp.float64)
+            batched = jax.vmap(lambda e: run(g_soft, m0, e, ctl).marginals)(evs)
             for k in range(evs.shape[0]):
-                ref = engine.parall_runner("xla")(g_soft, m0, evs[k], *settings)
+                ref = xla(g_soft, m0, evs[k], ctl)
                 vmap_worst = max(vmap_worst, float(jnp.max(jnp.abs(batched[k] - ref.marginals))))
                 vmap_runs += 1
     for key, d in sorted(worst.items()):

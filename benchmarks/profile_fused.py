@@ -23,7 +23,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from common import bingo_model, write_json  # noqa: E402
 
-from fastlbp import fused  # noqa: E402
+from fastlbp.engines import fused  # noqa: E402
 
 
 def main(argv=None) -> int:

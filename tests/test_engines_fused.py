@@ -1,4 +1,4 @@
-"""The fused Pallas PARALL kernels (`fastlbp.fused`), interpreted on the CPU.
+"""The fused Pallas PARALL engine (`fastlbp.engines.fused`), interpreted on the CPU.
 
 Small tiles make every branch run on small graphs: rows of every
 width, and rows wider than a tile split into chunks whose partial aggregates
@@ -13,16 +13,29 @@ from graphs import check_engine_against_reference, huge_fan_in, random_factors, 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastlbp import engine, fused, reference
+from fastlbp import reference
+from fastlbp.engines import fused, loop, parall
+from fastlbp.engines.fused import factor_kernel
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.settings import Settings
 
 SMALL = dict(tile=8)
+PRECISION = {jnp.float64: "f64", jnp.float32: "f32"}
+
+
+def _fused(g, dtype=jnp.float64, unroll=1, **tuning):
+    """The fused runner for `g` in the interpreter, its layout built for `dtype`."""
+    return fused.make_runner(g, Settings(backend="fused_interpret", precision=PRECISION[dtype]),
+                             unroll=unroll, **tuning)
+
+
+def _xla(g, dtype=jnp.float64):
+    return parall.make_runner(g, Settings(backend="xla", precision=PRECISION[dtype]))
 
 
 def _run(g, ev, runner, dtype=jnp.float64, messages=None, tol=0.0, max_iters=20, damping=0.0):
-    msgs = engine.init(g, dtype) if messages is None else messages
-    return runner(g, msgs, jnp.asarray(ev, dtype), jnp.asarray(tol, dtype), jnp.asarray(max_iters, jnp.int32),
-                  jnp.asarray(damping, dtype))
+    msgs = loop.init(g, dtype) if messages is None else messages
+    return runner(g, msgs, jnp.asarray(ev, dtype), loop.controls(tol, max_iters, damping, dtype))
 
 
 @settings(max_examples=12, deadline=None)
@@ -35,7 +48,7 @@ def test_fused_matches_sequential_reference(seed, tiles):
     factors = random_factors(rng, V, int(rng.integers(1, 16)), max_body=int(rng.integers(1, 11)))
     labels = random_labels(rng, V)
     g = from_factors(factors, V)
-    runner = fused.runner(1, interpret=True, tile=tile, var_tile=var_tile)
+    runner = _fused(g, tile=tile, var_tile=var_tile)
     ev = evidence_from_labels(V, labels)
     result = _run(g, ev, runner)
     def step(m):
@@ -57,9 +70,9 @@ def test_fused_matches_xla_engine(seed, damping, unroll):
     factors.append(Factor(OR, 0, tuple(range(1, V)), 0.2, 0.9))
     g = from_factors(factors, V)
     ev = evidence_from_labels(V, random_labels(rng, V, most=4))
-    xla = engine.parall_runner("xla")
+    xla = _xla(g)
     ref = _run(g, ev, xla, tol=1e-9, max_iters=80, damping=damping)
-    runner = fused.runner(unroll, interpret=True, **SMALL)
+    runner = _fused(g, unroll=unroll, **SMALL)
     if not bool(ref.converged) and not bool(ref.conflict):
         # Possibly chaotic (rounding-level differences grow): one sweep from the same state must agree.
         one = _run(g, ev, runner, messages=ref.messages, max_iters=1, damping=damping)
@@ -67,6 +80,7 @@ def test_fused_matches_xla_engine(seed, damping, unroll):
         np.testing.assert_allclose(np.asarray(one.messages), np.asarray(want.messages), atol=1e-9)
         return
     for dtype in (jnp.float64, jnp.float32):
+        runner = _fused(g, dtype, unroll=unroll, **SMALL)
         got = _run(g, ev, runner, dtype, tol=1e-9, max_iters=80, damping=damping)
         assert bool(got.conflict) == bool(ref.conflict)
         if bool(ref.conflict):
@@ -127,12 +141,12 @@ def test_huge_fan_in_is_exact(kind):
     n = 10_000
     factors, expect = huge_fan_in(kind, n)
     g = from_factors(factors, n + 1)
-    res = _run(g, np.zeros(n + 1), fused.runner(1, interpret=True, tile=512), tol=1e-12,
-               max_iters=10)
+    runner = _fused(g, tile=512)
+    res = _run(g, np.zeros(n + 1), runner, tol=1e-12, max_iters=10)
     assert abs(float(res.marginals[0]) - expect) < 1e-10
     # One body variable labelled: the wide row's leave-one-out stays exact.
     ev = evidence_from_labels(n + 1, {1: kind == OR})
-    res = _run(g, ev, fused.runner(1, interpret=True, tile=512), tol=1e-12, max_iters=10)
+    res = _run(g, ev, runner, tol=1e-12, max_iters=10)
     assert abs(float(res.marginals[0]) - (0.999 if kind == OR else 0.001)) < 1e-12
 
 
@@ -145,7 +159,7 @@ def test_tiny_sum_of_others_in_a_row(tile):
                Factor(OR, 0, (1, 2, 4), 1.0, 0.0), Factor(AND, 3, (2,), 0.5, 0.0),
                Factor(AND, 4, (), 1e-300, 1e-300)]
     g = from_factors(factors)
-    runner = fused.runner(1, interpret=True, tile=tile)
+    runner = _fused(g, tile=tile)
     first = _run(g, evidence_from_labels(5, {0: True}), runner, tol=1e-15, max_iters=50)
     labels = {0: True, 1: False}
     warm = _run(g, evidence_from_labels(5, labels), runner, messages=first.messages, tol=1e-15,
@@ -158,20 +172,20 @@ def test_tiny_sum_of_others_in_a_row(tile):
 def test_contradiction_is_reported():
     factors = [Factor(AND, 0, (1,), 1.0, 0.0), Factor(AND, 1, (), 0.5, 0.5)]
     g = from_factors(factors)
-    res = _run(g, evidence_from_labels(2, {0: True, 1: False}), fused.runner(1, interpret=True))
+    res = _run(g, evidence_from_labels(2, {0: True, 1: False}), _fused(g))
     assert bool(res.conflict) and not bool(res.converged)
 
 
 def test_new_evidence_never_recompiles():
     rng = np.random.default_rng(1)
     g = from_factors(random_factors(rng, 20, 25), 20)
-    runner = fused.runner(1, interpret=True, **SMALL)
+    runner = _fused(g, **SMALL)
     _run(g, np.zeros(20), runner, tol=1e-6)
-    before = runner._jitted._cache_size()
+    before = runner.run._cache_size()
     for v in range(5):
         ev = evidence_from_labels(20, {v: bool(v % 2)})
         _run(g, ev, runner, tol=1e-6, max_iters=int(10 + v), damping=0.1 * v)
-    assert runner._jitted._cache_size() == before
+    assert runner.run._cache_size() == before
 
 
 def _pallas_grids(jaxpr):
@@ -193,7 +207,7 @@ def test_vmap_runs_the_problems_one_after_another():
     rng = np.random.default_rng(4)
     V = 12
     g = from_factors(random_factors(rng, V, 16, max_body=5), V)
-    runner = fused.runner(1, interpret=True, **SMALL)
+    runner = _fused(g, **SMALL)
     evs = jnp.stack([jnp.asarray(evidence_from_labels(V, labels), jnp.float64)
                      for labels in ({}, {0: True}, {3: False, 5: True})])
 
@@ -208,27 +222,29 @@ def test_vmap_runs_the_problems_one_after_another():
     assert grids and grids == unbatched
 
 
-def test_engine_backend_name_and_concrete_graph():
+def test_runner_contract_name_info_and_concrete_graph():
     rng = np.random.default_rng(2)
     g = from_factors(random_factors(rng, 8, 10), 8)
-    res = engine.run(g, np.zeros(8), backend="fused_interpret", tol=1e-10)
-    ref = engine.run(g, np.zeros(8), tol=1e-10)
+    # The interpreter follows the settings' backend unless told.
+    runner = fused.make_runner(g, Settings(backend="fused_interpret"))
+    assert runner.name == "parall/fused"
+    assert isinstance(runner.layout, fused.FusedLayout)
+    assert runner.info["unroll"] == fused.UNROLL and runner.info["layout_seconds"] >= 0
+    assert {k: runner.info[k] for k in ("tile", "var_tile", "num_warps", "var_warps")} == dict(
+        tile=fused.AUTO_TILE[8], var_tile=fused.AUTO_VAR_TILE[8], num_warps=fused.AUTO_WARPS[8],
+        var_warps=fused.AUTO_VAR_WARPS[8])
+    ev = np.zeros(8)
+    res = _run(g, ev, runner, tol=1e-10, max_iters=1000)
+    ref = _run(g, ev, _xla(g), tol=1e-10, max_iters=1000)
     np.testing.assert_allclose(np.asarray(res.marginals), np.asarray(ref.marginals), atol=1e-12)
+    # `run` is a jax.jit object: benchmarks time its compilation ahead of time.
+    msgs, evd = loop.init(g), jnp.asarray(ev)
+    ctl = loop.controls(1e-10, 1000, 0.0)
+    compiled = runner.run.lower(g, runner.layout, msgs, evd, ctl).compile()
+    again = compiled(g, runner.layout, msgs, evd, ctl)
+    np.testing.assert_array_equal(np.asarray(again.marginals), np.asarray(res.marginals))
     with pytest.raises(TypeError, match="concrete graph"):
-        jax.jit(lambda g: fused.layout_for(g).edge_slot)(g)
-
-
-def test_backend_from_the_environment(monkeypatch):
-    monkeypatch.setenv("FASTLBP_BACKEND", "fused_interpret")
-    assert engine.default_backend() == "fused_interpret"
-    assert isinstance(engine.parall_runner(), fused.Runner)
-    monkeypatch.setenv("FASTLBP_BACKEND", "gpu-please")
-    with pytest.raises(ValueError, match="FASTLBP_BACKEND.*choose one of"):
-        engine.default_backend()
-    if jax.default_backend() != "gpu":
-        monkeypatch.setenv("FASTLBP_BACKEND", "fused")
-        with pytest.raises(ValueError, match="needs a GPU.*fused_interpret"):
-            engine.default_backend()
+        jax.jit(lambda g: fused.make_runner(g, Settings(backend="fused_interpret")).layout.edge_slot)(g)
 
 
 # ---------------------------------------------------------------- the GPU's tile sizes
@@ -259,15 +275,15 @@ def _wide_graph(seed: int):
 def test_production_tiles_with_wide_rows_match_xla_engine(labels, dtype):
     # The runner's own tiles for the precision (`fused.AUTO_TILE`, `fused.AUTO_VAR_TILE`).
     g, V = _wide_graph(0)
-    runner = fused.runner(1, interpret=True)
-    lay = runner.prepare(g, dtype)
+    runner = _fused(g, dtype)
+    lay = runner.layout
     size = jnp.dtype(dtype).itemsize
     assert (lay.factors.tile, lay.variables.tile) == (fused.AUTO_TILE[size], fused.AUTO_VAR_TILE[size])
     assert lay.factors.wide_chunks >= 2 and lay.variables.wide_chunks >= 2
     for side in (lay.factors, lay.variables):
         assert {w for w in (32, 64, 128, 256, 512) if w <= side.tile} <= set(side.widths)
     ev = evidence_from_labels(V, labels)
-    want = _run(g, ev, engine.parall_runner("xla"), dtype, max_iters=15)
+    want = _run(g, ev, _xla(g, dtype), dtype, max_iters=15)
     got = _run(g, ev, runner, dtype, max_iters=15)
     tight = dtype == jnp.float64
     np.testing.assert_allclose(np.asarray(got.messages), np.asarray(want.messages),
@@ -284,16 +300,18 @@ def _lowered_for_gpu(unroll: int) -> str:
     factors = random_factors(rng, 60, 90, max_body=6)
     factors.append(Factor(OR, 0, tuple(range(1, 40)), 0.2, 0.9))  # a wide row on both sides
     g = from_factors(factors, 60)
-    runner = fused.Runner(unroll=unroll, tile=8)
-    lay = fused.layout_for(g, 8)
+    # Runners of one tuning share their jitted `run` and its traces: a fresh one traces the
+    # passes as they are now (the wait test below swaps `chunks_wait`).
+    fused._jitted.cache_clear()
+    runner = fused.make_runner(g, Settings(backend="fused"), unroll=unroll, interpret=False, tile=8)
+    lay = runner.layout
     assert lay.factors.wide_chunks and lay.variables.wide_chunks
     dt = jnp.float64
-    args = (lay, g, engine.init(g, dt), jnp.zeros((60,), dt), jnp.asarray(0.0, dt),
-            jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dt))
+    args = (g, lay, loop.init(g, dt), jnp.zeros((60,), dt), loop.controls(0.0, 10, 0.0, dt))
     # Only a jaxlib without the Triton dialect skips; any other error in lowering fails.
     pytest.importorskip("jax._src.pallas.triton.pallas_call_registration")
     pytest.importorskip("jax._src.lib.triton")
-    return runner._jitted.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    return runner.run.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
 def test_each_kernel_is_lowered_once_whatever_the_unrolling():
@@ -311,7 +329,7 @@ def test_wide_factor_rows_wait_for_their_chunks_on_the_gpu(monkeypatch):
     # one after another) cannot wait, and keeps the wide kernel. The waiting path is lowered
     # for CUDA here (no GPU needed); `benchmarks/check_fused.py` runs it on the GPU.
     calls = "custom_call @__gpu$xla.gpu.triton("
-    monkeypatch.setattr(fused, "_chunks_wait", lambda max_row_chunks, interpret: True)
+    monkeypatch.setattr(factor_kernel, "chunks_wait", lambda max_row_chunks, interpret: True)
     fused.factor_pass.clear_cache()
     try:
         assert _lowered_for_gpu(1).count(calls) == 2
