@@ -44,6 +44,22 @@ def bingo_model(factor_edges: int, seed: int = 0):
     return to_model(generate(factor_edges=factor_edges, seed=seed))
 
 
+def parall_runner(graph, backend: str = "xla", precision: str = "f64", unroll: int | None = None):
+    """The PARALL `Runner` the dispatcher makes for `backend` (`fastlbp.engines.make_runner`).
+
+    Args:
+        graph: a concrete (host) factor graph or model.
+        backend: "xla", "scatter", "pallas", "fused" (GPU) or their "_interpret" forms.
+        precision: "f64" or "f32".
+        unroll: sweeps per while-loop trip; None: the engine's default.
+    """
+    from fastlbp.engines import make_runner
+    from fastlbp.settings import Settings
+
+    schedule = "parall" if unroll is None else f"parall:unroll={unroll}"
+    return make_runner(graph, Settings(schedule=schedule, backend=backend, precision=precision))
+
+
 def timed(fn, *args, repeats: int = 5, warmup: int = 1) -> tuple[float, list[float]]:
     """Median wall seconds of `fn(*args)` with results blocked on."""
     for _ in range(warmup):

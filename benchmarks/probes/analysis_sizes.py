@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench_schedules import make_model  # noqa: E402
 
-from schedules import analysis, orders, relaxed  # noqa: E402
+from schedules import analysis, orders, relax_plan  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
             lev = analysis.levelling(g, order)
             a3 = analysis.algorithm3(g, order)
             t0 = time.perf_counter()
-            plan = relaxed.build(g, order, lev.num_batches)
+            plan = relax_plan.build(g, order, lev.num_batches)
             build_s = time.perf_counter() - t0
             print(f"{size:>9} {g.num_edges:>9} {name:>8} {lev.num_batches:>8} {lev.seconds:>6.1f} "
                   f"{a3.num_batches:>8} {a3.seconds:>6.1f} {build_s:>13.1f} {plan.virtual_edges:>13}",

@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 
 import jax
 import jax.numpy as jnp
-from common import bingo_model
+from common import bingo_model, parall_runner
 
-from fastlbp import engine, fused
+from fastlbp.engines.loop import controls, init
 
 
 def main():
@@ -23,15 +23,12 @@ def main():
     ap.add_argument("--size", type=int, default=500_000)
     ap.add_argument("--backend", default="xla")
     args = ap.parse_args()
-    g = jax.device_put(bingo_model(args.size).graph)
+    host = bingo_model(args.size).graph
+    g = jax.device_put(host)
     dtype = jnp.float64
-    run = engine.parall_runner(args.backend, 1)
-    call = (g, engine.init(g, dtype), jnp.zeros(g.num_vars, dtype), jnp.asarray(0.0, dtype),
-            jnp.asarray(10, jnp.int32), jnp.asarray(0.0, dtype))
-    if isinstance(run, fused.Runner):  # its jitted loop takes the layout first
-        text = run._jitted.lower(fused.layout_for(g), *call).compile().as_text()
-    else:
-        text = run.lower(*call).compile().as_text()
+    runner = parall_runner(host, args.backend)
+    call = (g, runner.layout, init(g, dtype), jnp.zeros(g.num_vars, dtype), controls(0.0, 10, 0.0, dtype))
+    text = runner.run.lower(*call).compile().as_text()
     # Split into computations; find the while body(ies).
     comps = re.split(r"\n(?=\S.*\{\s*$)", text, flags=re.M)
     for body in comps:

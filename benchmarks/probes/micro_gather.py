@@ -26,7 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import bingo_model, environment, timed, write_json  # noqa: E402
 
-from fastlbp import fused  # noqa: E402
+from fastlbp.engines import fused  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from common import bingo_model  # noqa: E402
+from common import bingo_model, parall_runner  # noqa: E402
 
-from fastlbp import engine  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
 
 
 def _cudart():
@@ -49,15 +49,15 @@ def main() -> None:
     ap.add_argument("--backend", default="xla")
     ap.add_argument("--dtype", default="f64")
     ap.add_argument("--iters", type=int, default=2)
-    ap.add_argument("--unroll", type=int, default=1)
+    ap.add_argument("--unroll", type=int, default=None, help="sweeps per trip (default: the engine's)")
     args = ap.parse_args()
     dt = {"f64": jnp.float64, "f32": jnp.float32}[args.dtype]
-    graph = jax.device_put(bingo_model(args.size).graph)
-    run = engine.parall_runner(args.backend, args.unroll)
-    msgs = engine.init(graph, dt)
+    host = bingo_model(args.size).graph
+    graph = jax.device_put(host)
+    runner = parall_runner(host, args.backend, args.dtype, args.unroll)
+    msgs = init(graph, dt)
     ev = jnp.zeros((graph.num_vars,), dt)
-    call = lambda n: run(graph, msgs, ev, jnp.asarray(0.0, dt), jnp.asarray(n, jnp.int32),  # noqa: E731
-                         jnp.asarray(0.0, dt))
+    call = lambda n: runner(graph, msgs, ev, controls(0.0, n, 0.0, dt))  # noqa: E731
     jax.block_until_ready(call(args.iters))
     jax.block_until_ready(call(args.iters))
     rt = _cudart()

@@ -3,7 +3,7 @@
     python benchmarks/probes/probe_round.py --preset ftp --backends xla fused
 
 Builds the synthetic graph, converges once, then times warm rounds the way
-`api.Session.run` does them: one label flipped, the runner called with the
+`fastlbp.session.Session.run` did them: one label flipped, the runner called with the
 last messages, the results read back. Each round is split into the
 evidence's transfer, the call's return (it blocks on the while loop's
 test), the device work left (`block_until_ready`) and the reads to the
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from common import environment, write_json  # noqa: E402
+from common import environment, parall_runner, write_json  # noqa: E402
 
-from fastlbp import engine  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
 from fastlbp.graph import evidence_from_labels  # noqa: E402
 
 
@@ -48,15 +48,14 @@ def main(argv=None) -> int:
     alarms = list(model.alarms)[: args.rounds]
     rows = []
     for backend in args.backends:
-        runner = engine.parall_runner(backend)
+        runner = parall_runner(model.graph, backend)
 
         def call(msgs, labels, max_iters, ev=None):
             if ev is None:
                 ev = jnp.asarray(evidence_from_labels(model.num_vars, labels), dt)
-            return runner(graph, msgs, ev, jnp.asarray(1e-6, dt), jnp.asarray(max_iters, jnp.int32),
-                          jnp.asarray(0.0, dt))
+            return runner(graph, msgs, ev, controls(1e-6, max_iters, 0.0, dt))
 
-        first = call(engine.init(graph, dt), {}, 1000)
+        first = call(init(graph, dt), {}, 1000)
         jax.block_until_ready(first)
         for max_iters in (1000, 0):
             msgs = first.messages

@@ -13,9 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 
 import jax
 import jax.numpy as jnp
-from common import bingo_model, timed
+from common import bingo_model, parall_runner, timed
 
-from fastlbp import engine, kernels
+from fastlbp import kernels
+from fastlbp.engines.loop import controls, init
 
 
 def loop(fn, n):
@@ -31,21 +32,23 @@ def main():
     args = ap.parse_args()
     n = args.reps
     for size in args.size:
-        g = jax.device_put(bingo_model(size).graph)
+        host = bingo_model(size).graph
+        g = jax.device_put(host)
         for backend in args.backend:
+            sums = jax.device_put(kernels.summation(host, backend))
             for dtype in (jnp.float64, jnp.float32):
-                msgs = engine.init(g, dtype) + 0.1
+                msgs = init(g, dtype) + 0.1
                 ev = jnp.zeros((g.num_vars,), dtype)
-                agg = kernels.var_aggregates(g, msgs, ev, backend)
+                agg = kernels.var_aggregates(g, sums, msgs, ev)
                 mu = kernels.var_to_factor(g, msgs, agg)
                 fin, zero = kernels.factor_inputs(g, mu)
-                fagg = kernels.factor_aggregates(g, fin, zero, backend)
+                fagg = kernels.factor_aggregates(g, sums, fin, zero)
                 stages = {
-                    "var_aggregates": lambda m: m + kernels.var_aggregates(g, m, ev, backend)[g.edge_var, 0],
+                    "var_aggregates": lambda m: m + kernels.var_aggregates(g, sums, m, ev)[g.edge_var, 0],
                     "var_to_factor + factor_inputs": lambda m: kernels.factor_inputs(
                         g, kernels.var_to_factor(g, m, agg))[0],
                     "factor_aggregates": lambda m: m + kernels.factor_aggregates(
-                        g, m, zero, backend)[g.edge_factor, 0],
+                        g, sums, m, zero)[g.edge_factor, 0],
                     "factor_messages": lambda m: kernels.factor_messages(g, m, fin, zero, fagg),
                     "copy m+1 (loop floor)": lambda m: m + 1,
                 }
@@ -53,11 +56,9 @@ def main():
                 for name, f in stages.items():
                     med, _ = timed(loop(f, n), msgs if name != "factor_messages" else mu, repeats=3)
                     print(f"{name:34s} {med / n * 1e6:9.1f} us", flush=True)
-                tol = jnp.asarray(0.0, dtype)
                 for unroll in (1, 4):
-                    run = engine.parall_runner(backend, unroll)
-                    med, _ = timed(run, g, msgs, ev, tol, jnp.asarray(100, jnp.int32),
-                                   jnp.asarray(0.0, dtype), repeats=3)
+                    runner = parall_runner(host, backend, "f64" if dtype == jnp.float64 else "f32", unroll)
+                    med, _ = timed(runner, g, msgs, ev, controls(0.0, 100, 0.0, dtype), repeats=3)
                     print(f"{'runner unroll ' + str(unroll):34s} {med / 100 * 1e6:9.1f} us / iteration")
 
 

@@ -1,4 +1,4 @@
-"""Where a relaxation pass's time goes (schedules/relaxed.py): each stage alone in a jitted loop.
+"""Where a relaxation pass's time goes (fastlbp/engines/relaxed.py): each stage alone in a jitted loop.
 
     python benchmarks/probes/profile_relaxed.py --size ftp
 """
@@ -17,9 +17,10 @@ import jax.numpy as jnp  # noqa: E402
 from bench_schedules import make_model  # noqa: E402
 from common import timed  # noqa: E402
 
-import schedules  # noqa: E402
-from fastlbp import engine, kernels, segments  # noqa: E402
-from schedules import relaxed  # noqa: E402
+from fastlbp import engines, kernels, segments  # noqa: E402
+from fastlbp.engines import parall, relaxed  # noqa: E402
+from fastlbp.engines.loop import controls, init  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
 
 
 def loop(fn, n):
@@ -34,24 +35,24 @@ def main():
     args = ap.parse_args()
     model, _ = make_model(args.size)
     g = jax.device_put(model.graph)
-    runner = schedules.make_runner(model, "seqfix")
-    plan = runner.relax_plan
+    runner = engines.make_runner(model, Settings(schedule="seqfix"))
+    lay = runner.layout  # relaxed.RelaxLayout
+    plan, sums = lay.plan, lay.sums
     n = args.reps
     ev = jnp.zeros(g.num_vars)
-    three = (jnp.asarray(0.0), jnp.asarray(3, jnp.int32), jnp.asarray(0.0))
-    msgs = runner(g, engine.init(g), ev, *three).messages
+    msgs = runner(g, init(g), ev, controls(0.0, 3, 0.0)).messages
     old_fo = kernels.split_infinite(msgs)
     old_split = old_fo[plan.read_order]
-    old_totals = segments.segment_sum(g.var_sums, msgs, transform=kernels.split_infinite)
+    old_totals = segments.segment_sum(sums.var, msgs, transform=kernels.split_infinite)
     base = (old_totals + kernels.split_infinite(ev))[plan.vgraph.edge_var] - old_fo[plan.own]
     laid = old_split
 
     stages = {
-        "whole pass": lambda m: relaxed.relax_pass(g, plan, old_split, old_totals, base, m),
-        "PARALL sweep (engine.step)": lambda m: engine.step(g, m, ev),
-        "factor side (kernels.factor_to_var)": lambda m: kernels.factor_to_var(g, m),
+        "whole pass": lambda m: relaxed.relax_pass(g, lay, old_split, old_totals, base, m),
+        "PARALL sweep (parall.step)": lambda m: parall.step(g, sums, m, ev),
+        "factor side (kernels.factor_to_var)": lambda m: kernels.factor_to_var(g, sums, m),
         "row totals (segment_sum plan)": lambda m: m + segments.segment_sum(
-            g.var_sums, m, transform=kernels.split_infinite)[g.edge_var, 0],
+            sums.var, m, transform=kernels.split_infinite)[g.edge_var, 0],
     }
     rows = []
     for name, fn in stages.items():
@@ -62,7 +63,7 @@ def main():
                      "gather read order (N,3)": lambda x: x[plan.read_order]}.items():
         t, _ = timed(loop(fn, n), laid, repeats=5)
         rows.append((name, t / n * 1e6))
-    t, _ = timed(lambda m: relaxed.sweep_with_passes(g, plan, m, ev), msgs, repeats=5)
+    t, _ = timed(lambda m: relaxed.sweep_with_passes(g, lay, m, ev), msgs, repeats=5)
     rows.append(("one sweep (while loop of passes)", t * 1e6))
     print(f"{args.size}: {g.num_edges:,} edges, {jax.devices()[0]}")
     for name, us in rows:
