@@ -11,8 +11,8 @@ or unreadable are skipped; the full details stay in the JSON files.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -87,8 +87,9 @@ def lines(out: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0] if args else "out")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", default="out", help="the folder the benchmarks wrote to ($OUT)")
+    out = Path(ap.parse_args(argv).out)
     rows = lines(out)
     print("\n".join(["=== summary (" + str(out) + ")"] + (rows or ["no benchmark JSON found"])))
     return 0
