@@ -1,19 +1,32 @@
-"""schedules/relaxed.py: sequential sweeps solved by relaxation == the same sweeps done in order."""
+"""fastlbp/engines/relaxed.py: sequential sweeps solved by relaxation == the same sweeps done in order."""
+
+import json
+import os
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DATA
+from conftest import DATA, SHARED
 from graphs import random_factors, random_labels, sweep_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sequential_support import (
+    check_equals_sequential_reference,
+    check_leave_one_out_keeps_tiny_sums_of_others,
+    runner_for,
+)
+from typer.testing import CliRunner
 
 import schedules
 from datalog import causal_fg
-from fastlbp import engine
+from fastlbp import loading
+from fastlbp.engines import loop, relaxed
 from fastlbp.graph import AND, Factor, evidence_from_labels, from_factors
 from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs
-from schedules import analysis, orders, relaxed
+from fastlbp.session import Session
+from schedules import analysis, orders, relax_plan
+
+WEBLECH = DATA / "weblech"
 
 
 def _sequential_sweep(factors, num_vars, order, labels, messages):
@@ -42,6 +55,13 @@ def _assert_same(a, b, atol=1e-9):
     assert ok.all(), (a[~ok], b[~ok])
 
 
+def _layout(graph, order, max_passes):
+    """The relaxation engine's layout of `order`, capped at `max_passes` passes a sweep."""
+    plan = relax_plan.build(graph, order, max_passes)
+    assert plan is not None
+    return relaxed.layout_for(graph, plan)
+
+
 @settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(["seqfix", "topo", "topo:bodyfirst"]))
 def test_one_sweep_equals_the_sequential_reference_from_any_state(seed, strategy):
@@ -56,13 +76,13 @@ def test_one_sweep_equals_the_sequential_reference_from_any_state(seed, strategy
         want = _sequential_sweep(factors, graph.num_vars, order, labels, _pairs(start))
     except Contradiction:
         return
-    plan = relaxed.build(graph, order, analysis.levelling(graph, order).num_batches)
+    layout = _layout(graph, order, analysis.levelling(graph, order).num_batches)
     ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
-    got, passes = relaxed.sweep(graph, plan, jnp.asarray(start), ev)
+    got, passes = relaxed.sweep(graph, layout, jnp.asarray(start), ev)
     if want is None or np.isnan(want).any():
         return
     _assert_same(got, want)
-    assert 1 <= int(passes) <= int(plan.max_passes)
+    assert 1 <= int(passes) <= int(layout.plan.max_passes)
 
 
 def _chain(n, p=0.9):
@@ -82,48 +102,33 @@ def test_a_chain_needs_every_pass_and_gets_them():
     start = np.zeros(graph.num_edges)
     want = _sequential_sweep(factors, graph.num_vars, order, {}, _pairs(start))
     ev = jnp.zeros(graph.num_vars)
-    plan = relaxed.build(graph, order, levels)
-    got, passes = relaxed.sweep_with_passes(graph, plan, jnp.asarray(start), ev)
+    layout = _layout(graph, order, levels)
+    got, passes = relaxed.sweep_with_passes(graph, layout, jnp.asarray(start), ev)
     _assert_same(got, want, 1e-12)
     assert int(passes) >= 11
     # Capped at one pass the relaxation is a PARALL sweep, and that is visibly different:
     # the test can fail.
-    short = relaxed.build(graph, order, 1)
+    short = _layout(graph, order, 1)
     once, _ = relaxed.sweep_with_passes(graph, short, jnp.asarray(start), ev)
     assert np.max(np.abs(np.asarray(once) - want)) > 1e-3
 
 
-def test_reader_groups_seqfix_one_per_factor_topo_two():
-    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
-    g = model.graph
-    group, _ = relaxed.reader_groups(g, orders.seqfix(g))
-    assert np.array_equal(group, np.asarray(g.edge_factor))
-    group, _ = relaxed.reader_groups(g, orders.topo(g))
-    sizes = np.diff(np.asarray(g.factor_offsets))
-    # Head forward, bodies backward: two runs per factor with a body, except where the two
-    # runs meet (the last head forward is followed by its own bodies).
-    runs = g.num_factors + int(np.sum(sizes > 1))
-    assert runs - 1 <= group.max() + 1 <= runs
-    # SEQRND splits factors into ~one run per edge: the chunk loop runs it.
-    assert relaxed.build(g, orders.seqrnd(g)[0], 10) is None
-    assert not hasattr(schedules.make_runner(model, "seqrnd"), "relax_plan")
-
-
 @pytest.mark.parametrize("spec", ["seqfix", "topo"])
 def test_relaxed_equals_chunked_on_weblech_cold_and_after_a_label(spec):
-    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    model = causal_fg.load(WEBLECH / "graph.causal_fg")
     g = model.graph
-    fast = schedules.make_runner(model, spec)
-    slow = schedules.make_runner(model, spec + ":chunked")
-    assert hasattr(fast, "relax_plan") and not hasattr(slow, "relax_plan")
-    args = (jnp.asarray(1e-6), jnp.asarray(1000, jnp.int32), jnp.asarray(0.0))
+    fast = runner_for(model, spec)
+    slow = runner_for(model, spec + ":chunked")
+    assert fast.name == f"{spec}/relaxed" and slow.name == f"{spec}/chunked"
+    assert isinstance(fast.layout, relaxed.RelaxLayout) and not isinstance(slow.layout, relaxed.RelaxLayout)
+    ctl = loop.controls(1e-6, 1000, 0.0)
     ev = jnp.zeros(g.num_vars)
-    a, b = fast(g, engine.init(g), ev, *args), slow(g, engine.init(g), ev, *args)
+    a, b = fast(g, loop.init(g), ev, ctl), slow(g, loop.init(g), ev, ctl)
     assert int(a.iterations) == int(b.iterations)
     _assert_same(a.messages, b.messages, 1e-11)
     top = int(np.argmax(np.asarray(a.marginals)[list(model.alarms)])) if model.alarms else 0
     ev = jnp.asarray(evidence_from_labels(g.num_vars, {top: False}))
-    a2, b2 = fast(g, a.messages, ev, *args), slow(g, b.messages, ev, *args)
+    a2, b2 = fast(g, a.messages, ev, ctl), slow(g, b.messages, ev, ctl)
     assert int(a2.iterations) == int(b2.iterations)
     np.testing.assert_allclose(np.asarray(a2.marginals), np.asarray(b2.marginals), atol=1e-12)
 
@@ -136,6 +141,56 @@ def test_passes_are_few_on_a_bingo_like_graph():
     g = model.graph
     order = orders.seqfix(g)
     levels = analysis.levelling(g, order).num_batches
-    plan = relaxed.build(g, order, levels)
-    _, passes = relaxed.sweep_with_passes(g, plan, engine.init(g), jnp.zeros(g.num_vars))
+    layout = _layout(g, order, levels)
+    _, passes = relaxed.sweep_with_passes(g, layout, loop.init(g), jnp.zeros(g.num_vars))
     assert 2 <= int(passes) <= 10 < levels
+
+
+# Relaxation is the default engine of single-order strategies (tests/test_engines_chunked.py
+# runs the chunk loop on the same cases). Jitted: relaxation loops over passes, and op by op
+# that costs more than a compile per shape.
+@pytest.mark.parametrize("spec", ["seqfix", "topo:algorithm3"])
+def test_relaxed_equals_sequential_reference(spec):
+    check_equals_sequential_reference(spec, "relaxed", jit=True)
+
+
+@pytest.mark.parametrize("spec", ["seqfix", "topo"])
+def test_relaxed_leave_one_out_keeps_tiny_sums_of_others(spec):
+    check_leave_one_out_keeps_tiny_sums_of_others(spec, "relaxed")
+
+
+def test_libdai_seqfix_weblech_cold_and_warm():
+    _check_libdai(WEBLECH)
+
+
+@pytest.mark.skipif(not (SHARED / "reference" / "avrora").exists()
+                    or not os.environ.get("FASTLBP_SLOW_TESTS"),
+                    reason="avrora needs ../shared/data and FASTLBP_SLOW_TESTS=1 (40 s on a CPU)")
+def test_libdai_seqfix_avrora_cold_and_warm():
+    _check_libdai(SHARED / "reference" / "avrora")
+
+
+def _check_libdai(folder):
+    model = loading.load(folder / "graph.causal_fg")
+    session = Session(model, schedule="seqfix")
+    assert session.runner.name == "seqfix/relaxed"
+    session.run()
+    ref = causal_fg.load_marginals(folder / "seqfix.marg")
+    got = session.marginals()
+    assert max(abs(got[k] - v) for k, v in ref.items()) < 1e-6
+    for v, truth in loading.read_labels(folder / "label.txt", model).items():
+        session.label(v, truth)
+    session.run()  # warm start from the converged messages, as the reference did
+    ref = causal_fg.load_marginals(folder / "seqfix-after-label.marg")
+    got = session.marginals()
+    assert max(abs(got[k] - v) for k, v in ref.items()) < 1e-6
+
+
+def test_cli_marginals_seqfix_matches_libdai():
+    from fastlbp.cli import get_app
+    res = CliRunner().invoke(get_app(), ["marginals", str(WEBLECH / "graph.causal_fg"),
+                                         "--schedule", "seqfix"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    ref = causal_fg.load_marginals(WEBLECH / "seqfix.marg")
+    assert max(abs(out["marginals"][k] - v) for k, v in ref.items()) < 1e-6

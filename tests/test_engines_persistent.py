@@ -1,4 +1,4 @@
-"""The persistent Pallas kernel of the batched engine, interpreted on the CPU.
+"""fastlbp/engines/persistent.py: the chunk loop as one persistent Pallas kernel, interpreted on the CPU.
 
 It must give the XLA chunk loop's results (the same plan, the same order of
 updates) for every strategy, with hard evidence and factors spread over
@@ -9,6 +9,7 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import DATA
 from graphs import random_factors, random_labels
 from hypothesis import given, settings
@@ -16,13 +17,12 @@ from hypothesis import strategies as st
 
 import schedules
 from datalog import causal_fg
+from fastlbp.engines import chunked, loop, persistent
 from fastlbp.graph import evidence_from_labels, from_factors
-from schedules import batched, pallas_batched
 
 
 def _run(runner, g, ev, iters=12, tol=1e-10, damping=0.0):
-    return runner(g, jnp.zeros(g.num_edges), jnp.asarray(ev), jnp.asarray(tol), jnp.asarray(iters, jnp.int32),
-                  jnp.asarray(damping))
+    return runner(g, jnp.zeros(g.num_edges), jnp.asarray(ev), loop.controls(tol, iters, damping))
 
 
 @settings(max_examples=8, deadline=None)
@@ -37,14 +37,13 @@ def test_persistent_kernel_matches_the_chunk_loop(seed, spec, damping):
     g = from_factors(random_factors(rng, V, int(rng.integers(2, 25)), max_body=int(rng.integers(1, 16))), V)
     ev = evidence_from_labels(V, random_labels(rng, V, 3))
     comp = schedules.compile_schedule(g, spec)
-    xla = batched.make_runner_fn(comp.plan)
-    pallas = pallas_batched.make_runner_fn(comp.plan, interpret=True)
+    xla = chunked.make_runner(g, comp.plan, "chunked")
+    pallas = persistent.make_runner(g, comp.plan, "persistent", interpret=True)
     ref = _run(xla, g, ev, damping=damping)
     if not bool(ref.converged) and not bool(ref.conflict):
         # Possibly chaotic (rounding-level differences grow): one iteration from the same state must agree.
         def one(runner):
-            return runner(g, ref.messages, jnp.asarray(ev), jnp.asarray(0.0), jnp.asarray(1, jnp.int32),
-                          jnp.asarray(damping)).messages
+            return runner(g, ref.messages, jnp.asarray(ev), loop.controls(0.0, 1, damping)).messages
         np.testing.assert_allclose(np.asarray(one(pallas)), np.asarray(one(xla)), atol=1e-9)
         return
     got = _run(pallas, g, ev, damping=damping)
@@ -56,15 +55,17 @@ def test_persistent_kernel_matches_the_chunk_loop(seed, spec, damping):
     assert abs(int(got.iterations) - int(ref.iterations)) <= 1  # the last change may straddle tol
 
 
-def test_fused_backend_runs_seqfix_like_libdai(monkeypatch):
+# Relaxation stays the default engine of SEQFIX with a fused backend; ":chunked" runs the
+# chunk plan, and then the persistent kernel runs it (tests/test_engines.py checks the dispatch).
+@pytest.mark.parametrize("spec", ["seqfix", "seqfix:chunked"])
+def test_fused_backend_runs_seqfix_like_libdai(spec):
     from typer.testing import CliRunner
 
     from fastlbp.cli import get_app
 
-    monkeypatch.setenv("FASTLBP_BACKEND", "fused_interpret")
     ref_dir = DATA / "weblech"
     result = CliRunner().invoke(get_app(), ["marginals", str(ref_dir / "graph.causal_fg"), "--schedule",
-                                            "seqfix", "--format", "json"])
+                                            spec, "--backend", "fused_interpret", "--format", "json"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)["marginals"]
     expect = causal_fg.load_marginals(ref_dir / "seqfix.marg")
