@@ -1,96 +1,31 @@
-"""schedules/: orders, dependency analysis and the batched engine against plain references."""
+"""schedules/: orders, dependency analysis, specs and their statistics, custom order files.
 
-import contextlib
+The engines that run the plans are tested in tests/test_engines*.py; here they
+only show that an order or an analysis gives the sweeps it promises.
+"""
+
 import json
-import os
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DATA, SHARED
-from graphs import random_factors, random_labels, random_polytree, sweep_by_rank
+from conftest import DATA
+from graphs import random_labels, random_polytree
+from sequential_support import analyses, call, cases, runner_for, stage_reference
 from typer.testing import CliRunner
 
 import schedules
 from datalog import causal_fg
-from fastlbp import api, loading
 from fastlbp.errors import InputError
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs, exact_marginals
+from fastlbp.graph import AND, OR, Factor, from_factors
+from fastlbp.reference import Contradiction, SequentialLBP, exact_marginals
 from schedules import analysis, orders
-from schedules import plan as P
-from schedules.batched import make_runner_fn, run_batched
 
 WEBLECH = DATA / "weblech"
 
 
-def _call(runner, graph, labels, iters, messages=None, tol=0.0, damping=0.0, jit=False):
-    """Runs a runner; on many small random graphs without jit (a compile per shape costs more
-    than running op by op; the jitted path is the same code, tested on fewer graphs)."""
-    ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
-    msgs = jnp.zeros(graph.num_edges) if messages is None else messages
-    with contextlib.nullcontext() if jit else jax.disable_jit():
-        return runner(graph, msgs, ev, jnp.asarray(tol), jnp.asarray(iters, jnp.int32),
-                      jnp.asarray(damping))
-
-
-def _stage_reference(lbp: SequentialLBP, labels, rank_per_iter, iters):
-    """`iters` sweeps of Definition 4.1 from uniform messages (graphs.sweep_by_rank)."""
-    ev = _evidence_pairs(lbp.num_vars, labels)
-    msgs = lbp.uniform()
-    for it in range(iters):
-        sweep_by_rank(lbp, msgs, ev, rank_per_iter(it))
-    return lbp.marginals(msgs, ev), msgs
-
-
-def _cases(count, seed0=0):
-    for seed in range(seed0, seed0 + count):
-        rng = np.random.default_rng(seed)
-        factors = random_factors(rng, int(rng.integers(2, 9)), int(rng.integers(1, 9)))
-        graph = from_factors(factors)
-        labels = random_labels(rng, graph.num_vars) if seed % 2 else {}
-        yield rng, factors, graph, labels
-
-
-# Every strategy with both engines: relaxation (the default) and the chunk loop
-# (tests/test_relaxed.py checks relaxed TOPO body-first sweeps as well).
-SPECS = ["seqfix", "seqfix:chunked", "topo:algorithm3", "topo:algorithm3:chunked",
-         "topo:bodyfirst:unroll=3:chunked", "seqrnd:cycle=3", "seqfix:algorithm3:width=4096:chunked"]
-
-
-@pytest.mark.parametrize("spec", SPECS)
-def test_batched_equals_sequential_reference(spec):
-    worst = 0.0
-    checked = 0
-    for rng, factors, graph, labels in _cases(16):
-        runner = schedules.make_runner(graph, spec)
-        ords = schedules.orders_for(graph, runner.compiled.spec)
-        iters = int(rng.integers(1, 4))
-        try:
-            ref_p, ref_m = _stage_reference(SequentialLBP(factors, graph.num_vars), labels,
-                                            lambda it, ords=ords: ords[it % len(ords)].rank, iters)
-        except Contradiction:
-            continue
-        if np.isnan(ref_p).any():
-            continue
-        # Relaxation loops over passes: op by op that costs more than a compile per shape.
-        res = _call(runner, graph, labels, iters, jit=spec in ("seqfix", "topo:algorithm3"))
-        worst = max(worst, float(np.max(np.abs(np.asarray(res.marginals) - ref_p))))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lo_ref = np.log(ref_m[:, 1]) - np.log(ref_m[:, 0])
-        lo = np.asarray(res.messages)
-        with np.errstate(invalid="ignore"):
-            same = (lo == lo_ref) | (np.abs(lo - lo_ref) < 1e-9)
-        assert same.all(), (spec, lo, lo_ref)
-        checked += 1
-    assert checked >= 8
-    assert worst < 1e-10
-
-
 @pytest.mark.parametrize("kind", ["stages", "pairs"])
 def test_custom_weak_orders_equal_definition(tmp_path, kind):
-    for rng, factors, graph, labels in _cases(8, seed0=100):
+    for rng, factors, graph, labels in cases(8, seed0=100):
         num_edges = graph.num_edges
         path = tmp_path / f"o{rng.integers(1 << 30)}.order"
         if kind == "stages":
@@ -104,21 +39,23 @@ def test_custom_weak_orders_equal_definition(tmp_path, kind):
                                        for j in range(i + 1, num_edges) if rng.random() < 0.3]
         path.write_text("\n".join(lines) + "\n")
         for method in ("levelling", "algorithm3"):
-            runner = schedules.make_runner(graph, str(path), analysis=method)
-            rank = runner.compiled.analyses[0].order.rank
+            runner = runner_for(graph, f"{path}:{method}")
+            (an,) = analyses(runner)
+            assert an.method == method
+            rank = an.order.rank
             try:
-                ref_p, _ = _stage_reference(SequentialLBP(factors, graph.num_vars), labels,
-                                            lambda it, rank=rank: rank, 2)
+                ref_p, _ = stage_reference(SequentialLBP(factors, graph.num_vars), labels,
+                                           lambda it, rank=rank: rank, 2)
             except Contradiction:
                 continue
             if np.isnan(ref_p).any():
                 continue
-            res = _call(runner, graph, labels, 2)
+            res = call(runner, graph, labels, 2)
             assert np.max(np.abs(np.asarray(res.marginals) - ref_p)) < 1e-10
 
 
 def test_levelling_and_algorithm3_valid_and_levelling_never_more():
-    for rng, _, graph, _ in _cases(60, seed0=200):
+    for rng, _, graph, _ in cases(60, seed0=200):
         ords = [orders.seqfix(graph), orders.topo(graph), orders.topo(graph, True),
                 *orders.seqrnd(graph, 1, 2), orders.parall(graph),
                 orders.Order(rng.integers(0, 3, graph.num_edges), "stages")]
@@ -133,9 +70,11 @@ def test_levelling_and_algorithm3_valid_and_levelling_never_more():
 
 
 def test_levelling_and_algorithm3_give_the_same_results():
-    for _rng, _, graph, labels in _cases(8, seed0=300):
-        a = _call(schedules.make_runner(graph, "seqfix"), graph, labels, 3)
-        b = _call(schedules.make_runner(graph, "seqfix:algorithm3"), graph, labels, 3)
+    for _rng, _, graph, labels in cases(8, seed0=300):
+        lev, a3 = runner_for(graph, "seqfix"), runner_for(graph, "seqfix:algorithm3")
+        assert [an.method for an in analyses(lev) + analyses(a3)] == ["levelling", "algorithm3"]
+        a = call(lev, graph, labels, 3)
+        b = call(a3, graph, labels, 3)
         if np.isnan(np.asarray(a.marginals)).any():
             continue
         assert np.max(np.abs(np.asarray(a.marginals) - np.asarray(b.marginals))) < 1e-12
@@ -162,7 +101,7 @@ def test_topo_exact_on_polytrees():
         exact = exact_marginals(factors, n)
         # No evidence: heads forward make every message exact in one iteration.
         for spec in ("topo", "topo:bodyfirst"):
-            got = _call(schedules.make_runner(graph, spec), graph, {}, 1).marginals
+            got = call(runner_for(graph, spec), graph, {}, 1).marginals
             assert np.max(np.abs(np.asarray(got) - exact)) < 1e-12
         labels = random_labels(rng, n, 2)
         try:
@@ -171,104 +110,11 @@ def test_topo_exact_on_polytrees():
             continue
         # With evidence: two iterations (the first backward half carries it up); on a
         # directed tree bodyfirst needs one.
-        got = _call(schedules.make_runner(graph, "topo"), graph, labels, 2).marginals
+        got = call(runner_for(graph, "topo"), graph, labels, 2).marginals
         assert np.max(np.abs(np.asarray(got) - exact)) < 1e-12
         if single_parent:
-            got = _call(schedules.make_runner(graph, "topo:bodyfirst"), graph, labels, 1).marginals
+            got = call(runner_for(graph, "topo:bodyfirst"), graph, labels, 1).marginals
             assert np.max(np.abs(np.asarray(got) - exact)) < 1e-12
-
-
-def test_reading_one_batch_too_early_changes_the_result():
-    # A chain x0 -> x1 -> x2 (AND factors), SEQFIX order: factor 1's head edge reads the
-    # message that factor 0's head edge wrote this iteration.
-    factors = [Factor(AND, 0, (), 0.3, 0.3), Factor(AND, 1, (0,), 0.9, 0.2),
-               Factor(OR, 2, (1,), 0.8, 0.1)]
-    graph = from_factors(factors)
-    order = orders.seqfix(graph)
-    good = analysis.levelling(graph, order).batch
-    lbp = SequentialLBP(factors, 3)
-    ref = lbp.run(order=np.argsort(order.rank), tol=0, max_iters=1).marginals
-
-    def run_with(batch):
-        lay = P.pack(graph, batch, order.rank, True, 8)
-        runner = make_runner_fn(P.stack([lay], graph.num_edges, graph.num_vars))
-        return np.asarray(_call(runner, graph, {}, 1).marginals)
-
-    assert np.max(np.abs(run_with(good) - ref)) < 1e-12
-    # Move the head edge of factor 1 (edge 1) into the batch of the edge it reads (edge 0).
-    early = good.copy()
-    early[1] = good[0]
-    assert not analysis.is_valid(graph, order, early)
-    assert np.max(np.abs(run_with(early) - ref)) > 1e-3
-
-
-def test_chunk_width_does_not_change_results():
-    for _rng, _, graph, labels in _cases(3, seed0=400):
-        base = _call(schedules.make_runner(graph, "seqfix:width=1:chunked"), graph, labels, 3)
-        wide = _call(schedules.make_runner(graph, "seqfix:width=1024:chunked"), graph, labels, 3)
-        # Same values; only the summation order of factors split over chunks differs.
-        a, b = np.asarray(base.messages), np.asarray(wide.messages)
-        fin = np.isfinite(a)
-        assert np.array_equal(fin, np.isfinite(b))
-        assert np.array_equal(a[~fin], b[~fin], equal_nan=True)
-        assert np.max(np.abs(a[fin] - b[fin]), initial=0.0) < 1e-12
-
-
-@pytest.mark.parametrize("spec", ["seqfix", "seqfix:chunked"])
-def test_no_recompilation_when_evidence_or_settings_change(spec):
-    from schedules.relaxed import run_relaxed
-
-    jitted = run_relaxed if spec == "seqfix" else run_batched
-    model = causal_fg.load(WEBLECH / "graph.causal_fg")
-    runner = schedules.make_runner(model, spec)
-    graph = model.graph
-    before = jitted._cache_size()
-    n = model.num_vars
-    sizes = []
-    for labels, tol, iters, damping in [({}, 1e-6, 5, 0.0), ({3: True}, 1e-3, 7, 0.2),
-                                        ({87: False, 5: True}, 1e-9, 3, 0.5)]:
-        ev = jnp.asarray(evidence_from_labels(n, labels))
-        runner(graph, jnp.zeros(graph.num_edges), ev, jnp.asarray(tol),
-               jnp.asarray(iters, jnp.int32), jnp.asarray(damping))
-        sizes.append(jitted._cache_size())
-    # At most one compilation (none if an earlier test compiled these shapes), then none.
-    assert sizes[0] - before <= 1 and sizes[-1] == sizes[0]
-
-
-def test_libdai_seqfix_weblech_cold_and_warm():
-    _check_libdai(WEBLECH)
-
-
-@pytest.mark.skipif(not (SHARED / "reference" / "avrora").exists()
-                    or not os.environ.get("FASTLBP_SLOW_TESTS"),
-                    reason="avrora needs ../shared/data and FASTLBP_SLOW_TESTS=1 (40 s on a CPU)")
-def test_libdai_seqfix_avrora_cold_and_warm():
-    _check_libdai(SHARED / "reference" / "avrora")
-
-
-def _check_libdai(folder):
-    model = loading.load(folder / "graph.causal_fg")
-    session = api.Session(model, schedule="seqfix")
-    session.run()
-    ref = causal_fg.load_marginals(folder / "seqfix.marg")
-    got = session.marginals()
-    assert max(abs(got[k] - v) for k, v in ref.items()) < 1e-6
-    for v, truth in loading.read_labels(folder / "label.txt", model).items():
-        session.label(v, truth)
-    session.run()  # warm start from the converged messages, as the reference did
-    ref = causal_fg.load_marginals(folder / "seqfix-after-label.marg")
-    got = session.marginals()
-    assert max(abs(got[k] - v) for k, v in ref.items()) < 1e-6
-
-
-def test_cli_marginals_seqfix_matches_libdai():
-    from fastlbp.cli import get_app
-    res = CliRunner().invoke(get_app(), ["marginals", str(WEBLECH / "graph.causal_fg"),
-                                         "--schedule", "seqfix"])
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
-    ref = causal_fg.load_marginals(WEBLECH / "seqfix.marg")
-    assert max(abs(out["marginals"][k] - v) for k, v in ref.items()) < 1e-6
 
 
 def test_cli_cyclic_order_file_exit_2_names_edge(tmp_path):
@@ -347,7 +193,9 @@ def test_bad_specs():
     for spec, words in [("nosuch", "unknown schedule"), ("seqfix:bogus", "unknown schedule option"),
                         ("seqfix:width=x", "not an integer")]:
         with pytest.raises(InputError, match=words):
-            schedules.make_runner(model, spec)
+            schedules.parse_spec(spec)
+        with pytest.raises(InputError, match=words):
+            schedules.describe(model, spec)
     assert schedules.parse_spec("seqrnd:seed=3:cycle=2:algorithm3") == schedules.Spec(
         "seqrnd", None, "algorithm3", 3, 2)
 
@@ -362,27 +210,3 @@ def test_cli_schedule_command_prints_describe():
     res = CliRunner().invoke(get_app(), ["schedule", str(WEBLECH / "graph.causal_fg"),
                                          "--schedule", "nosuch"])
     assert res.exit_code == 2 and "unknown schedule" in res.output
-
-
-@pytest.mark.parametrize("spec", ["seqfix", "topo", "seqfix:chunked", "seqfix:width=2:chunked"])
-def test_batched_leave_one_out_keeps_tiny_sums_of_others(spec):
-    # As tests/test_engine.py: "sum - own" would cancel x2's tiny share and send x1 a
-    # hard +inf; labelling x1 false then looked contradictory.
-    import jax.numpy as jnp
-
-    from fastlbp import engine, reference
-    from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-    from fastlbp.model import Model
-
-    factors = [Factor(AND, 1, (), 1 - 1e-10, 1 - 1e-10), Factor(AND, 2, (), 4e-18, 4e-18),
-               Factor(OR, 0, (1, 2), 1.0, 0.0), Factor(AND, 3, (2,), 0.5, 0.0)]
-    model = Model(graph=from_factors(factors), var_names=("h", "x1", "x2", "y"))
-    runner = schedules.make_runner(model, spec)
-    g = model.graph
-    args = (jnp.asarray(1e-15), jnp.asarray(100, jnp.int32), jnp.asarray(0.0))
-    first = runner(g, engine.init(g), jnp.asarray(evidence_from_labels(4, {0: True})), *args)
-    labels = {0: True, 1: False}
-    warm = runner(g, first.messages, jnp.asarray(evidence_from_labels(4, labels)), *args)
-    assert not bool(warm.conflict)
-    np.testing.assert_allclose(np.asarray(warm.marginals), reference.exact_marginals(factors, 4, labels),
-                               atol=1e-12)

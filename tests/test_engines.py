@@ -1,0 +1,125 @@
+"""fastlbp/engines/__init__.py: which engine runs which schedule and backend, and the Runner contract."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import DATA
+
+import schedules
+from datalog import causal_fg
+from fastlbp import engines
+from fastlbp.engines import chunked, loop, persistent, relaxed
+from fastlbp.errors import InputError, SettingsError
+from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.settings import Settings
+
+WEBLECH = DATA / "weblech"
+
+
+def _weblech():
+    return causal_fg.load(WEBLECH / "graph.causal_fg")
+
+
+def _small():
+    return from_factors([Factor(AND, 0, (1, 2), 0.9, 0.0), Factor(OR, 1, (2,), 0.8, 0.1),
+                         Factor(AND, 2, (), 0.5, 0.5)])
+
+
+@pytest.mark.parametrize("schedule, backend, name", [
+    ("parall", "xla", "parall/xla"),
+    ("parall", "scatter", "parall/scatter"),
+    ("parall", "pallas_interpret", "parall/pallas_interpret"),
+    ("parall", "fused_interpret", "parall/fused"),
+    ("seqfix", "xla", "seqfix/relaxed"),
+    ("topo", "xla", "topo/relaxed"),
+    ("seqfix:chunked", "xla", "seqfix/chunked"),
+    ("topo:chunked", "scatter", "topo/chunked"),
+    ("seqrnd", "xla", "seqrnd/chunked"),
+    # Relaxation stays the default engine with a fused backend; the chunk plans run in the
+    # persistent kernel.
+    ("seqfix", "fused_interpret", "seqfix/relaxed"),
+    ("seqfix:chunked", "fused_interpret", "seqfix/persistent"),
+    ("seqrnd", "fused_interpret", "seqrnd/persistent"),
+])
+def test_the_dispatcher_picks_the_engine_of_schedule_and_backend(schedule, backend, name):
+    runner = engines.make_runner(_small(), Settings(schedule=schedule, backend=backend))
+    assert runner.name == name
+
+
+def test_engine_keys_table():
+    spec = schedules.parse_spec
+    assert engines.engine_keys(spec("parall"), "xla") == ("parall",)
+    assert engines.engine_keys(spec("parall"), "fused") == ("parall/fused",)
+    assert engines.engine_keys(spec("seqfix"), "xla") == ("relaxed", "chunked")
+    assert engines.engine_keys(spec("seqfix"), "fused_interpret") == ("relaxed", "persistent")
+    assert engines.engine_keys(spec("seqfix:chunked"), "pallas") == ("chunked",)
+    assert engines.engine_keys(spec("seqrnd:chunked"), "fused") == ("persistent",)
+    assert set(engines.ENGINES) == {"parall", "parall/fused", "relaxed", "chunked", "persistent"}
+
+
+def test_runners_carry_their_layout_and_host_facts():
+    g = _small()
+    rel = engines.make_runner(g, Settings(schedule="seqfix"))
+    assert isinstance(rel.layout, relaxed.RelaxLayout)
+    assert isinstance(rel.info["compiled"], schedules.Relaxation)
+    assert rel.info["virtual_edges"] == g.num_edges
+    chk = engines.make_runner(g, Settings(schedule="seqfix:width=4:chunked"))
+    assert isinstance(chk.layout, chunked.ChunkLayout)
+    assert isinstance(chk.info["compiled"], schedules.Compiled) and chk.layout.plan.width == 4
+    per = engines.make_runner(g, Settings(schedule="seqfix:chunked", backend="fused_interpret"))
+    assert isinstance(per.layout, chunked.ChunkLayout) and per.layout.plan.width == persistent.WIDTH
+    assert per.info["atomic"] is False
+    assert engines.make_runner(g, Settings(schedule="parall:unroll=3")).info["unroll"] == 3
+
+
+def test_a_spec_that_cannot_relax_falls_back_to_the_chunk_loop():
+    model = _weblech()
+    # SEQRND cycles several orders: no single sweep to relax.
+    runner = engines.make_runner(model, Settings(schedule="seqrnd"))
+    assert runner.name == "seqrnd/chunked" and isinstance(runner.layout, chunked.ChunkLayout)
+    assert not isinstance(runner.info["compiled"], schedules.Relaxation)
+    assert len(runner.info["compiled"].analyses) == 8
+    # One SEQRND order splits the factors into ~one reader group per edge (too many).
+    assert schedules.relaxation_plan(model, "seqrnd:cycle=1") is None
+    one = engines.make_runner(model, Settings(schedule="seqrnd:cycle=1"))
+    assert one.name == "seqrnd/chunked"
+    assert schedules.describe(model, "seqrnd:cycle=1")["engine"] == "chunked"
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="checks the CPU refusal of GPU backends")
+@pytest.mark.parametrize("backend", ["fused", "pallas"])
+def test_gpu_backends_without_a_gpu_are_a_settings_error(backend):
+    for schedule in ("parall", "seqfix", "seqfix:chunked"):
+        with pytest.raises(SettingsError, match="needs a GPU"):
+            engines.make_runner(_small(), Settings(schedule=schedule, backend=backend))
+    with pytest.raises(SettingsError, match=f"{backend}_interpret"):
+        engines.check_backend(backend)
+    engines.check_backend(f"{backend}_interpret")
+    engines.check_backend("xla")
+
+
+def test_bad_specs_are_input_errors():
+    model = _weblech()
+    for spec, words in [("nosuch", "unknown schedule"), ("seqfix:bogus", "unknown schedule option"),
+                        ("seqfix:width=x", "not an integer")]:
+        with pytest.raises(InputError, match=words):
+            engines.make_runner(model, Settings(schedule=spec))
+
+
+@pytest.mark.parametrize("spec", ["seqfix", "seqfix:chunked"])
+def test_no_recompilation_when_evidence_or_settings_change(spec):
+    model = _weblech()
+    runner = engines.make_runner(model, Settings(schedule=spec))
+    jitted = relaxed.run if spec == "seqfix" else chunked.jitted_run(1)
+    assert runner.run is jitted
+    graph = model.graph
+    before = jitted._cache_size()
+    n = model.num_vars
+    sizes = []
+    for labels, tol, iters, damping in [({}, 1e-6, 5, 0.0), ({3: True}, 1e-3, 7, 0.2),
+                                        ({87: False, 5: True}, 1e-9, 3, 0.5)]:
+        ev = jnp.asarray(evidence_from_labels(n, labels))
+        runner(graph, jnp.zeros(graph.num_edges), ev, loop.controls(tol, iters, damping))
+        sizes.append(jitted._cache_size())
+    # At most one compilation (none if an earlier test compiled these shapes), then none.
+    assert sizes[0] - before <= 1 and sizes[-1] == sizes[0]
