@@ -1,4 +1,4 @@
-"""Derivation graph -> acyclic, compressed Bayesian network -> factor graph (DESIGN.md section 3).
+"""Derivation graph -> acyclic, compressed Bayesian network -> factor graph (docs/DESIGN.md section 3).
 
 Pipeline of `to_model`:
 

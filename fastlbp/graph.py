@@ -1,7 +1,7 @@
 """Factor graphs of AND/OR Horn factors as flat CSR arrays.
 
 Every factor has a head variable x0 and a body x1..xn (n >= 0) and one of two
-kinds (DESIGN.md section 3):
+kinds (docs/DESIGN.md section 3):
 
     AND: f(x0=1) = p1 if all body true else p2
     OR:  f(x0=1) = p1 if any body true else p2

@@ -7,7 +7,7 @@ overflow, and leave-one-out products are exact: a segment keeps the sum of
 its finite terms and the count of its infinite ones, and an edge removes only
 its own contribution (never divides by its own term).
 
-The four factor-to-variable kernels of DESIGN.md section 4 share one form.
+The four factor-to-variable kernels of docs/DESIGN.md section 4 share one form.
 Let c be the log of the product over the *other* body edges of m_i(1) (AND)
 or m_i(0) (OR): the probability that the body condition is decided by the
 others. With (q, r) = (p2, p1) for AND and (p1, p2) for OR,

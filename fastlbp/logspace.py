@@ -12,8 +12,8 @@ import jax.numpy as jnp
 # is below about 1e-292 (zero included) or the divisor above about 1e292, and libdevice's log1p
 # divides its argument by 2 + itself. In the fused factor kernel nearly every warp made that call
 # at each of its three divisions: priors and rules with r = 1 make num == den, hard messages make
-# e^-|a| = 0. `quotient` and `log1p_nonneg` keep zero dividends out of the divisions (BENCHMARKS.md,
-# session 7); their results are IEEE's.
+# e^-|a| = 0. `quotient` and `log1p_nonneg` keep zero dividends out of the divisions (the fused
+# float64 sweep's slow-path division calls, docs/benchmark-log.md); their results are IEEE's.
 
 
 def quotient(num, den):
@@ -119,7 +119,7 @@ def factor_messages(is_head, is_and, c, hn, q, r, q1, r1, k1, k0):
 
 
 def messages_from_rho(is_head, is_and, c, lr, q, r, q1, r1, k1, k0):
-    """New factor-to-variable log-odds (DESIGN.md section 4).
+    """New factor-to-variable log-odds (docs/DESIGN.md section 4).
 
     With t = e^c (the others decide nothing) and 1 - t, the head's message is
     log g1 - log g0, g1 = q (1-t) + r t, g0 = (1-q)(1-t) + (1-r) t; a body

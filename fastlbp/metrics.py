@@ -1,4 +1,4 @@
-"""Bingo's triage metrics over a labelling sequence (paper Section 5.1.4, DESIGN.md section 7).
+"""Bingo's triage metrics over a labelling sequence (paper Section 5.1.4, docs/DESIGN.md section 7).
 
 A labelling sequence l_1..l_n (1 = true alarm) is the order in which the user
 (or an oracle) labelled alarms, always taking the top-ranked one. With t_i the

@@ -2,7 +2,7 @@
 
 * `exact_marginals`: enumeration of all 2^V assignments (V <= ~20).
 * `sequential_lbp`: plain float64 LBP in numpy/Python with the equations of
-  DESIGN.md section 4 written out literally, messages as normalized pairs
+  docs/DESIGN.md section 4 written out literally, messages as normalized pairs
   (m(0), m(1)), updated one at a time in any total order of the
   factor-to-variable edges, or all from the previous state (PARALL).
 
@@ -106,7 +106,7 @@ class SequentialLBP:
         return m / s if s > 0 else np.full(2, np.nan)
 
     def factor_to_var(self, msgs: np.ndarray, ev: np.ndarray, edge: int) -> np.ndarray:
-        """New normalized message on `edge`, literally DESIGN.md section 4's table."""
+        """New normalized message on `edge`, literally docs/DESIGN.md section 4's table."""
         a, _, pos = self.edges[edge]
         f = self.factors[a]
         first = self.first_edge[a]

@@ -1,4 +1,4 @@
-"""Update strategies and their dependency analysis into plans, on the host (DESIGN.md section 6).
+"""Update strategies and their dependency analysis into plans, on the host (docs/DESIGN.md section 6).
 
     import schedules
     spec = schedules.parse_spec("seqfix")

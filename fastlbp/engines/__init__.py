@@ -46,9 +46,8 @@ def _parall(model, spec: schedules.Spec, settings: Settings) -> Runner:
 def _parall_fused(model, spec: schedules.Spec, settings: Settings) -> Runner:
     from fastlbp.engines import fused
 
-    # Eight sweeps per while-loop trip measured fastest for the fused kernels (BENCHMARKS.md).
-    return fused.make_runner(_graph(model), settings, unroll=spec.unroll or 8,
-                             interpret=settings.backend == "fused_interpret")
+    # Eight sweeps per while-loop trip (fused.UNROLL) measured fastest for the fused kernels.
+    return fused.make_runner(_graph(model), settings, unroll=spec.unroll or fused.UNROLL)
 
 
 def _relaxed(model, spec: schedules.Spec, settings: Settings) -> Runner | None:

@@ -68,9 +68,10 @@ def jitted_run(unroll: int = 1):
 def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = 1) -> Runner:
     """PARALL with `settings.backend`'s segment sums ("xla", "scatter", "pallas", "pallas_interpret").
 
-    Several sweeps per while-loop trip (`unroll`) saved a trip's ~15 us on the
-    H200 for the Pallas segment sums but cost time for the XLA path
-    (BENCHMARKS.md), so the dispatcher keeps 1.
+    Four sweeps per while-loop trip (`unroll`) saved at most a trip's ~15 us
+    on the H200 (126.9 vs 133.4 us per float64 iteration at 0.5M edges, none
+    at 5M) and compiled 0.7 s slower (docs/benchmark-log.md), so the
+    dispatcher keeps 1 unless the schedule spec says `:unroll=N`.
     """
     start = time.perf_counter()
     sums = jax.device_put(kernels.summation(graph, settings.backend))
