@@ -44,7 +44,8 @@ from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages, finite_part, log_sigmoid, signed
 from schedules import plan as P
 
-WIDTH = 32  # slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md)
+# Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
+WIDTH = 32
 NUM_WARPS = 4
 # The GPU variant (atomic run sums, O(W) per chunk): fastest measured at the ftp size.
 ATOMIC_WIDTH = 128
