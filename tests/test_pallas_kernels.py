@@ -1,4 +1,5 @@
-"""The Pallas kernels, run by the Pallas interpreter on the CPU, against numpy and the XLA path."""
+"""fastlbp/pallas_kernels.py: the Pallas segment sums, run by the interpreter on the CPU, against numpy and
+the XLA path (PARALL with backend pallas_interpret)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -6,8 +7,15 @@ from graphs import check_engine_against_reference, random_factors, random_labels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastlbp import engine, pallas_kernels, reference
+from fastlbp import pallas_kernels, reference
+from fastlbp.engines import parall
 from fastlbp.graph import evidence_from_labels, from_factors
+from fastlbp.settings import Settings
+
+
+def _run(graph, evidence=None, messages=None, **settings):
+    """One PARALL round with `Settings(**settings)`."""
+    return parall.run(graph, evidence, messages, settings=Settings(**settings))
 
 
 @settings(max_examples=25, deadline=None)
@@ -50,10 +58,10 @@ def test_pallas_engine_matches_reference(seed):
     labels = random_labels(rng, V)
     g = from_factors(factors, V)
     ev = evidence_from_labels(V, labels)
-    result = engine.run(g, ev, tol=0.0, max_iters=20, backend="pallas_interpret")
+    result = _run(g, ev, tol=0.0, max_iters=20, backend="pallas_interpret")
 
     def step(m):
-        return engine.run(g, ev, jnp.asarray(m), tol=0.0, max_iters=1, backend="pallas_interpret").messages
+        return _run(g, ev, jnp.asarray(m), tol=0.0, max_iters=1, backend="pallas_interpret").messages
 
     check_engine_against_reference(factors, V, labels, result, step, iters=20)
     try:
@@ -61,7 +69,8 @@ def test_pallas_engine_matches_reference(seed):
     except reference.Contradiction:
         return
     if np.max(np.abs(np.asarray(result.marginals) - ref.marginals)) < 1e-10:  # not chaotic
-        f32 = engine.run(g, ev, tol=0.0, max_iters=20, backend="pallas_interpret", dtype=jnp.float32)
+        f32 = _run(g, ev, tol=0.0, max_iters=20, backend="pallas_interpret", precision="f32")
+        assert f32.marginals.dtype == jnp.float32
         np.testing.assert_allclose(np.asarray(f32.marginals), ref.marginals, atol=2e-4)
 
 
@@ -72,6 +81,6 @@ def test_pallas_engine_with_huge_fan_in():
     factors = [Factor(AND, i + 1, (), float(p), float(p)) for i, p in enumerate(priors)]
     factors.append(Factor(AND, 0, tuple(range(1, n + 1)), 0.999, 0.001))
     g = from_factors(factors)
-    xla = engine.run(g, tol=1e-12, max_iters=5, backend="xla")
-    pal = engine.run(g, tol=1e-12, max_iters=5, backend="pallas_interpret")
+    xla = _run(g, tol=1e-12, max_iters=5, backend="xla")
+    pal = _run(g, tol=1e-12, max_iters=5, backend="pallas_interpret")
     np.testing.assert_allclose(np.asarray(pal.marginals), np.asarray(xla.marginals), atol=1e-12)

@@ -24,8 +24,10 @@ pm = pytest.importorskip("pgmax_model", reason="pgmax (and numba) not installed"
 
 from graphs import random_factors, random_polytree  # noqa: E402
 
-from fastlbp import engine, reference  # noqa: E402
+from fastlbp import reference  # noqa: E402
+from fastlbp.engines import parall  # noqa: E402
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
 
@@ -46,6 +48,11 @@ def bingo_like(factors: list[Factor], rng: np.random.Generator, soft: bool = Fal
             p2 = float(rng.uniform(0.01, 0.5)) if soft or rng.random() < 0.5 else 0.0
             out.append(Factor(OR, f.head, f.body, 1.0, p2))
     return out
+
+
+def parall_run(graph, evidence=None, messages=None, **settings):
+    """fastlbp's PARALL round with `Settings(**settings)` (tol=0: exactly max_iters iterations)."""
+    return parall.run(graph, evidence, messages, settings=Settings(**settings))
 
 
 def pgmax_marginals(factors, num_vars, iters, **kw):
@@ -126,7 +133,7 @@ def _test_loopy_iteration_by_iteration(seed):
     graph = from_factors(factors, 10)
     fg, _, enc = pm.build_pgmax(graph)
     for iters in (1, 6):
-        ours = engine.run(graph, messages=jnp.asarray(enc.init_messages), tol=0, max_iters=iters)
+        ours = parall_run(graph, messages=jnp.asarray(enc.init_messages), tol=0, max_iters=iters)
         np.testing.assert_allclose(pm.run_pgmax(fg, iters), np.asarray(ours.marginals), atol=1e-9)
 
 
@@ -146,7 +153,7 @@ def _test_repeated_variable_sets_get_neutral_variables():
     fg, _, enc = pm.build_pgmax(graph)
     assert enc.counts["neutral_coins"] == 3
     for iters in (1, 3, 5):
-        ours = engine.run(graph, messages=jnp.asarray(enc.init_messages), tol=0, max_iters=iters)
+        ours = parall_run(graph, messages=jnp.asarray(enc.init_messages), tol=0, max_iters=iters)
         np.testing.assert_allclose(pm.run_pgmax(fg, iters), np.asarray(ours.marginals), atol=1e-12)
 
 
@@ -158,7 +165,7 @@ def test_bingo_model_as_shipped():
     model = to_model(generate(factor_edges=3000, seed=1))
     fg, _, enc = pm.build_pgmax(model)
     assert enc.counts["and"] > 0 and enc.counts["or"] > 0 and enc.counts["enum"] == 0
-    ours = np.asarray(engine.run(model.graph, messages=jnp.asarray(enc.init_messages), tol=0,
+    ours = np.asarray(parall_run(model.graph, messages=jnp.asarray(enc.init_messages), tol=0,
                                  max_iters=100).marginals)
     for dtype, atol in ((jnp.float64, 2e-4), (jnp.float32, 1e-3)):
         got = np.asarray(pm.PGMaxRunner(fg, 100, dtype=dtype).run(), np.float64)
@@ -186,7 +193,7 @@ def test_pgmax_nan_on_deterministic_loopy_graph():
         f(AND, 8, (4, 9, 6, 2), 1.0, 0.0), f(AND, 5, (2,), 1.0, 0.0),
     ]
     got, _ = pgmax_marginals(factors, 10, 10)
-    ours = engine.run(from_factors(factors, 10), tol=0, max_iters=10)
+    ours = parall_run(from_factors(factors, 10), tol=0, max_iters=10)
     assert np.isnan(got).any()
     assert not np.isnan(np.asarray(ours.marginals)).any() and not bool(ours.conflict)
 
@@ -207,7 +214,7 @@ def test_pgmax_nan_on_hard_false_label():
     graph = from_factors(factors, 9)
     fg, _, _ = pm.build_pgmax(graph, evidence=evidence_from_labels(9, labels))
     assert np.isnan(pm.run_pgmax(fg, 30)).all()
-    ours = engine.run(graph, evidence_from_labels(9, labels), tol=0, max_iters=30)
+    ours = parall_run(graph, evidence_from_labels(9, labels), tol=0, max_iters=30)
     np.testing.assert_allclose(np.asarray(ours.marginals), reference.exact_marginals(factors, 9, labels),
                                atol=1e-12)
 
