@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from triage_support import demo_model
+from triage_support import FAST, FailingConnection, demo_model, made_session, tamper, truncate
 
 from fastlbp.errors import InputError
 from fastlbp.session import Session
@@ -108,3 +108,107 @@ def test_a_session_file_of_earlier_releases_resumes(tmp_path):
         s.run()
     assert t.marginals.tobytes() == s.last.marginals.tobytes()
     t.close()
+
+
+# Damaged and tampered session files --------------------------------------------------------
+
+DAMAGE = {
+    # name: (how, words the message must hold, --fresh offered)
+    "no events table": (lambda p: tamper(p, "DROP TABLE events"), "no events table", False),
+    "no meta table": (lambda p: tamper(p, "DROP TABLE meta"), "no meta table", False),
+    "events of other columns": (
+        lambda p: tamper(p, "DROP TABLE events", "CREATE TABLE events (seq INTEGER PRIMARY KEY, kind TEXT)"),
+        "events", True),
+    "truth 'false'": (lambda p: tamper(p, "UPDATE events SET truth = 'false' WHERE seq = 2"),
+                      "event 2", True),
+    "truth 2": (lambda p: tamper(p, "UPDATE events SET truth = 2 WHERE seq = 2"), "event 2", True),
+    "truth on a skip": (lambda p: tamper(p, "UPDATE events SET truth = 1 WHERE seq = 3"), "event 3", True),
+    "label without alarm": (lambda p: tamper(p, "UPDATE events SET alarm = NULL WHERE seq = 2"),
+                            "event 2", True),
+    "alarm not in the graph": (lambda p: tamper(p, "UPDATE events SET alarm = 'nosuch(1)' WHERE seq = 2"),
+                               "nosuch(1)", True),
+    "unknown kind": (lambda p: tamper(p, "UPDATE events SET kind = 'erase' WHERE seq = 2"), "erase", True),
+    "time not a number": (lambda p: tamper(p, "UPDATE events SET at = 'noon' WHERE seq = 2"), "event 2",
+                          True),
+    "version not a number": (lambda p: tamper(p, "UPDATE meta SET value = 'one' WHERE key = 'version'"),
+                             "version", True),
+    "no version": (lambda p: tamper(p, "DELETE FROM meta WHERE key = 'version'"), "version", True),
+    "no fingerprint": (lambda p: tamper(p, "DELETE FROM meta WHERE key = 'fingerprint'"), "fingerprint",
+                       True),
+    "meta value a blob": (lambda p: tamper(p, "UPDATE meta SET value = X'00' WHERE key = 'graph'"), "graph",
+                          True),
+    "settings not JSON": (lambda p: tamper(p, "UPDATE meta SET value = '{oops' WHERE key = 'settings'"),
+                          "stored settings", True),
+    "truncated": (truncate, "", False),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_a_damaged_session_is_reported_and_left_untouched(tmp_path, case):
+    how, words, fresh = DAMAGE[case]
+    path = made_session(tmp_path)
+    how(path)
+    before = path.read_bytes()
+    for _ in range(2):  # the lock is released after the error: the second try says the same
+        with pytest.raises(InputError) as err:
+            Triage.open(demo_model(), path, resume=True, settings=FAST)
+        msg = str(err.value)
+        assert msg.startswith(f"{path}: ") and words in msg, msg
+        assert "--recover" in msg and ("--fresh" in msg) == fresh, msg
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_a_newer_journal_version_is_refused(tmp_path):
+    path = made_session(tmp_path)
+    tamper(path, "UPDATE meta SET value = '99' WHERE key = 'version'")
+    for kw in ({"resume": True}, {"recover": True}):
+        with pytest.raises(InputError, match=f"version 99.*reads versions up to {JOURNAL_VERSION}"):
+            Triage.open(demo_model(), path, settings=FAST, **kw)
+
+
+def test_a_file_that_is_not_a_session_is_never_replaced(tmp_path):
+    graph = tmp_path / "g.json"
+    graph.write_text('{"not": "a session"}')
+    other = tmp_path / "other.db"
+    tamper(other, "CREATE TABLE t (x)")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for path in (graph, other, folder):
+        before = path.read_bytes() if path.is_file() else None
+        for kw in ({}, {"overwrite": True}, {"recover": True}, {"resume": True}):
+            with pytest.raises(InputError, match="not a triage session") as err:
+                Triage.open(demo_model(), path, settings=FAST, **kw)
+            assert str(err.value).startswith(f"{path}: ")
+        assert (path.read_bytes() if path.is_file() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "g.json", "other.db"]
+
+
+def test_stored_truths_are_exactly_0_or_1(tmp_path):
+    j = Journal.create(tmp_path / "j.db", {"version": "1"})
+    j.append("label", "race(1)", False)
+    j.close()
+    tamper(tmp_path / "j.db", "UPDATE events SET truth = 'false'")
+    j = Journal.open(tmp_path / "j.db")
+    with pytest.raises(InputError, match="truth 'false'"):
+        j.events()
+    j.close()
+
+
+@pytest.mark.parametrize("error", [sqlite3.OperationalError("disk I/O error"),
+                                   OSError(28, "No space left on device")])
+def test_a_session_that_cannot_be_written_is_an_error_before_the_first_label(tmp_path, monkeypatch, error):
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: FailingConnection(real(*a, **kw), error))
+    with pytest.raises(InputError, match=f"{tmp_path / 's.db'}: cannot write the session.*"
+                                         f"(disk I/O error|No space left)"):
+        Triage.open(demo_model(), tmp_path / "s.db", settings=FAST)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    path = made_session(tmp_path)
+    before = path.read_bytes()
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: FailingConnection(real(*a, **kw), error))
+    for kw in ({"resume": True}, {"overwrite": True}):
+        with pytest.raises(InputError, match="cannot write the session"):
+            Triage.open(demo_model(), path, settings=FAST, **kw)
+        assert path.read_bytes() == before

@@ -5,6 +5,8 @@ acknowledged label)."""
 import io
 import os
 import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,4 +137,43 @@ def test_pty_ctrl_c_exits_cleanly(tmp_path):
     assert child.exitstatus == 130
     t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
     assert len(t.labels) == 1
+    t.close()
+
+
+def run_triage(tmp_path, *args, input="q\n"):
+    """A second `fastlbp triage` process, run to its end."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    return subprocess.run([sys.executable, "-m", "fastlbp", "triage", *args], cwd=str(tmp_path), env=env,
+                          input=input, capture_output=True, text=True, timeout=120)
+
+
+@pytestmark_pty
+def test_a_session_in_use_is_refused_to_a_second_process(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    session = tmp_path / "g.json.triage.db"
+    holder = spawn(tmp_path, str(graph), "--max-iters", "300")
+    holder.expect("> ")
+    holder.sendline("t")
+    holder.expect(r"accepted: (\S+) = true")
+    first = holder.match.group(1)
+    holder.expect("> ")
+    before = session.read_bytes()
+    for flags in (("--resume",), ("--fresh",), ("--recover",), ()):
+        res = run_triage(tmp_path, str(graph), *flags, input="t\nq\n")
+        assert res.returncode == 2, (flags, res.stderr)
+        assert res.stderr.startswith(f"error: {session}: "), res.stderr
+        assert f"in use by process {holder.pid} on host {socket.gethostname()} since " in res.stderr
+        assert "Traceback" not in res.stderr
+    assert session.read_bytes() == before  # --fresh replaced nothing
+    holder.sendline("f")  # the holder's session still works
+    holder.expect(r"accepted: (\S+) = false")
+    second = holder.match.group(1)
+    # A kill releases the lock (the OS drops the flocks of a dead process).
+    holder.kill(signal.SIGKILL)
+    holder.wait()
+    res = run_triage(tmp_path, str(graph), "--resume", "--max-iters", "300", input="stats\nq\n")
+    assert res.returncode == 0, res.stderr
+    assert "resumed 2 label(s)" in res.stderr and "labelled 2 (1 true, 1 false)" in res.stdout
+    t = Triage.open(load_demo(graph), session, resume=True)
+    assert {t.model.var_names[v]: x for v, x in t.labels.items()} == {first: True, second: False}
     t.close()

@@ -5,10 +5,13 @@ as a derivation.json file, which the commands load like any user's graph, and
 its oracle; `load_demo` loads that file as the commands do (default
 `Settings`: cycle elimination and chain compression). `demo_model` builds
 the same graph in memory without compression, for tests that need no file.
+`made_session`, `tamper`, `truncate` and `FailingConnection` make session
+files, damage them, and make their writes fail as on a full disk.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,8 @@ from datalog.derivation import DerivationGraph, Rule
 from datalog.formats import save_json
 from fastlbp.loading import load
 from fastlbp.model import Model
+from fastlbp.settings import Settings
+from fastlbp.triage import Triage
 
 DEMO = {"num_inputs": 12, "layers": 2, "width": 10, "seed": 3}
 
@@ -71,3 +76,54 @@ def hand_model():
         alarms=np.array([2, 3], np.int32),
     )
     return to_model(dg)
+
+
+# Session files ------------------------------------------------------------------------
+
+FAST = Settings(max_iters=300)
+
+
+def made_session(tmp_path, name="s.db"):
+    """A session of 4 events: label true, label false, skip, label true (seq 1-4)."""
+    t = Triage.open(demo_model(), tmp_path / name, settings=FAST)
+    assert t.label(True).accepted and t.label(False).accepted
+    assert t.skip().accepted and t.label(True).accepted
+    t.close()
+    return tmp_path / name
+
+
+def tamper(path, *sql):
+    """Runs SQL statements on a session file as someone editing it by hand would."""
+    conn = sqlite3.connect(path)
+    for statement in sql:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+def truncate(path):
+    """Cuts a file to a little over half its length, as a full disk or a bad copy would."""
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2 + 100])
+
+
+class FailingConnection:
+    """An sqlite3 connection whose writes fail as on a full disk (reads go through)."""
+
+    def __init__(self, conn, error: Exception | None = None):
+        self._conn = conn
+        self.error = error or sqlite3.OperationalError("disk I/O error")
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def execute(self, sql, *args):
+        if sql.lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "CREATE"):
+            raise self.error
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql, *args):
+        raise self.error
+
+    def executescript(self, sql):
+        raise self.error

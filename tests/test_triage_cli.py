@@ -1,0 +1,111 @@
+"""`fastlbp triage` (`fastlbp.cli.triage`) on session files that cannot be used as they are:
+missing or unwritable folders, full disks, damaged sessions (--recover, --fresh), files that
+are not sessions. Each is `error: FILE: problem` and exit status 2, never a traceback."""
+
+import sqlite3
+
+import pytest
+from triage_support import FailingConnection, made_session, tamper, write_demo
+from typer.testing import CliRunner
+
+from fastlbp.cli import get_app
+
+
+def triage(*args, input="q\n"):
+    return CliRunner().invoke(get_app(), ["triage", *map(str, args), "--max-iters", "300"], input=input)
+
+
+def assert_clean_error(res, path, *words):
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert res.stderr.startswith(f"error: {path}: "), res.stderr
+    for w in words:
+        assert w in res.stderr, res.stderr
+
+
+def test_a_session_in_a_missing_folder(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    session = tmp_path / "nope" / "s.db"
+    assert_clean_error(triage(graph, "--session", session), session, "does not exist")
+    assert not (tmp_path / "nope").exists()
+
+
+@pytest.mark.parametrize("error", [sqlite3.OperationalError("disk I/O error"),
+                                   OSError(28, "No space left on device")])
+def test_a_full_disk_before_the_first_label(tmp_path, monkeypatch, error):
+    graph, _ = write_demo(tmp_path)
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: FailingConnection(real(*a, **kw), error))
+    session = tmp_path / "g.json.triage.db"
+    assert_clean_error(triage(graph, input="t\nq\n"), session, "cannot write the session")
+    assert not session.exists()
+
+
+class FailingEvents(FailingConnection):
+    """Creating and opening the session works; then the disk fills: appending events fails."""
+
+    def execute(self, sql, *args):
+        if sql.lstrip().upper().startswith("INSERT INTO EVENTS"):
+            raise self.error
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql, *args):
+        return self._conn.executemany(sql, *args)
+
+    def executescript(self, sql):
+        return self._conn.executescript(sql)
+
+
+def test_a_full_disk_mid_session(tmp_path, monkeypatch):
+    graph, _ = write_demo(tmp_path)
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: FailingEvents(real(*a, **kw)))
+    res = triage(graph, input="t\nf\nstats\nq\n")
+    assert res.exit_code == 0, res.output
+    assert "accepted:" not in res.stdout and res.stdout.count("! ") == 2, res.stdout
+    assert "not saved" in res.stdout and "disk I/O error" in res.stdout
+    assert "labelled 0 (0 true, 0 false)" in res.stdout
+    monkeypatch.undo()
+    res = triage(graph, "--resume", input="t\nq\n")
+    assert res.exit_code == 0 and "resumed 0 label(s)" in res.stderr and "accepted:" in res.stdout
+
+
+def test_a_damaged_session_is_reported_then_recovered(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    session = tmp_path / "g.json.triage.db"
+    assert triage(graph, input="t\nf\nt\nq\n").exit_code == 0
+    tamper(session, "UPDATE events SET truth = 'false' WHERE seq = 3")
+    before = session.read_bytes()
+    res = triage(graph, "--resume")
+    assert_clean_error(res, session, "event 3", "--recover", "--fresh")
+    assert session.read_bytes() == before
+    res = triage(graph, "--recover", input="stats\nq\n")
+    assert res.exit_code == 0, res.output
+    assert "recovered 2 of 3 events" in res.stderr and "labelled 2 (1 true, 1 false)" in res.stdout
+    assert (tmp_path / "g.json.triage.db.damaged").read_bytes() == before
+    res = triage(graph, "--fresh", input="stats\nq\n")
+    assert res.exit_code == 0 and "labelled 0" in res.stdout
+
+
+def test_fresh_never_replaces_the_graph(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    before = graph.read_bytes()
+    for flags in ((), ("--fresh",), ("--recover",), ("--resume",)):
+        res = triage(graph, "--session", graph, *flags)
+        assert_clean_error(res, graph, "not a triage session")
+    assert graph.read_bytes() == before
+
+
+def test_a_newer_session_is_refused(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    session = made_session(tmp_path)
+    tamper(session, "UPDATE meta SET value = '7' WHERE key = 'version'")
+    assert_clean_error(triage(graph, "--session", session, "--resume"), session, "version 7", "upgrade")
+
+
+def test_resume_fresh_and_recover_exclude_each_other(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    for pair in (("--resume", "--fresh"), ("--resume", "--recover"), ("--fresh", "--recover")):
+        res = triage(graph, *pair)
+        assert res.exit_code == 2 and "exclude each other" in res.output
