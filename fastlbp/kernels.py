@@ -180,11 +180,11 @@ def factor_params(graph: FactorGraph, dtype, index: jax.Array | None = None) -> 
     if index is not None:
         kind, p1, p2 = kind[index], p1[index], p2[index]
     is_and = kind == AND
-    p1 = p1.astype(dtype)
-    p2 = p2.astype(dtype)
-    q = jnp.where(is_and, p2, p1)
-    r = jnp.where(is_and, p1, p2)
-    q1, r1 = 1 - q, 1 - r
+    # q, r and 1 - q, 1 - r from the float64 parameters, none rounded to 0 in float32.
+    q64 = jnp.where(is_and, p2, p1)
+    r64 = jnp.where(is_and, p1, p2)
+    q, r = logspace.soft_cast(q64, dtype), logspace.soft_cast(r64, dtype)
+    q1, r1 = logspace.soft_cast(1 - q64, dtype), logspace.soft_cast(1 - r64, dtype)
 
     def guard(a, b):
         return jnp.where(a == 0, jnp.log(b), jnp.where(b == 0, jnp.log(a), 0))
@@ -203,7 +203,8 @@ def factor_inputs(graph: FactorGraph, var_to_factor_msgs: jax.Array) -> tuple[ja
     """
     mu = var_to_factor_msgs
     edge_and = (graph.factor_kind == AND)[graph.edge_factor]
-    term = jax.nn.log_sigmoid(jnp.where(edge_and, mu, -mu))
+    x = jnp.where(edge_and, mu, -mu)
+    term = logspace.floor_term(jax.nn.log_sigmoid(x), x)  # soft stays soft (`logspace.term_floor`)
     term = jnp.where(graph.edge_is_head, 0, term)
     is_zero = term == -jnp.inf
     return jnp.where(is_zero, 0, term), is_zero.astype(mu.dtype)

@@ -46,6 +46,39 @@ def log_sigmoid(x):
     return jnp.minimum(x, 0) - log1p_nonneg(jnp.exp(-jnp.abs(x)))
 
 
+def term_floor(dtype) -> float:
+    """Smallest magnitude of a soft body term: 2^-970 in float64, 2^-102 in float32.
+
+    The body term log m(1) (AND) or log m(0) (OR) of a message with log-odds
+    beyond about +-745 (+-103 in float32) rounds to 0, as if the message were
+    hard: the factor's "1 - product of the others" then becomes 0 and its
+    message to the head turns into a spurious -inf (a derivable alarm with
+    probability 0, labels on it refused as contradictory). Floored at this
+    magnitude, 1 - e^c stays a normal number even after a multiplication by
+    a probability down to the precision's epsilon, so messages turn hard only
+    through hard parameters or evidence; a floored message is as extreme as
+    the precision can carry (log-odds about -672 in float64, -71 in float32).
+    """
+    return 2.0 ** -970 if jnp.dtype(dtype).itemsize == 8 else 2.0 ** -102
+
+
+def floor_term(term, x):
+    """A body term `term` = log sigmoid(x), at most -`term_floor` where x is finite (soft)."""
+    floor = jnp.full_like(term, -term_floor(term.dtype))
+    return jnp.where(jnp.isfinite(x), jnp.minimum(term, floor), term)
+
+
+def soft_cast(p, dtype):
+    """Probabilities (float64) in `dtype`, a positive one never rounded to 0 (kept at the smallest normal).
+
+    float32 flushes 5e-321 (or 1 - p for p = 1 - 1e-10, taken from the float64
+    value) to 0, a hard parameter the model does not have.
+    """
+    out = p.astype(dtype)
+    tiny = jnp.full_like(out, jnp.finfo(dtype).tiny)
+    return jnp.where((p > 0) & (out == 0), tiny, out)
+
+
 def finite_part(x):
     """x where finite, else 0."""
     return jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x))

@@ -25,7 +25,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from fastlbp import kernels
+from fastlbp import kernels, logspace
 from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
 from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages
@@ -69,7 +69,7 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
 
     log_h1 = jax.nn.log_sigmoid(mu)
     log_h0 = jax.nn.log_sigmoid(-mu)
-    term = jnp.where(is_and, log_h1, log_h0)
+    term = logspace.floor_term(jnp.where(is_and, log_h1, log_h0), mu)  # soft stays soft
     term = jnp.where(is_head, 0, term)
     is_zero = (term == -jnp.inf).astype(dtype)
     parts = jnp.stack([jnp.where(is_zero > 0, 0, term), is_zero], -1)

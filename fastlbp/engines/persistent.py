@@ -41,7 +41,7 @@ from fastlbp import kernels
 from fastlbp.engines.chunked import ChunkLayout
 from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
 from fastlbp.graph import FactorGraph
-from fastlbp.logspace import factor_messages, finite_part, log_sigmoid, signed
+from fastlbp.logspace import factor_messages, finite_part, floor_term, log_sigmoid, signed
 from schedules import plan as P
 
 # Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
@@ -97,7 +97,7 @@ def _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, la
     log_h1 = log_sigmoid(mu)
     log_h0 = log_sigmoid(-mu)
     zeros = jnp.zeros_like(old)
-    term = jnp.where(is_head, zeros, jnp.where(is_and, log_h1, log_h0))
+    term = jnp.where(is_head, zeros, floor_term(jnp.where(is_and, log_h1, log_h0), mu))  # soft stays soft
     zero = term == -jnp.inf
     return _Chunk(edge, var, seg, head, rows[P.WRITE] > 0, rows[P.ACCP] == 0, rows[P.ACCF] == 0, old,
                   own_pos, own_neg, is_and, is_head, tuple(r[fac] for r in value_refs), log_h1, log_h0,
@@ -105,7 +105,7 @@ def _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, la
 
 
 def _chunk_messages(ch: _Chunk, tot_fin, tot_zero, rest, carried_fin, dominant, h1, h0):
-    """New messages from the runs' sums (exact leave-one-out, as `batched._chunk_update`)."""
+    """New messages from the runs' sums (exact leave-one-out, as `chunked._chunk_update`)."""
     others = jnp.where(dominant, rest + carried_fin, tot_fin - ch.finite)
     c = jnp.where(tot_zero - ch.zf > 0.5, jnp.full_like(others, -jnp.inf), others)
     return factor_messages(ch.is_head, ch.is_and, c, h1 - h0, *ch.params)

@@ -20,7 +20,7 @@ cold SEQFIX iteration on 0.05M-0.7M-edge graphs, 3-12 after a label; TOPO,
 whose sweeps carry evidence forward by design, 40-160). The loop stops
 when no message moves by more than `inner_tol` (relative to 1 + |log-odds|)
 or after L passes; the result matches the levelled engine and the sequential
-reference to ~1e-12 (tests/test_relaxed.py).
+reference to ~1e-12 (tests/test_engines_relaxed.py).
 
 Each pass is a PARALL-like sweep. Variable side: the reader of edge e at
 variable u sees the old total of u, less its own old message, plus the change

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fastlbp.logspace import log_sigmoid, messages_from_rho, quotient, signed, terms_and_rho
+from fastlbp.logspace import floor_term, log_sigmoid, messages_from_rho, quotient, signed, terms_and_rho
 
 
 def var_to_factor(m, fin, cnt):
@@ -49,13 +49,15 @@ def _split_zero(t, body):
 
 def body_terms(n, body, is_and):
     """Finite part of the body term and whether it is -inf (a zero)."""
-    return _split_zero(log_sigmoid(jnp.where(is_and, n, -n)), body)
+    x = jnp.where(is_and, n, -n)
+    return _split_zero(floor_term(log_sigmoid(x), x), body)  # soft stays soft
 
 
 def body_terms_and_rho(n, is_head, body, is_and, q, r, q1, r1):
     """`body_terms` on body slots and the head's log rho (`logspace.terms_and_rho`: shared exp, log1p)."""
-    t, lr = terms_and_rho(jnp.where(is_head | is_and, n, -n), is_head, q, r, q1, r1)
-    return (*_split_zero(t, body), lr)
+    a = jnp.where(is_head | is_and, n, -n)
+    t, lr = terms_and_rho(a, is_head, q, r, q1, r1)
+    return (*_split_zero(floor_term(t, a), body), lr)  # soft stays soft
 
 
 def new_messages(tf, zero, is_min, S, Z, O, lr, is_head, is_and, *params):
