@@ -14,34 +14,52 @@ k and a line with k labels.
 
 Variables are indexed by ascending label (numerically when all labels are
 integers), which is also the order libDAI visits a factor's variables in.
+A label is any text without whitespace; `dumps` refuses a model whose names
+are not (empty, or holding a space, a tab, a line break).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import InputError, read_text
+from datalog.reading import shown
+from fastlbp.errors import InputError, read_text, text_lines
 from fastlbp.graph import AND, OR, GraphError, from_arrays
 from fastlbp.model import Model
+
+_INTEGER = re.compile(r"-?[0-9]+")
+_COUNT = re.compile(r"[0-9]{1,18}")  # below 2^63, and int() never sees a 5,000-digit string
 
 
 def _prob(text: str, path, line: int, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise InputError(path, line, f"{what} {text!r} is not a number") from None
+        raise InputError(path, line, f"{what} {shown(text)} is not a number") from None
     if not (0.0 <= value <= 1.0) or math.isnan(value):
-        raise InputError(path, line, f"{what} {text!r} is not a probability in [0, 1]")
+        raise InputError(path, line, f"{what} {shown(text)} is not a probability in [0, 1]")
     return value
 
 
+def _count(text: str, path, line: int, what: str) -> int:
+    """A non-negative count in ASCII digits (int() would also take '١٢', '+5' or '1_0')."""
+    if _COUNT.fullmatch(text) is None:
+        raise InputError(path, line, f"expected {what} (a number), got {shown(text)}")
+    return int(text)
+
+
 def _label_key(labels):
-    if all(lbl.lstrip("-").isdigit() for lbl in labels):
-        return sorted(labels, key=int)
+    """Labels sorted numerically when all are integers in ASCII digits (any length), else as text."""
+    if all(_INTEGER.fullmatch(lbl) for lbl in labels):
+        # Decimal compares integers of any length exactly (int() stops at 4,300 digits); the
+        # text breaks ties between spellings of one number ("1", "01"), so the order is deterministic.
+        return sorted(labels, key=lambda lbl: (Decimal(lbl), lbl))
     return sorted(labels)
 
 
@@ -52,7 +70,7 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
         InputError: naming the file, line and problem.
     """
     path = str(path) if path is not None else None
-    lines = text.splitlines()
+    lines = text_lines(text)
     pos = 0  # index of the next line to read
 
     def next_line(what: str) -> tuple[str, int]:
@@ -69,18 +87,15 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
                 return s, ln
 
     first, ln = next_nonempty("the number of factors")
-    try:
-        count = int(first)
-    except ValueError:
-        raise InputError(path, ln, f"expected the number of factors, got {first!r}") from None
+    count = _count(first, path, ln, "the number of factors")
     if count <= 0:
         raise InputError(path, ln, "the number of factors must be positive")
 
     heads, kinds, p1s, p2s, bodies, head_lines = [], [], [], [], [], []
     for _ in range(count):
         head, hl = next_nonempty("a head variable label")
-        if " " in head:
-            raise InputError(path, hl, f"expected one head variable label, got {head!r}")
+        if head.split() != [head]:
+            raise InputError(path, hl, f"expected one head variable label, got {shown(head)}")
         typ, tl = next_line("a factor type line (I, *p;q or +p;q)")
         if typ == "I":
             ptext, pl = next_line("the prior probability")
@@ -94,12 +109,9 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
             p = _prob(a, path, tl, "probability")
             q = _prob(b, path, tl, "probability")
             ktext, kl = next_line("the body size")
-            try:
-                k = int(ktext)
-            except ValueError:
-                raise InputError(path, kl, f"expected the body size, got {ktext!r}") from None
-            if k < 0:
+            if ktext.startswith("-") and _COUNT.fullmatch(ktext[1:]):
                 raise InputError(path, kl, "the body size must not be negative")
+            k = _count(ktext, path, kl, "the body size")
             body_text, bl = next_line("the body labels") if k else ("", kl)
             body = body_text.split()
             if len(body) != k:
@@ -114,13 +126,13 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
                 p2s.append(1.0 - p)
             bodies.append(body)
         else:
-            raise InputError(path, tl, f"unknown factor type {typ!r} (expected I, *p;q or +p;q)")
+            raise InputError(path, tl, f"unknown factor type {shown(typ)} (expected I, *p;q or +p;q)")
         heads.append(head)
         head_lines.append(hl)
     while pos < len(lines):
         s, ln = next_line("")
         if s:
-            raise InputError(path, ln, f"text after the last of {count} factors: {s!r}")
+            raise InputError(path, ln, f"text after the last of {count} factors: {shown(s)}")
 
     names = _label_key(set(heads).union(*bodies))
     index = {name: i for i, name in enumerate(names)}
@@ -141,15 +153,34 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
     return Model(graph=graph, var_names=tuple(names), source=path)
 
 
-def load(path: str | os.PathLike) -> Model:
-    """Reads a causal factor-graph file (see `parse`)."""
+def load(path: str | os.PathLike, *, max_decompressed: int | None = None) -> Model:
+    """Reads a causal factor-graph file (see `parse`); gzip-compressed allowed, up to `max_decompressed`
+    bytes (default: see `fastlbp.errors.decompression_limit`)."""
     p = Path(path)
-    text = read_text(p)
+    text = read_text(p, max_decompressed=max_decompressed)
     return parse(text, p)
 
 
-def dumps(model: Model) -> str:
-    """Writes a model in the causal factor-graph format (labels = variable names)."""
+def label_problem(name: str) -> str | None:
+    """Why `name` cannot be a label of this format (None when it can)."""
+    if not name:
+        return "it is empty"
+    if name.split() != [name]:
+        return "it holds whitespace (a space, a tab or a line break), which separates labels"
+    return None
+
+
+def dumps(model: Model, path: str | os.PathLike | None = None) -> str:
+    """Writes a model in the causal factor-graph format (labels = variable names).
+
+    Raises:
+        InputError: (naming `path`) a variable name that is no label (see `label_problem`).
+    """
+    for name in model.var_names:
+        problem = label_problem(name)
+        if problem is not None:
+            raise InputError(None if path is None else str(path), None,
+                             f"variable {name!r} cannot be written as a causal factor-graph label: {problem}")
     g = model.graph
     off = np.asarray(g.factor_offsets)
     ev = np.asarray(g.edge_var)
@@ -176,17 +207,22 @@ def dumps(model: Model) -> str:
 
 
 def save(model: Model, path: str | os.PathLike) -> None:
-    Path(path).write_text(dumps(model), encoding="utf-8")
+    """Writes `dumps(model)` to `path` (nothing is written when a name cannot be)."""
+    text = dumps(model, path)
+    Path(path).write_text(text, encoding="utf-8")
 
 
 def load_marginals(path: str | os.PathLike) -> dict[str, float]:
     """Reads a `label value` per line marginals file (libDAI reference output)."""
     out = {}
-    for ln, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for ln, line in enumerate(text_lines(read_text(path)), 1):
         parts = line.split()
         if not parts:
             continue
         if len(parts) != 2:
-            raise InputError(str(path), ln, f"expected 'label value', got {line!r}")
-        out[parts[0]] = float(parts[1])
+            raise InputError(str(path), ln, f"expected 'label value', got {shown(line)}")
+        try:
+            out[parts[0]] = float(parts[1])
+        except ValueError:
+            raise InputError(str(path), ln, f"{shown(parts[1])} is not a number") from None
     return out

@@ -40,7 +40,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import math
 import operator
 import os
 import re
@@ -51,7 +50,8 @@ import numpy as np
 from datalog.bayesnet import to_model
 from datalog.cycles import least_fixpoint
 from datalog.derivation import DEFAULT_RULE_PROBABILITY, DerivationGraph, Rule, merge_duplicates
-from fastlbp.errors import InputError
+from datalog.reading import Once, check_probability, json_type, loads_json, shown, text_only, unique
+from fastlbp.errors import InputError, check_path, read_text, text_lines
 from fastlbp.model import Model
 
 FORMAT_NAME = "fastlbp-derivation"
@@ -67,49 +67,6 @@ BINGO_LABELS = "labels.txt"
 
 # (group, tuple index) -> (path, line, JSON location) of the reference, for messages.
 Where = dict[tuple[str, int], tuple[str, int | None, str | None]]
-
-
-# Reading text --------------------------------------------------------------
-
-def read_text(path: str | os.PathLike) -> str:
-    """Reads a UTF-8 file (gzip-compressed allowed); bad bytes are reported with their line."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as err:
-        raise InputError(str(p), None, err.strerror or str(err)) from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as err:
-            raise InputError(str(p), None, f"not a valid gzip file ({err})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise InputError(str(p), line, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
-
-
-def check_probability(value, path, line, location, what) -> float:
-    """A probability: a number (not a bool) in [0, 1], not NaN."""
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise InputError(path, line, f"{what} {value!r} is not a number", location) from None
-    elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(path, line, f"{what} must be a number, got {_json_type(value)}", location)
-    value = float(value)
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise InputError(path, line, f"{what} {value!r} is not a probability in [0, 1]", location)
-    return value
-
-
-def _json_type(value) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 # derivation.json -----------------------------------------------------------
@@ -135,7 +92,7 @@ class _Tuples:
                 raise InputError(path, None, f"tuple index {value} is out of range: \"tuples\" has "
                                  f"{len(self.names)} entries", location)
             return value
-        raise InputError(path, None, f"expected a tuple name or index, got {_json_type(value)}", location)
+        raise InputError(path, None, f"expected a tuple name or index, got {json_type(value)}", location)
 
 
 def _fast_clauses(clauses, rule_index, num_tuples):
@@ -174,6 +131,7 @@ def _slow_clauses(clauses, rule_index, tuples: _Tuples, path):
             rule, head, b = c
             rloc, hloc, bloc = f"{loc}[0]", f"{loc}[1]", f"{loc}[2]"
         elif isinstance(c, dict):
+            unique(c, path, loc)
             extra = set(c) - {"rule", "head", "body"}
             if extra:
                 raise InputError(path, None, f"unknown clause field {sorted(extra)[0]!r}", loc)
@@ -183,16 +141,16 @@ def _slow_clauses(clauses, rule_index, tuples: _Tuples, path):
             rule, head, b = c["rule"], c["head"], c.get("body", [])
             rloc, hloc, bloc = f"{loc}.rule", f"{loc}.head", f"{loc}.body"
         else:
-            raise InputError(path, None, f"a clause must be an array or an object, got {_json_type(c)}",
+            raise InputError(path, None, f"a clause must be an array or an object, got {json_type(c)}",
                              loc)
         if not isinstance(rule, str):
-            raise InputError(path, None, f"rule must be a rule name (string), got {_json_type(rule)}", rloc)
+            raise InputError(path, None, f"rule must be a rule name (string), got {json_type(rule)}", rloc)
         if rule not in rule_index:
             raise InputError(path, None, f"rule {rule!r} is not defined in \"rules\"", rloc)
         if head is None:
             raise InputError(path, None, "missing head", hloc)
         if not isinstance(b, list):
-            raise InputError(path, None, f"body must be an array, got {_json_type(b)}", bloc)
+            raise InputError(path, None, f"body must be an array, got {json_type(b)}", bloc)
         rules.append(rule_index[rule])
         heads.append(tuples.ref(head, path, hloc, create=True))
         body.extend(tuples.ref(t, path, f"{bloc}[{j}]", create=True) for j, t in enumerate(b))
@@ -204,7 +162,7 @@ def _slow_clauses(clauses, rule_index, tuples: _Tuples, path):
 def _expect(value, kind, path, location, what):
     if not isinstance(value, kind):
         names = {dict: "an object", list: "an array", str: "a string"}
-        raise InputError(path, None, f"{what} must be {names[kind]}, got {_json_type(value)}", location)
+        raise InputError(path, None, f"{what} must be {names[kind]}, got {json_type(value)}", location)
 
 
 TOP_LEVEL = ("format", "version", "rules", "tuples", "clauses", "inputs", "alarms", "labels", "truth")
@@ -216,11 +174,9 @@ def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Whe
     Raises:
         InputError: invalid JSON (line), or a wrong type or value (JSON path).
     """
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})") from None
+    doc = loads_json(text, path)
     _expect(doc, dict, path, "$", "the document")
+    unique(doc, path, "$")
     for key in doc:
         if key not in TOP_LEVEL:
             raise InputError(path, None, f"unknown field {key!r} (expected one of {', '.join(TOP_LEVEL)})",
@@ -238,12 +194,14 @@ def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Whe
 
     rules_doc = doc["rules"]
     _expect(rules_doc, dict, path, "$.rules", "\"rules\"")
+    unique(rules_doc, path, "$.rules")
     rules = []
     for name, spec in rules_doc.items():
         loc = f"$.rules[{json.dumps(name)}]"
         if isinstance(spec, int | float) and not isinstance(spec, bool):
             spec = {"probability": spec}
         _expect(spec, dict, path, loc, "a rule")
+        unique(spec, path, loc)
         extra = set(spec) - {"probability", "text"}
         if extra:
             raise InputError(path, None, f"unknown rule field {sorted(extra)[0]!r}", loc)
@@ -259,7 +217,7 @@ def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Whe
     _expect(names_doc, list, path, "$.tuples", "\"tuples\"")
     for i, n in enumerate(names_doc):
         if not isinstance(n, str):
-            raise InputError(path, None, f"a tuple name must be a string, got {_json_type(n)}",
+            raise InputError(path, None, f"a tuple name must be a string, got {json_type(n)}",
                              f"$.tuples[{i}]")
     tuples = _Tuples(list(names_doc))
     if len(tuples.index) != len(tuples.names):
@@ -277,11 +235,14 @@ def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Whe
     if cols is None:
         cols = _slow_clauses(clauses, rule_index, tuples, path)
     c_rule, c_head, offsets, body = cols
+    text_only(tuples.names, "tuple", path, "$.tuples")
+    text_only([r.name for r in rules] + [r.text or "" for r in rules], "rule", path, "$.rules")
 
     where: Where = {}
     priors = {}
     inputs = doc.get("inputs", {})
     _expect(inputs, dict, path, "$.inputs", "\"inputs\"")
+    unique(inputs, path, "$.inputs")
     for name, p in inputs.items():
         loc = f"$.inputs[{json.dumps(name)}]"
         t = tuples.ref(name, path, loc, create=False)
@@ -299,12 +260,13 @@ def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Whe
     for key in ("labels", "truth"):
         group = doc.get(key, {})
         _expect(group, dict, path, f"$.{key}", f"\"{key}\"")
+        unique(group, path, f"$.{key}")
         out = {}
         for name, v in group.items():
             loc = f"$.{key}[{json.dumps(name)}]"
             t = tuples.ref(name, path, loc, create=False)
             if not isinstance(v, bool):
-                raise InputError(path, None, f"a label must be true or false, got {_json_type(v)}", loc)
+                raise InputError(path, None, f"a label must be true or false, got {json_type(v)}", loc)
             out[t] = v
             where[(key.rstrip("s"), t)] = (path, None, loc)
         groups[key] = out
@@ -356,8 +318,10 @@ def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
     p.write_bytes(data)
 
 
-def read_json(path: str | os.PathLike) -> tuple[DerivationGraph, Where]:
-    return parse_json(read_text(path), str(path))
+def read_json(path: str | os.PathLike, *, max_decompressed: int | None = None
+              ) -> tuple[DerivationGraph, Where]:
+    """Reads derivation.json (raw graph); `max_decompressed`: see `fastlbp.errors.decompression_limit`."""
+    return parse_json(read_text(path, max_decompressed=max_decompressed), str(path))
 
 
 # Bingo's text files --------------------------------------------------------
@@ -365,39 +329,53 @@ def read_json(path: str | os.PathLike) -> tuple[DerivationGraph, Where]:
 _LIT = r"(?:NOT\s+)?[^\s(),:]+(?:\([^()]*\))?"
 _CLAUSE_LINE = re.compile(rf"\s*([^\s:]+)\s*:\s*({_LIT}(?:\s*,\s*{_LIT})*)\s*")
 _LITERAL = re.compile(r"(NOT\s+)?([^\s(),:]+(?:\([^()]*\))?)")
+# What `read_bingo` reads back unchanged: a tuple in a clause line, a rule name.
+_CLAUSE_TUPLE = re.compile(r"[^\s(),:]+(?:\([^()\r\n]*\))?")
+_RULE_NAME = re.compile(r"[^\s:]+")
 
 
-def _lines(path: Path):
-    for ln, line in enumerate(read_text(path).splitlines(), 1):
+def _lines(path: Path, max_decompressed: int | None):
+    for ln, line in enumerate(text_lines(read_text(path, max_decompressed=max_decompressed)), 1):
         s = line.strip()
         if s:
             yield ln, s
 
 
-def _name_value_lines(path: Path, what: str):
+def _name_value_lines(path: Path, what: str, max_decompressed: int | None):
     """Lines `NAME: value` (split at the last colon)."""
-    for ln, s in _lines(path):
+    for ln, s in _lines(path, max_decompressed):
         name, sep, value = s.rpartition(":")
         if not sep or not name.strip():
-            raise InputError(str(path), ln, f"malformed line, expected 'NAME: {what}', got {s!r}")
+            raise InputError(str(path), ln, f"malformed line, expected 'NAME: {what}', got {shown(s)}")
         yield ln, name.strip(), value.strip()
 
 
-def read_bingo(directory: str | os.PathLike) -> tuple[DerivationGraph, Where]:
+def read_bingo(directory: str | os.PathLike, *, max_decompressed: int | None = None
+               ) -> tuple[DerivationGraph, Where]:
     """Parses a Bingo directory (raw graph: duplicates and cycles kept).
+
+    Every file present is read: one that is a directory, a dangling link or a
+    link loop is an error, never skipped. A leading byte order mark is
+    dropped. A key given twice with different values (a rule's probability, an
+    input's prior, a label) is an error naming both lines.
+
+    Args:
+        directory: the Bingo directory.
+        max_decompressed: limit for gzip-compressed files (see
+            `fastlbp.errors.decompression_limit`); None for the default.
 
     Raises:
         InputError: naming the file, the line and the problem.
     """
     d = Path(directory)
     cons = d / BINGO_CLAUSES
-    if not cons.is_file():
+    if not os.path.lexists(cons):
         raise InputError(str(d), None, f"not a Bingo directory: {BINGO_CLAUSES} is missing")
     cpath = str(cons)
     names: dict[str, int] = {}
     rule_index: dict[str, int] = {}
     c_rule, c_head, offsets, body, lines = [], [], [0], [], []
-    for ln, s in _lines(cons):
+    for ln, s in _lines(cons, max_decompressed):
         m = _CLAUSE_LINE.fullmatch(s)
         if m is None:
             rule, sep, rest = s.partition(":")
@@ -408,15 +386,15 @@ def read_bingo(directory: str | os.PathLike) -> tuple[DerivationGraph, Where]:
             else:
                 msg = ("malformed line: expected 'RULE: NOT body1, ..., NOT bodyN, head' with tuples "
                        "like name(1,2) separated by commas")
-            raise InputError(cpath, ln, f"{msg}; got {s!r}")
+            raise InputError(cpath, ln, f"{msg}; got {shown(s)}")
         lits = _LITERAL.findall(m.group(2))
         if lits[-1][0]:
             raise InputError(cpath, ln, f"missing head: every tuple is negated with NOT, but the last one "
-                             f"is the head and has no NOT; got {s!r}")
+                             f"is the head and has no NOT; got {shown(s)}")
         for neg, t in lits[:-1]:
             if not neg:
-                raise InputError(cpath, ln, f"tuple {t!r} lacks NOT: only the last tuple, the head, has "
-                                 "no NOT")
+                raise InputError(cpath, ln, f"tuple {shown(t)} lacks NOT: only the last tuple, the head, "
+                                 "has no NOT")
         rule = m.group(1)
         r = rule_index.setdefault(rule, len(rule_index))
         c_rule.append(r)
@@ -429,59 +407,99 @@ def read_bingo(directory: str | os.PathLike) -> tuple[DerivationGraph, Where]:
     if not c_head:
         raise InputError(cpath, None, "the graph is empty: no clauses")
 
-    probs: dict[str, float] = {}
     rp = d / BINGO_RULE_PROBS
-    if rp.is_file():
-        for ln, name, value in _name_value_lines(rp, "probability"):
-            probs[name] = check_probability(value, str(rp), ln, None, f"probability of rule {name!r}")
-    rules = [Rule(name, probs.get(name, DEFAULT_RULE_PROBABILITY)) for name in rule_index]
+    probs = Once(rp, "the probability of rule")
+    if os.path.lexists(rp):
+        for ln, name, value in _name_value_lines(rp, "probability", max_decompressed):
+            p = check_probability(value, str(rp), ln, None, f"probability of rule {shown(name)}")
+            probs.set(name, p, ln, name)
+    rules = [Rule(name, probs.values.get(name, DEFAULT_RULE_PROBABILITY)) for name in rule_index]
 
     def tuple_ref(path: Path, ln: int, name: str) -> int:
         if name not in names:
-            raise InputError(str(path), ln, f"tuple {name!r} is not in the graph ({BINGO_CLAUSES})")
+            raise InputError(str(path), ln, f"tuple {shown(name)} is not in the graph ({BINGO_CLAUSES})")
         return names[name]
 
     where: Where = {}
-    priors = {}
     ip = d / BINGO_INPUT_PROBS
-    if ip.is_file():
-        for ln, name, value in _name_value_lines(ip, "prior"):
+    priors = Once(ip, "the prior of")
+    if os.path.lexists(ip):
+        for ln, name, value in _name_value_lines(ip, "prior", max_decompressed):
             # May name a tuple in no clause: an isolated input (derivation.json can hold one).
             t = names.setdefault(name, len(names))
-            priors[t] = check_probability(value, str(ip), ln, None, "input prior")
+            priors.set(t, check_probability(value, str(ip), ln, None, "input prior"), ln, name)
     alarms = []
     bq = d / BINGO_ALARMS
-    if bq.is_file():
-        for ln, s in _lines(bq):
+    if os.path.lexists(bq):
+        for ln, s in _lines(bq, max_decompressed):
             t = tuple_ref(bq, ln, s)
             if ("alarm", t) not in where:
                 where[("alarm", t)] = (str(bq), ln, None)
                 alarms.append(t)
     truth = {}
     oq = d / BINGO_ORACLE
-    if oq.is_file():
+    if os.path.lexists(oq):
         truth = {a: False for a in alarms}
-        for ln, s in _lines(oq):
+        for ln, s in _lines(oq, max_decompressed):
             t = tuple_ref(oq, ln, s)
             truth[t] = True
             where[("truth", t)] = (str(oq), ln, None)
-    labels = {}
     lp = d / BINGO_LABELS
-    if lp.is_file():
-        for ln, s in _lines(lp):
+    labels = Once(lp, "the label of")
+    if os.path.lexists(lp):
+        for ln, s in _lines(lp, max_decompressed):
             name, _, value = s.rpartition(" ")
             if not name.strip() or value.lower() not in ("true", "false"):
-                raise InputError(str(lp), ln, f"expected 'TUPLE true|false', got {s!r}")
+                raise InputError(str(lp), ln, f"expected 'TUPLE true|false', got {shown(s)}")
             t = tuple_ref(lp, ln, name.strip())
-            labels[t] = value.lower() == "true"
-            where[("label", t)] = (str(lp), ln, None)
+            labels.set(t, value.lower() == "true", ln, name.strip(), _truth)
+            where.setdefault(("label", t), (str(lp), ln, None))
     dg = DerivationGraph(
         tuples=list(names), rules=rules, clause_rule=np.array(c_rule, np.int32),
         clause_head=np.array(c_head, np.int32), body_offsets=np.array(offsets, np.int64),
-        body=np.array(body, np.int32), priors=priors, alarms=np.array(alarms, np.int32),
-        labels=labels, truth=truth, source=str(d), clause_lines=np.array(lines, np.int32),
+        body=np.array(body, np.int32), priors=priors.values, alarms=np.array(alarms, np.int32),
+        labels=labels.values, truth=truth, source=str(d), clause_lines=np.array(lines, np.int32),
     )
     return dg, where
+
+
+def _truth(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _bingo_problem(name: str, in_clause: bool) -> str | None:
+    """Why Bingo's line-based files cannot carry tuple `name` (None when `read_bingo` reads it back)."""
+    if name.startswith("\ufeff"):
+        return "it starts with a byte order mark, which readers drop"
+    if in_clause:
+        if _CLAUSE_TUPLE.fullmatch(name) is None:
+            return ("a tuple in a clause line is NAME or NAME(ARGS): no whitespace, ',', ':' or parentheses "
+                    "in NAME, no parentheses or line breaks in ARGS")
+    elif not name or name != name.strip() or "\n" in name or "\r" in name:
+        return "an input's name is one line, with no whitespace at either end"
+    return None
+
+
+def check_bingo_names(dg: DerivationGraph, directory: str | os.PathLike) -> None:
+    """Raises `InputError` (naming `directory` and the tuple or rule) if Bingo's files cannot carry a name.
+
+    Clause lines are `RULE: NOT body1, ..., head`, one per line, so a name
+    holding a line break, or a tuple name the clause syntax would split, would
+    be read back as something else.
+    """
+    for r in dg.rules:
+        if _RULE_NAME.fullmatch(r.name) is None or r.name.startswith("\ufeff"):
+            raise InputError(str(directory), None, f"rule {r.name!r} cannot be written in Bingo's format: "
+                             "a rule name has no whitespace or ':'; use derivation.json (.json) instead")
+    in_clause = np.zeros(dg.num_tuples, bool)
+    in_clause[np.asarray(dg.clause_head, np.int64)] = True
+    in_clause[np.asarray(dg.body, np.int64)] = True
+    written = set(np.flatnonzero(in_clause).tolist()) | set(dg.priors)
+    for t in sorted(written):
+        problem = _bingo_problem(dg.tuples[t], bool(in_clause[t]))
+        if problem is not None:
+            raise InputError(str(directory), None, f"tuple {dg.tuples[t]!r} cannot be written in Bingo's "
+                             f"format: {problem}; use derivation.json (.json) instead")
 
 
 def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
@@ -490,8 +508,13 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     Returns:
         Warnings: alarms, labels and truth naming a tuple that is in no clause
         cannot be written (Bingo knows only the tuples of its clauses).
+
+    Raises:
+        InputError: a name Bingo's format cannot carry (`check_bingo_names`);
+            nothing is written then.
     """
     d = Path(directory)
+    check_bingo_names(dg, d)
     d.mkdir(parents=True, exist_ok=True)
     names = dg.tuples
     rule_names = [r.name for r in dg.rules]
@@ -533,18 +556,21 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
 
 # Loading to a model --------------------------------------------------------
 
-def read_derivation(path: str | os.PathLike, format: str | None = None) -> tuple[DerivationGraph, Where]:
-    """Reads a derivation graph (raw) from a derivation.json file or a Bingo directory."""
+def read_derivation(path: str | os.PathLike, format: str | None = None, *,
+                    max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
+    """Reads a derivation graph (raw) from a derivation.json file or a Bingo directory.
+
+    `max_decompressed` limits gzip-compressed files (see `fastlbp.errors.decompression_limit`).
+    """
     p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), None, "no such file or directory")
+    check_path(p)
     fmt = format or ("bingo" if p.is_dir() else "json")
     if fmt == "bingo":
-        return read_bingo(p)
+        return read_bingo(p, max_decompressed=max_decompressed)
     if fmt == "json":
         if p.is_dir():
             raise InputError(str(p), None, "is a directory, expected a derivation.json file")
-        return read_json(p)
+        return read_json(p, max_decompressed=max_decompressed)
     raise InputError(str(p), None, f"{fmt!r} is not a derivation-graph format (json, bingo)")
 
 
@@ -594,12 +620,16 @@ def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
     return model
 
 
-def load_json(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+def load_json(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles",
+              max_decompressed: int | None = None) -> Model:
     """Loads derivation.json into a model (format "json"); see `model_from_derivation`."""
-    return model_from_derivation(*read_json(path), compress=compress, cycles=cycles)
+    return model_from_derivation(*read_json(path, max_decompressed=max_decompressed), compress=compress,
+                                 cycles=cycles)
 
 
-def load_bingo(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles") -> Model:
+def load_bingo(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles",
+               max_decompressed: int | None = None) -> Model:
     """Loads a Bingo directory into a model (format "bingo"); see `model_from_derivation`."""
-    return model_from_derivation(*read_bingo(path), compress=compress, cycles=cycles)
+    return model_from_derivation(*read_bingo(path, max_decompressed=max_decompressed), compress=compress,
+                                 cycles=cycles)
 

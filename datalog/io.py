@@ -5,7 +5,7 @@
     model = datalog.io.load("g.txt", "causal_fg")                  # format named
 
 Formats (`FORMATS`, keyed by name; every loader takes the path and the
-keyword options `cycles` and `compress`):
+keyword options `cycles`, `compress` and `max_decompressed`):
 
     json        derivation.json, optionally gzip-compressed   (`datalog.formats`)
     bingo       a Bingo directory (named_cons_all.txt, ...)   (`datalog.formats`)
@@ -14,6 +14,11 @@ keyword options `cycles` and `compress`):
 Derivation graphs (json, bingo) go through cycle elimination (`cycles`) and,
 when `compress`, exact chain compression (`datalog.bayesnet.to_model`); a
 causal factor graph is already a factor graph, so both options leave it as is.
+
+Every text file may be gzip-compressed (detected by its magic bytes) and may
+start with a UTF-8 byte order mark. Decompression stops with an `InputError`
+past `max_decompressed` bytes; the default is
+max(256 MiB, 64 x the compressed size) (`fastlbp.errors.decompression_limit`).
 """
 
 from __future__ import annotations
@@ -23,17 +28,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datalog import causal_fg, formats
-from fastlbp.errors import InputError
+from fastlbp.errors import InputError, check_path
 from fastlbp.model import Model
 
 
-def _load_causal_fg(path: Path, *, cycles: str = "cycles", compress: bool = True) -> Model:
+def _load_causal_fg(path: Path, *, cycles: str = "cycles", compress: bool = True,
+                    max_decompressed: int | None = None) -> Model:
     """`causal_fg.load`; a factor graph has no derivation, so `cycles` and `compress` do not apply."""
     del cycles, compress
-    return causal_fg.load(path)
+    return causal_fg.load(path, max_decompressed=max_decompressed)
 
 
-# name -> loader(path, *, cycles, compress) -> Model.
+# name -> loader(path, *, cycles, compress, max_decompressed) -> Model.
 FORMATS: dict[str, Callable[..., Model]] = {
     "json": formats.load_json,
     "bingo": formats.load_bingo,
@@ -52,7 +58,7 @@ def detect_format(path: str | os.PathLike) -> str:
 
 
 def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "cycles",
-         compress: bool = True) -> Model:
+         compress: bool = True, max_decompressed: int | None = None) -> Model:
     """Loads a graph file or directory into a `Model`.
 
     Args:
@@ -63,20 +69,22 @@ def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "c
             criterion on the clauses that lie on a cycle) or "bingo" (on every
             clause, as Bingo does); see `datalog.cycles`.
         compress: for derivation graphs, exact chain compression.
+        max_decompressed: the most bytes a gzip-compressed file (or a pipe)
+            may yield; None for max(256 MiB, 64 x its compressed size).
 
     Returns:
         The model; for derivation graphs `meta["warnings"]` and
         `meta["report"]` say what was merged, dropped or removed.
 
     Raises:
-        InputError: the path is missing, the format unknown, or the file
-            malformed (naming the file and the line or JSON location).
+        InputError: the path is missing (or a dangling link, or a link loop),
+            the format unknown, a file too large once decompressed, or the
+            file malformed (naming the file and the line or JSON location).
     """
     p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), None, "no such file or directory")
+    check_path(p)
     fmt = format or detect_format(p)
     loader = FORMATS.get(fmt)
     if loader is None:
         raise InputError(str(p), None, f"no loader for format {fmt!r} (known: {', '.join(FORMATS)})")
-    return loader(p, cycles=cycles, compress=compress)
+    return loader(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed)

@@ -1,4 +1,9 @@
-"""A `Ranking` as text: a plain table, JSON, CSV and SARIF 2.1.0.
+"""A `Ranking` as text: a plain table, JSON, CSV and SARIF 2.1.0; `safe_name` for names on a terminal.
+
+Names are shown as they are in JSON, CSV and SARIF (JSON escapes control
+characters; CSV quotes fields holding a line break). The table, meant for a
+terminal, shows each name through `safe_name`, so an escape sequence in a
+tuple's name cannot recolour, move or retitle the user's terminal.
 
     from fastlbp.ranking import rank
     from fastlbp.writers import WRITERS
@@ -7,15 +12,51 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
+import unicodedata
 
 from fastlbp import __version__
 from fastlbp.ranking import Ranking
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+# Unicode categories shown escaped: controls (C0, DEL, C1 such as CSI \x9b), format characters
+# (bidirectional overrides, zero-width characters, tags), line and paragraph separators, surrogates
+# (unencodable on their own), private use and unassigned code points.
+_ESCAPED = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def safe_name(name: str) -> str:
+    r"""`name` for a terminal: every character a terminal could act on or hide, escaped visibly.
+
+    Control characters (ESC, newline, tab, DEL, C1 controls), format
+    characters (bidirectional overrides, zero-width spaces), line separators,
+    lone surrogates, private-use and unassigned code points become `\xNN`,
+    `\uNNNN` or `\UNNNNNNNN` (newline, carriage return and tab: `\n`, `\r`,
+    `\t`); printable text, non-ASCII letters included, is kept. Backslashes are
+    kept as they are, so this is for display only (JSON and CSV keep names
+    faithfully).
+
+    >>> safe_name("race\x1b[31m(1,2)")
+    'race\\x1b[31m(1,2)'
+    """
+    if name.isascii() and name.isprintable():
+        return name
+    return "".join(_escaped(c) if unicodedata.category(c) in _ESCAPED else c for c in name)
+
+
+def _escaped(c: str) -> str:
+    special = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c)
+    if special:
+        return special
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 def relation(alarm: str) -> str:
@@ -32,12 +73,12 @@ def _p(p: float) -> str:
 
 
 def to_table(ranking: Ranking) -> str:
-    """A plain-text table: rank, probability, alarm; then the labelled alarms."""
+    """A plain-text table: rank, probability, alarm (through `safe_name`); then the labelled alarms."""
     lines = []
     width = max([4] + [len(str(a.rank)) for a in ranking.alarms])
     lines.append(f"{'rank':>{width}}  probability  alarm")
     for a in ranking.alarms:
-        lines.append(f"{a.rank:>{width}}  {_p(a.probability):>11}  {a.alarm}")
+        lines.append(f"{a.rank:>{width}}  {_p(a.probability):>11}  {safe_name(a.alarm)}")
     hidden = ranking.total_unlabelled - len(ranking.alarms)
     if hidden > 0:
         lines.append(f"... {hidden} more (use --top)")
@@ -47,7 +88,7 @@ def to_table(ranking: Ranking) -> str:
         lines.append("")
         lines.append(f"labelled ({len(ranking.labelled)}):")
         for a in ranking.labelled:
-            lines.append(f"  {'true ' if a.truth else 'false'}  {a.alarm}")
+            lines.append(f"  {'true ' if a.truth else 'false'}  {safe_name(a.alarm)}")
     return "\n".join(lines) + "\n"
 
 
@@ -69,16 +110,25 @@ def to_json(ranking: Ranking) -> str:
     return json.dumps(to_dict(ranking), indent=1) + "\n"
 
 
+def _csv_field(value) -> str:
+    # RFC 4180 quoting, done here because the csv module quotes a field only for the characters of its
+    # line terminator: with "\n" a bare "\r" in a name went out unquoted and split the row on reading.
+    text = str(value)
+    if any(c in text for c in ',"\r\n') or not text.isprintable():
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def to_csv(ranking: Ranking) -> str:
-    """Header `rank,alarm,probability,label`; labelled alarms last with an empty rank."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["rank", "alarm", "probability", "label"])
-    for a in ranking.alarms:
-        w.writerow([a.rank, a.alarm, repr(a.probability), ""])
-    for a in ranking.labelled:
-        w.writerow(["", a.alarm, repr(a.probability), "true" if a.truth else "false"])
-    return buf.getvalue()
+    """Header `rank,alarm,probability,label`; labelled alarms last with an empty rank.
+
+    A field holding a comma, a quote, a line break or any other non-printable
+    character is quoted (RFC 4180), so names read back exactly.
+    """
+    rows = [["rank", "alarm", "probability", "label"]]
+    rows += [[a.rank, a.alarm, repr(a.probability), ""] for a in ranking.alarms]
+    rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false"] for a in ranking.labelled]
+    return "".join(",".join(map(_csv_field, row)) + "\n" for row in rows)
 
 
 def to_sarif(ranking: Ranking, *, source: str | None = None, version: str | None = None) -> dict:

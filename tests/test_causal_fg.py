@@ -67,3 +67,64 @@ def test_invalid_utf8(tmp_path):
     path.write_bytes(b"1\n\n\xff\nI\n0.5\n")
     with pytest.raises(InputError, match="UTF-8"):
         causal_fg.load(path)
+
+
+def _chain(labels):
+    """A causal factor graph: a prior on labels[0], then each label ANDs the previous one."""
+    out = [str(len(labels)), "", labels[0], "I", "0.5"]
+    for prev, cur in zip(labels, labels[1:], strict=False):
+        out += ["", cur, "*0.9;0.1", "1", prev]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("labels, order", [
+    (["--1", "2", "-3"], ["--1", "-3", "2"]),                     # not all integers: sorted as text
+    (["\u2460", "2", "1"], ["1", "2", "\u2460"]),                 # '①' is a digit to str.isdigit, not to int
+    (["\u0661", "2", "1"], ["1", "2", "\u0661"]),                 # Arabic-Indic one: ASCII digits only
+    (["9" * 5000, "10", "-" + "9" * 5000, "01", "1"], ["-" + "9" * 5000, "01", "1", "10", "9" * 5000]),
+])
+def test_labels_of_any_spelling_load(labels, order):
+    model = causal_fg.parse(_chain(labels))
+    assert list(model.var_names) == order
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    ("\u0661\n\n0\nI\n0.5\n", 1, "expected the number of factors"),  # int() would read 1
+    ("9" * 5000 + "\n", 1, "expected the number of factors"),
+    ("1\n\n0\n*0.9;0.0\n" + "9" * 5000 + "\n", 5, "expected the body size"),
+    ("1\n\n0\n*0.9;0.0\n-2\n", 5, "must not be negative"),
+    ("1\n\n0\nI\n" + "9" * 5000 + "\n", 5, "not a probability"),
+    ("1\n\na\tb\nI\n0.5\n", 3, "one head variable label"),
+])
+def test_numbers_and_labels_errors(text, line, message, tmp_path):
+    path = tmp_path / "bad.fg"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        causal_fg.load(path)
+    assert info.value.line == line and len(str(info.value)) < 300
+
+
+def test_crlf_and_control_characters_in_labels():
+    model = causal_fg.parse(_chain(["a\x1b[1m", "b\x00"]).replace("\n", "\r\n"))
+    assert model.var_names == ("a\x1b[1m", "b\x00")
+    assert causal_fg.parse(causal_fg.dumps(model)).var_names == model.var_names
+
+
+def test_dumps_refuses_labels_it_cannot_carry(tmp_path):
+    for name in ("a b", "a\tb", "", "a\nb", "a\u2028b"):
+        model = Model(graph=causal_fg.parse(_chain(["x"])).graph,
+                      var_names=(name,))
+        with pytest.raises(InputError, match="cannot be written") as info:
+            causal_fg.save(model, tmp_path / "g.fg")
+        assert info.value.path == str(tmp_path / "g.fg")
+        assert not (tmp_path / "g.fg").exists()
+
+
+def test_load_marginals_errors(tmp_path):
+    p = tmp_path / "m.marg"
+    p.write_bytes(b"\xef\xbb\xbf0 0.25\r\n1 nope\n")
+    with pytest.raises(InputError, match="'nope' is not a number") as info:
+        causal_fg.load_marginals(p)
+    assert info.value.line == 2
+    p.write_text("0 0.25\n")
+    assert causal_fg.load_marginals(p) == {"0": 0.25}

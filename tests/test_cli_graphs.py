@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from datalog import formats
+from datalog.derivation import from_clauses
 from fastlbp.cli import get_app
+from fastlbp.errors import InputError
 
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"
 runner = CliRunner()
@@ -103,3 +107,57 @@ def test_cycles_option_selects_bingo_mode(tmp_path):
     assert cli("convert", path, tmp_path / "d.fg").exit_code == 0
     assert cli("convert", path, tmp_path / "b.fg", "--cycles", "bingo").exit_code == 0
     assert (tmp_path / "d.fg").read_text() != (tmp_path / "b.fg").read_text()
+
+
+def _graph_with_name(tmp_path, name):
+    doc = {"format": "fastlbp-derivation", "version": 1, "rules": {"R0": 0.9},
+           "clauses": [["R0", name, ["e(1)"]], ["R0", "ok(1)", [name]]], "alarms": ["ok(1)"]}
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@pytest.mark.parametrize("name", ["a(1)\nR9: NOT x, y", "a(1)\r", "a b", "a(1", "a(f(1))",
+                                  "NOT x", "a:b", "", "\ufeffa"])
+def test_convert_to_bingo_refuses_names_it_cannot_carry(tmp_path, name):
+    src = _graph_with_name(tmp_path, name)
+    r = cli("convert", src, tmp_path / "bingo")
+    assert r.exit_code == 2, r.output
+    assert "error:" in r.output and "Traceback" not in r.output
+    assert repr(name) in r.output and "Bingo" in r.output
+    assert not (tmp_path / "bingo").exists()  # nothing written
+
+
+@pytest.mark.parametrize("name", ["a(1, 2)", "a(x:y)", "a(\x1b[31m)", "a(\x85)", "a(\x0b\x0c\x1c)", "NOT",
+                                  "a(\t)", "é(ü)", "a(\u2028)"])
+def test_convert_to_bingo_carries_every_name_it_can(tmp_path, name):
+    src = _graph_with_name(tmp_path, name)
+    r = cli("convert", src, tmp_path / "bingo")
+    assert r.exit_code == 0, r.output
+    dg, _ = formats.read_bingo(tmp_path / "bingo")
+    assert name in dg.tuples
+    assert sorted(dg.tuples) == sorted(formats.read_json(src)[0].tuples)
+
+
+def test_bingo_isolated_inputs_and_rule_names(tmp_path):
+    dg = from_clauses([("R0", "a(1)", ["e(1)"])], rules={"R0": 0.9}, priors={"lone input": 0.5})
+    formats.save_bingo(dg, tmp_path / "ok")
+    assert "lone input" in formats.read_bingo(tmp_path / "ok")[0].tuples
+    for bad in (" lone", "lone\n"):
+        dg = from_clauses([("R0", "a(1)", ["e(1)"])], rules={"R0": 0.9}, priors={bad: 0.5})
+        with pytest.raises(InputError, match="cannot be written"):
+            formats.save_bingo(dg, tmp_path / "bad")
+    for rule in ("R 0", "R:0", "R0\n"):
+        dg = from_clauses([(rule, "a(1)", ["e(1)"])], rules={rule: 0.9})
+        with pytest.raises(InputError, match="rule"):
+            formats.save_bingo(dg, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("name", ["a b", "a\tb", "a\nb", "a\u2028b"])
+def test_convert_to_causal_fg_refuses_names_with_whitespace(tmp_path, name):
+    src = _graph_with_name(tmp_path, name)
+    r = cli("convert", src, tmp_path / "g.fg", "--no-compress")
+    assert r.exit_code == 2, r.output
+    assert repr(name) in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "g.fg").exists()

@@ -97,11 +97,15 @@ def weblech():
 
 def test_read_labels(tmp_path, weblech):
     p = tmp_path / "labels.txt"
-    p.write_text("# comment\n\n87 false\n  12 TRUE  \n13 1\n14 0\n87 true\n")
+    p.write_text("# comment\n\n87 false\n  12 TRUE  \n13 1\n14 0\n87 0\n")
     got = loading.read_labels(p, weblech)
     idx = weblech.index
-    assert got == {idx["87"]: True, idx["12"]: True, idx["13"]: True, idx["14"]: False}  # the last wins
+    assert got == {idx["87"]: False, idx["12"]: True, idx["13"]: True, idx["14"]: False}  # a repeat agrees
     assert loading.read_labels(DATA / "weblech" / "label.txt", weblech)
+    # A name labelled both ways was "the last wins"; it is an error naming both lines (issue 22).
+    p.write_text("# comment\n\n87 false\n  12 TRUE  \n13 1\n14 0\n87 true\n")
+    e = err(loading.read_labels, p, weblech)
+    assert (e.path, e.line) == (str(p), 7) and e.message == "'87' is labelled true here but false on line 3"
 
 
 def test_read_labels_names_with_spaces(tmp_path):

@@ -126,3 +126,51 @@ def test_sarif_schema_rejects_bad_documents():
     del bad["runs"][0]["results"][0]["message"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+# Names with control characters ---------------------------------------------------
+
+HOSTILE = ["race\x1b[31m(1,2)\x1b[0m", "a(1)\nb(2)", "c(\r)", "tab\t(1)", "nul\x00", "del\x7f", "csi\x9b2J",
+           "line\u2028sep", "bidi\u202e(1)", "lone\ud800", "zwsp\u200b"]
+
+
+def test_safe_name_escapes_what_a_terminal_would_act_on():
+    assert writers.safe_name("race(1,2)") == "race(1,2)"
+    assert writers.safe_name("größe(1, «x»)") == "größe(1, «x»)"  # printable non-ASCII stays
+    assert writers.safe_name("a\x1b[31mb") == "a\\x1b[31mb"
+    assert writers.safe_name("a\nb\r\t") == "a\\nb\\r\\t"
+    assert writers.safe_name("\x00\x7f\x9b") == "\\x00\\x7f\\x9b"
+    assert writers.safe_name("x\u2028\u202e\u200b") == "x\\u2028\\u202e\\u200b"
+    assert writers.safe_name("\ud800") == "\\ud800"
+    assert writers.safe_name("\U000e0001") == "\\U000e0001"  # a language tag (format character)
+    for name in HOSTILE:
+        shown = writers.safe_name(name)
+        assert shown.isprintable() and shown.encode("utf-8"), repr(shown)
+
+
+def hostile_ranking():
+    return Ranking([RankedAlarm(i + 1, name, i, 0.5) for i, name in enumerate(HOSTILE)],
+                   [LabelledAlarm("lab\x1b]0;pwned\x07", 99, True, 1.0)], iterations=1, converged=True,
+                   delta=0.0, seconds=0.0, total_unlabelled=len(HOSTILE))
+
+
+def test_table_shows_names_safely():
+    text = writers.to_table(hostile_ranking())
+    assert text.isascii() or all(c.isprintable() or c == "\n" for c in text)
+    assert not any(c in text for c in "\x1b\r\x00\x7f\x9b\u2028\u202e\ud800\x07")
+    lines = text.splitlines()
+    assert len(lines) == 1 + len(HOSTILE) + 3  # one line per alarm: a newline in a name adds none
+    assert lines[1].endswith("race\\x1b[31m(1,2)\\x1b[0m") and lines[2].endswith("a(1)\\nb(2)")
+    assert lines[-1] == "  true   lab\\x1b]0;pwned\\x07"
+
+
+def test_csv_and_json_keep_names_faithfully():
+    r = hostile_ranking()
+    text = writers.to_csv(r)
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert [row[1] for row in rows[1:]] == HOSTILE + ["lab\x1b]0;pwned\x07"]
+    assert text.count("\n") == len(rows) + 1  # "a(1)\nb(2)" is quoted, not a row of its own
+    assert '"c(\r)"' in text and '"race\x1b[31m(1,2)\x1b[0m"' in text  # every control character quoted
+    doc = json.loads(writers.to_json(r))
+    assert [a["alarm"] for a in doc["alarms"]] == HOSTILE
+    assert writers.to_json(r).isascii()  # JSON escapes every control character (and the rest)

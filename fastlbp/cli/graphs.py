@@ -21,7 +21,7 @@ from fastlbp.cli.app import (
     handles_errors,
     settings_from_options,
 )
-from fastlbp.errors import InputError
+from fastlbp.errors import InputError, check_path
 from fastlbp.loading import detect_format, load
 from fastlbp.settings import Settings
 
@@ -52,27 +52,31 @@ def output_format(path: Path) -> GraphFormat:
 
 
 def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_format: str | None = None,
-                  settings: Settings | None = None) -> list[str]:
+                  settings: Settings | None = None, max_decompressed: int | None = None) -> list[str]:
     """Converts `src` to `dst`; returns messages for the user (what was written, warnings).
 
     Derivation graphs (json, bingo) convert both ways, duplicates merged but
     otherwise unchanged (cycles kept). To causal_fg the graph goes through
     cycle elimination (`settings.cycles`) and (unless `settings.compress` is
     false) compression. A factor graph does not convert back into a
-    derivation graph.
+    derivation graph. `max_decompressed` limits gzip input (see `fastlbp.loading.load`).
+
+    Raises:
+        InputError: a malformed input, or a name the output format cannot
+            carry (Bingo's line-based files, a causal factor graph's
+            whitespace-separated labels): the tuple is named and nothing is written.
     """
     settings = settings or Settings()
-    if not src.exists():
-        raise InputError(str(src), None, "no such file or directory")
+    check_path(src)
     sfmt = src_format or detect_format(src)
     dfmt = dst_format or output_format(dst).value
     if sfmt == "causal_fg":
         if dfmt != "causal_fg":
             raise InputError(str(src), None, "a factor graph cannot be converted back into a derivation "
                              "graph (json, bingo): it no longer says which tuple each clause derives")
-        causal_fg.save(load(src, settings, format="causal_fg"), dst)
+        causal_fg.save(load(src, settings, format="causal_fg", max_decompressed=max_decompressed), dst)
         return [f"wrote {dst} (causal_fg)"]
-    dg, where = formats.read_derivation(src, sfmt)
+    dg, where = formats.read_derivation(src, sfmt, max_decompressed=max_decompressed)
     if dfmt == "causal_fg":
         model = formats.model_from_derivation(dg, where, compress=settings.compress, cycles=settings.cycles)
         causal_fg.save(model, dst)
@@ -112,7 +116,9 @@ def convert(
     derivation.json <-> Bingo keeps the graph as it is (duplicate clauses are
     merged, with a warning). Writing a causal factor graph eliminates cycles
     and compresses chains first. A factor graph cannot become a derivation
-    graph again.
+    graph again. A name the output format cannot carry (a line break in a
+    Bingo tuple, whitespace in a causal factor-graph label) is an error
+    naming the tuple; nothing is written.
 
     Examples:
 
