@@ -18,14 +18,20 @@ derivation.json (schema: `datalog/derivation.schema.json`, version 1)::
      "truth": {"path(1,2)": true}}                   # optional ground truth (never evidence)
 
 A tuple reference is a name or an index into "tuples"; names not listed in
-"tuples" are added. A rule without "probability" has 0.999. A file ending in
-`.gz` (or starting with gzip's magic bytes) is decompressed.
+"tuples" are added. A rule without "probability" has 0.999. A file starting
+with gzip's magic bytes is decompressed, up to `max_decompressed` bytes
+(`fastlbp.errors.decompression_limit`); a leading UTF-8 byte order mark is
+dropped. An object repeating a key (JSON would keep the last value) is an error.
 
 Bingo directory: `named_cons_all.txt` (`R12: NOT a(1,2), NOT b(2), c(1,2)`,
 body after NOT, head last), optional `base_queries.txt` (alarms, one tuple per
 line), `oracle_queries.txt` (true alarms: ground truth), `rule-prob.txt`
 (`R12: 0.9`; missing rules get 0.999); fastlbp extensions, written only when
 needed: `input-prob.txt` (`tuple: prior`) and `labels.txt` (`tuple true|false`).
+Each file that is present is read (a directory, a dangling link or a link loop
+in its place is an error naming it); a key given twice with different values
+is an error naming both lines. `save_bingo` refuses a name these line-based
+files cannot carry (`check_bingo_names`).
 
 Input tuples are the tuples that no clause derives, plus tuples given a prior.
 A tuple that clauses derive but that is not derivable from the inputs

@@ -119,6 +119,11 @@ def _csv_field(value) -> str:
     return text
 
 
+def csv_row(fields) -> str:
+    """One CSV line (ending in "\\n") of `fields`, quoted as `to_csv` quotes them."""
+    return ",".join(map(_csv_field, fields)) + "\n"
+
+
 def to_csv(ranking: Ranking) -> str:
     """Header `rank,alarm,probability,label`; labelled alarms last with an empty rank.
 
@@ -128,7 +133,7 @@ def to_csv(ranking: Ranking) -> str:
     rows = [["rank", "alarm", "probability", "label"]]
     rows += [[a.rank, a.alarm, repr(a.probability), ""] for a in ranking.alarms]
     rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false"] for a in ranking.labelled]
-    return "".join(",".join(map(_csv_field, row)) + "\n" for row in rows)
+    return "".join(map(csv_row, rows))
 
 
 def to_sarif(ranking: Ranking, *, source: str | None = None, version: str | None = None) -> dict:

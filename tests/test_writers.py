@@ -171,6 +171,7 @@ def test_csv_and_json_keep_names_faithfully():
     assert [row[1] for row in rows[1:]] == HOSTILE + ["lab\x1b]0;pwned\x07"]
     assert text.count("\n") == len(rows) + 1  # "a(1)\nb(2)" is quoted, not a row of its own
     assert '"c(\r)"' in text and '"race\x1b[31m(1,2)\x1b[0m"' in text  # every control character quoted
+    assert writers.csv_row(["x\ry", 1, ""]) == '"x\ry",1,\n'
     doc = json.loads(writers.to_json(r))
     assert [a["alarm"] for a in doc["alarms"]] == HOSTILE
     assert writers.to_json(r).isascii()  # JSON escapes every control character (and the rest)
