@@ -2,6 +2,7 @@
 refused labels, the settings a session runs with, and no recompilation across rounds."""
 
 import json
+import os
 import time
 
 import jax.monitoring
@@ -11,7 +12,7 @@ from triage_support import FAST, FailingConnection, demo_model, hand_model, made
 
 from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
 from fastlbp.settings import Settings
-from fastlbp.triage import Journal, Triage
+from fastlbp.triage import Journal, SessionInUse, Triage
 from fastlbp.triage.state import stored_settings
 
 COMPILES = []
@@ -134,6 +135,20 @@ def test_no_recompilation_across_rounds(tmp_path):
     t.label(True)
     assert COMPILES == [] and run._cache_size() == cache
     t.close()
+
+
+def test_an_open_session_is_locked_in_every_mode(tmp_path):
+    t = open_demo(tmp_path)
+    assert t.label(True).accepted
+    before = (tmp_path / "s.db").read_bytes()
+    for kw in ({}, {"overwrite": True}, {"resume": True}, {"recover": True}):
+        with pytest.raises(SessionInUse, match=f"in use by process {os.getpid()}"):
+            open_demo(tmp_path, **kw)
+    assert (tmp_path / "s.db").read_bytes() == before and t.label(False).accepted
+    t.close()
+    r = open_demo(tmp_path, resume=True)
+    assert len(r.labels) == 2
+    r.close()
 
 
 # Journals two processes (or a hand) could write, and what a resume makes of them ----------

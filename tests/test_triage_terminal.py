@@ -158,7 +158,7 @@ def test_a_session_in_use_is_refused_to_a_second_process(tmp_path):
     first = holder.match.group(1)
     holder.expect("> ")
     before = session.read_bytes()
-    for flags in (("--resume",), ("--fresh",), ("--recover",), ()):
+    for flags in (("--fresh",), ("--resume",)):  # the others: test_triage_state.py, in one process
         res = run_triage(tmp_path, str(graph), *flags, input="t\nq\n")
         assert res.returncode == 2, (flags, res.stderr)
         assert res.stderr.startswith(f"error: {session}: "), res.stderr

@@ -34,7 +34,10 @@ def triage(
         "--session", help="The session file (SQLite). Default: GRAPH.triage.db next to the graph.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the saved session exactly where "
                                                           "it stopped (its own settings are used).")] = False,
-    fresh: Annotated[bool, typer.Option("--fresh", help="Start over, replacing a saved session.")] = False,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start over, replacing a saved session (never a "
+                                                        "file that is not one, nor one in use).")] = False,
+    recover: Annotated[bool, typer.Option("--recover", help="Start a new session from the valid events of a "
+                                                            "damaged one (kept as FILE.damaged).")] = False,
     why: Annotated[int, typer.Option("--why", min=0, help="Derivations shown per alarm.")] = 3,
     schedule: ScheduleOpt = DEFAULTS.schedule,
     tol: TolOpt = DEFAULTS.tol,
@@ -53,7 +56,11 @@ def triage(
     warm-started round re-ranks the rest; its time is shown.
 
     Every label is saved before it is acknowledged, so a crash or kill never
-    loses an accepted label; `--resume` restores the session exactly.
+    loses an accepted label; `--resume` restores the session exactly. A label
+    that cannot be saved (a full disk) is not applied, and says so. A session
+    is used by one process at a time: a second one is refused, naming the
+    first. A damaged session file is reported and left as it is; `--recover`
+    starts over from its valid part.
 
     Examples:
 
@@ -61,8 +68,8 @@ def triage(
 
       fastlbp triage race.json --resume
     """
-    if resume and fresh:
-        raise typer.BadParameter("--resume and --fresh exclude each other")
+    if resume + fresh + recover > 1:
+        raise typer.BadParameter("--resume, --fresh and --recover exclude each other")
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      cycles=cycles)
@@ -70,7 +77,7 @@ def triage(
     path = session or default_session_path(graph)
     with Ticker("first round"):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
-                        settings=settings)
+                        recover=recover, settings=settings)
     try:
         if resume:
             status(f"resumed {len(t.order)} label(s) from {path}")

@@ -4,18 +4,30 @@ A session is event-sourced (`fastlbp.triage.state`): every action that
 changes state is appended here and committed before the user is told it was
 accepted; inference state is never stored. The file has two tables:
 
-    meta    (key TEXT PRIMARY KEY, value TEXT)   version, fingerprint, graph, settings (JSON), created
+    meta    (key TEXT PRIMARY KEY, value TEXT)   version, fingerprint, graph, settings (JSON), created,
+                                                 order (a custom order's text, version 2)
     events  (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT, alarm TEXT, truth INTEGER, at REAL)
 
-`kind` is "label" (alarm, truth), "skip" (alarm), "jump" (alarm) or "undo".
+`kind` is "label" (alarm, truth 0 or 1), "skip" (alarm), "jump" (alarm) or
+"undo" (neither); `at` is the time of the action (seconds since the epoch).
+
+A session file is only ever used by the process holding its lock
+(`fastlbp.triage.lock`), and only read as it is: every value is checked
+against what this module writes (`read_contents`), a damaged file is reported
+and left untouched (`damaged`), a file that is not a session is never
+replaced, and a file of a newer journal version is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import hashlib
+import math
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +35,22 @@ import numpy as np
 from fastlbp.errors import InputError
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars
+from fastlbp.triage.lock import SessionLock
 
-# The settings JSON gained "backend" without a new version: a journal without it resumes with
-# the default backend (`fastlbp.triage.state.stored_settings`), and older readers ignore the key.
-JOURNAL_VERSION = 1
+# Version 2 stores a custom order's text (meta "order") instead of its path. Version 1
+# journals resume unless they name a custom order; the settings JSON gained "backend"
+# within version 1 (a journal without it resumes with the default backend).
+JOURNAL_VERSION = 2
+KINDS = ("label", "skip", "jump", "undo")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+TABLES = ("meta", "events")
+
+SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+          "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+          " alarm TEXT, truth INTEGER, at REAL NOT NULL);")
+
+# (seq, kind, alarm, truth, at) as stored; `Journal.events` gives the first four.
+Row = tuple[int, str, str | None, bool | None, float]
 
 
 def fingerprint(model: Model) -> str:
@@ -46,73 +70,425 @@ def default_session_path(graph: str | os.PathLike) -> Path:
     return p.with_name(p.name.rstrip("/") + ".triage.db")
 
 
+# Errors --------------------------------------------------------------------
+
+class SessionWriteError(InputError):
+    """The session file cannot be written (read-only, disk full, I/O error); nothing was changed."""
+
+    def __init__(self, path: str | os.PathLike, err: BaseException):
+        text = str(err) or type(err).__name__
+        if isinstance(err, OSError) and err.strerror:
+            text = err.strerror
+        low = text.lower()
+        if "disk i/o" in low or getattr(err, "errno", None) == errno.ENOSPC or "no space" in low:
+            text += " (is the disk full?)"
+        elif "readonly" in low or "read-only" in low or "permission" in low:
+            text += " (is the file or its folder read-only?)"
+        super().__init__(str(path), None, f"cannot write the session: {text}")
+
+
+def backup_path(path: str | os.PathLike) -> Path:
+    """Where `--recover` keeps a damaged session: `S.damaged`, else `S.damaged.1`, ... (never reused)."""
+    p = Path(path)
+    candidate = p.with_name(p.name + ".damaged")
+    n = 0
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = p.with_name(f"{p.name}.damaged.{n}")
+    return candidate
+
+
+def damaged(path: str | os.PathLike, problem: str, replaceable: bool) -> InputError:
+    """The error for a session that cannot be resumed as it is, with the ways on.
+
+    Args:
+        problem: what is wrong (e.g. "event 3 (label): truth 'false' is not 0 or 1").
+        replaceable: the file is a triage session `--fresh` may replace (`Contents.recognised`).
+    """
+    fresh = ", or --fresh to start over" if replaceable else ""
+    return InputError(str(path), None, f"the session is damaged: {problem}. The file is left as it is; "
+                                       f"use --recover to start a new session from the events before the "
+                                       f"damage (this file is kept as {backup_path(path).name}){fresh}")
+
+
+def not_a_session(path: str | os.PathLike, reason: str) -> InputError:
+    return InputError(str(path), None, f"not a triage session file ({reason}); it is never replaced: "
+                                       f"choose another --session")
+
+
+def newer(path: str | os.PathLike, version: int) -> InputError:
+    return InputError(str(path), None, f"the session was written by a newer fastlbp (journal version "
+                                       f"{version}; this one reads versions up to {JOURNAL_VERSION}): "
+                                       f"upgrade fastlbp to resume it")
+
+
+# Reading a file as it is --------------------------------------------------------
+
+def classify(path: str | os.PathLike) -> tuple[str, str]:
+    """What is at `path`, without changing it: (kind, reason).
+
+    kind is "missing", "empty" (a 0-byte file), "session" (an SQLite
+    database with a meta or an events table, or whose schema cannot be read:
+    a damaged session), or "foreign" (anything else; `reason` says what).
+    """
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        return "missing", ""
+    if not p.is_file():
+        return "foreign", "not a regular file"
+    try:
+        with open(p, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as err:
+        return "foreign", f"cannot be read: {err.strerror or err}"
+    if not head:
+        return "empty", ""
+    if head != SQLITE_MAGIC:
+        return "foreign", "not an SQLite database"
+    conn = _connect_for_reading(p)
+    try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError:
+        return "session", ""
+    finally:
+        conn.close()
+    if not tables & set(TABLES):
+        return "foreign", "an SQLite database without a triage journal's tables"
+    return "session", ""
+
+
+def _connect_for_reading(p: Path) -> sqlite3.Connection:
+    # Not mode=ro: a read-only connection cannot roll back the journal of a writer killed
+    # mid-commit and reports the file unreadable; reading only never writes otherwise.
+    return sqlite3.connect(p, isolation_level=None)
+
+
+@dataclasses.dataclass
+class Contents:
+    """What a session file holds, each value checked against what this module writes.
+
+    Attributes:
+        meta: its meta entries that are text (all of them, in a sound file).
+        rows: (seq, kind, alarm, truth, at) the events up to the first bad one, in order.
+        total: how many events the file has (None when they cannot be counted).
+        version: the journal version, or None when missing or not a number.
+        structure: a problem of the tables themselves (unreadable, missing), or None.
+        meta_problem: the first problem of the meta entries, or None.
+        events_problem: the first problem of the events, or None.
+        recognised: an SQLite database with both tables and a version or fingerprint in its
+            meta: a triage session that `--fresh` may replace (or an empty file).
+    """
+
+    meta: dict[str, str] = dataclasses.field(default_factory=dict)
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    total: int | None = 0
+    version: int | None = None
+    structure: str | None = None
+    meta_problem: str | None = None
+    events_problem: str | None = None
+    recognised: bool = False
+
+    @property
+    def problem(self) -> str | None:
+        return self.structure or self.meta_problem or self.events_problem
+
+
+def read_contents(conn: sqlite3.Connection, names: Mapping[str, int] | None = None) -> Contents:
+    """Reads and checks a journal's tables; never raises for what it finds (see `Contents`).
+
+    Args:
+        names: the model's variables by name; given, every event's alarm must be one.
+    """
+    out = Contents()
+    try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as err:
+        out.structure, out.total = f"it cannot be read as a database ({err})", None
+        return out
+    missing = [t for t in TABLES if t not in tables]
+    if missing:
+        out.structure = f"it has no {' and no '.join(missing)} table"
+    if "meta" in tables:
+        _read_meta(conn, out)
+    if "events" in tables:
+        _read_events(conn, out, names)
+    out.recognised = not missing and ("version" in out.meta or "fingerprint" in out.meta)
+    return out
+
+
+def _read_meta(conn: sqlite3.Connection, out: Contents) -> None:
+    try:
+        rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    except sqlite3.DatabaseError as err:
+        out.meta_problem = f"its meta table cannot be read ({err})"
+        return
+    for key, value in rows:
+        if type(key) is not str or type(value) is not str:
+            out.meta_problem = out.meta_problem or f"meta entry {key!r} is {value!r}, not text"
+            continue
+        out.meta[key] = value
+    raw = out.meta.get("version")
+    if raw is None:
+        out.meta_problem = out.meta_problem or "its meta has no version"
+    elif not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        out.meta_problem = out.meta_problem or f"its version {raw!r} is not a positive integer"
+    else:
+        out.version = int(raw)
+
+
+def _read_events(conn: sqlite3.Connection, out: Contents, names: Mapping[str, int] | None) -> None:
+    try:
+        out.total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    except sqlite3.DatabaseError:
+        out.total = None
+    try:
+        for row in conn.execute("SELECT seq, kind, alarm, truth, at FROM events ORDER BY seq"):
+            problem = check_event(row, names)
+            if problem:
+                out.events_problem = problem
+                return
+            seq, kind, alarm, truth, at = row
+            out.rows.append((seq, kind, alarm, None if truth is None else bool(truth), float(at)))
+    except sqlite3.DatabaseError as err:
+        out.events_problem = f"the events after the first {len(out.rows)} cannot be read ({err})"
+
+
+def check_event(row: tuple, names: Mapping[str, int] | None = None) -> str | None:
+    """The problem of one stored event (seq, kind, alarm, truth, at), or None if it is as written."""
+    seq, kind, alarm, truth, at = row
+    if type(seq) is not int:
+        return f"event number {seq!r} is not an integer"
+    if kind not in KINDS:
+        return f"event {seq}: unknown kind {kind!r} (expected {', '.join(KINDS)})"
+    if kind == "undo":
+        if alarm is not None:
+            return f"event {seq} (undo): names an alarm ({alarm!r})"
+    elif type(alarm) is not str:
+        return f"event {seq} ({kind}): alarm {alarm!r} is not a name"
+    elif names is not None and alarm not in names:
+        return f"event {seq} ({kind}): {alarm!r} is not a variable of the graph"
+    if kind == "label":
+        if type(truth) is not int or truth not in (0, 1):
+            return f"event {seq} (label): truth {truth!r} is not 0 or 1"
+    elif truth is not None:
+        return f"event {seq} ({kind}): holds a truth ({truth!r})"
+    if type(at) not in (int, float) or not math.isfinite(at):
+        return f"event {seq}: time {at!r} is not a number"
+    return None
+
+
+def read_file(path: str | os.PathLike, names: Mapping[str, int] | None = None) -> Contents:
+    """`read_contents` of the file at `path` (an SQLite file: `classify` says "session")."""
+    conn = _connect_for_reading(Path(path))
+    try:
+        return read_contents(conn, names)
+    except sqlite3.DatabaseError as err:  # opening itself failed
+        return Contents(total=None, structure=f"it cannot be read as a database ({err})")
+    finally:
+        conn.close()
+
+
+def check_target(path: str | os.PathLike, overwrite: bool) -> None:
+    """Checks that a new session may be written at `path`: nothing there, or (`overwrite`) a session.
+
+    Raises:
+        InputError: a session there and not `overwrite`, or a file that is not a
+            session (never replaced).
+    """
+    kind, reason = classify(path)
+    if kind == "missing":
+        return
+    if kind == "foreign":
+        raise not_a_session(path, reason)
+    if not overwrite:
+        raise InputError(str(path), None, "a triage session exists here: pass --resume to continue it or "
+                                          "--fresh to start over")
+    if kind == "session" and not read_file(path).recognised:
+        raise InputError(str(path), None, "--fresh replaces only triage session files, and this one "
+                                          "cannot be read as one (its tables or its meta are missing or "
+                                          "unreadable): use --recover, which keeps it, or choose another "
+                                          "--session")
+
+
+def _sidecars(p: Path) -> list[Path]:
+    """SQLite's files beside a database (a rollback journal, a write-ahead log and its index)."""
+    return [p.with_name(p.name + suffix) for suffix in ("-journal", "-wal", "-shm")]
+
+
+def _sync_folder(folder: Path) -> None:
+    """Makes a rename in `folder` durable (POSIX leaves it to an fsync of the folder)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# The journal ------------------------------------------------------------------
+
 class Journal:
     """The SQLite file: `meta` (key, value) and `events` (seq, kind, alarm, truth, at).
 
     Each append is its own committed transaction with synchronous=FULL, so a
-    returned append survives a kill of the process (and of the machine).
+    returned append survives a kill of the process (and of the machine). A
+    journal holds its session's lock (`fastlbp.triage.lock`) until `close`.
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection):
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock: SessionLock | None = None):
         self.path = path
         self.conn = conn
+        self.lock = lock
 
     @classmethod
-    def create(cls, path: str | os.PathLike, meta: dict[str, str], *, overwrite: bool = False) -> Journal:
-        p = Path(path)
-        if p.exists():
-            if not overwrite:
-                raise InputError(str(p), None, "a triage session exists here: pass --resume to continue "
-                                               "it or --fresh to start over")
-            p.unlink()
-        # Build the file under a temporary name and rename it: a half-made
-        # journal is never mistaken for a session.
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp)
-        conn.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
-            " alarm TEXT, truth INTEGER, at REAL NOT NULL);")
-        conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
-        conn.commit()
-        conn.close()
-        os.replace(tmp, p)
-        return cls._connect(p)
+    def create(cls, path: str | os.PathLike, meta: dict[str, str], *, overwrite: bool = False,
+               rows: Iterable[Row] = (), lock: SessionLock | None = None) -> Journal:
+        """Writes a new journal of `meta` and `rows` at `path` (replacing a session there if `overwrite`).
 
-    @classmethod
-    def open(cls, path: str | os.PathLike) -> Journal:
+        The file is built under a temporary name and renamed into place, so a
+        half-made journal is never mistaken for a session and a session being
+        replaced stays whole until the new one is.
+
+        Raises:
+            SessionInUse: another process holds the session (when `lock` is None).
+            InputError: see `check_target`.
+            SessionWriteError: the file cannot be written; nothing was changed.
+        """
         p = Path(path)
-        if not p.is_file():
-            raise InputError(str(p), None, "no triage session to resume (start one without --resume)")
+        own = lock is None
+        lock = lock or SessionLock.acquire(p)
         try:
-            j = cls._connect(p)
-            j.meta()
-        except sqlite3.DatabaseError as err:
-            raise InputError(str(p), None, f"not a triage session file ({err})") from None
-        return j
+            check_target(p, overwrite)
+            tmp = p.with_name(p.name + ".tmp")
+            try:
+                for leftover in (tmp, *_sidecars(tmp)):
+                    leftover.unlink(missing_ok=True)
+                conn = sqlite3.connect(tmp)
+                try:
+                    conn.executescript(SCHEMA)
+                    conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+                    conn.executemany("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
+                                     [(k, a, None if t is None else int(t), at) for _, k, a, t, at in rows])
+                    conn.commit()
+                finally:
+                    conn.close()
+                # A rollback journal left by a killed writer of the file being replaced would be
+                # applied to the new file on its first read.
+                for leftover in _sidecars(p):
+                    leftover.unlink(missing_ok=True)
+                os.replace(tmp, p)
+                _sync_folder(p.parent)
+            except (sqlite3.Error, OSError) as err:
+                tmp.unlink(missing_ok=True)
+                raise SessionWriteError(p, err) from None
+            return cls._connect(p, lock)
+        except BaseException:
+            if own:
+                lock.release()
+            raise
 
     @classmethod
-    def _connect(cls, p: Path) -> Journal:
+    def open(cls, path: str | os.PathLike, *, lock: SessionLock | None = None) -> Journal:
+        """Opens the journal at `path` for appending; its tables and version are checked, not its values.
+
+        Raises:
+            SessionInUse: another process holds the session (when `lock` is None).
+            InputError: no file, not a session, a newer version, or tables that
+                are missing or unreadable (the file is left as it is).
+        """
+        p = Path(path)
+        kind, reason = classify(p)
+        if kind == "missing":
+            raise InputError(str(p), None, "no triage session to resume (start one without --resume)")
+        if kind == "foreign":
+            raise not_a_session(p, reason)
+        own = lock is None
+        lock = lock or SessionLock.acquire(p)
+        try:
+            contents = Contents(structure="the file is empty") if kind == "empty" else read_file(p)
+            if contents.version is not None and contents.version > JOURNAL_VERSION:
+                raise newer(p, contents.version)
+            if contents.structure:
+                raise damaged(p, contents.structure, contents.recognised or kind == "empty")
+            return cls._connect(p, lock)
+        except BaseException:
+            if own:
+                lock.release()
+            raise
+
+    @classmethod
+    def _connect(cls, p: Path, lock: SessionLock | None) -> Journal:
         conn = sqlite3.connect(p, isolation_level=None)
         conn.execute("PRAGMA synchronous=FULL")
-        return cls(p, conn)
+        return cls(p, conn, lock)
+
+    def read(self, names: Mapping[str, int] | None = None) -> Contents:
+        """The file's contents, checked (`read_contents`)."""
+        return read_contents(self.conn, names)
 
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
     def events(self) -> list[tuple[int, str, str | None, bool | None]]:
-        rows = self.conn.execute("SELECT seq, kind, alarm, truth FROM events ORDER BY seq")
-        return [(s, k, a, None if t is None else bool(t)) for s, k, a, t in rows]
+        """(seq, kind, alarm, truth) of every event, oldest first.
+
+        Raises:
+            InputError: an event is not as this module writes it.
+        """
+        contents = self.read()
+        if contents.events_problem:
+            raise damaged(self.path, contents.events_problem, contents.recognised)
+        return [row[:4] for row in contents.rows]
+
+    def check_writable(self) -> None:
+        """Starts an append and rolls it back, so that an unwritable file fails here, before any label.
+
+        An UPDATE that writes values back unchanged is not enough: SQLite skips
+        unchanged records and never opens its rollback journal. An insert does,
+        and it writes the journal beside the file at once, so a read-only file,
+        a read-only folder and a full disk all fail it (each checked on Linux);
+        the rollback leaves the file as it was.
+
+        Raises:
+            SessionWriteError: read-only file or folder, full disk, I/O error.
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT INTO events (kind, alarm, truth, at) VALUES ('undo', NULL, NULL, 0)")
+        except (sqlite3.Error, OSError) as err:
+            raise SessionWriteError(self.path, err) from None
+        finally:
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # a failed transaction is rolled back by SQLite itself
 
     def append(self, kind: str, alarm: str | None = None, truth: bool | None = None) -> int:
-        cur = self.conn.execute("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
-                                (kind, alarm, None if truth is None else int(truth), time.time()))
+        """Appends and commits one event; returns its seq.
+
+        Raises:
+            SessionWriteError: not written; the journal is as it was.
+        """
+        cur = self._write("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
+                          (kind, alarm, None if truth is None else int(truth), time.time()))
         return int(cur.lastrowid)
 
     def delete(self, seq: int) -> None:
-        self.conn.execute("DELETE FROM events WHERE seq = ?", (seq,))
+        self._write("DELETE FROM events WHERE seq = ?", (seq,))
+
+    def _write(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, params)
+        except (sqlite3.Error, OSError) as err:
+            try:
+                if self.conn.in_transaction:
+                    self.conn.rollback()
+            except sqlite3.Error:
+                pass  # SQLite rolls a failed autocommit statement back itself
+            raise SessionWriteError(self.path, err) from None
 
     def close(self) -> None:
+        """Closes the file and releases the session's lock (idempotent)."""
         self.conn.close()
-
+        if self.lock is not None:
+            self.lock.release()

@@ -8,7 +8,17 @@ or undo followed by its warm-started round, exactly as they happened, so the
 messages, marginals and ranking after a resume are the ones the session had
 (bit for bit on the same device). A kill at any moment therefore loses at
 most an action that was never acknowledged. A label that contradicts the
-model (probability 0) is removed from the journal again and reported.
+model (probability 0) is removed from the journal again and reported; so is
+an action the journal cannot store (a full disk): it is not applied.
+
+A resume trusts nothing in the file it did not write: every stored value is
+checked (`fastlbp.triage.journal.read_contents`, `stored_settings`), a
+damaged file is reported and left as it is (`recover=True` starts a new
+session from its valid events, keeping it as a backup), and a custom order is
+stored as its text, never as a path to open again. The replay is total:
+events no single session writes (two processes appending to one file did:
+an undo with nothing to undo, a label of a labelled alarm) are skipped with
+a note instead of failing the resume.
 
     t = Triage.open(model, "race.triage.db", graph_path="race.json", settings=Settings())
     t.current               # variable index of the alarm on top (or jumped to)
@@ -19,20 +29,42 @@ model (probability 0) is removed from the journal again and reported.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import ContradictoryEvidence, InputError
+from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
 from fastlbp.session import Session
 from fastlbp.settings import Settings
 from fastlbp.triage.explain import Explanation, clause_index, explain
-from fastlbp.triage.journal import JOURNAL_VERSION, Journal, fingerprint
+from fastlbp.triage.journal import (
+    Contents,
+    Journal,
+    SessionWriteError,
+    backup_path,
+    check_target,
+    classify,
+    damaged,
+    not_a_session,
+    read_file,
+)
+from fastlbp.triage.lock import SessionLock
+from fastlbp.triage.stored import (
+    CUSTOM_ORDER,
+    check_identity,
+    custom_order,
+    meta_problem,
+    new_meta,
+    stored_meta,
+    stored_settings,
+)
+
+__all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +89,19 @@ class Outcome:
 class Triage:
     """A triage session over one model: labels, skips, focus, and the journal that makes them durable."""
 
-    def __init__(self, model: Model, journal: Journal, settings: Settings):
+    def __init__(self, model: Model, journal: Journal | None, settings: Settings, *,
+                 order: str | None = None, order_source: str | None = None):
+        """A session on `model` writing to `journal` (None until `open` has made it).
+
+        Args:
+            settings: the inference settings; with a custom order, its schedule is
+                `CUSTOM_ORDER[:OPTIONS]` and `order` holds the order's text.
+            order_source: the name errors in the order are reported under.
+        """
         self.model = model
         self.journal = journal
         self.settings = settings
-        self.session = Session(model, settings)
+        self.session = _session(model, settings, order, order_source)
         self.alarms = alarm_vars(model)  # (A,) int64
         self.alarm_set = set(self.alarms.tolist())
         self.order: list[tuple[int, int]] = []  # (journal seq, var) of labels, oldest first
@@ -71,54 +111,148 @@ class Triage:
         self._history: list[tuple[str, int, int]] = []  # (kind, seq, var): what undo reverts
         self._ranking: np.ndarray = np.zeros(0, np.int64)
         self._clauses_by_head: dict[int, np.ndarray] | None = None
-        self.replay_notes: list[str] = []  # labels the journal held that turned out contradictory
+        self.replay_notes: list[str] = []  # events of the journal that were not applied, and why
 
     # Opening --------------------------------------------------------------
     @classmethod
     def open(cls, model: Model, path: str | os.PathLike, *, graph_path: str | None = None,
-             resume: bool = False, overwrite: bool = False, settings: Settings | None = None) -> Triage:
-        """Starts a new session in `path` or (resume=True) restores the one there.
+             resume: bool = False, overwrite: bool = False, recover: bool = False,
+             settings: Settings | None = None) -> Triage:
+        """Starts a new session in `path`, or restores (resume) or recovers (recover) the one there.
 
-        The inference settings (`Settings.inference()`: schedule, precision,
-        tol, max_iters, damping, backend) are stored in the journal; a resumed
-        session runs with the stored ones, so its rounds repeat exactly. A
-        journal written before the backend was stored resumes with the default
-        backend. Loading settings (cycles, compress) always come from
-        `settings`: they shaped `model` before it got here.
+        The session's file is locked for as long as the returned `Triage` is
+        open (`close`): another process, or another `open` in this one, is
+        refused. The inference settings (`Settings.inference()`: schedule,
+        precision, tol, max_iters, damping, backend) are stored in the journal,
+        a custom order as its text; a resumed session runs with the stored
+        ones, so its rounds repeat exactly. A journal written before the backend
+        was stored resumes with the default backend. Loading settings (cycles,
+        compress) always come from `settings`: they shaped `model` before it
+        got here.
+
+        Args:
+            overwrite: replace a session at `path` (never a file that is not one).
+            recover: start a new session at `path` from the valid events of the
+                damaged one there (its settings if valid, else `settings`); the
+                damaged file is kept as `journal.backup_path(path)`. An intact
+                session is simply resumed.
 
         Raises:
             InputError: no session to resume, a session already there (and not
-                `overwrite`), a journal made for another graph, or stored
-                settings that are not valid.
+                `overwrite`), a file that is not a session, a journal made for
+                another graph or by a newer version, a damaged journal (the file
+                is left as it is), or a file that cannot be written
+                (`SessionWriteError`); `SessionInUse` when another holds it.
+            ValueError: `recover` with `resume` or `overwrite`.
         """
+        if recover and (resume or overwrite):
+            raise ValueError("recover excludes resume and overwrite")
         settings = settings or Settings()
-        fp = fingerprint(model)
-        if resume:
-            journal = Journal.open(path)
-            meta = journal.meta()
-            if meta.get("fingerprint") != fp:
-                journal.close()
-                raise InputError(str(path), None, f"this session was made for another graph "
-                                                  f"({meta.get('graph', '?')})")
-            try:
-                settings = stored_settings(json.loads(meta["settings"]), settings)
-            except (KeyError, TypeError, ValueError) as err:
-                journal.close()
-                raise InputError(str(path), None, f"the session's stored settings are not valid "
-                                                  f"({err})") from None
-        else:
-            journal = Journal.create(path, {
-                "version": str(JOURNAL_VERSION), "fingerprint": fp,
-                "graph": str(Path(graph_path).resolve()) if graph_path else str(model.source),
-                "settings": json.dumps(settings.inference()), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-            }, overwrite=overwrite)
-        t = cls(model, journal, settings)
+        path = Path(path)
+        lock = SessionLock.acquire(path)
+        try:
+            if resume:
+                return cls._resume(model, path, lock, settings)
+            if recover:
+                return cls._recover(model, path, lock, settings, graph_path)
+            return cls._create(model, path, lock, settings, graph_path, overwrite)
+        except BaseException:
+            lock.release()  # each opener closes what it opened itself
+            raise
+
+    @classmethod
+    def _create(cls, model: Model, path: Path, lock: SessionLock, settings: Settings,
+                graph_path: str | None, overwrite: bool) -> Triage:
+        check_target(path, overwrite)  # before the first round, so that a refusal is quick
+        stored, order, order_file = custom_order(settings)
+        meta = new_meta(model, graph_path, stored, order, order_file)
+        t = cls(model, None, stored, order=order, order_source=order_file)
         t._first_round()
-        t.replay_notes = t.replay()
+        # Written only now: a session that cannot start leaves the one it would replace alone.
+        t.journal = Journal.create(path, meta, overwrite=overwrite, lock=lock)
+        return t
+
+    @classmethod
+    def _resume(cls, model: Model, path: Path, lock: SessionLock, settings: Settings) -> Triage:
+        journal = Journal.open(path, lock=lock)
+        try:
+            contents = journal.read(model.index)
+            check_identity(path, contents, model)
+            problem = contents.meta_problem or meta_problem(contents.meta)
+            if problem is None:
+                try:
+                    stored, order = stored_meta(contents.meta, settings)
+                except SettingsError as err:
+                    problem = f"the stored settings are not valid ({err})"
+            problem = problem or contents.events_problem
+            if problem:
+                raise damaged(path, problem, contents.recognised)
+            journal.check_writable()
+            t = cls(model, journal, stored, order=order, order_source=f"{path}: its stored custom order")
+            t._first_round()
+            t.replay_notes = t.replay(contents.rows)
+            return t
+        except BaseException:
+            journal.lock = None  # `open` releases it
+            journal.close()
+            raise
+
+    @classmethod
+    def _recover(cls, model: Model, path: Path, lock: SessionLock, settings: Settings,
+                 graph_path: str | None) -> Triage:
+        kind, reason = classify(path)
+        if kind == "missing":
+            raise InputError(str(path), None, "no triage session to recover")
+        if kind == "foreign":
+            raise not_a_session(path, reason)
+        if kind == "empty":
+            contents = Contents(structure="the file is empty", recognised=True)
+        else:
+            contents = read_file(path, model.index)
+        check_identity(path, contents, model)
+        notes = []
+        problem = contents.problem or meta_problem(contents.meta)
+        try:
+            stored, order = stored_meta(contents.meta, settings)
+            order_file = contents.meta.get("order_file")
+            source = f"{path}: its stored custom order"
+        except SettingsError as err:
+            problem = problem or f"the stored settings are not valid ({err})"
+            notes.append(f"the stored settings cannot be used ({err}); the new session runs with this "
+                         f"command's settings")
+            stored, order, order_file = custom_order(settings)
+            source = order_file
+        if problem is None:
+            t = cls._resume(model, path, lock, settings)
+            t.replay_notes.insert(0, f"nothing to recover: {path} is intact (resumed)")
+            return t
+        t = cls(model, None, stored, order=order, order_source=source)
+        t._first_round()
+        backup = backup_path(path)
+        meta = new_meta(model, graph_path or contents.meta.get("graph"), stored, order, order_file)
+        meta["recovered_from"] = str(backup)
+        moved = _move_aside(path, backup)
+        try:
+            t.journal = Journal.create(path, meta, rows=contents.rows, lock=lock)
+        except BaseException:
+            for src, dst in reversed(moved):
+                os.rename(dst, src)
+            raise
+        total = "?" if contents.total is None else contents.total
+        notes.append(f"recovered {len(contents.rows)} of {total} events from {path} ({problem}); the "
+                     f"damaged file is kept as {backup}")
+        try:
+            t.replay_notes = notes + t.replay(contents.rows)
+        except BaseException:
+            t.journal.lock = None  # `open` releases it
+            t.close()
+            raise
         return t
 
     def close(self) -> None:
-        self.journal.close()
+        """Closes the journal and releases the session's lock (idempotent)."""
+        if self.journal is not None:
+            self.journal.close()
 
     # State ----------------------------------------------------------------
     @property
@@ -160,13 +294,26 @@ class Triage:
         self.rounds.append(info)
         return info
 
-    def replay(self) -> list[str]:
-        """Re-applies the journal's events (after the cold round); returns notes for the user."""
+    def replay(self, rows) -> list[str]:
+        """Re-applies the journal's events (after the cold round); returns notes for the user.
+
+        Total: every journal `read_contents` accepts replays. Events a single
+        session never writes (an undo with nothing to undo, a label, skip or
+        jump of an alarm that is labelled) are skipped with a note; a label or
+        undo the model refuses is noted and left in the file (a resume never
+        writes to it).
+
+        Args:
+            rows: (seq, kind, alarm, truth, ...) events as `Contents.rows` holds them,
+                every alarm a variable of the model.
+        """
         notes = []
-        for seq, kind, alarm, truth in self.journal.events():
-            var = self.model.index.get(alarm) if alarm is not None else None
-            if kind == "label":
-                out = self._apply_label(seq, var, truth)
+        for seq, kind, alarm, truth, *_ in rows:
+            var = None if alarm is None else self.model.index[alarm]
+            if var is not None and var in self.labels:
+                notes.append(f"skipped event {seq}: {kind} of {alarm}, which is labelled already")
+            elif kind == "label":
+                out = self._apply_label(seq, var, truth, replaying=True)
                 if not out.accepted:
                     notes.append(out.message)
             elif kind == "skip":
@@ -175,8 +322,12 @@ class Triage:
                 self.focus = None
             elif kind == "jump":
                 self.focus = var
-            elif kind == "undo":
-                self._apply_undo()
+            elif not self._history:
+                notes.append(f"skipped event {seq}: an undo with nothing to undo")
+            else:
+                out = self._apply_undo(seq, replaying=True)
+                if not out.accepted:
+                    notes.append(out.message)
         return notes
 
     # Actions --------------------------------------------------------------
@@ -187,18 +338,21 @@ class Triage:
             return Outcome(False, "no alarm left to label")
         if var in self.labels:
             return Outcome(False, f"{self.model.var_names[var]} is labelled already (undo first)")
-        seq = self.journal.append("label", self.model.var_names[var], truth)
+        try:
+            seq = self.journal.append("label", self.model.var_names[var], truth)
+        except SessionWriteError as err:
+            return _not_saved("label", err)
         return self._apply_label(seq, var, truth)
 
-    def _apply_label(self, seq: int, var: int, truth: bool) -> Outcome:
+    def _apply_label(self, seq: int, var: int, truth: bool, replaying: bool = False) -> Outcome:
         name = self.model.var_names[var]
         self.session.label(var, truth)
         try:
             info = self._round()
         except ContradictoryEvidence as err:
             self.session.unlabel(var)
-            self.journal.delete(seq)
-            return Outcome(False, f"refused {name} = {'true' if truth else 'false'}: {err}")
+            message = f"refused {name} = {'true' if truth else 'false'}: {err}"
+            return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
         self.order.append((seq, var))
         self._history.append(("label", seq, var))
         self.skipped = [(s, v) for s, v in self.skipped if v != var]
@@ -212,7 +366,10 @@ class Triage:
         open_count = len(self._ranking)
         if len({v for _, v in self.skipped} | {var}) >= open_count:
             return Outcome(False, "every open alarm is skipped already; label one or undo a skip")
-        seq = self.journal.append("skip", self.model.var_names[var])
+        try:
+            seq = self.journal.append("skip", self.model.var_names[var])
+        except SessionWriteError as err:
+            return _not_saved("skip", err)
         self.skipped.append((seq, var))
         self._history.append(("skip", seq, var))
         self.focus = None
@@ -222,20 +379,44 @@ class Triage:
         """Reverts the last label (with a warm round) or skip."""
         if not self._history:
             return Outcome(False, "nothing to undo")
-        self.journal.append("undo")
-        return self._apply_undo()
+        try:
+            seq = self.journal.append("undo")
+        except SessionWriteError as err:
+            return _not_saved("undo", err)
+        return self._apply_undo(seq)
 
-    def _apply_undo(self) -> Outcome:
-        kind, seq, var = self._history.pop()
+    def _apply_undo(self, seq: int, replaying: bool = False) -> Outcome:
+        entry = self._history.pop()
+        kind, done, var = entry
         name = self.model.var_names[var]
+        focus = self.focus
         self.focus = None
         if kind == "skip":
-            self.skipped = [(s, v) for s, v in self.skipped if s != seq]
+            self.skipped = [(s, v) for s, v in self.skipped if s != done]
             return Outcome(True, f"undid skip of {name}")
-        self.order = [(s, v) for s, v in self.order if s != seq]
+        truth, order = self.labels[var], self.order
+        self.order = [(s, v) for s, v in self.order if s != done]
         self.session.unlabel(var)
-        info = self._round()
+        try:
+            info = self._round()
+        except ContradictoryEvidence as err:
+            # Removing evidence cannot make it contradictory; should the round say so anyway,
+            # the undo is refused like a label, and the session stays as it was.
+            self.session.label(var, truth)
+            self.order, self.focus = order, focus
+            self._history.append(entry)
+            message = f"refused undo of {name}: {err}"
+            return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
         return Outcome(True, f"undid label of {name}", info)
+
+    def _unjournal(self, seq: int) -> str:
+        """Deletes a refused action's event; a note for the user if it cannot."""
+        try:
+            self.journal.delete(seq)
+        except SessionWriteError as err:
+            return f" (it stays in the session file, which cannot be written: {err.message}; a resume " \
+                   f"refuses it again)"
+        return ""
 
     def find(self, query: str) -> int | None:
         """An alarm by exact name, or by its 1-based rank among open alarms."""
@@ -254,7 +435,10 @@ class Triage:
             return Outcome(False, f"no alarm {query!r}{hint}")
         if var in self.labels:
             return Outcome(False, f"{self.model.var_names[var]} is labelled already (undo first)")
-        self.journal.append("jump", self.model.var_names[var])
+        try:
+            self.journal.append("jump", self.model.var_names[var])
+        except SessionWriteError as err:
+            return _not_saved("jump", err)
         self.focus = var
         return Outcome(True, f"now at {self.model.var_names[var]}")
 
@@ -286,23 +470,45 @@ class Triage:
         }
 
 
-def stored_settings(stored: dict, settings: Settings) -> Settings:
-    """The `Settings` a resumed session runs with: the journal's inference options over `settings`.
+def _not_saved(what: str, err: SessionWriteError) -> Outcome:
+    return Outcome(False, f"the {what} was not saved, so it is not applied: {err.message}; the session is "
+                          f"as it was (try again, or quit)")
 
-    Args:
-        stored: the journal's settings JSON, a `Settings.inference()` dict; one
-            written before the backend was stored has no "backend" key.
-        settings: the caller's settings; only their loading options (cycles,
-            compress) are kept.
+
+def _session(model: Model, settings: Settings, order: str | None, source: str | None) -> Session:
+    """The `Session` of `settings`; a custom order runs from a private copy of its stored text."""
+    if order is None:
+        return Session(model, settings)
+    options = settings.schedule.strip()[len(CUSTOM_ORDER):]
+    # The engines read an order from a file: hand them a copy this process wrote (read once,
+    # while the runner is built), never a path from the session file.
+    with tempfile.TemporaryDirectory(prefix="fastlbp-order-") as folder:
+        copy = Path(folder) / "order"
+        copy.write_text(order, encoding="utf-8")
+        try:
+            return Session(model, settings.replace(schedule=f"{copy}{options}"))
+        except InputError as err:
+            if err.path != str(copy) and err.path is not None:
+                raise
+            raise InputError(source, err.line, err.message, err.location) from None
+
+
+def _move_aside(path: Path, backup: Path) -> list[tuple[Path, Path]]:
+    """Renames a damaged session (and SQLite's files beside it) to `backup`; returns the moves.
 
     Raises:
-        SettingsError: a stored value is not valid (`Settings` checks it).
-        TypeError: `stored` is not a dict.
+        SessionWriteError: a rename failed (the ones done are undone).
     """
-    # Keys other than the inference options (a journal of an older Python caller could hold any
-    # keyword it was given) never reached the session before either: they stay ignored.
-    if not isinstance(stored, dict):
-        raise TypeError(f"expected a JSON object, got {type(stored).__name__}")
-    inference = Settings().inference()
-    kept = {k: v for k, v in stored.items() if k in inference}
-    return Settings(**{**inference, **kept, "cycles": settings.cycles, "compress": settings.compress})
+    moved = []
+    try:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            src = path.with_name(path.name + suffix)
+            if src.exists():
+                dst = backup.with_name(backup.name + suffix)
+                os.rename(src, dst)
+                moved.append((src, dst))
+    except OSError as err:
+        for src, dst in reversed(moved):
+            os.rename(dst, src)
+        raise SessionWriteError(path, err) from None
+    return moved
