@@ -38,6 +38,10 @@ class ContradictoryEvidence(ValueError):
         super().__init__(f"contradictory labels (joint probability 0): {shown}")
 
 
+class InferenceError(RuntimeError):
+    """Inference failed for a reason other than the input (a numerical failure)."""
+
+
 class SettingsError(ValueError):
     """An option value out of range or unknown (a backend, a precision, ...)."""
 

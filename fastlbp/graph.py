@@ -188,6 +188,11 @@ def from_arrays(
         bad = np.flatnonzero(~((p >= 0.0) & (p <= 1.0)))
         if bad.size:
             raise GraphError(f"factor {bad[0]}: {name} = {p[bad[0]]} is not a probability in [0, 1]")
+    # A subnormal probability (5e-321) reads as 0 on devices that flush subnormals (XLA on CPUs and
+    # GPUs): a hard zero the model does not have. The smallest normal float64 keeps it soft.
+    tiny = np.finfo(np.float64).tiny
+    p1 = np.where((p1 > 0) & (p1 < tiny), tiny, p1)
+    p2 = np.where((p2 > 0) & (p2 < tiny), tiny, p2)
     largest = max(int(head.max()), int(body.max()) if body.size else -1)
     if num_vars is None:
         num_vars = largest + 1

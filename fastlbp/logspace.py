@@ -69,14 +69,18 @@ def floor_term(term, x):
 
 
 def soft_cast(p, dtype):
-    """Probabilities (float64) in `dtype`, a positive one never rounded to 0 (kept at the smallest normal).
+    """Probabilities (float64) in `dtype`, a positive one kept at `term_floor` or above.
 
-    float32 flushes 5e-321 (or 1 - p for p = 1 - 1e-10, taken from the float64
-    value) to 0, a hard parameter the model does not have.
+    float32 rounds 5e-321 (or 1 - p for p = 1 - 1e-10, taken from the float64
+    value) to 0, a hard parameter the model does not have; and a parameter
+    below `term_floor` times a probability of the message equations can fall
+    into the subnormals, which GPUs flush to 0. So probabilities below 2^-970
+    (2^-102 in float32) count as that much: soft, and as small as the
+    precision carries through the equations.
     """
     out = p.astype(dtype)
-    tiny = jnp.full_like(out, jnp.finfo(dtype).tiny)
-    return jnp.where((p > 0) & (out == 0), tiny, out)
+    least = jnp.full_like(out, term_floor(dtype))
+    return jnp.where((p > 0) & (out < least), least, out)
 
 
 def finite_part(x):

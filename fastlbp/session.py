@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import engines
+from fastlbp import constraints, engines
 from fastlbp.engines.loop import Controls, controls, init
-from fastlbp.errors import ContradictoryEvidence, SettingsError
+from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.graph import label_codes
 from fastlbp.model import Model
 from fastlbp.settings import Settings, settings_from
@@ -123,8 +123,11 @@ class Session:
         """Runs one round to convergence, warm-started from the last messages.
 
         Raises:
-            ContradictoryEvidence: the labels have probability 0; names a
+            ContradictoryEvidence: the labels have probability 0 (proved by
+                the model's hard constraints, `fastlbp.constraints`); names a
                 minimal conflicting subset. Messages are left unchanged.
+            InferenceError: LBP met a conflict the hard constraints do not
+                imply (a numerical failure); the labels are kept.
         """
         start = time.perf_counter()
         msgs = self.messages if warm else init(self.graph, self.dtype)
@@ -135,7 +138,7 @@ class Session:
             (result.conflict, result.log_odds, result.marginals, result.iterations, result.converged,
              result.delta))
         if bool(conflict):
-            raise ContradictoryEvidence(self._conflicting_labels())
+            raise self._conflict_error()
         self.messages = result.messages
         seconds = time.perf_counter() - start
         self.last = Round(
@@ -144,19 +147,17 @@ class Session:
         )
         return self.last
 
-    def _conflicts(self, labels: dict[int, bool]) -> bool:
-        result = self._call(init(self.graph, self.dtype), labels)
-        return bool(result.conflict)
+    def _conflict_error(self) -> Exception:
+        """What LBP's conflict means: contradictory labels when the hard constraints prove it.
 
-    def _conflicting_labels(self) -> dict[str, bool]:
-        """Deletion filter: drop every label whose removal keeps the conflict."""
-        labels = dict(self.labels)
-        if len(labels) <= 64:
-            for v in list(labels):
-                trial = {k: t for k, t in labels.items() if k != v}
-                if trial and self._conflicts(trial):
-                    labels = trial
-        return {self.model.var_names[v]: t for v, t in labels.items()}
+        Decided from the model's hard structure, never from the messages, so a
+        label of positive probability is never refused.
+        """
+        core = constraints.conflicting_labels(self.model.graph, self.labels)
+        if core is None:
+            return InferenceError("LBP met contradictory messages that the model's hard constraints do not "
+                                  "imply (a numerical failure, please report it); the labels are kept")
+        return ContradictoryEvidence({self.model.var_names[v]: t for v, t in core.items()})
 
     def marginals(self) -> dict[str, float]:
         """{variable name: P(=1)} from the last round (runs one if none yet)."""
