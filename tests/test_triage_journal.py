@@ -1,7 +1,10 @@
 """The triage journal (`fastlbp.triage.journal`): refusals, the stored settings, the fingerprint,
 and that a session file written in the format of earlier releases still resumes exactly."""
 
+import contextlib
 import json
+import random
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -212,3 +215,45 @@ def test_a_session_that_cannot_be_written_is_an_error_before_the_first_label(tmp
         with pytest.raises(InputError, match="cannot write the session"):
             Triage.open(demo_model(), path, settings=FAST, **kw)
         assert path.read_bytes() == before
+
+
+VALUES = [None, 0, 1, 2, -1, 1.5, float("nan"), "", "x", "false", "true", "label", "undo", "skip", "jump",
+          b"\x00", "1", "2", "99", '{"schedule": "/dev/zero"}', "[1]", "race(1)"]
+
+
+def test_random_tampering_is_an_error_or_resumes_and_always_recovers(tmp_path):
+    base = made_session(tmp_path, "base.db")
+    model = demo_model()
+    rng = random.Random(0)
+    outcomes = []
+    for i in range(24):
+        path = tmp_path / f"f{i}.db"
+        shutil.copy(base, path)
+        conn = sqlite3.connect(path)
+        for _ in range(rng.randint(1, 3)):
+            r = rng.random()
+            with contextlib.suppress(sqlite3.Error):
+                if r < 0.5:
+                    col = rng.choice(["seq", "kind", "alarm", "truth", "at"])
+                    conn.execute(f"UPDATE events SET {col} = ? WHERE seq = ?",
+                                 (rng.choice(VALUES), rng.randint(1, 4)))
+                elif r < 0.8:
+                    key = rng.choice(["version", "fingerprint", "graph", "settings", "created", "order"])
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, rng.choice(VALUES)))
+                else:
+                    conn.execute("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, 1.0)",
+                                 (rng.choice(["undo", "label", "skip", "jump"]),
+                                  rng.choice([None, *model.var_names[:12]]), rng.choice([None, 0, 1])))
+        conn.commit()
+        conn.close()
+        try:
+            Triage.open(model, path, resume=True, settings=FAST).close()
+            outcomes.append("resumed")
+        except InputError as err:
+            assert str(err).startswith(f"{path}: ")
+            outcomes.append("refused")
+        try:
+            Triage.open(model, path, recover=True, settings=FAST).close()
+        except InputError as err:  # only what no recovery can mend
+            assert "newer fastlbp" in str(err) or "another graph" in str(err), err
+    assert set(outcomes) == {"resumed", "refused"}

@@ -222,6 +222,31 @@ def test_an_action_that_cannot_be_saved_is_not_applied(tmp_path):
     r.close()
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_resume_is_exact_when_writes_fail(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    make = hand_model if seed == 0 else demo_model  # hand_model has a label the model refuses
+    t = Triage.open(make(), tmp_path / "s.db", settings=FAST)
+    real = t.journal.conn
+    for _ in range(15):
+        t.journal.conn = FailingConnection(real) if rng.random() < 0.25 else real
+        action = rng.choice(["t", "f", "skip", "undo", "undo", "jump"])
+        if action in ("t", "f"):
+            t.label(action == "t", None if rng.random() < 0.6 else int(rng.choice(t.alarms)))
+        elif action == "skip":
+            t.skip()
+        elif action == "undo":
+            t.undo()
+        else:
+            t.jump(str(rng.integers(1, 5)))
+    t.journal.conn = real
+    before = state(t)
+    t.close()
+    r = Triage.open(make(), tmp_path / "s.db", resume=True, settings=FAST)
+    assert state(r) == before and r.replay_notes == []
+    r.close()
+
+
 # --recover and --fresh on damaged sessions --------------------------------------------------
 
 def labelled_names(t):

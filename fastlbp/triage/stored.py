@@ -27,6 +27,7 @@ from fastlbp.triage.journal import JOURNAL_VERSION, Contents, fingerprint, newer
 # The stored schedule of a session with a custom order: this name, then the spec's options
 # (e.g. "custom-order:chunked"); the order's text is the meta entry "order".
 CUSTOM_ORDER = "custom-order"
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 # The options every journal stores; "backend" came later (a journal without it: the default).
@@ -125,7 +126,8 @@ def check_identity(path: Path, contents: Contents, model: Model) -> None:
     if contents.version is not None and contents.version > JOURNAL_VERSION:
         raise newer(path, contents.version)
     stored = contents.meta.get("fingerprint")
-    if stored is not None and stored != fingerprint(model):
+    # One that is not a sha256 at all is damage (`meta_problem`), not another graph's.
+    if stored is not None and SHA256.fullmatch(stored) and stored != fingerprint(model):
         raise InputError(str(path), None, f"this session was made for another graph "
                                           f"({contents.meta.get('graph', '?')})")
 
@@ -135,7 +137,7 @@ def meta_problem(meta: dict[str, str]) -> str | None:
     for key in ("fingerprint", "graph", "settings", "created"):
         if key not in meta:
             return f"its meta has no {key}"
-    if not re.fullmatch(r"[0-9a-f]{64}", meta["fingerprint"]):
+    if not SHA256.fullmatch(meta["fingerprint"]):
         return f"its fingerprint {meta['fingerprint'][:80]!r} is not a sha256"
     return None
 
