@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from fastlbp import kernels
+from fastlbp import kernels, logspace
 from fastlbp.graph import FactorGraph
 
 
@@ -45,7 +45,7 @@ class RunResult:
         marginals: (V,) P(x=1).
         iterations: () int32, iterations run.
         converged: () bool, largest marginal change < tol at the end.
-        delta: () largest marginal change in the last iteration.
+        delta: () largest marginal change in the last iteration (`logspace.log_odds_change`).
         conflict: () bool, contradictory evidence (some marginal is NaN).
     """
 
@@ -118,7 +118,10 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
     """Runs `sweep` to convergence on the device: the loop every engine but the fused one uses.
 
     A round stops when the largest change of any marginal is below `tol`, at
-    `max_iters`, or when some marginal is NaN (contradictory evidence). Each
+    `max_iters`, or when some marginal is NaN (contradictory evidence). The
+    change is measured on log-odds, relative to their size
+    (`logspace.log_odds_change`), so a round cannot stop while evidence still
+    moves a tiny marginal by orders of magnitude. Each
     while-loop trip runs `unroll` sweeps; a sweep after the stop leaves the
     state unchanged, so results do not depend on `unroll`. Must be called
     inside jit.
@@ -139,16 +142,15 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
     max_iters = ctl.max_iters
     evidence = evidence.astype(dtype)
     agg0 = kernels.var_aggregates(graph, sums, messages, evidence)
-    p0 = jax.nn.sigmoid(kernels.combine(agg0))
+    lo0 = kernels.combine(agg0)
 
     def one(state):
-        msgs, agg, p, it, _, _ = state
+        msgs, agg, lo, it, _, _ = state
         new = damp(sweep(graph, layout, msgs, agg, evidence, it), msgs, damping)
         agg_new = kernels.var_aggregates(graph, sums, new, evidence)
-        p_new = jax.nn.sigmoid(kernels.combine(agg_new))
-        conflict = jnp.any(jnp.isnan(p_new))
-        delta = jnp.max(jnp.abs(p_new - p), initial=0.0)
-        return new, agg_new, p_new, it + 1, delta, conflict
+        lo_new = kernels.combine(agg_new)
+        change, bad = logspace.log_odds_change(lo_new, lo)
+        return new, agg_new, lo_new, it + 1, jnp.max(change, initial=0.0), jnp.any(bad)
 
     def active(state):
         _, _, _, it, delta, conflict = state
@@ -164,10 +166,10 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
                 state = jax.tree_util.tree_map(lambda a, b, go=go: jnp.where(go, a, b), new, state)
         return state
 
-    state = (messages, agg0, p0, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype),
-             jnp.any(jnp.isnan(p0)))
-    msgs, agg, p, it, delta, conflict = jax.lax.while_loop(active, body, state)
-    return RunResult(messages=msgs, log_odds=kernels.combine(agg), marginals=p, iterations=it,
+    state = (messages, agg0, lo0, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype),
+             jnp.any(jnp.isnan(lo0)))
+    msgs, agg, lo, it, delta, conflict = jax.lax.while_loop(active, body, state)
+    return RunResult(messages=msgs, log_odds=lo, marginals=jax.nn.sigmoid(lo), iterations=it,
                      converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
 
 

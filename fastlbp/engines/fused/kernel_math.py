@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fastlbp.logspace import floor_term, log_sigmoid, messages_from_rho, quotient, signed, terms_and_rho
+from fastlbp.logspace import floor_term, log_sigmoid, messages_from_rho, signed, terms_and_rho
 
 
 def var_to_factor(m, fin, cnt):
@@ -98,22 +98,15 @@ def var_totals(fin, pos, neg, ev):
         ev: (r,) evidence log-odds.
 
     Returns:
-        (finite sum with evidence, packed counts `pos + 4 neg` (each at most 2), P(x=1)).
+        (finite sum with evidence, packed counts `pos + 4 neg` (each at most 2), the marginal's
+        log-odds).
     """
     fin = fin + jnp.where(jnp.isfinite(ev), ev, jnp.zeros_like(ev))
     pos = pos + (ev == jnp.inf).astype(jnp.int32)
     neg = neg + (ev == -jnp.inf).astype(jnp.int32)
     lo = signed(pos > 0, neg > 0, fin)
-    t = jnp.exp(-jnp.abs(lo))  # in [0, 1]: no huge divisor, and `quotient` keeps 0 undivided
-    p = quotient(jnp.where(lo >= 0, jnp.ones_like(t), t), 1 + t)
     cnt = jnp.minimum(pos, 2) + 4 * jnp.minimum(neg, 2)
-    return fin, cnt, p
-
-
-def marginal_change(p, p_old):
-    """(|p - p_old| (0 where either is NaN), whether p is NaN: a conflict); (r,) each."""
-    bad = jnp.isnan(p) | jnp.isnan(p_old)
-    return jnp.where(bad, jnp.zeros_like(p), jnp.abs(p - p_old)), jnp.isnan(p)
+    return fin, cnt, lo
 
 
 def count_bits(count, dtype):
@@ -131,4 +124,4 @@ def count_of(bits):
 
 
 __all__ = ["var_to_factor", "body_terms", "body_terms_and_rho", "new_messages", "damped", "row_params",
-           "var_totals", "marginal_change", "count_bits", "count_of"]
+           "var_totals", "count_bits", "count_of"]

@@ -107,7 +107,7 @@ def run_loop(graph: FactorGraph, layout: FusedLayout, messages: jax.Array, evide
     lo = signed(pos, neg, fin[k])
     delta = last_delta(control, last)
     conflict = control.ctl[BAD + last] > 0
-    return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=p[k],
+    return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=jax.nn.sigmoid(lo),
                      iterations=control.ctl[IT + last], converged=(delta < control.limits[0]) & ~conflict,
                      delta=delta, conflict=conflict)
 

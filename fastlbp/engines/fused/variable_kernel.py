@@ -2,7 +2,7 @@
 
 It sums each variable's incoming messages (gathered through the variable
 side's slots, `layout.FusedLayout`) and its evidence into the totals the next
-factor kernel reads, forms the marginal and folds the largest change of any
+factor kernel reads, forms the marginal (as log-odds) and folds the largest change of any
 marginal into the sweep's control cells (the convergence test). A variable
 row wider than a tile is cut into chunks; the last of a row's chunks to
 finish (an atomic count per row, `Control.done`) totals the row, so no second
@@ -18,10 +18,11 @@ import jax
 import jax.numpy as jnp
 
 from fastlbp.engines.fused.control import Control, report_change, sweep_control
-from fastlbp.engines.fused.kernel_math import count_bits, marginal_change, var_totals
+from fastlbp.engines.fused.kernel_math import count_bits, var_totals
 from fastlbp.engines.fused.layout import FusedLayout
 from fastlbp.engines.fused.lowering import bound, quiet_triton_dialect_lookup
 from fastlbp.engines.fused.tuning import NUM_WARPS
+from fastlbp.logspace import log_odds_change
 
 
 def _var_kernel(widths, tile, maxc, barrier, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, first_ref, count_ref,
@@ -56,17 +57,17 @@ def _var_kernel(widths, tile, maxc, barrier, cls_ref, r0_ref, vs_ref, m_ref, ev_
 
         def branch():
             rows = pl.ds(row0, r)
-            f, c, p = var_totals(jnp.sum(fin.reshape(r, w), axis=1),
+            f, c, lo = var_totals(jnp.sum(fin.reshape(r, w), axis=1),
                                  jnp.sum(pos.reshape(r, w), axis=1, dtype=jnp.int32),
                                  jnp.sum(neg.reshape(r, w), axis=1, dtype=jnp.int32), ev_ref[rows])
-            d, bad = marginal_change(p, p_ref[rows])
+            d, bad = log_odds_change(lo, p_ref[rows])
 
             @pl.when(run)
             def _():
                 two = 2 * (row0 + jax.lax.broadcasted_iota(jnp.int32, (r,), 0))
                 tot_ref[two] = f
                 tot_ref[two + 1] = count_bits(c, f.dtype)
-                p_ref[rows] = p
+                p_ref[rows] = lo
                 report_change(plgpu, ctl_ref, dlt_ref, par, pid, go, jnp.max(d),
                               jnp.max(bad.astype(jnp.int32)))
 
@@ -106,14 +107,14 @@ def _wide_var_total(plgpu, maxc, row, first_ref, count_ref, pf_ref, pp_ref, pn_r
         x = plgpu.load(ref.at[win], volatile=True)  # written by other programs of this kernel
         return jnp.sum(jnp.where(mine, x, jnp.zeros_like(x)), dtype=x.dtype)
 
-    f, c, p = var_totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
-    d, bad = marginal_change(p, p_ref[row])
+    f, c, lo = var_totals(total(pf_ref), total(pp_ref), total(pn_ref), ev_ref[row])
+    d, bad = log_odds_change(lo, p_ref[row])
 
     @pl.when(run)
     def _():
         tot_ref[2 * row] = f
         tot_ref[2 * row + 1] = count_bits(c, f.dtype)
-        p_ref[row] = p
+        p_ref[row] = lo
         report_change(plgpu, ctl_ref, dlt_ref, par, row, go, d, bad.astype(jnp.int32))
 
 
@@ -127,7 +128,7 @@ def var_pass(layout: FusedLayout, messages, evidence_k, totals, p, control: Cont
         messages: (S,) slot order.
         evidence_k: (Vk,) evidence log-odds by kernel variable.
         totals (2 Vk,), p (Vk,): the last totals (each variable's finite sum, then its counts
-            of +inf and -inf messages, `pos + 4 neg`, each at most 2) and marginals, in place.
+            of +inf and -inf messages, `pos + 4 neg`, each at most 2) and marginals as log-odds, in place.
         control: `Control` of this sweep; the pass runs if the sweep goes ahead or primes the loop.
 
     Returns:
