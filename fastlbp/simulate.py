@@ -39,7 +39,7 @@ class Step:
     round_s: float
     iterations: int
     converged: bool
-    evidence_dropped: bool = False  # its label made LBP report a conflict, so it is not evidence
+    evidence_dropped: bool = False  # the model rules its label out (the oracle contradicts it): not evidence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +105,12 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
             progress output.
         settings: the run's settings (default `Settings()`).
 
-    A label after which LBP reports contradictory evidence (NaN marginals:
-    the oracle contradicts the model, or LBP derived a spurious hard
-    conflict) does not stop the run: the alarm counts as labelled, its label
-    is withdrawn from the evidence, the round is rerun, and the step is
-    marked `evidence_dropped`.
+    A label the model's hard constraints rule out (the oracle contradicts the
+    model: `ContradictoryEvidence`, decided by `fastlbp.constraints`, never by
+    LBP's messages) does not stop the run: the alarm counts as labelled, its
+    label is withdrawn from the evidence, the round is rerun, and the step is
+    marked `evidence_dropped`; the table, the JSON (`evidence_dropped`) and
+    the command's stderr name every such label.
     """
     truth = {model.index[a] if isinstance(a, str) else int(a) for a in true_alarms}
     start = time.perf_counter()
@@ -180,7 +181,7 @@ def to_table(result: SimulationResult) -> str:
             rows.append(("not converged", f"{bad} of {len(result.steps)} rounds"))
         dropped = sum(s.evidence_dropped for s in result.steps)
         if dropped:
-            rows.append(("labels not used", f"{dropped} (LBP reported them contradictory)"))
+            rows.append(("labels not used", f"{dropped} (the model rules them out)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
 

@@ -28,7 +28,7 @@ from typing import Annotated
 import jax
 import typer
 
-from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
+from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.graph import GraphError
 from fastlbp.settings import BACKENDS, CYCLE_MODES, PRECISIONS, Settings
 
@@ -90,7 +90,8 @@ def handles_errors(fn):
 
     Those are bad input files (`InputError`, `GraphError`), contradictory
     labels, bad option values (`SettingsError`, also a GPU backend without a
-    GPU) and unknown variable names (`KeyError` from `Session.label`).
+    GPU) and unknown variable names (`KeyError` from `Session.label`). An
+    `InferenceError` (a numerical failure, not the input's) exits with 1.
     """
 
     @functools.wraps(fn)
@@ -101,6 +102,9 @@ def handles_errors(fn):
             msg = err.args[0] if isinstance(err, KeyError) and err.args else err
             typer.echo(f"error: {msg}", err=True)
             raise typer.Exit(2) from None
+        except InferenceError as err:  # not the input's fault: a numerical failure, reported plainly
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(1) from None
 
     return wrapper
 

@@ -95,6 +95,10 @@ def simulate(
     if plot is not None:
         for p in sim.plot(result, plot):
             status(f"wrote {p}")
+    dropped = [s.alarm for s in result.steps if s.evidence_dropped]
+    if dropped:
+        status(f"warning: {len(dropped)} label(s) of the oracle contradict the model's hard constraints and "
+               f"were not used as evidence: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
     m = result.metrics
     status(f"{len(result.steps)} rounds, TotalTime {m.total_time_s:.3f} s, "
            f"AverageTime {m.average_time_s * 1e3:.2f} ms, compile {result.compile_s:.3f} s")
