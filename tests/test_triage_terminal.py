@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from triage_support import demo_model, load_demo, write_demo
 from typer.testing import CliRunner
@@ -176,4 +177,23 @@ def test_a_session_in_use_is_refused_to_a_second_process(tmp_path):
     assert "resumed 2 label(s)" in res.stderr and "labelled 2 (1 true, 1 false)" in res.stdout
     t = Triage.open(load_demo(graph), session, resume=True)
     assert {t.model.var_names[v]: x for v, x in t.labels.items()} == {first: True, second: False}
+    t.close()
+
+
+def test_names_with_escape_sequences_are_shown_escaped(tmp_path):
+    # A tuple name from the input must not drive the user's terminal (clear the screen, recolour).
+    from datalog.bayesnet import to_model
+    from datalog.derivation import DerivationGraph, Rule
+
+    evil = "race(\x1b[2J\x1b[31m1)"
+    dg = DerivationGraph(
+        tuples=["in(a)", evil], rules=[Rule("R0", 0.9, "race(x) :- in(x)")],
+        clause_rule=np.array([0], np.int32), clause_head=np.array([1], np.int32),
+        body_offsets=np.array([0, 1]), body=np.array([0], np.int32), priors={0: 0.5},
+        alarms=np.array([1], np.int32))
+    t = Triage.open(to_model(dg), tmp_path / "s.db", settings=Settings(max_iters=300))
+    out = io.StringIO()
+    Terminal(t, io.StringIO("list\n/race\nwhy\nt\n"), out).run()
+    text = out.getvalue()
+    assert "\x1b" not in text and "race(\\x1b[2J\\x1b[31m1)" in text
     t.close()

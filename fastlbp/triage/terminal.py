@@ -11,6 +11,7 @@ from typing import TextIO
 
 from fastlbp.triage.explain import format_explanation
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
+from fastlbp.writers import safe_name
 
 HELP = """\
 commands (a letter or the word, then Enter):
@@ -46,6 +47,9 @@ class Terminal:
         self.why = why
 
     def say(self, text: str = "") -> None:
+        # Tuple names come from the input: escape control characters line by line, so a name
+        # can never move the cursor, recolour or clear the user's terminal.
+        text = "\n".join(safe_name(line) for line in text.split("\n"))
         self.stdout.write(text + "\n")
         self.stdout.flush()
 
