@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 from datalog import causal_fg
 from fastlbp import kernels, reference
 from fastlbp.engines import loop, parall
-from fastlbp.errors import ContradictoryEvidence
 from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.model import Model
 from fastlbp.session import Session
 from fastlbp.settings import Settings
 
