@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fastlbp import metrics
-from fastlbp.errors import ContradictoryEvidence, InputError, read_text
+from fastlbp.errors import ContradictoryEvidence, InputError, read_text, text_lines
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
 from fastlbp.session import Session
@@ -78,7 +78,7 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
     text = read_text(p)
     alarms = set(alarm_vars(model).tolist())
     truth: set[int] = set()
-    for ln, line in enumerate(text.splitlines(), 1):
+    for ln, line in enumerate(text_lines(text), 1):
         name = line.strip()
         if not name or name.startswith("#"):
             continue

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import InputError
+from fastlbp.errors import InputError, read_text, text_lines
 from fastlbp.graph import FactorGraph
 
 BUILTIN = ("parall", "seqfix", "seqrnd", "topo")
@@ -209,7 +209,7 @@ def parse_order(text: str, graph: FactorGraph, var_names, path: str | None = Non
     """
     resolve = _edge_resolver(graph, var_names)
     num_edges = graph.num_edges
-    lines = [(i + 1, ln.strip()) for i, ln in enumerate(text.splitlines())]
+    lines = [(i + 1, ln.strip()) for i, ln in enumerate(text_lines(text))]
     lines = [(n, s) for n, s in lines if s and not (s.startswith("#") and not s[1:2].isdigit())]
     if not lines:
         raise InputError(path, None, "empty order file (expected 'order total|stages|pairs')")
@@ -325,10 +325,5 @@ def _find_cycle(src, dst) -> list[int]:
 
 def read_order_file(path: str | os.PathLike, graph: FactorGraph, var_names) -> Order:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(str(p), None, f"not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise InputError(str(p), None, err.strerror or str(err)) from None
-    return parse_order(text, graph, var_names, str(p))
+    # The readers' checks: a BOM dropped, directories and broken links reported, gzip bounded.
+    return parse_order(read_text(p), graph, var_names, str(p))

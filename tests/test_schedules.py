@@ -160,6 +160,9 @@ def test_order_file_total_equals_seqfix(tmp_path):
     path.write_text("order total\n" + "".join(f"{ef[e]} {model.var_names[ev[e]]}\n" for e in seq))
     got = orders.read_order_file(path, g, model.var_names)
     assert np.array_equal(got.rank, orders.seqfix(g).rank)
+    # A byte order mark (editors on Windows write one) is read as such, not as part of a word.
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert np.array_equal(orders.read_order_file(path, g, model.var_names).rank, got.rank)
     assert schedules.describe(model, f"{path}:algorithm3")["batches_per_iteration"] == \
         schedules.describe(model, "seqfix:algorithm3")["batches_per_iteration"]
 
@@ -210,3 +213,9 @@ def test_cli_schedule_command_prints_describe():
     res = CliRunner().invoke(get_app(), ["schedule", str(WEBLECH / "graph.causal_fg"),
                                          "--schedule", "nosuch"])
     assert res.exit_code == 2 and "unknown schedule" in res.output
+
+
+def test_an_order_file_that_is_a_directory_is_an_error(tmp_path):
+    model = _weblech()
+    with pytest.raises(InputError, match="directory"):
+        orders.read_order_file(tmp_path, model.graph, model.var_names)
