@@ -26,6 +26,8 @@ PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
 #   fused     two Pallas kernels per PARALL sweep, one persistent kernel per sequential sweep (GPU)
 #   *_interpret  the same Pallas kernels in the interpreter (CPU; tests)
 BACKENDS = ("xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
+# How marginals are computed: loopy belief propagation, exact (bucket elimination), or sampling.
+METHODS = ("lbp", "exact", "sample")
 GPU_BACKENDS = ("pallas", "fused")
 CYCLE_MODES = ("cycles", "bingo")
 
@@ -45,6 +47,14 @@ class Settings:
         cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
             criterion on the clauses on a cycle) or "bingo" (on every clause).
         compress: exact chain compression of derivation graphs.
+        method: "lbp" (loopy belief propagation, the default), "exact" (bucket
+            elimination) or "sample" (ancestral sampling with rejection of the labels).
+        samples: worlds drawn by `method="sample"`.
+        seed: the sampler's seed.
+        min_accepted: fewest worlds consistent with the labels for `method="sample"`
+            to report marginals (fewer is an error, not noise).
+        exact_memory: bytes the largest table of `method="exact"` may take; None: a
+            quarter of the device's memory.
     """
 
     schedule: str = "parall"
@@ -55,6 +65,11 @@ class Settings:
     backend: str = "xla"
     cycles: str = "cycles"
     compress: bool = True
+    method: str = "lbp"
+    samples: int = 100_000
+    seed: int = 0
+    min_accepted: int = 1000
+    exact_memory: int | None = None
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -69,6 +84,14 @@ class Settings:
             raise SettingsError(f"{self.backend!r} is not a backend; choose one of {', '.join(BACKENDS)}")
         if self.cycles not in CYCLE_MODES:
             raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
+        if self.method not in METHODS:
+            raise SettingsError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        for name in ("samples", "min_accepted"):
+            value = getattr(self, name)
+            if int(value) != value or value < 1:
+                raise SettingsError(f"{name} must be a positive integer, got {value}")
+        if self.exact_memory is not None and not self.exact_memory > 0:
+            raise SettingsError(f"exact_memory must be positive, got {self.exact_memory}")
         if not isinstance(self.schedule, str) or not self.schedule.strip():
             raise SettingsError(f"schedule must be a non-empty string, got {self.schedule!r}")
 
@@ -84,7 +107,7 @@ class Settings:
     def inference(self) -> dict:
         """The options that decide a round's numbers (stored with a triage session)."""
         return {k: getattr(self, k) for k in ("schedule", "precision", "tol", "max_iters", "damping",
-                                              "backend")}
+                                              "backend", "method", "samples", "seed", "min_accepted")}
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
@@ -98,4 +121,5 @@ def settings_from(settings: Settings | None = None, **overrides) -> Settings:
     return (settings or Settings()).replace(**overrides)
 
 
-__all__ = ["Settings", "settings_from", "PRECISIONS", "BACKENDS", "GPU_BACKENDS", "CYCLE_MODES", "FIELDS"]
+__all__ = ["Settings", "settings_from", "PRECISIONS", "BACKENDS", "METHODS", "GPU_BACKENDS", "CYCLE_MODES",
+           "FIELDS"]

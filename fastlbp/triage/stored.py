@@ -30,9 +30,10 @@ CUSTOM_ORDER = "custom-order"
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-# The options every journal stores; "backend" came later (a journal without it: the default).
+# The options every journal stores; "backend", "method" and the sampler's came later (a journal
+# without them: the defaults).
 REQUIRED = ("schedule", "precision", "tol", "max_iters", "damping")
-NUMBERS = ("tol", "max_iters", "damping")
+NUMBERS = ("tol", "max_iters", "damping", "samples", "seed", "min_accepted")
 
 
 def stored_settings(stored: dict, settings: Settings, *, order: str | None = None) -> Settings:
