@@ -1,6 +1,6 @@
 """Ranked alarms: the unlabelled alarms of a model by probability, labelled ones apart.
 
-`rank_alarms` orders the unlabelled alarms of a model by P(alarm = 1) (ties
+`rank_alarms` orders the unlabelled alarms of a model by P(alarm = 1), as log-odds (ties
 by input order, so a ranking is deterministic) and lists labelled alarms
 apart; `rank` runs the cold round first. `fastlbp.writers` turns a `Ranking`
 into text (table, JSON, CSV, SARIF).
@@ -9,6 +9,7 @@ into text (table, JSON, CSV, SARIF).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -23,6 +24,7 @@ class RankedAlarm:
     alarm: str
     var: int
     probability: float
+    log_odds: float = math.nan  # log P(true) - log P(false): orders alarms whose P rounds to 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,11 +55,13 @@ def alarm_vars(model: Model) -> np.ndarray:
     return np.arange(model.num_vars, dtype=np.int64)
 
 
-def order_alarms(marginals: np.ndarray, alarms: np.ndarray, exclude=()) -> np.ndarray:
-    """`alarms` minus `exclude`, by decreasing marginal, ties in the given order.
+def order_alarms(key: np.ndarray, alarms: np.ndarray, exclude=()) -> np.ndarray:
+    """`alarms` minus `exclude`, by decreasing `key`, ties in the given order.
 
     Args:
-        marginals: (V,) P(x=1).
+        key: (V,) the marginals' log-odds (or P(x=1): the same order, except that
+            probabilities below 1e-308 or within 1e-16 of 1 round to ties, which
+            log-odds keep apart).
         alarms: (A,) alarm variables.
         exclude: variables to leave out (the labelled ones).
 
@@ -67,21 +71,31 @@ def order_alarms(marginals: np.ndarray, alarms: np.ndarray, exclude=()) -> np.nd
     alarms = np.asarray(alarms, dtype=np.int64)
     if len(exclude):
         alarms = alarms[~np.isin(alarms, np.fromiter(exclude, dtype=np.int64))]
-    p = np.asarray(marginals, dtype=np.float64)[alarms]
+    k = np.asarray(key, dtype=np.float64)[alarms]
     # NaN never happens after a successful round, but must not scramble a sort.
-    p = np.where(np.isnan(p), -1.0, p)
-    return alarms[np.argsort(-p, kind="stable")]
+    k = np.where(np.isnan(k), -np.inf, k)
+    return alarms[np.argsort(-k, kind="stable")]
 
 
 def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *, top: int | None = None,
                 iterations: int = 0, converged: bool = True, delta: float = 0.0,
-                seconds: float = 0.0) -> Ranking:
-    """Builds a `Ranking` from marginals (see `order_alarms`)."""
+                seconds: float = 0.0, log_odds: np.ndarray | None = None) -> Ranking:
+    """Builds a `Ranking` from marginals, ordered by their log-odds when given (`order_alarms`).
+
+    Args:
+        marginals: (V,) P(x=1).
+        log_odds: (V,) the same as log-odds (`Round.log_odds`); None: from `marginals`.
+    """
+    if log_odds is None:
+        with np.errstate(divide="ignore"):
+            p = np.asarray(marginals, dtype=np.float64)
+            log_odds = np.log(p) - np.log1p(-p)
     alarms = alarm_vars(model)
-    ordered = order_alarms(marginals, alarms, exclude=[v for v in labels])
+    ordered = order_alarms(log_odds, alarms, exclude=[v for v in labels])
     shown = ordered if top is None else ordered[:top]
     names = model.var_names
-    ranked = [RankedAlarm(i + 1, names[v], int(v), float(marginals[v])) for i, v in enumerate(shown)]
+    ranked = [RankedAlarm(i + 1, names[v], int(v), float(marginals[v]), float(log_odds[v]))
+              for i, v in enumerate(shown)]
     # Labels on non-alarm tuples are evidence too: list them all.
     labelled = [LabelledAlarm(names[v], int(v), bool(t), float(marginals[v]))
                 for v, t in labels.items()]
@@ -104,4 +118,4 @@ def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None
         session.labels = dict(labels)
     rnd = session.run(warm=False)
     return rank_alarms(model, rnd.marginals, session.labels, top=top, iterations=rnd.iterations,
-                       converged=rnd.converged, delta=rnd.delta, seconds=rnd.seconds)
+                       converged=rnd.converged, delta=rnd.delta, seconds=rnd.seconds, log_odds=rnd.log_odds)

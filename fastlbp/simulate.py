@@ -133,7 +133,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     while found < need and len(steps) < len(open_alarms):
         if max_rounds is not None and len(steps) >= max_rounds:
             break
-        order = order_alarms(rnd.marginals, alarms, exclude=labelled)
+        order = order_alarms(rnd.log_odds, alarms, exclude=labelled)
         round_s = time.perf_counter() - t0
         top = int(order[0])
         is_true = top in truth

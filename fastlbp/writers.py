@@ -65,11 +65,24 @@ def relation(alarm: str) -> str:
     return head.strip() if paren and head.strip() else "alarm"
 
 
-def _p(p: float) -> str:
-    # Small probabilities still order the alarms: show their magnitude, not 0.000000.
+def format_probability(p: float, log_odds: float = math.nan) -> str:
+    """P for people: 6 decimals, scientific below 1e-4, and below float64's range from the log-odds.
+
+    >>> format_probability(0.25), format_probability(3e-9), format_probability(0.0, -800.0)
+    ('0.250000', '3.000e-09', '3.668e-348')
+    """
     if not math.isfinite(p):
         return str(p)
+    if p == 0.0 and math.isfinite(log_odds) and log_odds < -700:
+        # P = sigmoid(lo) ~ e^lo: too small for a float, not for its decimal exponent.
+        exp10 = log_odds / math.log(10.0)
+        e = math.floor(exp10)
+        return f"{10.0 ** (exp10 - e):.3f}e{e:03d}" if e < 0 else f"{p:.6f}"
     return f"{p:.6f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def to_table(ranking: Ranking) -> str:
@@ -78,7 +91,8 @@ def to_table(ranking: Ranking) -> str:
     width = max([4] + [len(str(a.rank)) for a in ranking.alarms])
     lines.append(f"{'rank':>{width}}  probability  alarm")
     for a in ranking.alarms:
-        lines.append(f"{a.rank:>{width}}  {_p(a.probability):>11}  {safe_name(a.alarm)}")
+        lines.append(f"{a.rank:>{width}}  {format_probability(a.probability, a.log_odds):>11}  "
+                     f"{safe_name(a.alarm)}")
     hidden = ranking.total_unlabelled - len(ranking.alarms)
     if hidden > 0:
         lines.append(f"... {hidden} more (use --top)")
@@ -95,8 +109,8 @@ def to_table(ranking: Ranking) -> str:
 def to_dict(ranking: Ranking) -> dict:
     """The JSON document of `to_json` as a dict."""
     return {
-        "alarms": [{"rank": a.rank, "alarm": a.alarm, "probability": a.probability}
-                   for a in ranking.alarms],
+        "alarms": [{"rank": a.rank, "alarm": a.alarm, "probability": a.probability,
+                    "log_odds": _finite(a.log_odds)} for a in ranking.alarms],
         "labelled": [{"alarm": a.alarm, "truth": a.truth} for a in ranking.labelled],
         "iterations": ranking.iterations,
         "converged": ranking.converged,
@@ -106,7 +120,8 @@ def to_dict(ranking: Ranking) -> dict:
 
 
 def to_json(ranking: Ranking) -> str:
-    """`{"alarms": [{"rank", "alarm", "probability"}...], "labelled": [...], "iterations", "converged"}`."""
+    """`{"alarms": [{"rank", "alarm", "probability", "log_odds"}...], "labelled": [...], "iterations",
+    "converged"}`; log_odds is null where infinite (a certain or impossible alarm)."""
     return json.dumps(to_dict(ranking), indent=1) + "\n"
 
 
@@ -125,14 +140,14 @@ def csv_row(fields) -> str:
 
 
 def to_csv(ranking: Ranking) -> str:
-    """Header `rank,alarm,probability,label`; labelled alarms last with an empty rank.
+    """Header `rank,alarm,probability,label,log_odds`; labelled alarms last with an empty rank.
 
     A field holding a comma, a quote, a line break or any other non-printable
     character is quoted (RFC 4180), so names read back exactly.
     """
-    rows = [["rank", "alarm", "probability", "label"]]
-    rows += [[a.rank, a.alarm, repr(a.probability), ""] for a in ranking.alarms]
-    rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false"] for a in ranking.labelled]
+    rows = [["rank", "alarm", "probability", "label", "log_odds"]]
+    rows += [[a.rank, a.alarm, repr(a.probability), "", repr(a.log_odds)] for a in ranking.alarms]
+    rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false", ""] for a in ranking.labelled]
     return "".join(map(csv_row, rows))
 
 
@@ -164,10 +179,11 @@ def to_sarif(ranking: Ranking, *, source: str | None = None, version: str | None
             "kind": "review",
             "level": "none",
             "rank": round(100.0 * min(max(p, 0.0), 1.0), 6),
-            "message": {"text": f"{a.alarm}: P(true) = {p:.6f} (rank {a.rank})"},
+            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds)} (rank {a.rank})"},
             "locations": [{"logicalLocations": [{"name": a.alarm, "fullyQualifiedName": a.alarm,
                                                  "kind": "alarm"}]}],
-            "properties": {"rank": a.rank, "probability": p, "alarm": a.alarm},
+            "properties": {"rank": a.rank, "probability": p, "log_odds": _finite(a.log_odds),
+                           "alarm": a.alarm},
         })
     run: dict = {
         "tool": {"driver": {"name": "fastlbp", "version": version,

@@ -33,7 +33,7 @@ def sarif_schemas():
 
 
 def small_ranking(total_unlabelled=3):
-    return Ranking([RankedAlarm(1, "race(1,2)", 4, 0.93), RankedAlarm(2, "87", 0, 2.5e-7)],
+    return Ranking([RankedAlarm(1, "race(1,2)", 4, 0.93, 2.5867), RankedAlarm(2, "87", 0, 2.5e-7, -15.2)],
                    [LabelledAlarm("race(3,4)", 5, False, 0.0)], iterations=12, converged=True,
                    delta=1e-7, seconds=0.01, total_unlabelled=total_unlabelled)
 
@@ -54,11 +54,12 @@ def test_table_json_csv_of_a_ranking():
     assert "(no unlabelled alarms)" in writers.to_table(Ranking([], [], 0, True, 0.0, 0.0, 0))
     doc = json.loads(writers.to_json(r))
     assert doc == writers.to_dict(r)
-    assert doc["alarms"][0] == {"rank": 1, "alarm": "race(1,2)", "probability": 0.93}
+    assert doc["alarms"][0] == {"rank": 1, "alarm": "race(1,2)", "probability": 0.93, "log_odds": 2.5867}
     assert doc["labelled"] == [{"alarm": "race(3,4)", "truth": False}]
     rows = list(csv.reader(io.StringIO(writers.to_csv(r))))
-    assert rows == [["rank", "alarm", "probability", "label"], ["1", "race(1,2)", "0.93", ""],
-                    ["2", "87", "2.5e-07", ""], ["", "race(3,4)", "0.0", "false"]]
+    assert rows == [["rank", "alarm", "probability", "label", "log_odds"],
+                    ["1", "race(1,2)", "0.93", "", "2.5867"], ["2", "87", "2.5e-07", "", "-15.2"],
+                    ["", "race(3,4)", "0.0", "false", ""]]
     assert set(writers.WRITERS) == {"table", "json", "csv", "sarif"}
     assert json.loads(writers.WRITERS["sarif"](r)) == writers.to_sarif(r)
 
@@ -175,3 +176,28 @@ def test_csv_and_json_keep_names_faithfully():
     doc = json.loads(writers.to_json(r))
     assert [a["alarm"] for a in doc["alarms"]] == HOSTILE
     assert writers.to_json(r).isascii()  # JSON escapes every control character (and the rest)
+
+
+def test_tiny_probabilities_keep_their_order_and_magnitude():
+    # Below float64's range P rounds to 0; the log-odds still order the alarms and give the magnitude.
+    r = Ranking([RankedAlarm(1, "a", 0, 0.0, -800.0), RankedAlarm(2, "b", 1, 0.0, -900.0),
+                 RankedAlarm(3, "c", 2, 0.0, float("-inf"))], [], 1, True, 0.0, 0.0, 3)
+    lines = writers.to_table(r).splitlines()
+    assert [ln.split()[1] for ln in lines[1:4]] == ["3.668e-348", "1.364e-391", "0.000000"]
+    assert [a["log_odds"] for a in writers.to_dict(r)["alarms"]] == [-800.0, -900.0, None]
+    sarif = writers.to_sarif(r)["runs"][0]["results"]
+    assert "3.668e-348" in sarif[0]["message"]["text"] and sarif[0]["properties"]["log_odds"] == -800.0
+
+
+def test_ranking_orders_by_log_odds():
+    import numpy as np
+
+    from fastlbp.graph import AND, Factor, from_factors
+    from fastlbp.model import Model
+    from fastlbp.ranking import rank_alarms
+
+    model = Model(graph=from_factors([Factor(AND, v, (), 0.5, 0.5) for v in range(3)]),
+                  var_names=("x", "y", "z"), alarms=(0, 1, 2))
+    p = np.array([0.0, 0.0, 0.0])
+    lo = np.array([-900.0, -800.0, -850.0])
+    assert [a.alarm for a in rank_alarms(model, p, {}, log_odds=lo).alarms] == ["y", "z", "x"]

@@ -289,7 +289,7 @@ class Triage:
     def _round(self, warm: bool = True) -> RoundInfo:
         start = time.perf_counter()
         rnd = self.session.run(warm=warm)
-        self._ranking = order_alarms(rnd.marginals, self.alarms, exclude=self.session.labels)
+        self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
         info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta)
         self.rounds.append(info)
         return info
