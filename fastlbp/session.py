@@ -28,7 +28,7 @@ from fastlbp.settings import Settings, settings_from
 
 # Settings a running session may change (they are data to the jitted round); the others
 # (schedule, precision, backend, loading) decide the runner and need a new session.
-CONTROL_FIELDS = ("tol", "max_iters", "damping")
+CONTROL_FIELDS = ("tol", "max_iters", "damping", "remedies")
 
 
 @dataclasses.dataclass
@@ -41,6 +41,12 @@ class Round:
     converged: bool
     delta: float
     seconds: float
+    remedy: str | None = None  # what produced the numbers when the round did not converge
+
+
+# Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
+REMEDY_DAMPINGS = (0.5, 0.8)
+AVERAGED_ITERATIONS = 100
 
 
 class Session:
@@ -116,9 +122,6 @@ class Session:
             self._controls = controls(s.tol, s.max_iters, s.damping, self.dtype)
         return self._controls
 
-    def _call(self, messages, labels):
-        return self.runner(self.graph, messages, self.evidence(labels), self.controls())
-
     def run(self, *, warm: bool = True) -> Round:
         """Runs one round to convergence, warm-started from the last messages.
 
@@ -131,7 +134,17 @@ class Session:
         """
         start = time.perf_counter()
         msgs = self.messages if warm else init(self.graph, self.dtype)
-        result = self._call(msgs, self.labels)
+        result, rnd = self._round(msgs, self.controls())
+        s = self._settings
+        if not rnd.converged and s.remedies and s.tol > 0:
+            result, rnd = self._remedy(result, rnd)
+        self.messages = result.messages
+        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start)
+        return self.last
+
+    def _round(self, messages, ctl: Controls):
+        """One jitted round from `messages`; (device result, host `Round` without its time)."""
+        result = self.runner(self.graph, messages, self.evidence(), ctl)
         # One transfer for all results: their copies overlap (1 ms less per round at 0.2M
         # variables than one np.asarray after another).
         conflict, lo, marginals, iterations, converged, delta = jax.device_get(
@@ -139,13 +152,39 @@ class Session:
              result.delta))
         if bool(conflict):
             raise self._conflict_error()
-        self.messages = result.messages
-        seconds = time.perf_counter() - start
-        self.last = Round(
-            marginals=np.asarray(marginals, dtype=np.float64), log_odds=np.asarray(lo, dtype=np.float64),
-            iterations=int(iterations), converged=bool(converged), delta=float(delta), seconds=seconds,
-        )
-        return self.last
+        return result, Round(marginals=np.asarray(marginals, dtype=np.float64),
+                             log_odds=np.asarray(lo, dtype=np.float64), iterations=int(iterations),
+                             converged=bool(converged), delta=float(delta), seconds=0.0)
+
+    def _remedy(self, result, rnd: Round):
+        """A round that did not converge: damped retries from its messages, then Bingo's average.
+
+        Damping 0.5, then 0.8 (in the log domain; those at or below the
+        session's own damping are skipped) continue from the last messages; the
+        first that converges gives the numbers. Otherwise the marginals of the
+        next `AVERAGED_ITERATIONS` iterations are averaged (as Bingo did), and
+        the round stays "not converged".
+        """
+        s = self._settings
+        total = rnd.iterations
+        for damping in REMEDY_DAMPINGS:
+            if damping <= s.damping:
+                continue
+            result, rnd = self._round(result.messages, controls(s.tol, s.max_iters, damping, self.dtype))
+            total += rnd.iterations
+            if rnd.converged:
+                return result, dataclasses.replace(rnd, iterations=total, remedy=f"damping {damping}")
+        one = controls(s.tol, 1, s.damping, self.dtype)
+        probabilities = []
+        for _ in range(AVERAGED_ITERATIONS):
+            result, step = self._round(result.messages, one)
+            probabilities.append(step.marginals)
+        p = np.mean(probabilities, axis=0)
+        with np.errstate(divide="ignore"):
+            lo = np.log(p) - np.log1p(-p)
+        return result, Round(marginals=p, log_odds=lo, iterations=total + AVERAGED_ITERATIONS,
+                             converged=False, delta=rnd.delta, seconds=0.0,
+                             remedy=f"average of the last {AVERAGED_ITERATIONS} iterations")
 
     def _conflict_error(self) -> Exception:
         """What LBP's conflict means: contradictory labels when the hard constraints prove it.

@@ -55,6 +55,9 @@ class Settings:
             to report marginals (fewer is an error, not noise).
         exact_memory: bytes the largest table of `method="exact"` may take; None: a
             quarter of the device's memory.
+        remedies: when an LBP round does not converge (tol > 0), retry it with
+            damping 0.5, then 0.8, then average the marginals of the last 100
+            iterations (Bingo's remedy); `Round.remedy` says which produced the numbers.
     """
 
     schedule: str = "parall"
@@ -70,6 +73,7 @@ class Settings:
     seed: int = 0
     min_accepted: int = 1000
     exact_memory: int | None = None
+    remedies: bool = True
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:

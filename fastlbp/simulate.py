@@ -115,7 +115,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     truth = {model.index[a] if isinstance(a, str) else int(a) for a in true_alarms}
     start = time.perf_counter()
     settings = settings or Settings()
-    session = Session(model, settings.replace(max_iters=1))
+    session = Session(model, dataclasses.replace(settings, max_iters=1, remedies=False))
     # Compile with max_iters as data = 1: the same program the rounds run.
     session.run(warm=False)
     session.settings = settings

@@ -114,6 +114,7 @@ def to_dict(ranking: Ranking) -> dict:
         "labelled": [{"alarm": a.alarm, "truth": a.truth} for a in ranking.labelled],
         "iterations": ranking.iterations,
         "converged": ranking.converged,
+        "remedy": ranking.remedy,
         "delta": ranking.delta,
         "seconds": ranking.seconds,
     }

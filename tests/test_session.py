@@ -32,7 +32,7 @@ def test_new_settings_reach_the_runner():
     # The session keeps tol, max_iters and damping on the device between rounds; a change
     # must still take effect at the next round.
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
-    session = Session(model, tol=1e-9)
+    session = Session(model, tol=1e-9, remedies=False)  # a capped round stays capped
     fine = session.run(warm=False).iterations
     assert fine > 3
     session.settings = session.settings.replace(max_iters=3)
@@ -100,3 +100,35 @@ def test_a_session_takes_settings_or_keywords():
         Session(model, tolerance=1e-3)
     with pytest.raises(SettingsError, match="damping"):
         Session(model, damping=1.5)
+
+
+def _oscillating_model():
+    # PARALL swings these marginals by 0.87 from one iteration to the next (found by a search over
+    # tests/graphs.py's random graphs: seed 51, 4 variables).
+    from graphs import random_factors
+
+    rng = np.random.default_rng(51)
+    V = int(rng.integers(2, 8))
+    factors = random_factors(rng, V, int(rng.integers(2, 10)), hard=0.1)
+    return Model(graph=from_factors(factors, V), var_names=tuple(f"x{i}" for i in range(V))), factors, V
+
+
+def test_a_round_that_does_not_converge_gets_a_remedy_and_says_which():
+    model, factors, V = _oscillating_model()
+    plain = Session(model, tol=1e-6, max_iters=200, remedies=False).run()
+    assert not plain.converged and plain.remedy is None
+    rnd = Session(model, tol=1e-6, max_iters=200).run()
+    assert rnd.remedy in ("damping 0.5", "damping 0.8", "average of the last 100 iterations")
+    assert rnd.converged == rnd.remedy.startswith("damping")
+    assert np.all(np.isfinite(rnd.marginals)) and np.all((rnd.marginals >= 0) & (rnd.marginals <= 1))
+    # The plain rounds swing from one iteration to the next; the remedied ones do not.
+    swing = Session(model, tol=1e-6, max_iters=201, remedies=False).run().marginals
+    assert np.max(np.abs(swing - plain.marginals)) > 0.3
+    again = Session(model, tol=1e-6, max_iters=201).run()
+    assert again.remedy == rnd.remedy and np.max(np.abs(again.marginals - rnd.marginals)) < 0.05
+
+
+def test_a_converged_round_needs_no_remedy():
+    model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
+    rnd = Session(model, tol=1e-6).run()
+    assert rnd.converged and rnd.remedy is None

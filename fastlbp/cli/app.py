@@ -123,9 +123,11 @@ def status(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
-def summary(iterations: int, converged: bool, delta: float, seconds: float) -> str:
-    """`N iterations, converged, S s` (or the last change when not converged)."""
+def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None) -> str:
+    """`N iterations, converged, S s` (or the last change when not converged, and the remedy used)."""
     state = "converged" if converged else f"not converged (last change {delta:.3g})"
+    if remedy:
+        state = f"{'converged' if converged else 'not converged'} with {remedy} (LBP alone did not converge)"
     return f"{iterations} iterations, {state}, {seconds:.3f} s"
 
 

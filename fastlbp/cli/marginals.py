@@ -53,7 +53,8 @@ def marginals(
 ) -> None:
     """Print every variable's P(=1) after one round of loopy belief propagation.
 
-    JSON: {"marginals": {"<name>": p, ...}, "iterations": n, "converged": bool}.
+    JSON: {"marginals": {"<name>": p, ...}, "iterations": n, "converged": bool, "remedy": null or
+    what produced the numbers when LBP alone did not converge}.
     CSV: a header `variable,probability` and one row per variable.
 
     Labels from --labels replace the graph's own.
@@ -72,6 +73,7 @@ def marginals(
             "marginals": dict(zip(names, rnd.marginals.tolist(), strict=True)),
             "iterations": rnd.iterations,
             "converged": rnd.converged,
+            "remedy": rnd.remedy,
         }))
     else:
         buf = io.StringIO()
@@ -80,4 +82,4 @@ def marginals(
         for name, p in zip(names, rnd.marginals.tolist(), strict=True):
             w.writerow([name, repr(p)])
         emit(buf.getvalue())
-    status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds))
+    status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds, rnd.remedy))

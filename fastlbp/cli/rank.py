@@ -88,4 +88,4 @@ def rank(
         emit(json.dumps(writers.to_sarif(result, source=str(graph)), indent=1))
     else:
         emit(writers.WRITERS[format.value](result))
-    status(summary(result.iterations, result.converged, result.delta, result.seconds))
+    status(summary(result.iterations, result.converged, result.delta, result.seconds, result.remedy))

@@ -75,6 +75,7 @@ class RoundInfo:
     iterations: int
     converged: bool
     delta: float
+    remedy: str | None = None  # what produced the numbers when LBP alone did not converge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,7 +291,7 @@ class Triage:
         start = time.perf_counter()
         rnd = self.session.run(warm=warm)
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
-        info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta)
+        info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy)
         self.rounds.append(info)
         return info
 

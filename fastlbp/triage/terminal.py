@@ -33,6 +33,8 @@ def format_round(info: RoundInfo | None) -> str:
     if info is None:
         return ""
     conv = "converged" if info.converged else f"NOT converged (last change {info.delta:.2g})"
+    if info.remedy:
+        conv = f"{'converged' if info.converged else 'NOT converged'} with {info.remedy} (LBP alone did not)"
     return f"round {info.seconds * 1e3:.1f} ms, {info.iterations} iterations, {conv}"
 
 
