@@ -1,0 +1,239 @@
+"""fastlbp.engines.exact: bucket elimination against enumeration, LBP on trees, refusals."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graphs import random_factors, random_labels, random_polytree
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from fastlbp import reference
+from fastlbp.engines import parall
+from fastlbp.engines.exact import ExactTooWide, binarize, exact_marginals, plan
+from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
+from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_arrays, from_factors
+from fastlbp.loading import load
+from fastlbp.model import Model
+from fastlbp.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def check(factors, num_vars, labels, host_below=None):
+    """exact_marginals == enumeration within 1e-10, contradictions included."""
+    graph = from_factors(factors, num_vars)
+    kw = {} if host_below is None else {"host_below": host_below}
+    try:
+        expect = reference.exact_marginals(factors, num_vars, labels)
+    except reference.Contradiction:
+        with pytest.raises(ContradictoryEvidence if labels else InferenceError):
+            exact_marginals(graph, labels, **kw)
+        return None
+    got = exact_marginals(graph, labels, **kw)
+    np.testing.assert_allclose(got.marginals, expect, rtol=0, atol=1e-10)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expect_lo = np.log(expect) - np.log1p(-expect)
+    finite = np.abs(expect_lo) < 20
+    np.testing.assert_allclose(got.log_odds[finite], expect_lo[finite], rtol=0, atol=1e-8)
+    assert np.all(expect[np.isposinf(got.log_odds)] > 1 - 1e-12)
+    assert np.all(expect[np.isneginf(got.log_odds)] < 1e-12)
+    for v, truth in labels.items():
+        assert got.log_odds[v] == (np.inf if truth else -np.inf)
+    assert got.method == "exact" and np.all(got.stderr == 0)
+    return got
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), num_vars=st.integers(1, 12), num_factors=st.integers(1, 16),
+       max_body=st.integers(0, 6), hard=st.sampled_from([0.0, 0.3, 0.7]), labelled=st.booleans())
+def test_random_factor_graphs_match_enumeration(seed, num_vars, num_factors, max_body, hard, labelled):
+    rng = np.random.default_rng(seed)
+    factors = random_factors(rng, num_vars, num_factors, max_body=max_body, hard=hard)
+    labels = random_labels(rng, num_vars, most=3) if labelled else {}
+    check(factors, num_vars, labels)
+
+
+@hsettings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), labelled=st.booleans())
+def test_device_path_matches_enumeration(seed, labelled):
+    """Every bucket as jitted XLA kernels (host_below=0), not numpy."""
+    rng = np.random.default_rng(seed)
+    factors = random_factors(rng, 8, 10, max_body=4, hard=0.3)
+    labels = random_labels(rng, 8, most=3) if labelled else {}
+    check(factors, 8, labels, host_below=0)
+
+
+def test_device_and_host_agree_on_a_grid():
+    graph = from_factors(grid(6), 36)
+    host = exact_marginals(graph, {35: True, 7: False}, host_below=2**62)
+    device = exact_marginals(graph, {35: True, 7: False}, host_below=2**5)
+    assert device.info["device_buckets"] > 0 and host.info["device_buckets"] == 0
+    np.testing.assert_allclose(device.marginals, host.marginals, rtol=0, atol=1e-13)
+
+
+def reconvergent(rng, num_vars, max_parents, hard):
+    """A random DAG (one factor per variable, parents among earlier ones): derivations share ancestors."""
+    factors = []
+    for v in range(num_vars):
+        k = int(rng.integers(0, min(v, max_parents) + 1))
+        body = tuple(int(x) for x in rng.choice(v, size=k, replace=False)) if k else ()
+        p = [float(rng.integers(0, 2)) if rng.random() < hard else float(rng.uniform(0.02, 0.98))
+             for _ in "ab"]
+        if not body:
+            factors.append(Factor(AND, v, (), p[0], p[0]))
+        else:
+            factors.append(Factor(AND if rng.random() < 0.5 else OR, v, body, p[0], p[1]))
+    return factors
+
+
+@hsettings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), num_vars=st.integers(4, 16), labelled=st.booleans())
+def test_reconvergent_dags_match_enumeration(seed, num_vars, labelled):
+    rng = np.random.default_rng(seed)
+    factors = reconvergent(rng, num_vars, max_parents=4, hard=0.2)
+    labels = random_labels(rng, num_vars, most=3) if labelled else {}
+    check(factors, num_vars, labels)
+
+
+@hsettings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), fan_in=st.integers(8, 12), labelled=st.booleans())
+def test_wide_factors_match_enumeration(seed, fan_in, labelled):
+    """Fan-in up to 12 on graphs of up to 18 variables: the chains of auxiliary variables."""
+    rng = np.random.default_rng(seed)
+    num_vars = fan_in + 6
+    factors = reconvergent(rng, num_vars, max_parents=3, hard=0.1)
+    for _ in range(2):
+        head = int(rng.integers(num_vars))
+        others = [v for v in range(num_vars) if v != head]
+        body = tuple(int(x) for x in rng.choice(others, fan_in, replace=False))
+        factors.append(Factor(int(rng.integers(2)), head, body, float(rng.uniform(0.6, 1)),
+                              float(rng.uniform(0, 0.4))))
+    labels = random_labels(rng, num_vars, most=2) if labelled else {}
+    got = check(factors, num_vars, labels)
+    if got is not None:
+        assert got.info["aux_vars"] == sum(max(len(f.body) - 2, 0) for f in factors)
+
+
+def test_binarized_factor_sums_to_the_factor():
+    """The chain's product summed over its auxiliary variables is the factor's table, both kinds."""
+    for kind in (AND, OR):
+        f = Factor(kind, 0, (1, 2, 3, 4), 0.9, 0.2)
+        bz = binarize([f], 5)
+        assert bz.num_total == 7 and all(len(t.scope) <= 3 for t in bz.tables)
+        for x in itertools.product((0, 1), repeat=5):
+            total = 0.0
+            for aux in itertools.product((0, 1), repeat=2):
+                world = x + aux
+                w = 1.0
+                for t in bz.tables:
+                    w *= t.values[tuple(world[v] for v in t.scope)]
+                total += w
+            cond = all(x[1:]) if kind == AND else any(x[1:])
+            p = 0.9 if cond else 0.2
+            assert total == pytest.approx(p if x[0] else 1 - p, abs=1e-15)
+
+
+def test_a_variable_listed_twice_is_one_axis():
+    """Graphs refuse repeated variables, but `binarize.table` merges them (the diagonal) all the same."""
+    bz = binarize([Factor(AND, 0, (1, 1, 2), 0.8, 0.1)], 3)
+    assert [t.scope for t in bz.tables] == [(1, 3), (3, 2, 0)]
+    np.testing.assert_array_equal(bz.tables[0].values, [[1, 0], [0, 1]])
+
+
+def test_unused_variable_is_one_half():
+    graph = from_arrays([AND], [0], [0, 0], [], [0.3], [0.3], num_vars=3, check_coverage=False)
+    got = exact_marginals(graph)
+    np.testing.assert_allclose(got.marginals, [0.3, 0.5, 0.5], atol=1e-15)
+
+
+@hsettings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), num_vars=st.integers(2, 40), labelled=st.booleans())
+def test_polytrees_match_lbp(seed, num_vars, labelled):
+    """LBP is exact on trees: PARALL at tol 1e-12 agrees with bucket elimination."""
+    rng = np.random.default_rng(seed)
+    factors = random_polytree(rng, num_vars, hard=0.0)
+    labels = random_labels(rng, num_vars, most=3) if labelled else {}
+    graph = from_factors(factors, num_vars)
+    got = exact_marginals(graph, labels)
+    lbp = parall.run(graph, evidence_from_labels(num_vars, labels),
+                     settings=Settings(tol=1e-12, max_iters=10 * num_vars + 10))
+    assert bool(lbp.converged)
+    np.testing.assert_allclose(got.marginals, np.asarray(lbp.marginals), rtol=0, atol=1e-10)
+
+
+def grid(n):
+    """An n x n grid Bayesian network (each cell an OR of its upper and left neighbours): width ~n."""
+    factors = []
+    for i in range(n):
+        for j in range(n):
+            up, left = (i - 1) * n + j if i else None, i * n + j - 1 if j else None
+            body = tuple(v for v in (up, left) if v is not None)
+            v = i * n + j
+            factors.append(Factor(OR, v, body, 0.9, 0.1) if body else Factor(AND, v, (), 0.3, 0.3))
+    return factors
+
+
+def test_too_wide_is_refused_before_any_device_work():
+    factors = grid(12)
+    graph = from_factors(factors, 144)
+    with pytest.raises(ExactTooWide) as err:
+        exact_marginals(graph, settings=Settings(exact_memory=4096))
+    message = str(err.value)
+    assert "induced width" in message and "--method sample" in message and "4 KiB" in message
+    assert isinstance(err.value, SettingsError)
+    # A budget that holds the plan runs it (and agrees with LBP's corner: the grid's first cell is an input).
+    got = exact_marginals(graph)
+    assert got.info["width"] >= 12 and got.marginals[0] == pytest.approx(0.3, abs=1e-15)
+
+
+def test_full_plan_over_budget_names_its_width_and_memory():
+    factors = grid(8)
+    graph = from_factors(factors, 64)
+    p = plan([t.scope for t in binarize(factors, 64).tables], range(64))
+    budget = int(p.bytes_needed) - 1
+    assert 2 ** (p.width + 1) * 8 <= budget  # every single table fits, all of them together do not
+    with pytest.raises(ExactTooWide, match=f"induced width {p.width} .*--method sample") as err:
+        exact_marginals(graph, settings=Settings(exact_memory=budget))
+    assert err.value.width == p.width and err.value.needed == p.bytes_needed
+
+
+def test_min_degree_plan_is_a_valid_bucket_tree():
+    factors = grid(5)
+    scopes = [t.scope for t in binarize(factors, 25).tables]
+    for heuristic in ("min-fill", "min-degree"):
+        p = plan(scopes, range(25), heuristic)
+        for i, s in enumerate(p.scopes):
+            assert s[-1] == p.order[i]
+            if p.parent[i] >= 0:
+                assert set(s[:-1]) <= set(p.scopes[p.parent[i]]) and p.parent[i] > i
+
+
+def test_contradictory_labels_are_named():
+    # x0 = x1 AND x2 deterministically; x0 true with x1 false is impossible.
+    factors = [Factor(AND, 1, (), 0.5, 0.5), Factor(AND, 2, (), 0.5, 0.5), Factor(AND, 3, (), 0.5, 0.5),
+               Factor(AND, 0, (1, 2), 1.0, 0.0)]
+    graph = from_factors(factors, 4)
+    model = Model(graph, ("alarm", "a", "b", "c"))
+    with pytest.raises(ContradictoryEvidence) as err:
+        exact_marginals(model, {0: True, 1: False, 3: True})
+    assert err.value.labels == {"alarm": True, "a": False}
+    with pytest.raises(ContradictoryEvidence):
+        exact_marginals(graph, {0: True, 2: False})
+    got = exact_marginals(model, {0: True})
+    np.testing.assert_allclose(got.marginals, [1.0, 1.0, 1.0, 0.5], atol=1e-15)
+    with pytest.raises(SettingsError, match="variable 7"):
+        exact_marginals(graph, {7: True})
+
+
+def test_weblech_is_refused_with_its_width():
+    """weblech's min-fill width after binarisation is 65 (min-degree 77): 2^66 entries, refused."""
+    model = load(ROOT / "data" / "weblech.json")
+    with pytest.raises(ExactTooWide) as err:
+        exact_marginals(model, settings=Settings(exact_memory=2**30))
+    message = str(err.value)
+    assert "induced width at least 27" in message and "1 GiB" in message and "--method sample" in message
