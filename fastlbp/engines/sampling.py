@@ -1,0 +1,274 @@
+"""Unbiased marginals by ancestral sampling, 32 worlds per machine word, labels by rejection.
+
+    result = sample_marginals(model, labels={v: True}, settings=Settings(samples=10**6, seed=1))
+    result.marginals, result.stderr, result.info["accepted"]
+
+The network (`sampling_plan`): every variable x is a deterministic function of
+its factor's body and independent coins, x = cond ? coin(p1) : coin(p2).
+Bit i of a state word is world i, so a level of the network is, for a whole
+word of 32 worlds at once, a gather of the body's words, a bitwise AND/OR
+reduction over the body and two coin words. The device program runs every
+level of a batch of words in one jitted call (levels unrolled, each group one
+dense gather with fixed shapes); batches run until `settings.samples` worlds
+are drawn. A world is accepted when every labelled variable has its label
+(the AND of the labels' match words), and marginals are
+popcount(x & accepted) / popcount(accepted).
+
+Coins. A word whose bits are independent Bernoulli(p) is built from random
+words r_1, r_2, ... by the binary expansion p = 0.b_1 b_2 ... b_K: bit i is
+[0.r_1[i] r_2[i] ... < p], which from the last digit up is
+
+    X_{K+1} = 0,   X_k = b_k ? (r_k | X_{k+1}) : (r_k & X_{k+1})
+
+(r_k and its complement are equally distributed). With K = the position of
+p's last nonzero digit the coin is exactly Bernoulli(p) for the float64 p:
+K = 1 for p = 1/2, 53 for p in [1/2, 1) with a full mantissa (0.9, 0.999),
+at most 64 for p >= 2^-12; smaller p are truncated at 64 digits (bias below
+2^-64 = 5.4e-20, absolute; `sampling_plan.MAX_DIGITS`). p in {0, 1} needs no
+random word. Comparing per-bit uniforms instead would need a 64-bit uniform
+per world for the same resolution (64 words per word of 32 worlds, against at
+most 64 and typically 53 here) and is not exact either; the expansion uses
+only bitwise operations, which fuse with the level's gather.
+
+Random words are Threefry-2x32 (the hash behind `jax.random`) of counters
+(coin, digit pair, global word index) under the key of `jax.random.key(seed)`,
+computed inside the fused level (never stored), so a run is deterministic
+given the seed and does not depend on the batch size. Words are uint32:
+JAX's 64-bit integers are pairs of 32-bit operations on the GPU, with the same
+bytes moved per world, so uint64 would gain nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from fastlbp.constraints import conflicting_labels
+from fastlbp.engines import sampling_plan
+from fastlbp.engines.marginals import Marginals
+from fastlbp.engines.sampling_plan import MAX_DIGITS, ONE_COIN, ONES_ROW, NotABayesNet, Plan
+from fastlbp.errors import ContradictoryEvidence, InferenceError
+from fastlbp.graph import AND, FactorGraph
+from fastlbp.settings import Settings
+
+WORD_BITS = 32
+_ONES = 0xFFFFFFFF
+# Largest batch: 2^14 words = 524,288 worlds; the state of a batch is (V + 2, words) uint32.
+MAX_BATCH_WORDS = 1 << 14
+# Bytes the batch's state and its largest gather may take (the batch shrinks to fit).
+BATCH_BYTES = 1 << 28
+_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+
+
+class TooFewSamples(InferenceError):
+    """Fewer worlds than `settings.min_accepted` agree with the labels: the estimates would be noise."""
+
+    def __init__(self, accepted: int, drawn: int, needed: int):
+        self.accepted, self.drawn, self.needed = accepted, drawn, needed
+        super().__init__(f"sampling: only {accepted} of {drawn} worlds agree with the labels (at least "
+                         f"{needed} needed for estimates; min_accepted); draw more (--samples "
+                         f"{_suggest(accepted, drawn, needed)}) or use --method exact")
+
+
+def _suggest(accepted: int, drawn: int, needed: int) -> int:
+    rate = max(accepted, 1) / drawn
+    return int(min(10 ** math.ceil(math.log10(2 * needed / rate)), 10**15))
+
+
+def _rotl(x, r: int):
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """Threefry-2x32 with 20 rounds (Salmon et al. 2011, as in `jax.random`): two uint32 words."""
+    k2 = k0 ^ k1 ^ np.uint32(0x1BD11BDA)
+    ks = (k0, k1, k2)
+    x0 = x0 + k0
+    x1 = x1 + k1
+    for i in range(5):
+        for r in _ROTATIONS[4 * (i % 2): 4 * (i % 2) + 4]:
+            x0 = x0 + x1
+            x1 = _rotl(x1, r)
+            x1 = x1 ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
+def _bucket_coins(key, digit_masks, ids, words):
+    """(n, W) uint32 words of independent Bernoulli(p) bits (binary expansion; module docstring).
+
+    Args:
+        key: (2,) uint32.
+        digit_masks: (K, n) uint32, 0 or all ones per binary digit of p (K even).
+        ids: (n,) uint32 coin identifiers.
+        words: (W,) uint32 global word indices of the batch.
+    """
+    pairs = digit_masks.shape[0] // 2
+    base = ids[:, None] * np.uint32(MAX_DIGITS // 2)  # (n, 1) counter of the coin's first pair
+
+    def step(i, acc):
+        # From the last digit pair up: X_k = b_k ? (r_k | X_{k+1}) : (r_k & X_{k+1}).
+        j = pairs - 1 - i
+        r0, r1 = threefry2x32(key[0], key[1], base + j.astype(jnp.uint32), words[None, :])
+        d0, d1 = digit_masks[2 * j][:, None], digit_masks[2 * j + 1][:, None]
+        acc = (r1 & acc) | (d1 & (r1 | acc))
+        return (r0 & acc) | (d0 & (r0 | acc))
+
+    acc = jnp.zeros((ids.shape[0], words.shape[0]), jnp.uint32)
+    # A loop, not unrolled: 27 unrolled Threefry pairs per coin bucket took XLA 35 s to compile on a CPU.
+    return lax.fori_loop(0, pairs, step, acc)
+
+
+def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_worlds):
+    """One batch: (V+2,) popcounts of x & accepted per state row, and accepted worlds."""
+    levels, num_rows, width = meta
+    words = first_word + jnp.arange(width, dtype=jnp.uint32)  # (W,)
+    fixed = jnp.zeros((2, width), jnp.uint32).at[ONE_COIN].set(np.uint32(_ONES))
+    coins = jnp.concatenate([fixed] + [_bucket_coins(key, d, i, words) for d, i in coin_arrays])
+    state = jnp.zeros((num_rows, width), jnp.uint32).at[ONES_ROW].set(np.uint32(_ONES))
+    for groups, arrays in zip(levels, level_arrays, strict=True):
+        for (kind, start), (rows, c1, c2) in zip(groups, arrays, strict=True):
+            coin1 = coins[c1]  # (n, W)
+            if rows.shape[1] == 0:
+                x = coin1
+            else:
+                body = state[rows]  # (n, w, W)
+                op = lax.bitwise_and if kind == AND else lax.bitwise_or
+                init = np.uint32(_ONES if kind == AND else 0)
+                cond = lax.reduce(body, init, op, (1,))
+                x = (cond & coin1) | (~cond & coins[c2])
+            state = lax.dynamic_update_slice(state, x, (start, 0))
+    lab_rows, lab_flip = labels  # (L,) int32 rows, (L,) uint32 0 (label true) or all ones (false)
+    match = state[lab_rows] ^ lab_flip[:, None]  # (L, W) ones where the world has the label
+    accepted = lax.reduce(match, np.uint32(_ONES), lax.bitwise_and, (0,))  # (W,)
+    # Worlds past `samples` in the last batch are never accepted.
+    idx = jnp.arange(width, dtype=jnp.int64) * WORD_BITS
+    room = jnp.clip(valid_worlds - idx, 0, WORD_BITS)
+    keep = jnp.where(room >= WORD_BITS, np.uint32(_ONES),
+                     ((jnp.uint32(1) << room.astype(jnp.uint32)) - np.uint32(1)).astype(jnp.uint32))
+    accepted = accepted & keep
+    counts = lax.population_count(state & accepted[None, :]).astype(jnp.int64).sum(axis=1)
+    return counts, lax.population_count(accepted).astype(jnp.int64).sum()
+
+
+class Sampler:
+    """A compiled sampler for one graph: `sampler(labels, samples, seed) -> (counts, accepted, drawn)`.
+
+    Args:
+        graph: a Bayesian-network factor graph (`sampling_plan`).
+        var_names: names for error messages.
+        batch_words: words (32 worlds each) per device call; None: the largest that fits BATCH_BYTES.
+    """
+
+    def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None):
+        t0 = time.perf_counter()
+        self.graph = graph
+        self.plan: Plan = sampling_plan.build(graph, var_names)
+        self.plan_seconds = time.perf_counter() - t0
+        plan = self.plan
+        widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
+        per_word = 4 * (plan.num_rows + plan.coins + 2 * widest)
+        fit = max(1, BATCH_BYTES // per_word)
+        self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
+        self._meta_levels = tuple(tuple((g.kind, g.start) for g in lv) for lv in plan.levels)
+        self._arrays = ([(jnp.asarray(b.digits), jnp.asarray(b.ids)) for b in plan.buckets],
+                        [[tuple(jnp.asarray(a) for a in (g.rows, g.coin1, g.coin2)) for g in lv]
+                         for lv in plan.levels])
+        self._runs = {}
+
+    def _run(self, width: int):
+        # One compiled program per batch width (a power of two, so few widths ever occur).
+        if width not in self._runs:
+            meta = (self._meta_levels, self.plan.num_rows, width)
+            self._runs[width] = jax.jit(lambda arrays, key, first, labels, valid: _batch(
+                arrays[0], arrays[1], meta, key, first, labels, valid))
+        return self._runs[width]
+
+    def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int):
+        """Draws `samples` worlds: (V,) int64 counts of x=1 among accepted, accepted, drawn."""
+        plan = self.plan
+        labels = labels or {}
+        lab_rows = jnp.asarray(np.array([plan.row_of[v] for v in labels], np.int32).reshape(-1))
+        lab_flip = jnp.asarray(np.array([0 if t else _ONES for t in labels.values()], np.uint32).reshape(-1))
+        key = jax.random.key_data(jax.random.key(seed)).astype(jnp.uint32).reshape(-1)[-2:]
+        total_words = -(-samples // WORD_BITS)
+        if total_words >= 2**32:
+            raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {samples}")
+        width = min(self.batch_words, 1 << max(0, (total_words - 1).bit_length()))
+        run = self._run(width)
+        counts = jnp.zeros(plan.num_rows, jnp.int64)
+        accepted = jnp.zeros((), jnp.int64)
+        for first in range(0, total_words, width):
+            # Worlds beyond `samples` (the rest of the last word or batch) are masked out.
+            valid = jnp.asarray(min(samples - first * WORD_BITS, width * WORD_BITS), jnp.int64)
+            c, a = run(self._arrays, key, jnp.asarray(first, jnp.uint32), (lab_rows, lab_flip),
+                             valid)
+            counts, accepted = counts + c, accepted + a
+        counts, accepted = jax.device_get((counts, accepted))
+        return np.asarray(counts)[plan.row_of], int(accepted), int(samples)
+
+
+def _graph_and_names(model_or_graph):
+    if isinstance(model_or_graph, FactorGraph):
+        return model_or_graph, None
+    return model_or_graph.graph, model_or_graph.var_names
+
+
+def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
+                     settings: Settings | None = None, *, sampler: Sampler | None = None) -> Marginals:
+    """Marginals of every variable by ancestral sampling with rejection of the labels.
+
+    Args:
+        model_or_graph: a `Model` or a `FactorGraph` that is a Bayesian network (one factor per
+            head, no cycle; derivation-graph models after cycle elimination are).
+        labels: {variable index: truth}.
+        settings: `samples`, `seed` and `min_accepted` are read.
+        sampler: a `Sampler` already built for this graph (reused across label sets).
+
+    Returns:
+        `Marginals` with method "sample": float64 estimates, their binomial standard errors
+        sqrt(p (1 - p) / accepted) and info {samples, accepted, effective_samples, worlds_per_second,
+        batch_words, levels, coins, edges, plan_seconds}.
+
+    Raises:
+        ContradictoryEvidence: the hard constraints prove the labels have probability 0 (a
+            conflicting subset named). A contradiction propagation cannot prove leaves no world
+            accepted and raises TooFewSamples instead.
+        TooFewSamples: fewer than `settings.min_accepted` worlds agree with the labels.
+        NotABayesNet: a variable heads several factors, or the factors have a cycle.
+    """
+    t0 = time.perf_counter()
+    settings = settings or Settings()
+    graph, names = _graph_and_names(model_or_graph)
+    labels = {int(v): bool(t) for v, t in (labels or {}).items()}
+    if labels:
+        core = conflicting_labels(graph, labels)
+        if core is not None:
+            raise ContradictoryEvidence({(names[v] if names is not None else str(v)): t
+                                         for v, t in core.items()})
+    sampler = sampler or Sampler(graph, names)
+    t1 = time.perf_counter()
+    counts, accepted, drawn = sampler(labels, int(settings.samples), int(settings.seed))
+    draw_seconds = time.perf_counter() - t1
+    if accepted < settings.min_accepted:
+        raise TooFewSamples(accepted, drawn, int(settings.min_accepted))
+    p = counts.astype(np.float64) / accepted
+    with np.errstate(divide="ignore"):
+        log_odds = np.log(p) - np.log1p(-p)
+    stderr = np.sqrt(p * (1.0 - p) / accepted)
+    plan = sampler.plan
+    info = {"samples": drawn, "accepted": accepted, "effective_samples": accepted,
+            "worlds_per_second": drawn / draw_seconds if draw_seconds > 0 else float("inf"),
+            "batch_words": sampler.batch_words, "levels": len(plan.levels), "coins": plan.coins,
+            "edges": plan.edges, "plan_seconds": sampler.plan_seconds}
+    return Marginals(method="sample", marginals=p, log_odds=log_odds, stderr=stderr,
+                     seconds=time.perf_counter() - t0, info=info)
+
+
+__all__ = ["sample_marginals", "Sampler", "TooFewSamples", "NotABayesNet", "threefry2x32"]
