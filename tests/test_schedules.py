@@ -9,7 +9,9 @@ import json
 import numpy as np
 import pytest
 from conftest import DATA
-from graphs import random_labels, random_polytree
+from graphs import random_factors, random_labels, random_polytree
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sequential_support import analyses, call, cases, runner_for, stage_reference
 from typer.testing import CliRunner
 
@@ -67,6 +69,39 @@ def test_levelling_and_algorithm3_valid_and_levelling_never_more():
             assert lev.num_batches <= a3.num_batches, o.name
             if o.is_total:
                 assert np.array_equal(lev.batch, analysis.brute_levelling(graph, o)), o.name
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), window=st.integers(1, 9))
+def test_walking_a_window_gives_the_fixpoint_levels(seed, window):
+    # Levelling walks a window that its fixpoint does not settle in a few passes; both give the
+    # least levels, for every kind of order (total, split factors, stages, one stage).
+    rng = np.random.default_rng(seed)
+    graph = from_factors(random_factors(rng, int(rng.integers(2, 10)), int(rng.integers(1, 10))))
+    ords = [orders.seqfix(graph), orders.topo(graph), orders.topo(graph, True),
+            *orders.seqrnd(graph, seed, 1), orders.parall(graph),
+            orders.Order(rng.integers(0, 3, graph.num_edges), "stages")]
+    for o in ords:
+        fix = analysis.levelling(graph, o, window=window, scan_after=10**9)
+        walk = analysis.levelling(graph, o, window=window, scan_after=0)
+        one = analysis.levelling(graph, o, window=1 << 20, scan_after=0)
+        assert fix.scans == 0 and walk.scans >= 1 and walk.passes == 0
+        assert np.array_equal(walk.batch, fix.batch), o.name
+        assert np.array_equal(one.batch, fix.batch), o.name
+        assert analysis.is_valid(graph, o, walk.batch), o.name
+
+
+def test_levelling_a_deep_chain_walks_it():
+    # One level per link: the fixpoint alone took one numpy pass per level (12 s for the TOPO
+    # order of a 10^4-link chain); the walk takes one pass per window at most.
+    n = 3000
+    graph = from_factors([Factor(AND, 0, (), 0.5, 0.5)] + [Factor(AND, i, (i - 1,), 0.9, 0.0)
+                                                            for i in range(1, n)])
+    for o in (orders.seqfix(graph), orders.topo(graph)):
+        lev = analysis.levelling(graph, o)
+        assert lev.num_batches == n
+        assert lev.passes <= analysis.SCAN_AFTER * (graph.num_edges // 1024 + 1)
+        assert np.array_equal(lev.batch, analysis.levelling(graph, o, scan_after=10**9).batch)
 
 
 def test_levelling_and_algorithm3_give_the_same_results():
