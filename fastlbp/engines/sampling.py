@@ -60,8 +60,18 @@ WORD_BITS = 32
 _ONES = 0xFFFFFFFF
 # Largest batch: 2^14 words = 524,288 worlds; the state of a batch is (V + 2, words) uint32.
 MAX_BATCH_WORDS = 1 << 14
-# Bytes the batch's state and its largest gather may take (the batch shrinks to fit).
+# Bytes the batch's state, coins and largest gather may take (the batch shrinks to fit): an eighth of
+# the device's memory where it says (a GPU), else 256 MiB. On the H200 at 0.5M edges a 256 MiB budget
+# gave batches of 128 words (4,096 worlds) and a run bound by kernel launches (69 levels per batch).
 BATCH_BYTES = 1 << 28
+
+
+def _batch_budget() -> int:
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+    except Exception:  # noqa: BLE001  (a backend without memory statistics)
+        stats = {}
+    return max(BATCH_BYTES, int(stats.get("bytes_limit", 0)) // 8)
 _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
@@ -163,7 +173,8 @@ class Sampler:
     Args:
         graph: a Bayesian-network factor graph (`sampling_plan`).
         var_names: names for error messages.
-        batch_words: words (32 worlds each) per device call; None: the largest that fits BATCH_BYTES.
+        batch_words: words (32 worlds each) per device call; None: the largest power of two that fits
+            the budget (`_batch_budget`), at most MAX_BATCH_WORDS.
     """
 
     def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None):
@@ -174,7 +185,7 @@ class Sampler:
         plan = self.plan
         widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
         per_word = 4 * (plan.num_rows + plan.coins + 2 * widest)
-        fit = max(1, BATCH_BYTES // per_word)
+        fit = max(1, _batch_budget() // per_word)
         self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
         self._meta_levels = tuple(tuple((g.kind, g.start) for g in lv) for lv in plan.levels)
         self._arrays = ([(jnp.asarray(b.digits), jnp.asarray(b.ids)) for b in plan.buckets],
