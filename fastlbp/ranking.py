@@ -47,6 +47,7 @@ class Ranking:
     seconds: float
     total_unlabelled: int  # before `top` cut the list
     remedy: str | None = None  # what produced the numbers when LBP did not converge (`Round.remedy`)
+    method: str = "lbp"  # how the marginals were computed (`Settings.method`)
 
 
 def alarm_vars(model: Model) -> np.ndarray:
@@ -81,7 +82,7 @@ def order_alarms(key: np.ndarray, alarms: np.ndarray, exclude=()) -> np.ndarray:
 def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *, top: int | None = None,
                 iterations: int = 0, converged: bool = True, delta: float = 0.0,
                 seconds: float = 0.0, log_odds: np.ndarray | None = None,
-                remedy: str | None = None) -> Ranking:
+                remedy: str | None = None, method: str = "lbp") -> Ranking:
     """Builds a `Ranking` from marginals, ordered by their log-odds when given (`order_alarms`).
 
     Args:
@@ -101,7 +102,7 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
     # Labels on non-alarm tuples are evidence too: list them all.
     labelled = [LabelledAlarm(names[v], int(v), bool(t), float(marginals[v]))
                 for v, t in labels.items()]
-    return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy)
+    return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy, method)
 
 
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,
@@ -121,4 +122,4 @@ def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None
     rnd = session.run(warm=False)
     return rank_alarms(model, rnd.marginals, session.labels, top=top, iterations=rnd.iterations,
                        converged=rnd.converged, delta=rnd.delta, seconds=rnd.seconds, log_odds=rnd.log_odds,
-                       remedy=rnd.remedy)
+                       remedy=rnd.remedy, method=rnd.method)

@@ -42,6 +42,8 @@ class Round:
     delta: float
     seconds: float
     remedy: str | None = None  # what produced the numbers when the round did not converge
+    method: str = "lbp"  # "lbp", "exact" or "sample" (`Settings.method`)
+    stderr: np.ndarray | None = None  # (V,) standard errors of a sampled round
 
 
 # Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
@@ -53,6 +55,8 @@ class Session:
     """Evidence, messages and settings for repeated, warm-started rounds on one model.
 
     Changing labels, tol, max_iters or damping never recompiles: they are data.
+    With `method="exact"` or `"sample"` a round is exact inference or sampling
+    from the current labels (no messages, no warm start).
 
     Args:
         model: the model (`fastlbp.load`).
@@ -63,7 +67,9 @@ class Session:
     def __init__(self, model: Model, settings: Settings | None = None, **overrides):
         self._settings = settings_from(settings, **overrides)
         self.model = model
-        self.runner = engines.make_runner(model, self._settings)
+        # LBP's runner (host work once per graph); exact inference and sampling need none.
+        self.runner = engines.make_runner(model, self._settings) if self._settings.method == "lbp" else None
+        self._sampler = None
         self.graph = jax.device_put(model.graph)
         self.labels: dict[int, bool] = dict(model.labels)
         self.messages = init(self.graph, self.dtype)
@@ -133,6 +139,9 @@ class Session:
                 imply (a numerical failure); the labels are kept.
         """
         start = time.perf_counter()
+        if self._settings.method != "lbp":
+            self.last = dataclasses.replace(self._reference_round(), seconds=time.perf_counter() - start)
+            return self.last
         msgs = self.messages if warm else init(self.graph, self.dtype)
         result, rnd = self._round(msgs, self.controls())
         s = self._settings
@@ -141,6 +150,19 @@ class Session:
         self.messages = result.messages
         self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start)
         return self.last
+
+    def _reference_round(self) -> Round:
+        """A round of exact inference or sampling (`Settings.method`), from the current labels."""
+        from fastlbp.engines import exact, sampling
+
+        if self._settings.method == "exact":
+            m = exact.exact_marginals(self.model, self.labels, self._settings)
+        else:
+            if self._sampler is None:  # its plan and compiled batches serve every label set
+                self._sampler = sampling.Sampler(self.model.graph, self.model.var_names)
+            m = sampling.sample_marginals(self.model, self.labels, self._settings, sampler=self._sampler)
+        return Round(marginals=m.marginals, log_odds=m.log_odds, iterations=0, converged=True, delta=0.0,
+                     seconds=m.seconds, method=m.method, stderr=m.stderr)
 
     def _round(self, messages, ctl: Controls):
         """One jitted round from `messages`; (device result, host `Round` without its time)."""

@@ -115,6 +115,7 @@ def to_dict(ranking: Ranking) -> dict:
         "iterations": ranking.iterations,
         "converged": ranking.converged,
         "remedy": ranking.remedy,
+        "method": ranking.method,
         "delta": ranking.delta,
         "seconds": ranking.seconds,
     }

@@ -30,7 +30,7 @@ def test_marginals_json_matches_libdai():
     res = invoke("marginals", WEBLECH, "--schedule", "parall", "--tol", "1e-9", "--max-iters", "200")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert set(out) == {"marginals", "iterations", "converged"}
+    assert set(out) == {"marginals", "iterations", "converged", "remedy"}
     assert out["converged"] is True
     ref = causal_fg.load_marginals(DATA / "weblech" / "parall200.marg")
     assert max(abs(out["marginals"][k] - v) for k, v in ref.items()) < 1e-6

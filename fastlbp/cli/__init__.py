@@ -6,6 +6,7 @@ Every command is registered here, in the order `fastlbp --help` lists them:
     triage      fastlbp.cli.triage     label alarms one at a time in the terminal
     simulate    fastlbp.cli.simulate   Bingo's oracle experiment and its metrics
     marginals   fastlbp.cli.marginals  every variable's P(=1) (JSON, CSV)
+    check       fastlbp.cli.check      LBP against exact inference or sampling
     convert     fastlbp.cli.graphs     graphs between derivation.json, Bingo and causal_fg
     info        fastlbp.cli.graphs     what a graph holds
     schedule    fastlbp.cli.schedule   the batches a schedule makes on a graph
@@ -20,13 +21,14 @@ from __future__ import annotations
 
 import typer
 
-from fastlbp.cli import graphs, marginals, rank, schedule, simulate, triage
+from fastlbp.cli import check, graphs, marginals, rank, schedule, simulate, triage
 from fastlbp.cli.app import app as typer_app
 
 typer_app.command("rank")(rank.rank)
 typer_app.command("triage")(triage.triage)
 typer_app.command("simulate")(simulate.simulate)
 typer_app.command("marginals")(marginals.marginals)
+typer_app.command("check")(check.check)
 typer_app.command("convert")(graphs.convert)
 typer_app.command("info")(graphs.info)
 typer_app.command("schedule")(schedule.schedule)

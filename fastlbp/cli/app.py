@@ -30,7 +30,7 @@ import typer
 
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.graph import GraphError
-from fastlbp.settings import BACKENDS, CYCLE_MODES, PRECISIONS, Settings
+from fastlbp.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
 
 # The one source of every option's default.
 DEFAULTS = Settings()
@@ -123,8 +123,11 @@ def status(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
-def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None) -> str:
+def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None,
+            method: str = "lbp") -> str:
     """`N iterations, converged, S s` (or the last change when not converged, and the remedy used)."""
+    if method != "lbp":
+        return f"{'exact inference' if method == 'exact' else 'sampling'}, {seconds:.3f} s"
     state = "converged" if converged else f"not converged (last change {delta:.3g})"
     if remedy:
         state = f"{'converged' if converged else 'not converged'} with {remedy} (LBP alone did not converge)"
@@ -169,6 +172,7 @@ class Ticker:
 Precision = StrEnum("Precision", {p: p for p in PRECISIONS})
 Backend = StrEnum("Backend", {b: b for b in BACKENDS})
 CycleMode = StrEnum("CycleMode", {c: c for c in CYCLE_MODES})
+Method = StrEnum("Method", {m: m for m in METHODS})
 
 GraphArg = Annotated[
     Path,
@@ -207,10 +211,41 @@ CyclesOpt = Annotated[
 CompressOpt = Annotated[bool, typer.Option("--compress/--no-compress",
                                            help="Compress derivation graphs (exact: alarm marginals "
                                                 "are unchanged).")]
+MethodOpt = Annotated[
+    Method,
+    typer.Option("--method", "-m",
+                 help="How marginals are computed: lbp (loopy belief propagation, fast, approximate on "
+                      "graphs whose derivations share ancestors), exact (bucket elimination; refused "
+                      "when the graph is too wide) or sample (ancestral sampling with error bars; "
+                      "labels by rejection). `fastlbp check` compares LBP with a reference."),
+]
+SamplesOpt = Annotated[int, typer.Option("--samples", help="Worlds drawn by --method sample.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --method sample.")]
 LabelsOpt = Annotated[
     Path | None,
     typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false'."),
 ]
+
+
+def degenerate_warning(probabilities, graph) -> str | None:
+    """A warning when the alarms' marginals look degenerate: all below 1e-12, or all equal.
+
+    LBP on derivation graphs can put every alarm at 1e-78 where the model says 1 %
+    (`fastlbp check` measures it); such numbers rank poorly.
+    """
+    import numpy as np
+
+    p = np.asarray(probabilities, dtype=np.float64)
+    if p.size < 1:
+        return None
+    if np.all(p < 1e-12):
+        what = "every alarm's probability is below 1e-12"
+    elif p.size > 1 and np.all(p == p[0]):
+        what = "every alarm has the same probability"
+    else:
+        return None
+    return (f"warning: {what}: LBP may be far from the model's posterior here; run `fastlbp check {graph}` "
+            f"or rank with --method exact / --method sample")
 
 
 def backend_or_env(backend: str | None) -> str | None:
@@ -235,7 +270,9 @@ def backend_or_env(backend: str | None) -> str | None:
 def settings_from_options(*, schedule: str | None = None, precision: str | None = None,
                           tol: float | None = None, max_iters: int | None = None,
                           damping: float | None = None, backend: str | None = None,
-                          cycles: str | None = None, compress: bool | None = None) -> Settings:
+                          cycles: str | None = None, compress: bool | None = None,
+                          method: str | None = None, samples: int | None = None,
+                          seed: int | None = None) -> Settings:
     """The one `Settings` of a command's options; options left None keep `Settings`' defaults.
 
     Raises:
@@ -245,4 +282,5 @@ def settings_from_options(*, schedule: str | None = None, precision: str | None 
         return value.value if isinstance(value, StrEnum) else value
 
     return DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
-                            damping=damping, backend=plain(backend), cycles=plain(cycles), compress=compress)
+                            damping=damping, backend=plain(backend), cycles=plain(cycles), compress=compress,
+                            method=plain(method), samples=samples, seed=seed)

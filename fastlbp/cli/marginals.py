@@ -19,8 +19,11 @@ from fastlbp.cli.app import (
     GraphArg,
     LabelsOpt,
     MaxItersOpt,
+    MethodOpt,
     PrecisionOpt,
+    SamplesOpt,
     ScheduleOpt,
+    SeedOpt,
     TolOpt,
     backend_or_env,
     emit,
@@ -46,6 +49,9 @@ def marginals(
     damping: DampingOpt = DEFAULTS.damping,
     precision: PrecisionOpt = DEFAULTS.precision,
     backend: BackendOpt = None,
+    method: MethodOpt = DEFAULTS.method,
+    samples: SamplesOpt = DEFAULTS.samples,
+    seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
     labels: LabelsOpt = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = (
@@ -63,6 +69,7 @@ def marginals(
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
+                                     method=method, samples=samples, seed=seed,
                                      cycles=cycles)
     model = load(graph, settings)
     known = read_labels(labels, model) if labels else None
@@ -82,4 +89,4 @@ def marginals(
         for name, p in zip(names, rnd.marginals.tolist(), strict=True):
             w.writerow([name, repr(p)])
         emit(buf.getvalue())
-    status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds, rnd.remedy))
+    status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds, rnd.remedy, rnd.method))

@@ -17,11 +17,15 @@ from fastlbp.cli.app import (
     GraphArg,
     LabelsOpt,
     MaxItersOpt,
+    MethodOpt,
     PrecisionOpt,
+    SamplesOpt,
     ScheduleOpt,
+    SeedOpt,
     Ticker,
     TolOpt,
     backend_or_env,
+    degenerate_warning,
     emit,
     handles_errors,
     settings_from_options,
@@ -54,11 +58,16 @@ def rank(
     backend: BackendOpt = None,
     cycles: CyclesOpt = DEFAULTS.cycles,
     labels: LabelsOpt = None,
+    method: MethodOpt = DEFAULTS.method,
+    samples: SamplesOpt = DEFAULTS.samples,
+    seed: SeedOpt = DEFAULTS.seed,
 ) -> None:
     """Rank alarms by P(alarm is true), most likely first.
 
-    Runs loopy belief propagation to convergence and prints one row per
-    unlabelled alarm: rank, probability, alarm. Alarms labelled in the graph
+    Runs loopy belief propagation to convergence (or, with --method, exact
+    inference or sampling) and prints one row per unlabelled alarm: rank,
+    probability, alarm; alarms are ordered by their log-odds, so the order
+    among probabilities too small to print is kept. Alarms labelled in the graph
     or in --labels are evidence and are listed apart. A graph without alarms
     (a bare factor graph) ranks every variable.
 
@@ -75,7 +84,7 @@ def rank(
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
-                                     cycles=cycles)
+                                     cycles=cycles, method=method, samples=samples, seed=seed)
     model = load(graph, settings)
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
@@ -88,4 +97,10 @@ def rank(
         emit(json.dumps(writers.to_sarif(result, source=str(graph)), indent=1))
     else:
         emit(writers.WRITERS[format.value](result))
-    status(summary(result.iterations, result.converged, result.delta, result.seconds, result.remedy))
+    status(summary(result.iterations, result.converged, result.delta, result.seconds, result.remedy,
+                   result.method))
+    warning = None
+    if result.method == "lbp":
+        warning = degenerate_warning([a.probability for a in result.alarms], graph)
+    if warning:
+        status(warning)

@@ -18,8 +18,11 @@ from fastlbp.cli.app import (
     DampingOpt,
     GraphArg,
     MaxItersOpt,
+    MethodOpt,
     PrecisionOpt,
+    SamplesOpt,
     ScheduleOpt,
+    SeedOpt,
     TolOpt,
     backend_or_env,
     emit,
@@ -53,6 +56,9 @@ def simulate(
     damping: DampingOpt = DEFAULTS.damping,
     precision: PrecisionOpt = DEFAULTS.precision,
     backend: BackendOpt = None,
+    method: MethodOpt = DEFAULTS.method,
+    samples: SamplesOpt = DEFAULTS.samples,
+    seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
     """Replay Bingo's experiment: an oracle labels the top alarm until all true alarms are found.
@@ -68,6 +74,7 @@ def simulate(
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
+                                     method=method, samples=samples, seed=seed,
                                      cycles=cycles)
     if plot is not None:
         try:

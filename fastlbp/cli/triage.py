@@ -14,8 +14,11 @@ from fastlbp.cli.app import (
     DampingOpt,
     GraphArg,
     MaxItersOpt,
+    MethodOpt,
     PrecisionOpt,
+    SamplesOpt,
     ScheduleOpt,
+    SeedOpt,
     Ticker,
     TolOpt,
     backend_or_env,
@@ -45,6 +48,9 @@ def triage(
     damping: DampingOpt = DEFAULTS.damping,
     precision: PrecisionOpt = DEFAULTS.precision,
     backend: BackendOpt = None,
+    method: MethodOpt = DEFAULTS.method,
+    samples: SamplesOpt = DEFAULTS.samples,
+    seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
     """Label alarms one at a time, most likely first, in the terminal.
@@ -72,6 +78,7 @@ def triage(
         raise typer.BadParameter("--resume, --fresh and --recover exclude each other")
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
+                                     method=method, samples=samples, seed=seed,
                                      cycles=cycles)
     model = load(graph, settings)
     path = session or default_session_path(graph)

@@ -1,0 +1,96 @@
+"""`fastlbp check`: how far LBP's alarm marginals are from a reference (exact inference or sampling)."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from fastlbp import check as checking
+from fastlbp.cli.app import (
+    DEFAULTS,
+    BackendOpt,
+    CyclesOpt,
+    DampingOpt,
+    GraphArg,
+    LabelsOpt,
+    MaxItersOpt,
+    PrecisionOpt,
+    SamplesOpt,
+    ScheduleOpt,
+    SeedOpt,
+    Ticker,
+    TolOpt,
+    backend_or_env,
+    emit,
+    handles_errors,
+    settings_from_options,
+    status,
+)
+from fastlbp.loading import load, read_labels
+
+Reference = StrEnum("Reference", {r: r for r in checking.REFERENCES})
+
+
+class CheckFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+@handles_errors
+def check(
+    graph: GraphArg,
+    reference: Annotated[Reference, typer.Option(
+        "--reference", "-r", help="exact (bucket elimination; refused when the graph is too wide), sample "
+                                  "(ancestral sampling with error bars), or auto: exact where it fits, "
+                                  "else sample.")] = Reference.auto,
+    format: Annotated[CheckFormat, typer.Option("--format", "-f", help="table or json.")] = CheckFormat.table,
+    worst: Annotated[int, typer.Option("--worst", min=0, help="Alarms listed, worst first.")] = 10,
+    schedule: ScheduleOpt = DEFAULTS.schedule,
+    tol: TolOpt = DEFAULTS.tol,
+    max_iters: MaxItersOpt = DEFAULTS.max_iters,
+    damping: DampingOpt = DEFAULTS.damping,
+    precision: PrecisionOpt = DEFAULTS.precision,
+    backend: BackendOpt = None,
+    samples: SamplesOpt = DEFAULTS.samples,
+    seed: SeedOpt = DEFAULTS.seed,
+    cycles: CyclesOpt = DEFAULTS.cycles,
+    labels: LabelsOpt = None,
+) -> None:
+    """Compare LBP's alarm marginals with a reference: exact inference where the graph allows, else sampling.
+
+    LBP is exact on trees and approximate on the networks derivation graphs
+    make, where a tuple's derivations share ancestors; this measures how far.
+    Reports the largest and mean absolute error over the unlabelled alarms,
+    the Spearman correlation of LBP's order with the reference's, the overlap
+    of the top 10, the alarms LBP misses most, and a verdict: ok, or warn
+    with the reasons (an error beyond 0.05 and 3 standard errors, an order
+    of magnitude off, Spearman below 0.9, a top-10 miss, no convergence).
+
+    JSON: {"reference": "exact"|"sample", "alarms": n, "max_abs_error": x, "mean_abs_error": x,
+    "spearman": r, "top_k": k, "top_k_overlap": m, "worst": [{"alarm", "lbp", "reference",
+    "stderr"}...], "verdict": "ok"|"warn", "reasons": [...], ...}.
+
+    Examples:
+
+      fastlbp check data/weblech.json
+
+      fastlbp check race.json --labels labels.txt --reference sample --samples 1000000 -f json
+    """
+    settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
+                                     precision=precision, backend=backend_or_env(backend), cycles=cycles,
+                                     samples=samples, seed=seed)
+    model = load(graph, settings)
+    known = dict(model.labels)
+    if labels:
+        known.update(read_labels(labels, model))
+    with Ticker("running LBP and the reference"):
+        report = checking.check(model, known, settings, reference=reference.value)
+    if format is CheckFormat.json:
+        emit(json.dumps(report.as_dict(worst), indent=1))
+    else:
+        emit(checking.to_table(report, worst))
+    status(f"reference {report.reference}: {report.reference_info.get('seconds', 0.0):.3f} s; "
+           f"verdict {report.verdict}")
