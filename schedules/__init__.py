@@ -18,6 +18,9 @@ by `:OPTION` parts:
     :relaxed (default) | :chunked         engine: relax whole sweeps to the fixed point
                                           (fastlbp/engines/relaxed.py), or run the batches in
                                           order, chunk by chunk (fastlbp/engines/chunked.py)
+    :budget=N                             relaxed: passes a sweep may take before the chunk loop
+                                          finishes it exactly (default: a cost model,
+                                          `relax_plan.pass_budget`)
     :seed=N :cycle=N                      SEQRND: seed, number of orders cycled (default 0, 8)
     :bodyfirst                            TOPO: body messages backward first, then heads forward
     :width=N                              chunk width (slots); default: chosen by a cost model
@@ -35,6 +38,7 @@ import time
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fastlbp.errors import InputError
@@ -47,7 +51,7 @@ from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
 from schedules.orders import BUILTIN, ORDER_FILE_HELP, Order
 
 _FLAGS = {"levelling", "algorithm3", "bodyfirst", "relaxed", "chunked"}
-_VALUED = {"seed", "cycle", "width", "unroll"}
+_VALUED = {"seed", "cycle", "width", "unroll", "budget"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Spec:
     width: int | None = None
     unroll: int | None = None  # None: 8 on a GPU (a while-loop trip costs ~15 us there), else 1
     engine: str = "relaxed"  # relaxed | chunked (SEQRND and other many-run orders: chunked)
+    budget: int | None = None  # relaxed: passes per sweep before the chunk loop; None: cost model
 
 
 def _is_option(part: str) -> bool:
@@ -109,13 +114,13 @@ def parse_spec(spec: str, **overrides: Any) -> Spec:
         else:
             raise InputError(None, None, f"unknown schedule option {opt!r} in {spec!r} (expected "
                                          f"levelling, algorithm3, relaxed, chunked, bodyfirst, seed=N, "
-                                         f"cycle=N, width=N or unroll=N)")
+                                         f"cycle=N, width=N, unroll=N or budget=N)")
     kw.update({k: v for k, v in overrides.items() if v is not None})
     out = Spec(strategy, path, **kw)
     if out.analysis not in ANALYSES:
         raise InputError(None, None, f"unknown analysis {out.analysis!r} (expected one of "
                                      f"{', '.join(ANALYSES)})")
-    if out.cycle < 1 or (out.width or 1) < 1 or (out.unroll or 1) < 1:
+    if out.cycle < 1 or (out.width or 1) < 1 or (out.unroll or 1) < 1 or (out.budget or 1) < 1:
         raise InputError(None, None, f"schedule options must be positive in {spec!r}")
     return out
 
@@ -166,7 +171,13 @@ def compile_schedule(model, spec: str | Spec, **overrides: Any) -> Compiled:
     ords = orders_for(model, sp)
     t1 = time.perf_counter()
     ans = [_analysis.analyse(graph, o, sp.analysis) for o in ords]
+    return _pack(graph, sp, ans, t1 - t0)
+
+
+def _pack(graph: FactorGraph, sp: Spec, ans: list[Analysis], order_seconds: float) -> Compiled:
+    """Packs analysed orders into the chunk plan (`compile_schedule` after its analysis)."""
     t2 = time.perf_counter()
+    ords = [a.order for a in ans]
     width = sp.width
     lo = max(_plan.min_width(graph, a.batch, o.rank, o.is_total) for a, o in zip(ans, ords,
                                                                                   strict=True))
@@ -178,12 +189,19 @@ def compile_schedule(model, spec: str | Spec, **overrides: Any) -> Compiled:
     layouts = [_plan.pack(graph, a.batch, o.rank, o.is_total, width)
                for a, o in zip(ans, ords, strict=True)]
     pl = _plan.stack(layouts, graph.num_edges, graph.num_vars)
-    return Compiled(sp, ans, layouts, pl, t1 - t0, time.perf_counter() - t2)
+    return Compiled(sp, ans, layouts, pl, order_seconds, time.perf_counter() - t2)
 
 
 @dataclasses.dataclass
 class Relaxation:
-    """The relaxation plan of a single-order spec, and what building it took."""
+    """The relaxation plan of a single-order spec, and what building it took.
+
+    Attributes:
+        budget: the most passes a relaxed sweep runs (`plan.max_passes`): the number of
+            levels, or fewer when `chunks` finishes the sweeps that do not settle in them.
+        chunks: the order's chunk plan (`compile_schedule`, the same analysis) when the
+            order has more levels than the budget, else None.
+    """
 
     spec: Spec
     analysis: Analysis
@@ -191,6 +209,8 @@ class Relaxation:
     order_seconds: float
     analysis_seconds: float
     plan_seconds: float
+    budget: int = 0
+    chunks: Compiled | None = None
 
 
 def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | None:
@@ -199,7 +219,11 @@ def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | N
     None when the spec has several orders (SEQRND) or its order splits the
     factors into too many reader groups; those run chunk by chunk
     (`compile_schedule`). The dependency analysis gives the number of levels,
-    the most passes a relaxed sweep needs to be exact.
+    the most passes a relaxed sweep needs to be exact. A sweep runs at most
+    `spec.budget` passes (default `relax_plan.pass_budget`: as many as cost
+    one chunk-loop sweep); an order with more levels than that also gets its
+    chunk plan, which finishes exactly, level by level, the sweeps that the
+    budget does not settle (a chain: one level per link, and a pass per level).
     """
     sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
@@ -210,10 +234,27 @@ def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | N
     t1 = time.perf_counter()
     an = _analysis.analyse(graph, ords[0], sp.analysis)
     t2 = time.perf_counter()
-    rplan = _relax_plan.build(graph, ords[0], an.num_batches)
+    levels = max(an.num_batches, 1)
+    rplan = _relax_plan.build(graph, ords[0], levels)
     if rplan is None:
         return None
-    return Relaxation(sp, an, rplan, t1 - t0, t2 - t1, time.perf_counter() - t2)
+    t3 = time.perf_counter()
+    gpu = jax.default_backend() == "gpu"
+    virtual = rplan.virtual_edges
+    # A chunk sweep takes at least one chunk per level: the budget of that many chunks of the
+    # narrowest width first, and the real plan's only when the order is deeper than that.
+    budget = sp.budget or _relax_plan.pass_budget(levels, 2, virtual, gpu)
+    chunks = None
+    if levels > budget:
+        chunks = _pack(graph, sp, [an], t1 - t0)
+        budget = sp.budget or _relax_plan.pass_budget(chunks.plan.num_chunks, chunks.plan.width,
+                                                      virtual, gpu)
+        if levels <= budget:
+            chunks = None
+    budget = min(budget, levels)
+    if budget < levels:
+        rplan = dataclasses.replace(rplan, max_passes=jnp.asarray(budget, jnp.int32))
+    return Relaxation(sp, an, rplan, t1 - t0, t2 - t1, t3 - t2, budget, chunks)
 
 
 def _histogram(sizes: np.ndarray) -> dict[str, list[int]]:

@@ -45,7 +45,9 @@ class RelaxPlan:
         own: (Ev,) int32 the virtual edge's own (real) edge.
         own_pos: (Ev,) int32 read_order position of the own edge.
         own_new: (Ev,) bool, whether the own edge is in [lo, split).
-        max_passes: () int32, the number of levels: passes that make the sweep exact.
+        max_passes: () int32, the most passes a sweep runs: the number of levels (passes
+            that make the sweep exact), or a budget below it when the chunk loop finishes
+            the sweeps it does not settle (`schedules.relaxation_plan`).
     """
 
     vgraph: FactorGraph
@@ -63,6 +65,35 @@ class RelaxPlan:
     @property
     def virtual_edges(self) -> int:
         return self.vgraph.num_edges
+
+
+# The cost model of `pass_budget`, in microseconds: a relaxation pass costs PASS_FIXED +
+# PASS_PER_EDGE per virtual edge, a step of the chunk loop STEP_FIXED + STEP_PER_SLOT per slot.
+# Measured with benchmarks/bench_chains.py (see `pass_budget`).
+CPU_COSTS = (50.0, 0.3, 4.0, 0.7)
+GPU_COSTS = (50.0, 0.0003, 3.0, 0.001)
+MIN_BUDGET = 8
+
+
+def pass_budget(chunk_steps: int, width: int, virtual_edges: int, gpu: bool) -> int:
+    """Relaxation passes worth running before the chunk loop finishes a sweep.
+
+    A sweep that has not settled after b passes is redone by the chunk loop,
+    so it costs b passes plus one chunk sweep. With b = the passes that cost
+    one chunk sweep (the ski-rental rule) that is at most twice the cheaper
+    of the two engines on that sweep, whichever it is, and a sweep that
+    settles in fewer passes (3-12 on Bingo-like graphs, 40-160 for TOPO)
+    never pays for the chunk loop.
+
+    Args:
+        chunk_steps: chunks of one chunk-loop sweep.
+        width: slots per chunk.
+        virtual_edges: edges of the relaxation's virtual graph (one pass touches each).
+        gpu: costs of a GPU (launch-bound steps), else of a CPU.
+    """
+    pass_fixed, per_edge, step_fixed, per_slot = GPU_COSTS if gpu else CPU_COSTS
+    sweep = chunk_steps * (step_fixed + per_slot * width)
+    return max(MIN_BUDGET, int(sweep / (pass_fixed + per_edge * virtual_edges)))
 
 
 def reader_groups(graph: FactorGraph, order: Order) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import schedules
 from datalog import causal_fg
 from fastlbp import loading
 from fastlbp.engines import loop, relaxed
-from fastlbp.graph import AND, Factor, evidence_from_labels, from_factors
+from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
 from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs
 from fastlbp.session import Session
 from schedules import analysis, orders, relax_plan
@@ -78,7 +78,8 @@ def test_one_sweep_equals_the_sequential_reference_from_any_state(seed, strategy
         return
     layout = _layout(graph, order, analysis.levelling(graph, order).num_batches)
     ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
-    got, passes = relaxed.sweep(graph, layout, jnp.asarray(start), ev)
+    got, passes, redone = relaxed.sweep(graph, layout, jnp.asarray(start), ev)
+    assert not bool(redone)  # no chunk plan: the budget is the number of levels
     if want is None or np.isnan(want).any():
         return
     _assert_same(got, want)
@@ -111,6 +112,129 @@ def test_a_chain_needs_every_pass_and_gets_them():
     short = _layout(graph, order, 1)
     once, _ = relaxed.sweep_with_passes(graph, short, jnp.asarray(start), ev)
     assert np.max(np.abs(np.asarray(once) - want)) > 1e-3
+
+
+def _random_chain(rng):
+    """A chain of 6-40 links (random parameters, sometimes a hard one), factors in chain order or
+    reversed, sometimes a few random factors across it: one level per link."""
+    n = int(rng.integers(6, 41))
+
+    def p():
+        return float(rng.integers(0, 2)) if rng.random() < 0.1 else float(rng.uniform(0.05, 0.95))
+
+    prior = p()
+    factors = [Factor(AND, 0, (), prior, prior)]
+    factors += [Factor(AND if rng.random() < 0.5 else OR, i, (i - 1,), p(), p()) for i in range(1, n)]
+    if rng.random() < 0.5:
+        factors = factors[::-1]
+    for _ in range(int(rng.integers(0, 3))):
+        head, body = (int(x) for x in rng.choice(n, 2, replace=False))
+        factors.append(Factor(OR, head, (body,), p(), p()))
+    return factors
+
+
+# A compile per shape (~2 s on a CPU) makes each example costly: 15 of them.
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(["seqfix", "topo", "topo:bodyfirst"]),
+       budget=st.integers(1, 4))
+def test_a_budgeted_sweep_equals_the_sequential_sweep(seed, strategy, budget):
+    # A sweep that the budget does not settle is redone by the chunk loop from its start state:
+    # deep chains (one level per link) exercise that path on small graphs.
+    rng = np.random.default_rng(seed)
+    if rng.random() < 0.6:
+        factors = _random_chain(rng)
+    else:
+        factors = random_factors(rng, int(rng.integers(2, 10)), int(rng.integers(1, 10)))
+    graph = from_factors(factors)
+    labels = random_labels(rng, graph.num_vars) if rng.random() < 0.5 else {}
+    rel = schedules.relaxation_plan(graph, f"{strategy}:budget={budget}")
+    levels = rel.analysis.num_batches
+    assert rel.budget == min(budget, levels) and int(rel.plan.max_passes) == max(rel.budget, 1)
+    assert (rel.chunks is not None) == (levels > budget)
+    layout = relaxed.layout_for(graph, rel.plan, None if rel.chunks is None else rel.chunks.plan)
+    start = rng.normal(0, 3, graph.num_edges)
+    start[rng.random(graph.num_edges) < 0.1] = np.inf
+    try:
+        want = _sequential_sweep(factors, graph.num_vars, rel.analysis.order, labels, _pairs(start))
+    except Contradiction:
+        return
+    ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
+    got, passes, redone = relaxed.sweep_with_stats(graph, layout, jnp.asarray(start), ev)
+    assert 1 <= int(passes) <= rel.budget
+    assert not bool(redone) or rel.chunks is not None
+    if want is None or np.isnan(want).any():
+        return
+    _assert_same(got, want)
+
+
+def test_a_chain_deeper_than_the_budget_is_finished_by_the_chunk_loop():
+    factors = _chain(40)
+    graph = from_factors(factors)
+    start = np.zeros(graph.num_edges)
+    want = _sequential_sweep(factors, graph.num_vars, orders.seqfix(graph), {}, _pairs(start))
+    ev = jnp.zeros(graph.num_vars)
+    rel = schedules.relaxation_plan(graph, "seqfix:budget=5")
+    assert rel.budget == 5 and rel.chunks is not None and rel.analysis.num_batches >= 39
+    layout = relaxed.layout_for(graph, rel.plan, rel.chunks.plan)
+    got, passes, redone = relaxed.sweep_with_stats(graph, layout, jnp.asarray(start), ev)
+    assert int(passes) == 5 and bool(redone)
+    _assert_same(got, want, 1e-12)
+    # Without the chunk loop five passes are visibly wrong: the test can fail.
+    short = _layout(graph, orders.seqfix(graph), 5)
+    five, _ = relaxed.sweep_with_passes(graph, short, jnp.asarray(start), ev)
+    assert np.max(np.abs(np.asarray(five) - want)) > 1e-3
+    # A sweep that settles within the budget keeps the relaxation's result.
+    again, passes, redone = relaxed.sweep_with_stats(graph, layout, got, ev)
+    assert int(passes) <= 2 and not bool(redone)
+
+
+def test_budgeted_runner_equals_sequential_reference():
+    # Whole rounds: the loop's aggregates (of the real graph) start the chunk loop, also under
+    # TOPO's virtual graph.
+    check_equals_sequential_reference("topo:budget=1", "relaxed", jit=True)
+
+
+def test_default_budget_carries_no_chunk_plan_on_a_shallow_order():
+    model = causal_fg.load(WEBLECH / "graph.causal_fg")
+    rel = schedules.relaxation_plan(model, "seqfix:budget=1000")
+    assert rel.chunks is None and rel.budget == rel.analysis.num_batches == int(rel.plan.max_passes)
+    runner = runner_for(model, "seqfix:budget=1000")
+    assert runner.layout.chunks is None and runner.run is relaxed.run
+
+
+def test_pass_budget_is_the_passes_one_chunk_sweep_costs():
+    # Ski rental: a sweep costs at most the budget's passes plus one chunk sweep.
+    few = relax_plan.pass_budget(1000, 4, 100_000, gpu=False)
+    assert few == relax_plan.MIN_BUDGET
+    many = relax_plan.pass_budget(100_000, 16, 2_000, gpu=False)
+    fixed, per_edge, step, per_slot = relax_plan.CPU_COSTS
+    assert many == int(100_000 * (step + 16 * per_slot) / (fixed + per_edge * 2_000))
+    assert relax_plan.pass_budget(200_000, 16, 2_000, gpu=False) >= 2 * many - 1
+    assert relax_plan.pass_budget(100_000, 16, 2_000, gpu=True) >= relax_plan.MIN_BUDGET
+
+
+def test_a_chain_of_ten_thousand_links_through_a_session():
+    # One level per link: before the budget every cold SEQFIX sweep took 10^4 passes of O(E)
+    # (45 s for `fastlbp rank` on a 2-core CPU); the chunk loop now finishes it.
+    from datalog.bayesnet import to_model
+    from datalog.derivation import from_clauses
+
+    n = 10_000
+    dg = from_clauses([("R", f"t{i + 1}", [f"t{i}"]) for i in range(n)], rules={"R": 0.9},
+                      priors={"t0": 0.5}, alarms=[f"t{n}"])
+    model = to_model(dg, compress=True)  # chain merging keeps the n + 1 tuples as variables
+    assert model.graph.num_vars == n + 1
+    session = Session(model, schedule="seqfix")
+    assert session.runner.name == "seqfix/relaxed" and session.runner.layout.chunks is not None
+    assert session.runner.info["budget"] < n
+    first = session.run()
+    assert first.converged
+    chunk = Session(model, schedule="seqfix:chunked")
+    ref = chunk.run()
+    assert first.iterations == ref.iterations
+    np.testing.assert_array_equal(first.log_odds, ref.log_odds)
+    # P(t_n) = 0.5 * 0.9^n: its log-odds carry the whole chain.
+    assert abs(first.log_odds[n] - (np.log(0.5) + n * np.log(0.9))) < 1e-6 * n
 
 
 @pytest.mark.parametrize("spec", ["seqfix", "topo"])

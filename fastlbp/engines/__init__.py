@@ -15,7 +15,10 @@ reads:
 | chunked      | a sequential order (or SEQRND), batches chunk by chunk | chunked.py      |
 | persistent   | the same chunks in one persistent Pallas kernel (GPU)  | persistent.py   |
 
-The shared loop (damping, convergence, conflicts) is `loop.iterate`.
+The shared loop (damping, convergence, conflicts) is `loop.iterate`. A relaxed
+sweep runs at most a budget of passes; an order deeper than the budget also
+carries its chunk plan, and the chunk loop redoes exactly a sweep that the
+budget did not settle (`relaxed.py`).
 """
 
 from __future__ import annotations
@@ -50,17 +53,20 @@ def _parall_fused(model, spec: schedules.Spec, settings: Settings) -> Runner:
     return fused.make_runner(_graph(model), settings, unroll=spec.unroll or fused.UNROLL)
 
 
+def _gpu_unroll(spec: schedules.Spec) -> int:
+    # A while-loop trip costs ~15 us on the H200; several chunks per trip pay there, not on a CPU.
+    return spec.unroll or (8 if jax.default_backend() == "gpu" else 1)
+
+
 def _relaxed(model, spec: schedules.Spec, settings: Settings) -> Runner | None:
     rel = schedules.relaxation_plan(model, spec)
     if rel is None:
         return None
-    info = {"compiled": rel, "order_seconds": rel.order_seconds, "analysis_seconds": rel.analysis_seconds}
-    return relaxed.make_runner(_graph(model), rel.plan, f"{spec.strategy}/relaxed", info=info)
-
-
-def _gpu_unroll(spec: schedules.Spec) -> int:
-    # A while-loop trip costs ~15 us on the H200; several chunks per trip pay there, not on a CPU.
-    return spec.unroll or (8 if jax.default_backend() == "gpu" else 1)
+    info = {"compiled": rel, "order_seconds": rel.order_seconds, "analysis_seconds": rel.analysis_seconds,
+            "budget": rel.budget}
+    chunks = None if rel.chunks is None else rel.chunks.plan
+    return relaxed.make_runner(_graph(model), rel.plan, f"{spec.strategy}/relaxed", chunks=chunks,
+                               unroll=_gpu_unroll(spec), info=info)
 
 
 def _chunked(model, spec: schedules.Spec, settings: Settings) -> Runner:

@@ -34,22 +34,33 @@ forward, the body edges backward) reads different states per run, so each
 run (a *reader group*) becomes one copy of the factor in a virtual graph; for
 SEQFIX the virtual graph is the graph.
 
-The worst case is L passes per iteration (a chain that carries information
-all the way, e.g. a long path updated in path order), slower than the chunk
-loop (`NAME:chunked`), which is exact in L cheap steps.
+The worst case is L passes per iteration, O(E L): a chain that carries
+information all the way (a path of 10^5 links updated in path order takes
+10^5 passes), where the chunk loop (`fastlbp/engines/chunked.py`) is exact in
+L steps of O(W). So a sweep runs at most `plan.max_passes` passes, a budget
+below L when the order is deeper than it (`schedules.relax_plan.pass_budget`:
+the passes that cost one chunk sweep); a sweep that has not settled by then
+is redone from its start state by the chunk loop (`lax.cond` in the same
+program), so every sweep is the exact sequential sweep and costs at most
+about twice the cheaper engine. Orders with no more levels than the budget
+carry no chunk plan. Under `jax.vmap` the condition becomes a select and
+both branches run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import jax
 import jax.numpy as jnp
 
 from fastlbp import kernels, segments
+from fastlbp.engines import chunked
 from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
 from fastlbp.graph import FactorGraph
+from schedules import plan as P
 from schedules.relax_plan import RelaxPlan
 
 
@@ -63,11 +74,15 @@ class RelaxLayout:
         sums: segment sums of the graph (its variables' rows).
         vsums: segment sums of the plan's virtual graph (its factors); `sums` when
             the virtual graph is the graph.
+        chunks: the order's chunk plan (`schedules.compile_schedule`), which finishes the
+            sweeps that `plan.max_passes` passes do not settle; None when the budget is the
+            number of levels.
     """
 
     plan: RelaxPlan
     sums: kernels.Summation
     vsums: kernels.Summation
+    chunks: P.Plan | None = None
 
 
 def relax_pass(graph: FactorGraph, layout: RelaxLayout, old_split: jax.Array, old_totals: jax.Array,
@@ -116,11 +131,20 @@ def _moved(new: jax.Array, cur: jax.Array) -> jax.Array:
     return jnp.max(d, initial=0.0)
 
 
-def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, inner_tol=None):
+def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, agg=None, iteration=0, inner_tol=None,
+          unroll: int = 1):
     """One iteration of the plan's order, solved by relaxation (call inside jit).
 
+    Args:
+        messages: (E,) log-odds, the sweep's start state.
+        evidence: (V,) log-odds.
+        agg: (V, 3) `kernels.var_aggregates` of messages and evidence (the chunk loop's
+            start; None: computed here when the layout has a chunk plan).
+        iteration: () int32 (the chunk plan's order number: always 0 here).
+        unroll: chunks per loop trip of the chunk loop (static).
+
     Returns:
-        ((E,) new log-odds, () int32 passes used).
+        ((E,) new log-odds, () int32 passes run, () bool whether the chunk loop redid the sweep).
     """
     plan = layout.plan
     dtype = messages.dtype
@@ -128,8 +152,8 @@ def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, inner_tol
     old_fo = kernels.split_infinite(messages)
     old_split = old_fo[plan.read_order]
     old_totals = segments.segment_sum(layout.sums.var, messages, transform=kernels.split_infinite)
-    agg = old_totals + kernels.split_infinite(evidence.astype(dtype))
-    base = agg[plan.vgraph.edge_var] - old_fo[plan.own]
+    agg_rel = old_totals + kernels.split_infinite(evidence.astype(dtype))
+    base = agg_rel[plan.vgraph.edge_var] - old_fo[plan.own]
     params = kernels.factor_params(plan.vgraph, dtype)  # the same in every pass
 
     def cond(state):
@@ -142,44 +166,78 @@ def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, inner_tol
         return new, _moved(new, guess), k + 1
 
     state = (messages, jnp.asarray(jnp.inf, dtype), jnp.asarray(0, jnp.int32))
-    new, _, passes = jax.lax.while_loop(cond, body, state)
-    return new, passes
+    new, moved, passes = jax.lax.while_loop(cond, body, state)
+    if layout.chunks is None:
+        # max_passes is the number of levels: exact by construction.
+        return new, passes, jnp.asarray(False)
+    unsettled = moved > tol
+    if agg is None:
+        agg = kernels.var_aggregates(graph, layout.sums, messages, evidence.astype(dtype))
+
+    def level_by_level(_):
+        return chunked.sweep(graph, layout.chunks, messages, agg, jnp.asarray(iteration, jnp.int32), unroll)
+
+    new = jax.lax.cond(unsettled, level_by_level, lambda _: new, None)
+    return new, passes, unsettled
 
 
 def _run(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array, evidence: jax.Array,
-         ctl: Controls) -> RunResult:
+         ctl: Controls, *, unroll: int = 1) -> RunResult:
     # The sweep recomputes its old totals itself (without the evidence) rather than
-    # subtracting the evidence from the loop's aggregates, which would round soft evidence.
+    # subtracting the evidence from the loop's aggregates, which would round soft evidence;
+    # the loop's aggregates are the chunk loop's start when it redoes a sweep.
     def relaxed(g, lay, msgs, agg, ev, it):
-        return sweep(g, lay, msgs, ev)[0]
+        return sweep(g, lay, msgs, ev, agg, it, unroll=unroll)[0]
 
     return iterate(relaxed, graph, layout, layout.sums, messages, evidence, ctl)
 
 
-run = jax.jit(_run)
+@functools.cache
+def jitted_run(unroll: int = 1):
+    """The jitted round `run(graph, layout, messages, evidence, controls)`, the chunk loop (if any)
+    running `unroll` chunks per loop trip."""
+    return jax.jit(functools.partial(_run, unroll=unroll))
+
+
+run = jitted_run(1)
 
 
 @jax.jit
 def sweep_with_passes(graph: FactorGraph, layout: RelaxLayout, messages, evidence):
     """One sweep and the passes it took (benchmarks, `fastlbp info`)."""
+    return sweep(graph, layout, messages, evidence)[:2]
+
+
+@jax.jit
+def sweep_with_stats(graph: FactorGraph, layout: RelaxLayout, messages, evidence):
+    """One sweep, the passes it took and whether the chunk loop redid it (benchmarks, tests)."""
     return sweep(graph, layout, messages, evidence)
 
 
-def layout_for(graph: FactorGraph, plan: RelaxPlan) -> RelaxLayout:
-    """The device layout of a relaxation plan (host work, once per graph and order)."""
+def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None) -> RelaxLayout:
+    """The device layout of a relaxation plan and, for a budget below the levels, the order's chunk
+    plan (host work, once per graph and order)."""
     sums = kernels.summation(graph, "xla")
     vsums = sums if plan.vgraph is graph else kernels.summation(plan.vgraph, "xla")
-    return jax.device_put(RelaxLayout(plan, sums, vsums))
+    return jax.device_put(RelaxLayout(plan, sums, vsums, chunks))
 
 
-def make_runner(graph: FactorGraph, plan: RelaxPlan, name: str, info: dict | None = None) -> Runner:
-    """A `Runner` for a relaxation plan built by the dispatcher (`schedules.relax_plan.build`)."""
+def make_runner(graph: FactorGraph, plan: RelaxPlan, name: str, *, chunks: P.Plan | None = None,
+                unroll: int = 1, info: dict | None = None) -> Runner:
+    """A `Runner` for a relaxation plan built by the dispatcher (`schedules.relaxation_plan`).
+
+    Args:
+        chunks: the chunk plan that finishes sweeps the budget (`plan.max_passes`) does not settle.
+        unroll: chunks per loop trip of that chunk loop.
+    """
     start = time.perf_counter()
-    layout = layout_for(graph, plan)
-    return Runner(name=name, layout=layout, run=run,
+    layout = layout_for(graph, plan, chunks)
+    unroll = unroll if chunks is not None else 1
+    return Runner(name=name, layout=layout, run=jitted_run(unroll),
                   info={**(info or {}), "layout_seconds": time.perf_counter() - start,
-                        "virtual_edges": plan.virtual_edges})
+                        "virtual_edges": plan.virtual_edges, "max_passes": int(plan.max_passes),
+                        "chunk_steps": 0 if chunks is None else chunks.num_chunks, "unroll": unroll})
 
 
-__all__ = ["RelaxLayout", "relax_pass", "inner_tolerance", "sweep", "sweep_with_passes", "run", "layout_for",
-           "make_runner"]
+__all__ = ["RelaxLayout", "relax_pass", "inner_tolerance", "sweep", "sweep_with_passes", "sweep_with_stats",
+           "run", "jitted_run", "layout_for", "make_runner"]
