@@ -107,18 +107,19 @@ def _marginal(xp, belief):
 
 def _extract(mask, r: int):
     """(2^r,) int32: for each entry of a rank-r table, its index in the sub-table over the axes in `mask`."""
-    # `+ 0 * mask[0]`: an index that depends on an argument is not constant-folded by XLA at compile
-    # time (folding the 2^r iota expressions took seconds per kernel).
-    e = jnp.arange(2**r, dtype=jnp.int32) + 0 * mask[0].astype(jnp.int32)
+    # `+ mask[-1]` (0 at run time, unknown to the compiler): an index computed from constants alone is
+    # constant-folded by XLA at compile time, which took seconds to minutes per kernel for 2^20+ entries
+    # (360 s cold for a 16 x 16 grid on the H200; `0 * x` would be simplified to a constant too).
+    e = jnp.arange(2**r, dtype=jnp.int32) + mask[-1]
     idx = jnp.zeros_like(e)
     for j in range(r):
-        idx = jnp.where(mask[j], idx * 2 + ((e >> (r - 1 - j)) & 1), idx)
+        idx = jnp.where(mask[j] > 0, idx * 2 + ((e >> (r - 1 - j)) & 1), idx)
     return idx
 
 
 @jax.jit
 def _add_device(b, x, mask):
-    """b + x broadcast: x's axes are the axes of b where `mask` (traced) is true, in order."""
+    """b + x broadcast: x's axes are the axes of b where `mask` (traced, (r + 1,) int32, last 0) is 1."""
     idx = _extract(mask, b.ndim)
     return b + jnp.reshape(jnp.ravel(x)[idx], b.shape)
 
@@ -132,10 +133,10 @@ def _finish_device(b):
 
 @jax.jit
 def _down_device(b, m, parent_belief, mask):
-    """`_backward` for a parent whose axes in the child's separator are `mask` (traced)."""
+    """`_backward` for a parent whose axes in the child's separator are `mask` (traced, as `_add_device`)."""
     rs, rp = b.ndim - 1, parent_belief.ndim
     ro = rp - rs
-    zero = 0 * mask[0].astype(jnp.int32)  # not constant-folded (see `_extract`)
+    zero = mask[-1]  # 0, not constant-folded (see `_extract`)
     s = jnp.arange(2**rs, dtype=jnp.int32)[:, None] + zero
     o = jnp.arange(2**ro, dtype=jnp.int32)[None, :] + zero
     idx = jnp.zeros((2**rs, 2**ro), jnp.int32)
@@ -143,15 +144,20 @@ def _down_device(b, m, parent_belief, mask):
     for j in range(rp):
         sb = (s >> jnp.maximum(rs - 1 - cs, 0)) & 1
         ob = (o >> jnp.maximum(ro - 1 - co, 0)) & 1
-        idx = idx * 2 + jnp.where(mask[j], sb, ob)
-        cs = cs + mask[j].astype(jnp.int32)
-        co = co + 1 - mask[j].astype(jnp.int32)
+        idx = idx * 2 + jnp.where(mask[j] > 0, sb, ob)
+        cs = cs + mask[j]
+        co = co + 1 - mask[j]
     # The parent's other variables now form the contiguous last axis of the gathered table.
     sep = _lse(jnp, jnp.ravel(parent_belief)[idx], -1)
     return _backward(jnp, b, m, jnp.reshape(sep, b.shape[:-1]), (), b.shape[:-1])
 
 
 _marginal_device = jax.jit(functools.partial(_marginal, jnp))
+
+
+def _mask(scope, subset) -> np.ndarray:
+    """(len(scope) + 1,) int32: 1 where scope's variable is in `subset`, and a final 0 (see `_extract`)."""
+    return np.array([v in subset for v in scope] + [0], dtype=np.int32)
 
 
 def eliminate(plan: Plan, tables: list[np.ndarray], scopes: list[tuple[int, ...]],
@@ -186,7 +192,7 @@ def eliminate(plan: Plan, tables: list[np.ndarray], scopes: list[tuple[int, ...]
                 device += 1
                 b = jnp.zeros(full)
                 for x, sc in incoming[i]:
-                    b = _add_device(b, x, np.array([v in sc for v in scope]))
+                    b = _add_device(b, x, _mask(scope, sc))
                 b, m, top = _finish_device(b)
             else:
                 b, m, top = _forward(np, [np.asarray(x) for x, _ in incoming[i]], shapes, full)
@@ -218,7 +224,7 @@ def eliminate(plan: Plan, tables: list[np.ndarray], scopes: list[tuple[int, ...]
                 axes = tuple(k for k, v in enumerate(pscope) if v not in sep)
                 sep_shape = (2,) * (len(scope) - 1)
                 if on_device or not isinstance(belief[p], np.ndarray):
-                    mask = np.array([v in sep for v in pscope])
+                    mask = _mask(pscope, sep)
                     belief[i], marginals[i] = _down_device(kept_b[i], kept_m[i], belief[p], mask)
                 else:
                     belief[i], marginals[i] = _backward(np, kept_b[i], kept_m[i], belief[p], axes, sep_shape)
