@@ -36,6 +36,12 @@ computed inside the fused level (never stored), so a run is deterministic
 given the seed and does not depend on the batch size. Words are uint32:
 JAX's 64-bit integers are pairs of 32-bit operations on the GPU, with the same
 bytes moved per world, so uint64 would gain nothing.
+
+Measured (benchmarks/bench_sampling.py, 2^20 worlds, synthetic graphs): on the H200 0.040 s at
+0.05M edges, 0.354 s at 0.5M (1.5e12 edge-worlds/s, 11% of the memory floor) and 3.52 s at 5M;
+with every p rounded to 10 binary digits the 0.5M run takes 0.180 s, so the exact 53-digit coins
+(0.999 and 0.9 have full mantissas) cost about half of the time. On this 2-core CPU: 2.2e9
+edge-worlds/s (65,536 worlds at 0.05M edges in 1.52 s).
 """
 
 from __future__ import annotations
