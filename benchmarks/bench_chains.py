@@ -27,13 +27,15 @@ For every length and strategy:
   thing end to end (runner + first round), and a warm round after labelling xn
   false (at most --warm-iters iterations: SEQFIX carries it back one link per
   iteration, TOPO in one sweep);
+* with `--calibrate SIZE...`: the same pass and step costs on synthetic
+  Bingo-like graphs, at the default chunk width and at 4 slots (`--widths`);
 * exactness: marginals and messages against the chunk loop (`NAME:chunked`)
   after the cold round's iterations (messages relative to 1 + |log-odds|);
 * with `--before-up-to N` (N >= the length), the relaxation without a budget
   (`NAME:budget=LEVELS`, one pass per level: the engine before the hybrid).
 
-Runs on a CPU and on a GPU. Details go to $OUT/bench_chains.json (rewritten
-after every row); a short table is printed last.
+Runs on a CPU and on a GPU. Details go to $OUT/bench_chains.json (`--json`;
+rewritten after every row); a short table is printed last.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from fastlbp.engines import chunked, relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
 from fastlbp.graph import AND, Factor, evidence_from_labels, from_factors  # noqa: E402
 from fastlbp.settings import Settings  # noqa: E402
-from schedules import analysis  # noqa: E402
+from schedules import analysis, relax_plan  # noqa: E402
 
 
 def chain(n: int, derivation: bool = False):
@@ -112,26 +114,26 @@ def pass_cost_us(graph, layout, ev, passes: int = 10) -> float:
     return _best(lambda: many(graph, layout, msgs, ev))[1] / passes * 1e6
 
 
-def step_cost_us(graph, layout, ev) -> float:
-    """µs of one chunk-loop step (a whole chunk sweep over its steps)."""
+def step_cost_us(graph, layout, ev, unroll: int = 1) -> float:
+    """µs of one chunk-loop step (a whole chunk sweep over its steps, `unroll` steps per loop trip)."""
     msgs = init(graph)
 
     @jax.jit
     def one(g, lay, msgs, ev):
         agg = kernels.var_aggregates(g, lay.sums, msgs, ev)
-        return chunked.sweep(g, lay.chunks, msgs, agg, jnp.int32(0))
+        return chunked.sweep(g, lay.chunks, msgs, agg, jnp.int32(0), unroll)
 
     jax.block_until_ready(one(graph, layout, msgs, ev))
     return _best(lambda: one(graph, layout, msgs, ev))[1] / layout.chunks.num_chunks * 1e6
 
 
-def sweeps(graph, layout, ev, count: int = 3) -> list[dict]:
+def sweeps(graph, layout, ev, count: int = 3, unroll: int = 1) -> list[dict]:
     """The first cold iterations one sweep at a time (undamped, as the loop runs them)."""
     msgs = init(graph)
     out = []
     for _ in range(count):
         t0 = time.perf_counter()
-        msgs, passes, redone = relaxed.sweep_with_stats(graph, layout, msgs, ev)
+        msgs, passes, redone = relaxed.sweep_with_stats(graph, layout, msgs, ev, unroll=unroll)
         jax.block_until_ready(msgs)
         out.append({"passes": int(passes), "chunk_loop": bool(redone),
                     "seconds": time.perf_counter() - t0})
@@ -171,9 +173,10 @@ def row(n: int, strategy: str, args) -> dict:
     gdev = jax.device_put(graph)
     ev = jnp.zeros(graph.num_vars)
     r["pass_us"] = pass_cost_us(gdev, runner.layout, ev)
+    unroll = runner.info["unroll"]
     if runner.layout.chunks is not None:
-        r["step_us"] = step_cost_us(gdev, runner.layout, ev)
-    r["sweeps"] = sweeps(gdev, runner.layout, ev)
+        r["step_us"] = step_cost_us(gdev, runner.layout, ev, unroll)
+    r["sweeps"] = sweeps(gdev, runner.layout, ev, unroll=unroll)
 
     first, r["first_round_s"] = _round(runner, gdev, init(graph), ev, 1e-6, 1000)
     cold, r["cold_round_s"] = _round(runner, gdev, init(graph), ev, 1e-6, 1000)
@@ -205,13 +208,38 @@ def row(n: int, strategy: str, args) -> dict:
     return r
 
 
+def calibrate(size: str, strategy: str, width: int | None) -> dict:
+    """Cost of a relaxation pass and of a chunk step on a synthetic Bingo-like graph (`size` edges or a
+    datalog preset), the chunk plan of `width` slots (None: the default width)."""
+    from common import bingo_model
+
+    from datalog.bayesnet import to_model
+    from datalog.synthetic import generate
+
+    model = bingo_model(int(size)) if size.isdigit() else to_model(generate(preset=size))
+    spec = f"{strategy}:budget=1" + (f":width={width}" if width else "")
+    runner = engines.make_runner(model, Settings(schedule=spec))  # budget 1: the chunk plan is built
+    gdev = jax.device_put(model.graph)
+    ev = jnp.zeros(model.graph.num_vars)
+    lay = runner.layout
+    rel = runner.info["compiled"]
+    unroll = runner.info["unroll"]
+    steps, virtual = lay.chunks.num_chunks, runner.info["virtual_edges"]
+    return {"size": size, "strategy": strategy, "edges": model.graph.num_edges, "virtual_edges": virtual,
+            "levels": rel.analysis.num_batches, "width": lay.chunks.width, "chunk_steps": steps,
+            "unroll": unroll, "pass_us": pass_cost_us(gdev, lay, ev),
+            "step_us": step_cost_us(gdev, lay, ev, unroll),
+            "model_budget": relax_plan.pass_budget(steps, lay.chunks.width, virtual,
+                                                   jax.default_backend() == "gpu")}
+
+
 def _fmt(x, unit="s"):
     if x is None:
         return "-"
     return f"{x:.3f} {unit}" if unit == "s" else f"{x:.1f}"
 
 
-def table(rows: list[dict]) -> list[str]:
+def table(rows: list[dict], calib: list[dict]) -> list[str]:
     out = [f"{'links':>7} {'strategy':>8} {'levels':>7} {'levelling':>10} {'runner':>9} {'budget':>6} "
            f"{'pass µs':>9} {'step µs':>8} {'passes (chunk loop)':>22} {'cold round':>10} {'it':>3} "
            f"{'end to end':>10} {'warm (it)':>14} {'|d| chunk loop':>14} {'before':>10}"]
@@ -225,6 +253,16 @@ def table(rows: list[dict]) -> list[str]:
             f"{_fmt(r.get('step_us'), 'us'):>8} {sw:>22} {_fmt(r['cold_round_s']):>10} "
             f"{r['cold_iterations']:>3} {_fmt(r['end_to_end_s']):>10} {warm:>14} "
             f"{'-' if diff is None else f'{diff:.1e}':>14} {_fmt(r.get('before_cold_round_s')):>10}")
+    if calib:
+        out.append(f"{'size':>8} {'strategy':>8} {'edges':>9} {'virtual':>9} {'levels':>7} {'width':>5} "
+                   f"{'steps':>7} {'pass µs':>9} {'step µs':>8} {'sweep/pass':>10} {'model':>6}")
+        for c in calib:
+            out.append(f"{c['size']:>8} {c['strategy']:>8} {c['edges']:>9,} {c['virtual_edges']:>9,} "
+                       f"{c['levels']:>7,} {c['width']:>5} {c['chunk_steps']:>7,} {c['pass_us']:>9.1f} "
+                       f"{c['step_us']:>8.2f} {c['chunk_steps'] * c['step_us'] / c['pass_us']:>10.1f} "
+                       f"{c['model_budget']:>6}")
+        out.append("sweep/pass: chunk sweep time over pass time (the ski-rental budget measured); model: "
+                   "what pass_budget estimates")
     out.append("passes: the first three cold sweeps, * = redone by the chunk loop after the budget; "
                "|d|: messages against the chunk loop, relative to 1 + |log-odds|; before: the cold round "
                "without a budget (one pass per level)")
@@ -233,7 +271,7 @@ def table(rows: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--links", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    ap.add_argument("--links", type=int, nargs="*", default=[1000, 10_000, 100_000])
     ap.add_argument("--strategies", nargs="+", default=["seqfix", "topo"])
     ap.add_argument("--derivation", action="store_true", help="build the chains as derivation graphs")
     ap.add_argument("--before-up-to", type=int, default=0,
@@ -241,15 +279,27 @@ def main(argv=None) -> int:
                          "this length")
     ap.add_argument("--warm-iters", type=int, default=20)
     ap.add_argument("--no-check", dest="check", action="store_false")
+    ap.add_argument("--calibrate", nargs="*", default=[], metavar="SIZE",
+                    help="also time passes and chunk steps on synthetic graphs (edges or a preset)")
+    ap.add_argument("--widths", type=int, nargs="*", default=[0, 4],
+                    help="chunk widths for --calibrate (0: the default width)")
+    ap.add_argument("--json", default="bench_chains.json", help="file name under $OUT")
     args = ap.parse_args(argv)
-    payload = {"environment": environment(), "args": vars(args), "rows": []}
+    payload = {"environment": environment(), "args": vars(args), "rows": [], "calibration": []}
+    for size in args.calibrate:
+        for strategy in args.strategies:
+            for width in args.widths:
+                c = calibrate(size, strategy, width or None)
+                payload["calibration"].append(c)
+                write_json(args.json, payload)
+                print(c, flush=True)
     for n in args.links:
         for strategy in args.strategies:
             r = row(n, strategy, args)
             payload["rows"].append(r)
-            write_json("bench_chains.json", payload)
+            write_json(args.json, payload)
             print(r, flush=True)
-    print("\n".join(table(payload["rows"])))
+    print("\n".join(table(payload["rows"], payload["calibration"])))
     return 0
 
 

@@ -14,6 +14,10 @@
 #   seqfix-pallas        the persistent SEQFIX kernel at 50K against the chunk loop; chunk widths and warps at ftp
 #   seqfix-pallas-ftp    the persistent SEQFIX / TOPO kernel at ftp and 0.5M edges, 256-slot chunks, rounds
 #   pgmax                PGMax 0.6.1 and fastlbp side by side (PGMax from a wheel carried in .whl/)
+#   chains               deep chains (10^3, 10^4, 10^5 links), SEQFIX / TOPO: levelling, pass budget, passes,
+#                        sweeps, rounds, exactness against the chunk loop; the unbudgeted relaxation at 10^3
+#   chains-calibrate     the cost of a relaxation pass and of a chunk step on synthetic graphs (the pass
+#                        budget's cost model, schedules/relax_plan.py)
 #   all                  every mode above, one after another (longer than one 10-minute device call:
 #                        on the device tool run each mode as its own call)
 #
@@ -21,7 +25,7 @@
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT=${OUT:-out}
 mkdir -p "$OUT"
-MODES="check parall rounds rounds-seqfix-pallas schedules schedules-5m chunked seqfix-pallas seqfix-pallas-ftp pgmax"
+MODES="check parall rounds rounds-seqfix-pallas schedules schedules-5m chunked seqfix-pallas seqfix-pallas-ftp pgmax chains chains-calibrate"
 filter() { grep -v -E "^ *%|onstant|slow_operation|xla_dump|^$|This isn|file a bug" ; }
 # run SECONDS SCRIPT ARGS...: one benchmark under a time limit; its output to $OUT/log.txt, its tail shown.
 run() { echo "=== $*"; timeout "$1" python3 "${@:2}" 2>&1 | filter | tee -a "$OUT/log.txt" | tail -30; }
@@ -61,6 +65,10 @@ mode() {
       run 570 benchmarks/bench_seqfix_pallas.py --sizes ftp 500000 --atomic --width 256 --warps 8 ;;
     pgmax)
       run 300 benchmarks/bench_pgmax.py --sizes 50000 500000 --iters 200 ;;
+    chains)
+      run 570 benchmarks/bench_chains.py --links 1000 10000 100000 --before-up-to 1000 ;;
+    chains-calibrate)
+      run 570 benchmarks/bench_chains.py --links --calibrate 50000 500000 ftp --json bench_chains_calibrate.json ;;
     *)
       echo "unknown mode '$1'; modes: $MODES all" >&2
       return 2 ;;

@@ -120,7 +120,7 @@ def parse_spec(spec: str, **overrides: Any) -> Spec:
     if out.analysis not in ANALYSES:
         raise InputError(None, None, f"unknown analysis {out.analysis!r} (expected one of "
                                      f"{', '.join(ANALYSES)})")
-    if out.cycle < 1 or (out.width or 1) < 1 or (out.unroll or 1) < 1 or (out.budget or 1) < 1:
+    if out.cycle < 1 or any(v is not None and v < 1 for v in (out.width, out.unroll, out.budget)):
         raise InputError(None, None, f"schedule options must be positive in {spec!r}")
     return out
 
@@ -233,9 +233,15 @@ def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | N
         return None
     t1 = time.perf_counter()
     an = _analysis.analyse(graph, ords[0], sp.analysis)
+    return _relaxation(graph, sp, an, t1 - t0, time.perf_counter() - t1)
+
+
+def _relaxation(graph: FactorGraph, sp: Spec, an: Analysis, order_seconds: float,
+                analysis_seconds: float) -> Relaxation | None:
+    """`relaxation_plan` after the analysis of its one order."""
     t2 = time.perf_counter()
     levels = max(an.num_batches, 1)
-    rplan = _relax_plan.build(graph, ords[0], levels)
+    rplan = _relax_plan.build(graph, an.order, levels)
     if rplan is None:
         return None
     t3 = time.perf_counter()
@@ -246,7 +252,7 @@ def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | N
     budget = sp.budget or _relax_plan.pass_budget(levels, 2, virtual, gpu)
     chunks = None
     if levels > budget:
-        chunks = _pack(graph, sp, [an], t1 - t0)
+        chunks = _pack(graph, sp, [an], order_seconds)
         budget = sp.budget or _relax_plan.pass_budget(chunks.plan.num_chunks, chunks.plan.width,
                                                       virtual, gpu)
         if levels <= budget:
@@ -254,7 +260,7 @@ def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | N
     budget = min(budget, levels)
     if budget < levels:
         rplan = dataclasses.replace(rplan, max_passes=jnp.asarray(budget, jnp.int32))
-    return Relaxation(sp, an, rplan, t1 - t0, t2 - t1, t3 - t2, budget, chunks)
+    return Relaxation(sp, an, rplan, order_seconds, analysis_seconds, t3 - t2, budget, chunks)
 
 
 def _histogram(sizes: np.ndarray) -> dict[str, list[int]]:
@@ -273,7 +279,8 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         "histogram" {"bin_edges", "counts"}}, "analysis_seconds", "order_seconds",
         "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes", "engine"
         ("parall", "relaxed" or "chunked": what `fastlbp.engines.make_runner` runs), "virtual_edges" (relaxed:
-        edges of the reader-group graph)}.
+        edges of the reader-group graph), "pass_budget" (relaxed: most passes a sweep runs before the
+        chunk loop redoes it; the number of levels when the order is no deeper)}.
     """
     sp = parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
@@ -284,13 +291,13 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
                 "batch_size": {"min": e, "median": e, "max": e, "histogram": _histogram(np.array([e]))},
                 "analysis_seconds": 0.0, "order_seconds": 0.0, "pack_seconds": 0.0,
                 "chunks_per_iteration": 1, "chunk_width": e, "slot_fill": 1.0, "passes": 0,
-                "engine": "parall", "virtual_edges": 0}
+                "engine": "parall", "virtual_edges": 0, "pass_budget": 0}
     c = compile_schedule(model, sp)
-    engine_name, virtual = "chunked", 0
+    engine_name, virtual, budget = "chunked", 0, 0
     if sp.engine == "relaxed" and len(c.analyses) == 1:
-        rp = _relax_plan.build(graph, c.analyses[0].order, c.analyses[0].num_batches)
-        if rp is not None:
-            engine_name, virtual = "relaxed", rp.virtual_edges
+        rel = _relaxation(graph, sp, c.analyses[0], c.order_seconds, c.analyses[0].seconds)
+        if rel is not None:
+            engine_name, virtual, budget = "relaxed", rel.plan.virtual_edges, rel.budget
     sizes = np.concatenate([lay.batch_sizes for lay in c.layouts])
     batches = [a.num_batches for a in c.analyses]
     width = c.plan.width
@@ -314,6 +321,7 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         "passes": int(sum(a.passes for a in c.analyses)),
         "engine": engine_name,
         "virtual_edges": virtual,
+        "pass_budget": budget,
     }
 
 

@@ -67,14 +67,21 @@ class RelaxPlan:
         return self.vgraph.num_edges
 
 
-# The cost model of `pass_budget`, in microseconds: a relaxation pass costs PASS_FIXED +
-# PASS_PER_EDGE per virtual edge, a step of the chunk loop STEP_FIXED + STEP_PER_SLOT per slot.
-# Measured with benchmarks/bench_chains.py (see `pass_budget`).
-CPU_COSTS = (50.0, 0.3, 4.0, 0.7)
-GPU_COSTS = (50.0, 0.0003, 3.0, 0.001)
+# The cost model of `pass_budget`, in microseconds: (PASS_FIXED, PASS_PER_EDGE, STEP_FIXED,
+# STEP_PER_SLOT): a relaxation pass costs PASS_FIXED + PASS_PER_EDGE per virtual edge, a step of the
+# chunk loop STEP_FIXED + STEP_PER_SLOT per slot.
+# CPU: this project's 2-core CPU, float64 (`python benchmarks/bench_chains.py --calibrate 50000`):
+# passes 0.13-0.20 us per virtual edge on chains of 10^3-10^5 links and a 50K-edge synthetic
+# graph; chunk steps 4-7 us at 4 slots, 8-25 at 32, 37-94 at 256 (10-13 us at 4 slots on the
+# 10^5-link chains, whose arrays leave the caches).
+CPU_COSTS = (50.0, 0.17, 5.0, 0.2)
+# GPU: from the H200 figures in BENCHMARKS.md (not yet re-measured with `bash benchmarks/run_all.sh
+# chains-calibrate`): a SEQFIX pass ~100 us at 50K edges (launch-bound), 196 us at 0.69M and
+# ~2.5 ms at 5M; an XLA chunk-loop step 21-28 us at 128 slots (50K) and 38 us at 256 (0.69M).
+GPU_COSTS = (100.0, 0.0003, 20.0, 0.07)
+# Cold SEQFIX sweeps of Bingo-like graphs settle in 3 passes and warm ones in 3-12
+# (BENCHMARKS.md): never fewer than 8 passes, whatever the model says.
 MIN_BUDGET = 8
-
-
 def pass_budget(chunk_steps: int, width: int, virtual_edges: int, gpu: bool) -> int:
     """Relaxation passes worth running before the chunk loop finishes a sweep.
 
@@ -82,8 +89,12 @@ def pass_budget(chunk_steps: int, width: int, virtual_edges: int, gpu: bool) -> 
     so it costs b passes plus one chunk sweep. With b = the passes that cost
     one chunk sweep (the ski-rental rule) that is at most twice the cheaper
     of the two engines on that sweep, whichever it is, and a sweep that
-    settles in fewer passes (3-12 on Bingo-like graphs, 40-160 for TOPO)
-    never pays for the chunk loop.
+    settles in fewer passes never pays for the chunk loop. On a CPU a pass
+    is dear (0.17 us per edge) and a chunk step cheap, so Bingo-like graphs
+    get the minimum (8) and TOPO's first sweeps (60-160 passes) go to the
+    chunk loop: a cold TOPO round at 0.5M edges takes 1.7 s instead of 11.3 s
+    there; on a GPU a pass is launch-bound and a chunk step ~20 us, so
+    relaxation keeps ~10^3 passes at the ftp size.
 
     Args:
         chunk_steps: chunks of one chunk-loop sweep.

@@ -238,6 +238,26 @@ def test_bad_specs():
         "seqrnd", None, "algorithm3", 3, 2)
 
 
+def test_pass_budget_option_and_what_describe_says():
+    assert schedules.parse_spec("topo:budget=5").budget == 5
+    assert schedules.parse_spec("seqfix").budget is None
+    for spec, words in [("seqfix:budget=0", "must be positive"), ("seqfix:budget=x", "not an integer")]:
+        with pytest.raises(InputError, match=words):
+            schedules.parse_spec(spec)
+    model = _weblech()
+    few = schedules.describe(model, "seqfix:budget=5")
+    assert few["pass_budget"] == 5 < few["batches_per_iteration"]
+    rel = schedules.relaxation_plan(model, "seqfix:budget=5")
+    # A budget below the levels: the relaxation plan carries the order's chunk plan, from the same
+    # analysis (no second levelling).
+    assert rel.chunks is not None and rel.chunks.analyses == [rel.analysis]
+    assert int(rel.plan.max_passes) == 5
+    deep = schedules.describe(model, "seqfix:budget=100000")
+    assert deep["pass_budget"] == deep["batches_per_iteration"]
+    assert schedules.relaxation_plan(model, "seqfix:budget=100000").chunks is None
+    assert schedules.describe(model, "seqfix:chunked")["pass_budget"] == 0
+
+
 def test_cli_schedule_command_prints_describe():
     from fastlbp.cli import get_app
     res = CliRunner().invoke(get_app(), ["schedule", str(WEBLECH / "graph.causal_fg"),
