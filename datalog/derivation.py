@@ -47,6 +47,10 @@ class DerivationGraph:
         source: where it was read from.
         clause_lines: optional (C,) int32 source line of each clause, for
             messages.
+        annotations: derivation.json's optional "locations" and "relations"
+            (JSON-able, checked by `datalog.annotations`): source locations
+            of tuples and descriptions of relations, for writers (SARIF);
+            inference ignores them.
     """
 
     tuples: list[str]
@@ -61,6 +65,7 @@ class DerivationGraph:
     truth: dict[int, bool] = dataclasses.field(default_factory=dict)
     source: str | None = None
     clause_lines: np.ndarray | None = None
+    annotations: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_tuples(self) -> int:

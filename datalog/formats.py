@@ -15,7 +15,9 @@ derivation.json (schema: `datalog/derivation.schema.json`, version 1)::
      "inputs": {"edge(1,2)": 0.999},                # optional priors of input tuples
      "alarms": ["path(1,2)"],                        # optional
      "labels": {"path(1,2)": false},                 # optional known labels (evidence)
-     "truth": {"path(1,2)": true}}                   # optional ground truth (never evidence)
+     "truth": {"path(1,2)": true},                   # optional ground truth (never evidence)
+     "locations": {"path(1,2)": [{"file": "src/a.c", "line": 3}]},   # optional, datalog.annotations
+     "relations": {"path": {"description": "...", "security": false}}}  # optional, datalog.annotations
 
 A tuple reference is a name or an index into "tuples"; names not listed in
 "tuples" are added. A rule without "probability" has 0.999. A file starting
@@ -53,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+from datalog.annotations import parse_annotations
 from datalog.bayesnet import to_model
 from datalog.cycles import least_fixpoint
 from datalog.derivation import DEFAULT_RULE_PROBABILITY, DerivationGraph, Rule, merge_duplicates
@@ -171,7 +174,8 @@ def _expect(value, kind, path, location, what):
         raise InputError(path, None, f"{what} must be {names[kind]}, got {json_type(value)}", location)
 
 
-TOP_LEVEL = ("format", "version", "rules", "tuples", "clauses", "inputs", "alarms", "labels", "truth")
+TOP_LEVEL = ("format", "version", "rules", "tuples", "clauses", "inputs", "alarms", "labels", "truth",
+             "locations", "relations")
 
 
 def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Where]:
@@ -280,6 +284,7 @@ def parse_json(text: str, path: str | None = None) -> tuple[DerivationGraph, Whe
         tuples=tuples.names, rules=rules, clause_rule=c_rule, clause_head=c_head,
         body_offsets=offsets, body=body, priors=priors, alarms=np.array(alarms, np.int32),
         labels=groups["labels"], truth=groups["truth"], source=path,
+        annotations=parse_annotations(doc, tuples.index, path),
     )
     return dg, where
 
@@ -312,6 +317,11 @@ def dumps_json(dg: DerivationGraph) -> str:
     for key, group in (("labels", dg.labels), ("truth", dg.truth)):
         if group:
             parts.append(f"\"{key}\": " + dump({names[t]: v for t, v in group.items()}))
+    for key in ("locations", "relations"):  # datalog.annotations: one entry per line
+        section = dg.annotations.get(key)
+        if section:
+            entries = ",\n  ".join(f"{dump(k)}: {dump(v)}" for k, v in section.items())
+            parts.append(f"\"{key}\": {{\n  {entries}\n}}")
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
@@ -513,7 +523,8 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
 
     Returns:
         Warnings: alarms, labels and truth naming a tuple that is in no clause
-        cannot be written (Bingo knows only the tuples of its clauses).
+        cannot be written (Bingo knows only the tuples of its clauses), nor
+        can locations and relations (`DerivationGraph.annotations`).
 
     Raises:
         InputError: a name Bingo's format cannot carry (`check_bingo_names`);
@@ -554,10 +565,12 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
             (d / fname).write_text(text, encoding="utf-8")
         elif (d / fname).exists():
             (d / fname).unlink()  # a stale file from an earlier conversion would change the meaning
+    lost = [key for key in ("locations", "relations") if dg.annotations.get(key)]
+    warnings = [f"Bingo's files cannot hold {' or '.join(lost)}, left out"] if lost else []
     if dropped:
-        return [f"{dropped} alarms/labels name tuples that are in no clause; Bingo's files cannot hold "
-                "them, left out"]
-    return []
+        warnings.append(f"{dropped} alarms/labels name tuples that are in no clause; Bingo's files cannot "
+                        "hold them, left out")
+    return warnings
 
 
 # Loading to a model --------------------------------------------------------
@@ -623,6 +636,7 @@ def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
                         f"{shown}{', ...' if underivable.size > 3 else ''}")
     model = to_model(dg, compress=compress, cycles=cycles, stages=stages, extra_report=report)
     model.meta["warnings"] = warnings
+    model.meta.update(dg.annotations)  # "locations", "relations" (datalog.annotations), JSON-able
     return model
 
 
