@@ -44,6 +44,9 @@ JOURNAL_VERSION = 2
 KINDS = ("label", "skip", "jump", "undo")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TABLES = ("meta", "events")
+# What reading a damaged file raises: sqlite3 errors, and UnicodeDecodeError where a flipped byte
+# left text (a table name in the schema, a meta value, an event's kind) that is not UTF-8.
+UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
           "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
@@ -148,7 +151,7 @@ def classify(path: str | os.PathLike) -> tuple[str, str]:
     conn = _connect_for_reading(p)
     try:
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError:
+    except UNREADABLE:
         return "session", ""
     finally:
         conn.close()
@@ -202,7 +205,7 @@ def read_contents(conn: sqlite3.Connection, names: Mapping[str, int] | None = No
     out = Contents()
     try:
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as err:
+    except UNREADABLE as err:
         out.structure, out.total = f"it cannot be read as a database ({err})", None
         return out
     missing = [t for t in TABLES if t not in tables]
@@ -219,7 +222,7 @@ def read_contents(conn: sqlite3.Connection, names: Mapping[str, int] | None = No
 def _read_meta(conn: sqlite3.Connection, out: Contents) -> None:
     try:
         rows = conn.execute("SELECT key, value FROM meta").fetchall()
-    except sqlite3.DatabaseError as err:
+    except UNREADABLE as err:
         out.meta_problem = f"its meta table cannot be read ({err})"
         return
     for key, value in rows:
@@ -239,7 +242,7 @@ def _read_meta(conn: sqlite3.Connection, out: Contents) -> None:
 def _read_events(conn: sqlite3.Connection, out: Contents, names: Mapping[str, int] | None) -> None:
     try:
         out.total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-    except sqlite3.DatabaseError:
+    except UNREADABLE:
         out.total = None
     try:
         for row in conn.execute("SELECT seq, kind, alarm, truth, at FROM events ORDER BY seq"):
@@ -249,7 +252,7 @@ def _read_events(conn: sqlite3.Connection, out: Contents, names: Mapping[str, in
                 return
             seq, kind, alarm, truth, at = row
             out.rows.append((seq, kind, alarm, None if truth is None else bool(truth), float(at)))
-    except sqlite3.DatabaseError as err:
+    except UNREADABLE as err:
         out.events_problem = f"the events after the first {len(out.rows)} cannot be read ({err})"
 
 
@@ -282,7 +285,7 @@ def read_file(path: str | os.PathLike, names: Mapping[str, int] | None = None) -
     conn = _connect_for_reading(Path(path))
     try:
         return read_contents(conn, names)
-    except sqlite3.DatabaseError as err:  # opening itself failed
+    except UNREADABLE as err:  # opening itself failed
         return Contents(total=None, structure=f"it cannot be read as a database ({err})")
     finally:
         conn.close()
