@@ -35,8 +35,15 @@ Variables are the kept tuples (input order), then the kept clauses that were
 not merged (input order), then the `@input` variables. Without compression
 on an acyclic graph: every tuple, then every clause. `Model.meta` keeps the mapping back:
 `tuple_var` (T,) and `clause_var` (C,) int32, -1 where the tuple or clause is
-not a variable (a merged clause maps to its head's variable), and `report`,
-the counts of what each step removed or merged.
+not a variable (a merged clause maps to its head's variable), `tuple_names`
+(T,) and `tuple_how` (T,) int8 (what became of each tuple: a variable, a
+constant, pruned or underivable, `fastlbp.model`), and `report`, the counts of
+what each step removed or merged.
+
+Every tuple of the input can be asked for: `rebuild` makes the model again
+keeping named tuples as variables (as if they were labelled: a label from a
+labels file then acts exactly like the same label in the graph), or pruning
+nothing; `tuple_marginals` gives every tuple's P(=1) from a model's marginals.
 """
 
 from __future__ import annotations
@@ -47,7 +54,11 @@ from datalog.cycles import Stages, least_fixpoint
 from datalog.derivation import DEFAULT_INPUT_PRIOR, DerivationGraph
 from fastlbp.errors import InputError
 from fastlbp.graph import AND, OR, from_arrays
-from fastlbp.model import Model
+from fastlbp.model import CONSTANT, PRUNED, REASONS, UNDERIVABLE, VARIABLE, Model
+
+# Counts `to_model` itself puts in meta["report"]; the rest came from the loader (`extra_report`).
+_OWN_REPORT = ("clauses_dropped_by_cycle_elimination", "underivable_tuples", "constant_inputs_removed",
+               "pruned_tuples", "pruned_clauses", "merged_tuples")
 
 
 def _interest(dg: DerivationGraph) -> np.ndarray:
@@ -90,7 +101,8 @@ def _ancestors(dg: DerivationGraph, roots: np.ndarray, clause_ok: np.ndarray,
 
 
 def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycles",
-             stages: Stages | None = None, extra_report: dict | None = None) -> Model:
+             stages: Stages | None = None, extra_report: dict | None = None,
+             keep: np.ndarray | None = None, prune: bool = True) -> Model:
     """Converts a derivation graph to a named factor graph (cycle elimination always runs).
 
     Args:
@@ -100,9 +112,14 @@ def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycl
         cycles: cycle-elimination mode, "cycles" or "bingo" (`datalog.cycles`).
         stages: the least-fixpoint stages if already computed.
         extra_report: counts to add to `meta["report"]` (e.g. from the loader).
+        keep: (T,) bool, tuples to keep as variables like alarms and labels
+            (compression neither prunes them nor removes them as constants).
+        prune: with `compress`, sum out the tuples no alarm, label or kept
+            tuple depends on; False keeps every derivable tuple that is not a
+            constant input.
 
     Raises:
-        InputError: an alarm or label names a tuple that is not derivable, or
+        InputError: an alarm, label or kept tuple is not derivable, or
             nothing is left.
     """
     num_t, num_c = dg.num_tuples, dg.num_clauses
@@ -116,6 +133,13 @@ def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycl
     entry_clause = np.repeat(np.arange(num_c), lens)
 
     interest = _interest(dg)
+    kept = np.zeros(num_t, bool) if keep is None else np.asarray(keep, bool).copy()
+    bad = np.flatnonzero(kept & ~derivable)
+    if bad.size:
+        raise InputError(dg.source, None, f"tuple {dg.tuples[bad[0]]!r} cannot be kept as a variable: "
+                         f"{REASONS[UNDERIVABLE]} ({bad.size} such tuples)")
+    prunable = prune and interest.any()  # with no alarm and no label nothing is pruned
+    interest |= kept
     bad = np.flatnonzero(interest & ~derivable)
     if bad.size:
         raise InputError(dg.source, None, f"tuple {dg.tuples[bad[0]]!r} is an alarm or label but is "
@@ -143,12 +167,18 @@ def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycl
         entry_ok = ~constant[body]
         tuple_ok &= ~constant
         report["constant_inputs_removed"] = int(np.count_nonzero(constant & derivable))
-        if interest.any():
+        if prunable:
             needed_t, needed_c = _ancestors(dg, interest, clause_ok, entry_ok)
             report["pruned_tuples"] = int(np.count_nonzero(tuple_ok & ~needed_t))
             report["pruned_clauses"] = int(np.count_nonzero(clause_ok & ~needed_c))
             tuple_ok &= needed_t
             clause_ok &= needed_c
+    else:
+        constant = np.zeros(num_t, bool)
+    how = np.full(num_t, VARIABLE, np.int8)
+    how[~derivable] = UNDERIVABLE
+    how[constant] = CONSTANT
+    how[derivable & ~constant & ~tuple_ok] = PRUNED
     # A kept derived tuple with one kept clause is merged with it.
     kept_per_head = np.bincount(heads[clause_ok], minlength=num_t)
     has_prior = np.zeros(num_t, bool)
@@ -179,7 +209,8 @@ def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycl
     num_vars = tv.size + cv.size + xt.size
     if num_vars == 0:
         if compress:  # every tuple is a certain fact: keep them rather than return an empty model
-            return to_model(dg, compress=False, cycles=cycles, stages=st, extra_report=extra_report)
+            return to_model(dg, compress=False, cycles=cycles, stages=st, extra_report=extra_report,
+                            keep=keep, prune=prune)
         raise InputError(dg.source, None, "no tuple is an input or derivable from the inputs: "
                          "nothing is left of the graph after cycle elimination")
 
@@ -232,8 +263,13 @@ def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycl
         meta={
             "derivation": dg,
             "stages": st,
+            "tuple_names": tuple(dg.tuples),
             "tuple_var": tuple_var.astype(np.int32),
+            "tuple_how": how,
             "clause_var": clause_var.astype(np.int32),
+            "kept_tuples": np.flatnonzero(kept),
+            "pruning": bool(prune),
+            "extra_report": dict(extra_report or {}),
             "truth": {int(tuple_var[t]): bool(v) for t, v in dg.truth.items()},
             "report": report,
             "compressed": compress,
@@ -241,3 +277,119 @@ def to_model(dg: DerivationGraph, *, compress: bool = False, cycles: str = "cycl
             "num_clauses": num_c,
         },
     )
+
+
+def rebuild(model: Model, *, keep=(), prune: bool | None = None) -> Model:
+    """The model made again from its derivation graph, keeping more tuples as variables.
+
+    Args:
+        model: a model `to_model` made (it has `meta["derivation"]`).
+        keep: tuple indices to keep as variables, in addition to those the
+            model kept already (alarms, labels, earlier `keep`).
+        prune: None keeps the model's choice; False prunes nothing.
+
+    Returns:
+        `model` itself when nothing changes, else the new model (variable
+        numbering changes; the loader's `meta` entries are carried over).
+
+    Raises:
+        InputError: a tuple to keep is underivable (cycle elimination).
+    """
+    meta = model.meta
+    dg, st = meta["derivation"], meta["stages"]
+    keep = np.asarray(list(keep) if not isinstance(keep, np.ndarray) else keep, np.int64)
+    pruning = meta.get("pruning", True) if prune is None else bool(prune)
+    how = np.asarray(meta["tuple_how"])
+    if pruning == meta.get("pruning", True) and np.all(how[keep] == VARIABLE):
+        return model
+    mask = np.zeros(dg.num_tuples, bool)
+    mask[np.asarray(meta.get("kept_tuples", ()), np.int64)] = True
+    mask[keep] = True
+    new = to_model(dg, compress=meta["compressed"], cycles=st.mode, stages=st,
+                   extra_report=meta.get("extra_report"), keep=mask, prune=pruning)
+    for key, value in meta.items():  # what the loader added after `to_model` (warnings, ...)
+        new.meta.setdefault(key, value)
+    return new
+
+
+def tuple_marginals(model: Model, marginals: np.ndarray) -> np.ndarray:
+    """(T,) float64 P(=1) of every tuple of the input graph, from the model's (V,) marginals.
+
+    A tuple with a variable has its variable's marginal; a constant input
+    1.0; an underivable tuple 0.0 (it is in no least fixpoint). A pruned tuple
+    is barren (no evidence at or below it), so the messages it sends up are
+    uniform and LBP's belief in it is the forward probability from its parents'
+    beliefs taken as independent: P(clause) = rule x product of its body's P,
+    P(tuple) = 1 - (1 - prior) x product over its clauses of (1 - P(clause)),
+    computed here in topological order. That is what LBP on the unpruned model
+    gives at the same fixed point, and exact where the pruned region's parents
+    are independent (a polytree); `rebuild(model, prune=False)` keeps them as
+    variables instead.
+
+    Args:
+        model: a model `to_model` made (others: `marginals` is returned as it is).
+        marginals: (V,) float64 P(=1) of the model's variables.
+    """
+    marginals = np.asarray(marginals, np.float64)
+    if "tuple_how" not in model.meta:
+        return marginals
+    dg, st = model.meta["derivation"], model.meta["stages"]
+    how = np.asarray(model.meta["tuple_how"])
+    tv = np.asarray(model.meta["tuple_var"], np.int64)
+    out = np.where(tv >= 0, marginals[np.maximum(tv, 0)], 0.0)
+    out[how == CONSTANT] = 1.0
+    out[how == UNDERIVABLE] = 0.0
+    pruned = how == PRUNED
+    if pruned.any():
+        _forward(dg, st, pruned, out)
+    return out
+
+
+def _forward(dg: DerivationGraph, st: Stages, pruned: np.ndarray, out: np.ndarray) -> None:
+    """Fills `out[pruned]` by the forward pass of `tuple_marginals` (Kahn's order, numpy per frontier)."""
+    from datalog.cycles import _ranges
+
+    num_t = dg.num_tuples
+    heads = np.asarray(dg.clause_head, np.int64)
+    offsets = np.asarray(dg.body_offsets, np.int64)
+    body = np.asarray(dg.body, np.int64)
+    rule_p = np.array([r.probability for r in dg.rules], np.float64)[np.asarray(dg.clause_rule, np.int64)]
+    # 1 - prior: the chance that a tuple's input part is false (1 for a derived tuple without one).
+    not_input = np.where(st.is_input, 1.0 - DEFAULT_INPUT_PRIOR, 1.0)
+    for t, p in dg.priors.items():
+        not_input[t] = 1.0 - p
+    clauses = np.flatnonzero(st.clause_kept & pruned[heads])  # the clauses deriving pruned tuples
+    per_head = np.bincount(heads[clauses], minlength=num_t)
+    lens = np.diff(offsets)
+    entries = _ranges(offsets, clauses)
+    entry_clause = np.repeat(clauses, lens[clauses])
+    waits = pruned[body[entries]]
+    waiting_c = np.bincount(entry_clause[waits], minlength=dg.num_clauses)  # pruned body tuples not done
+    waiting_t = per_head.copy()  # clauses of a pruned tuple not done
+    # Pruned tuple -> the clauses (of those) whose bodies name it.
+    order = np.argsort(body[entries[waits]], kind="stable")
+    occ_clause = entry_clause[waits][order]
+    occ_offsets = np.zeros(num_t + 1, np.int64)
+    np.cumsum(np.bincount(body[entries[waits]], minlength=num_t), out=occ_offsets[1:])
+    with np.errstate(divide="ignore"):
+        log_false = np.log(not_input)  # log P(tuple false), accumulated over its clauses
+    ready_c = clauses[waiting_c[clauses] == 0]
+    ready_t = np.flatnonzero(pruned & (per_head == 0))
+    with np.errstate(divide="ignore"):
+        while ready_c.size or ready_t.size:
+            if ready_c.size:
+                e = _ranges(offsets, ready_c)
+                owner = np.repeat(np.arange(ready_c.size), lens[ready_c])
+                log_body = np.bincount(owner, np.log(out[body[e]]), minlength=ready_c.size)
+                p_clause = rule_p[ready_c] * np.exp(log_body)
+                h = heads[ready_c]
+                np.add.at(log_false, h, np.log1p(-p_clause))
+                np.subtract.at(waiting_t, h, 1)
+                h = np.unique(h)
+                ready_t = np.union1d(ready_t, h[waiting_t[h] == 0])
+            out[ready_t] = -np.expm1(log_false[ready_t])
+            users = occ_clause[_ranges(occ_offsets, ready_t)]
+            np.subtract.at(waiting_c, users, 1)
+            users = np.unique(users)
+            ready_c = users[waiting_c[users] == 0]
+            ready_t = np.zeros(0, np.int64)

@@ -3,6 +3,7 @@
     model = fastlbp.loading.load("data/weblech.json")
     model = fastlbp.loading.load("bingo_dir/", Settings(cycles="bingo"))
     labels = fastlbp.loading.read_labels("labels.txt", model)     # {variable: truth}
+    model, labels = fastlbp.loading.load_labels("labels.txt", model)   # any tuple, model kept whole
 
 The formats and their detection live in `datalog.io` (derivation.json, Bingo
 directories, libDAI causal factor graphs); the options of loading (`cycles`,
@@ -12,11 +13,12 @@ directories, libDAI causal factor graphs); the options of loading (`cycles`,
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from datalog import io as datalog_io
 from fastlbp.errors import InputError, read_text, text_lines
-from fastlbp.model import Model
+from fastlbp.model import UNDERIVABLE, Model, Resolved
 from fastlbp.settings import Settings
 
 detect_format = datalog_io.detect_format
@@ -48,42 +50,141 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
                            max_decompressed=max_decompressed)
 
 
-def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
-    """Reads a labels file: lines `NAME true|false` (or 1|0); blank lines and `#` comments skipped.
+# `NAME<sep>TRUTH`: the truth is the last field; the separator a tab, a comma or a run of spaces (a
+# comma may have spaces around it). A name keeps its own commas and spaces: `race(1, 2) true`.
+_LABEL_LINE = re.compile(r"(?P<name>.*?)(?:\s*,\s*|\s+)(?P<value>[^\s,]+)")
+_TRUTHS = {"true": True, "1": True, "false": False, "0": False}
 
-    A name may repeat with the same truth; a leading byte order mark is dropped.
 
-    Returns:
-        {variable index: truth}.
+def parse_labels(path: str | os.PathLike) -> list[tuple[int, str, bool]]:
+    """The labels of a labels file as written: (line, name, truth), in file order.
+
+    A line is `NAME TRUTH`: TRUTH is `true|false|1|0` (any case), separated from
+    the name by a tab, a comma or spaces; a name may hold commas and spaces
+    (`race(1, 2)\ttrue`, `race(1, 2), false`). Blank lines and `#` comments are
+    skipped; a leading byte order mark is dropped.
 
     Raises:
-        InputError: malformed line, an unknown name, or a name labelled both
-            true and false (file and both lines named).
+        InputError: a line that is not `NAME TRUTH` (file and line named).
     """
     p = Path(path)
-    text = read_text(p)
-    labels: dict[int, bool] = {}
-    first: dict[int, tuple[int, str]] = {}  # variable -> line and name of its first label
-    for ln, line in enumerate(text_lines(text), 1):
+    out = []
+    for ln, line in enumerate(text_lines(read_text(p)), 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
-        name, _, value = s.rpartition(" ")
-        name = name.strip()
-        value = value.lower()
-        if not name or value not in ("true", "false", "1", "0"):
-            raise InputError(str(p), ln, f"expected 'NAME true|false', got {s!r}")
-        if name not in model.index:
-            raise InputError(str(p), ln, f"unknown variable {name!r}")
-        v, truth = model.index[name], value in ("true", "1")
+        m = _LABEL_LINE.fullmatch(s)
+        name = m["name"].strip() if m else ""
+        value = m["value"].lower() if m else ""
+        if not name or value not in _TRUTHS:
+            raise InputError(str(p), ln, f"expected 'NAME true|false', got {s!r} (a tab, a comma or spaces "
+                             "between name and truth)")
+        out.append((ln, name, _TRUTHS[value]))
+    return out
+
+
+def _resolve(model: Model, path: str, line: int, name: str) -> Resolved:
+    try:
+        return model.resolve(name)
+    except KeyError:
+        raise InputError(path, line, f"unknown variable {name!r}: no tuple or variable of the graph has "
+                         "that name") from None
+
+
+def _collect(model: Model, path: str, rows: list[tuple[int, str, bool, Resolved]]) -> dict[int, bool]:
+    """{variable: truth} of resolved labels; a variable labelled both ways is an error naming both lines."""
+    labels: dict[int, bool] = {}
+    first: dict[int, tuple[int, str]] = {}  # variable -> line and name of its first label
+    for ln, name, truth, r in rows:
+        v = r.var
         if labels.get(v, truth) != truth:
             line0, name0 = first[v]
             same = "" if name0 == name else f" as {name0!r} (the same variable)"
-            raise InputError(str(p), ln, f"{name!r} is labelled {'true' if truth else 'false'} here but "
+            raise InputError(path, ln, f"{name!r} is labelled {'true' if truth else 'false'} here but "
                              f"{'true' if labels[v] else 'false'}{same} on line {line0}")
         labels[v] = truth
         first.setdefault(v, (ln, name))
     return labels
 
 
-__all__ = ["load", "detect_format", "read_labels"]
+def load_labels(path: str | os.PathLike, model: Model) -> tuple[Model, dict[int, bool]]:
+    """Reads a labels file (`parse_labels`) whose names may be any tuple of the input graph.
+
+    A labelled tuple that compression removed (pruned: no alarm depended on
+    it; or a constant input fact) is kept by making the model again with it
+    (`datalog.bayesnet.rebuild`), so the label acts exactly as the same label
+    in the graph's own `"labels"`; a name with white space the graph's name
+    lacks (`race(1, 2)`) finds it.
+
+    Returns:
+        (the model, {variable index of that model: truth}); the model is
+        `model` itself when every labelled tuple is a variable of it.
+
+    Raises:
+        InputError: a malformed line, an unknown name, a tuple that cycle
+            elimination removed (it never holds), or a tuple labelled both
+            true and false (file and both lines named).
+    """
+    p = str(Path(path))
+    rows = [(ln, name, truth, _resolve(model, p, ln, name)) for ln, name, truth in parse_labels(path)]
+    for ln, name, _, r in rows:
+        if r.how == UNDERIVABLE:
+            raise InputError(p, ln, f"{name!r} cannot be labelled: {r.reason}")
+    missing = sorted({r.tuple for *_, r in rows if r.var < 0})
+    if missing:
+        from datalog.bayesnet import rebuild
+
+        model = rebuild(model, keep=missing)
+        rows = [(ln, name, truth, model.resolve(r.name)) for ln, name, truth, r in rows]
+    return model, _collect(model, p, rows)
+
+
+def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
+    """Reads a labels file (`parse_labels`) into evidence on `model`'s variables.
+
+    Any tuple of the input graph that is a variable of `model` may be named
+    (as may a clause or `@input` variable); `load_labels` also takes the
+    tuples compression removed, making the model again.
+
+    Returns:
+        {variable index: truth}.
+
+    Raises:
+        InputError: malformed line, an unknown name, a tuple that is not a
+            variable of `model` (saying why), or a name labelled both true and
+            false (file and both lines named).
+    """
+    p = str(Path(path))
+    rows = [(ln, name, truth, _resolve(model, p, ln, name)) for ln, name, truth in parse_labels(path)]
+    for ln, name, _, r in rows:
+        if r.var < 0:
+            hint = "" if r.how == UNDERIVABLE else (" (fastlbp.loading.load_labels keeps it, making the "
+                                                    "model again)")
+            raise InputError(p, ln, f"{name!r} cannot be labelled in this model: {r.reason}{hint}")
+    return _collect(model, p, rows)
+
+
+def keep_tuples(model: Model, names) -> Model:
+    """`model` made again so that every tuple in `names` is a variable (`datalog.bayesnet.rebuild`).
+
+    Returns `model` itself when they all are.
+
+    Raises:
+        KeyError: an unknown name.
+        InputError: a tuple that cycle elimination removed (it never holds).
+    """
+    missing = []
+    for name in names:
+        r = model.resolve(name)
+        if r.how == UNDERIVABLE:
+            raise InputError(model.source, None, f"{r.name!r} cannot be kept: {r.reason}")
+        if r.var < 0:
+            missing.append(r.tuple)
+    if not missing:
+        return model
+    from datalog.bayesnet import rebuild
+
+    return rebuild(model, keep=missing)
+
+
+__all__ = ["load", "detect_format", "read_labels", "load_labels", "parse_labels", "keep_tuples"]
