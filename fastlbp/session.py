@@ -23,7 +23,7 @@ from fastlbp import constraints, engines
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.graph import label_codes
-from fastlbp.model import Model
+from fastlbp.model import UNDERIVABLE, Model
 from fastlbp.settings import Settings, settings_from
 
 # Settings a running session may change (they are data to the jitted round); the others
@@ -97,14 +97,30 @@ class Session:
 
     # Evidence -------------------------------------------------------------
     def _var(self, name_or_index: str | int) -> int:
+        """The variable of an index, a variable name or any tuple of the input graph.
+
+        Raises:
+            KeyError: an unknown name, or a tuple without a variable in this
+                model (the message says why and how to keep it).
+        """
         if isinstance(name_or_index, int | np.integer):
             return int(name_or_index)
-        try:
-            return self.model.index[name_or_index]
-        except KeyError:
-            raise KeyError(f"unknown variable {name_or_index!r}") from None
+        r = self.model.resolve(name_or_index)  # KeyError names an unknown one
+        if r.var < 0:
+            keep = "" if r.how == UNDERIVABLE else (
+                f"; to label it, start a Session on fastlbp.loading.keep_tuples(model, [{r.name!r}]), "
+                "which keeps it as a variable")
+            raise KeyError(f"{r.name!r} is not a variable of this model: {r.reason}{keep}")
+        return r.var
 
     def label(self, name: str | int, truth: bool) -> None:
+        """Labels a variable (its index or name) or any tuple of the input graph that is one.
+
+        Raises:
+            KeyError: see `_var`; a tuple compression removed needs
+                `fastlbp.loading.keep_tuples` (or a labels file through
+                `fastlbp.loading.load_labels`, which does it).
+        """
         self.labels[self._var(name)] = bool(truth)
 
     def unlabel(self, name: str | int) -> None:
@@ -226,6 +242,34 @@ class Session:
         """{variable name: P(=1)} from the last round (runs one if none yet)."""
         rnd = self.last or self.run()
         return dict(zip(self.model.var_names, rnd.marginals.tolist(), strict=True))
+
+    def tuple_marginals(self) -> dict[str, float]:
+        """{tuple name: P(=1)} of every tuple of the input graph from the last round (runs one if none).
+
+        A tuple compression merged a clause into is its own variable; a
+        constant input is 1.0, an underivable tuple 0.0 and a pruned tuple
+        LBP's belief from its parents (`datalog.bayesnet.tuple_marginals`).
+        A graph without derivations (a causal factor graph) gives `marginals()`.
+        """
+        from datalog.bayesnet import tuple_marginals
+
+        rnd = self.last or self.run()
+        values = tuple_marginals(self.model, rnd.marginals)
+        return dict(zip(self.model.tuple_names, values.tolist(), strict=True))
+
+    def marginal(self, name: str | int) -> float:
+        """P(=1) of a variable or of any tuple of the input graph, from the last round (runs one if none).
+
+        Raises:
+            KeyError: an unknown name.
+        """
+        rnd = self.last or self.run()
+        if isinstance(name, int | np.integer):
+            return float(rnd.marginals[int(name)])
+        r = self.model.resolve(name)
+        if r.var >= 0:
+            return float(rnd.marginals[r.var])
+        return self.tuple_marginals()[r.name]
 
 
 @functools.partial(jax.jit, static_argnums=1)
