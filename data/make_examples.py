@@ -11,6 +11,7 @@ import numpy as np
 
 from datalog import formats, synthetic
 from datalog.cycles import least_fixpoint
+from datalog.derivation import from_clauses
 
 DATA = Path(__file__).resolve().parent
 PRESTO = DATA.parent / "tests" / "data" / "presto-exceptions"
@@ -41,7 +42,71 @@ def presto():
     return with_truth(dg, 0)
 
 
+# race.json: a hand-written toy analysis of a fictional Java program (no source is shipped) with
+# source locations and relation descriptions, for SARIF output (`fastlbp rank --format sarif`).
+RACE_CLAUSES = [
+    ("Racc", "access(1,count)", ["write(1,count)"]), ("Racc", "access(4,count)", ["write(4,count)"]),
+    ("Racc", "access(2,count)", ["read(2,count)"]), ("Racc", "access(5,total)", ["read(5,total)"]),
+    ("Racc", "access(6,total)", ["write(6,total)"]),
+    *[("Rrace", f"race({p},{q})", [f"write({p},{f})", f"access({q},{f})", f"parallel({p},{q})",
+                                    f"unlocked({p})", f"unlocked({q})"])
+      for p, q, f in [(1, 4, "count"), (1, 2, "count"), (4, 2, "count"), (6, 5, "total")]],
+    ("Rflow0", "flows(7,10)", ["step(7,10)"]), ("Rflow", "flows(7,3)", ["flows(7,10)", "step(10,3)"]),
+    ("Rflow0", "flows(8,11)", ["step(8,11)"]), ("Rflow", "flows(8,9)", ["flows(8,11)", "step(11,9)"]),
+    ("Rflow", "flows(8,3)", ["flows(8,11)", "step(11,3)"]),
+    ("Rleak", "leak(3)", ["source(7,password)", "flows(7,3)", "sink(3)"]),
+    ("Rleak", "leak(3)", ["source(8,token)", "flows(8,3)", "sink(3)"]),
+    ("Rleak", "leak(9)", ["source(8,token)", "flows(8,9)", "sink(9)"]),
+]
+RACE_RULES = {"Racc": 0.999, "Rrace": 0.9, "Rflow0": 0.95, "Rflow": 0.9, "Rleak": 0.95}
+# The analysis is unsure which accesses hold a lock, which run in parallel, and which steps carry data.
+RACE_PRIORS = {"unlocked(1)": 0.9, "unlocked(2)": 0.6, "unlocked(4)": 0.8, "unlocked(5)": 0.5,
+               "unlocked(6)": 0.3, "parallel(1,4)": 0.9, "parallel(1,2)": 0.5, "parallel(4,2)": 0.7,
+               "parallel(6,5)": 0.8, "step(7,10)": 0.9, "step(10,3)": 0.7, "step(8,11)": 0.8,
+               "step(11,9)": 0.6, "step(11,3)": 0.3}
+# Program point -> (file, line, column): the accesses, calls and sources of the fictional program.
+RACE_POINTS = {1: ("src/Server.java", 12, 9), 2: ("src/Server.java", 20, 16), 3: ("src/Server.java", 27, 13),
+               4: ("src/Worker.java", 31, 9), 5: ("src/Worker.java", 40, 22), 6: ("src/Worker.java", 44, 9),
+               7: ("src/Login.java", 8, 27), 8: ("src/Login.java", 15, 24),
+               9: ("src/audit/Audit Log.java", 5, 9),
+               10: ("src/Session.java", 18, 5), 11: ("src/Session.java", 33, 5)}
+
+
+def race():
+    dg = from_clauses(RACE_CLAUSES, rules=RACE_RULES, priors=RACE_PRIORS,
+                      alarms=["race(1,4)", "race(1,2)", "race(4,2)", "race(6,5)", "leak(3)", "leak(9)"])
+
+    def at(point, message=None):
+        file, line, column = RACE_POINTS[point]
+        return {"file": file, "line": line, "column": column, **({"message": message} if message else {})}
+
+    locations = {f"race({p},{q})": [at(p, "this write"), at(q, "races with this access")]
+                 for p, q in [(1, 4), (1, 2), (4, 2), (6, 5)]}
+    locations.update({"leak(3)": [at(3, "logged here")], "leak(9)": [at(9, "written to the audit log")]})
+    # Patterns: every tuple about program point p is located at p.
+    for p in RACE_POINTS:
+        for rel in ("write", "read", "source"):
+            locations[f"{rel}({p},*)"] = [at(p)]
+        locations[f"unlocked({p})"] = [at(p, "no lock held")]
+        locations[f"sink({p})"] = [at(p, "a log call")]
+        locations[f"step({p},*)"] = [at(p)]
+    # Only keys that locate some tuple (a pattern `rel(p,*)` matches the tuples starting `rel(p,`).
+    locations = {k: v for k, v in locations.items() if k in dg.tuple_index
+                 or "*" in k and any(t.startswith(k[:k.index("*")]) for t in dg.tuples)}
+    dg.annotations = {
+        "locations": locations,
+        "relations": {
+            "race": {"description": "Two threads may access the same field, one writing, without a common "
+                                    "lock.", "help": "Guard both accesses with the same lock."},
+            "leak": {"description": "A password or token may reach a log.", "security": True, "severity": 7.5,
+                     "help": "Do not log credentials; redact them first."},
+        },
+    }
+    return with_truth(dg, 2)
+
+
 def main() -> None:
+    formats.save_json(race(), DATA / "race.json")
     dg = presto()
     formats.save_json(dg, DATA / "presto.json")
     formats.save_bingo(dg, DATA / "presto")

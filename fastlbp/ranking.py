@@ -48,6 +48,9 @@ class Ranking:
     total_unlabelled: int  # before `top` cut the list
     remedy: str | None = None  # what produced the numbers when LBP did not converge (`Round.remedy`)
     method: str = "lbp"  # how the marginals were computed (`Settings.method`)
+    # (V,) P(x=1) of every variable, for writers that explain alarms (SARIF's related locations);
+    # None for a ranking built by hand.
+    marginals: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def alarm_vars(model: Model) -> np.ndarray:
@@ -102,7 +105,8 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
     # Labels on non-alarm tuples are evidence too: list them all.
     labelled = [LabelledAlarm(names[v], int(v), bool(t), float(marginals[v]))
                 for v, t in labels.items()]
-    return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy, method)
+    return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy, method,
+                   np.asarray(marginals))
 
 
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,

@@ -1,0 +1,259 @@
+"""A `Ranking` as a SARIF 2.1.0 log for code-scanning tools (GitHub code scanning, GitLab).
+
+    from fastlbp import ranking, sarif
+    r = ranking.rank(model)
+    print(sarif.dumps(sarif.to_sarif(r, model, source="race.json")))
+
+One result per ranked (unlabelled) alarm:
+
+* `ruleId`: the alarm's relation (`race(1,2)` -> `race`), with a rule
+  descriptor in `tool.driver.rules`;
+* `rank` = 100 * P(alarm) (SARIF's priority in [0, 100], higher first; GitLab
+  orders by it, GitHub ignores it), `level` "warning" at P >= 0.5, else "note";
+* `locations[0]`: the alarm tuple as a logical location and, when the graph
+  gives the tuple a source location (derivation.json's "locations",
+  `datalog.annotations`), its first one as the physical location
+  (`artifactLocation.uri` relative to `%SRCROOT%`, `region.startLine`,
+  `startColumn`, ...). GitHub code scanning shows only results with a
+  physical location;
+* `relatedLocations`: the alarm's other locations, then the located tuples
+  its strongest derivation rests on (`supporting_tuples`), at most
+  `MAX_RELATED`;
+* `properties`: position, probability, log-odds, the alarm's name.
+
+Each rule descriptor carries `properties.precision` in GitHub's vocabulary,
+from the mean P(true) of all the relation's alarms (a labelled alarm counts
+1 or 0), which estimates the fraction of its alarms that are real:
+"very-high" from 0.9, "high" from 0.7, "medium" from 0.4, else "low"
+(`PRECISION_LEVELS`). A relation the graph marks `"security": true`
+(derivation.json's "relations") is tagged "security" and, with a severity,
+carries `properties.security-severity` ("7.5"); no other relation does.
+Labelled alarms are not results (no longer open questions); the run's
+properties list them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from urllib.parse import quote
+
+import numpy as np
+
+from datalog.annotations import LocationIndex
+from fastlbp import __version__
+from fastlbp.model import Model
+from fastlbp.ranking import Ranking, alarm_vars
+from fastlbp.triage.explain import clause_index, explain
+from fastlbp.writers import format_probability, relation
+
+SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+SRCROOT = "%SRCROOT%"  # the uriBaseId of every file: paths are relative to the source root
+# (lowest mean P, GitHub's precision): the mean P(true) of a relation's alarms estimates the
+# fraction of them that are real, which is what CodeQL's precision levels grade.
+PRECISION_LEVELS = ((0.9, "very-high"), (0.7, "high"), (0.4, "medium"), (0.0, "low"))
+WARNING_AT = 0.5  # P at and above which a result's level is "warning" (below: "note")
+MAX_RELATED = 10  # related locations per result
+MAX_EXPLAINED = 64  # tuples explained per alarm while looking for located ones (bounds the cost)
+
+
+def precision_level(mean_probability: float) -> str:
+    """GitHub's precision ("very-high", "high", "medium", "low") of a mean P(true) (`PRECISION_LEVELS`).
+
+    >>> precision_level(0.95), precision_level(0.7), precision_level(0.5), precision_level(0.1)
+    ('very-high', 'high', 'medium', 'low')
+    """
+    for lowest, level in PRECISION_LEVELS:
+        if mean_probability >= lowest:
+            return level
+    return "low"  # NaN
+
+
+def physical_location(loc: dict) -> dict:
+    """A SARIF physicalLocation of a location of `datalog.annotations` ({"file", "line", ...}).
+
+    The file becomes a relative URI (percent-encoded, '/' kept) against `%SRCROOT%`.
+    """
+    out: dict = {"artifactLocation": {"uri": quote(loc["file"], safe="/"), "uriBaseId": SRCROOT}}
+    region = {sarif: loc[key] for key, sarif in (("line", "startLine"), ("column", "startColumn"),
+                                                 ("endLine", "endLine"), ("endColumn", "endColumn"))
+              if key in loc}
+    if region:
+        out["region"] = region
+    return out
+
+
+def supporting_tuples(model: Model, marginals: np.ndarray, var: int, located, *,
+                      clauses_by_head: dict | None = None, limit: int = MAX_RELATED,
+                      max_explained: int = MAX_EXPLAINED) -> list[tuple[str, float]]:
+    """Located tuples that `var`'s strongest derivation rests on, nearest first.
+
+    The body tuples of the strongest clause deriving `var`
+    (`fastlbp.triage.explain`, k = 1); a body tuple without a location is
+    replaced by those its own strongest derivation rests on, breadth first,
+    until `limit` tuples are found or `max_explained` tuples were explained.
+
+    Args:
+        model: a model loaded from a derivation graph (else [] is returned).
+        marginals: (V,) P(x=1).
+        var: the alarm's variable.
+        located: tuple name -> whether it has a location.
+        clauses_by_head: `clause_index` of the model's derivation graph (built if None).
+
+    Returns:
+        [(tuple name, P(tuple))], at most `limit`.
+    """
+    dg = model.meta.get("derivation")
+    tuple_var = model.meta.get("tuple_var")
+    if dg is None or tuple_var is None:
+        return []
+    tv = np.asarray(tuple_var)
+    by_head = clause_index(dg) if clauses_by_head is None else clauses_by_head
+    out: list[tuple[str, float]] = []
+    seen = {model.var_names[var]}
+    queue, explained = deque([var]), set()
+    while queue and len(out) < limit and len(explained) < max_explained:
+        v = queue.popleft()
+        if v in explained:
+            continue
+        explained.add(v)
+        ex = explain(model, marginals, v, k=1, clauses_by_head=by_head)
+        if ex.kind != "derivation" or not ex.derivations:
+            continue  # an input tuple, or no provenance
+        for name, p in ex.derivations[0].body:
+            if name in seen:
+                continue
+            seen.add(name)
+            if located(name):
+                out.append((name, p))
+                if len(out) == limit:
+                    break
+            else:
+                t = dg.tuple_index.get(name)
+                if t is not None and tv[t] >= 0 and t in by_head:  # an input has nothing to explain
+                    queue.append(int(tv[t]))
+    return out
+
+
+def _relation_means(ranking: Ranking, model: Model | None, marginals) -> dict[str, tuple[float, int]]:
+    """{relation: (mean P(true) of its alarms, number of alarms)}; labelled alarms count 1 or 0."""
+    labelled = {a.alarm: 1.0 if a.truth else 0.0 for a in ranking.labelled}
+    probs: dict[str, list[float]] = {}
+    if model is not None and marginals is not None:
+        names = model.var_names
+        for v in alarm_vars(model).tolist():
+            p = labelled.get(names[v], float(marginals[v]))
+            probs.setdefault(relation(names[v]), []).append(p)
+    else:
+        for a in ranking.alarms:
+            probs.setdefault(relation(a.alarm), []).append(a.probability)
+        for name, p in labelled.items():
+            probs.setdefault(relation(name), []).append(p)
+    return {rel: (float(np.mean(np.nan_to_num(ps, nan=0.0))), len(ps)) for rel, ps in probs.items()}
+
+
+def _rule(rid: str, spec: dict, mean: tuple[float, int] | None) -> dict:
+    """The reportingDescriptor of relation `rid` (`spec`: its entry of derivation.json's "relations")."""
+    text = spec.get("description") or f"alarm of relation {rid}"
+    tags = ["fastlbp"]
+    props: dict = {"tags": tags}
+    if mean is not None:
+        props.update({"precision": precision_level(mean[0]), "mean_probability": mean[0],
+                      "alarms": mean[1]})
+    if spec.get("security"):
+        tags.append("security")
+        if "severity" in spec:
+            props["security-severity"] = f"{spec['severity']:.1f}"
+    rule = {"id": rid, "name": rid, "shortDescription": {"text": text},
+            "fullDescription": {"text": f"{text} (ranked by P(true), the probability that the alarm is "
+                                        "real, from the analysis's derivation graph)"},
+            "defaultConfiguration": {"level": "warning"}, "properties": props}
+    if spec.get("help"):
+        rule["help"] = {"text": spec["help"]}
+    return rule
+
+
+def _located(loc: dict, text: str, rid: int) -> dict:
+    """A related location: `loc`'s physical location with message `text` (and `loc`'s own message)."""
+    message = f"{text}: {loc['message']}" if loc.get("message") else text
+    return {"id": rid, "physicalLocation": physical_location(loc), "message": {"text": message}}
+
+
+def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndarray | None = None,
+             source: str | None = None, version: str | None = None) -> dict:
+    """A SARIF 2.1.0 log of `ranking` (module docstring).
+
+    Args:
+        ranking: the ranked alarms.
+        model: the model ranked; its `meta["locations"]` and `meta["relations"]`
+            (derivation.json) give physical locations, related locations and
+            rule descriptions. None: logical locations only.
+        marginals: (V,) P(x=1) of every variable; default `ranking.marginals`.
+            Needed for related locations from derivations and for a rule's
+            precision over all its alarms (else over the ranked ones).
+        source: the graph's path, recorded in the run's invocation.
+        version: the tool version written (default fastlbp's).
+    """
+    version = __version__ if version is None else version
+    marginals = ranking.marginals if marginals is None else marginals
+    meta = model.meta if model is not None else {}
+    index = LocationIndex(meta.get("locations"))
+    relations = meta.get("relations") or {}
+    means = _relation_means(ranking, model, marginals)
+    dg = meta.get("derivation")
+    explainable = model is not None and marginals is not None and dg is not None and bool(index)
+    by_head = clause_index(dg) if explainable else None
+
+    rule_ids: dict[str, int] = {}
+    for a in ranking.alarms:
+        rule_ids.setdefault(relation(a.alarm), len(rule_ids))
+    rules = [_rule(rid, relations.get(rid, {}), means.get(rid)) for rid in rule_ids]
+    results = []
+    for a in ranking.alarms:
+        rid = relation(a.alarm)
+        p = min(max(a.probability, 0.0), 1.0) if math.isfinite(a.probability) else 0.0
+        locs = index.lookup(a.alarm)
+        primary: dict = {"logicalLocations": [{"name": a.alarm, "fullyQualifiedName": a.alarm,
+                                               "kind": "alarm"}]}
+        if locs:
+            primary["physicalLocation"] = physical_location(locs[0])
+            if locs[0].get("message"):
+                primary["message"] = {"text": locs[0]["message"]}
+        related = [_located(loc, a.alarm, i) for i, loc in enumerate(locs[1:MAX_RELATED + 1])]
+        if explainable and len(related) < MAX_RELATED:
+            support = supporting_tuples(model, marginals, a.var, lambda n: bool(index.lookup(n)),
+                                        clauses_by_head=by_head, limit=MAX_RELATED - len(related))
+            for name, q in support:
+                for loc in index.lookup(name)[:MAX_RELATED - len(related)]:
+                    related.append(_located(loc, f"{name} (P = {format_probability(q)}), which {a.alarm} "
+                                                 "rests on", len(related)))
+        result = {
+            "ruleId": rid,
+            "ruleIndex": rule_ids[rid],
+            "level": "warning" if p >= WARNING_AT else "note",
+            "rank": round(100.0 * p, 6),
+            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds)} (rank {a.rank})"},
+            "locations": [primary],
+            "properties": {"rank": a.rank, "probability": p,
+                           "log_odds": a.log_odds if math.isfinite(a.log_odds) else None, "alarm": a.alarm},
+        }
+        if related:
+            result["relatedLocations"] = related
+        results.append(result)
+    run: dict = {
+        "tool": {"driver": {"name": "fastlbp", "version": version, "rules": rules}},
+        "results": results,
+        "properties": {
+            "iterations": ranking.iterations, "converged": ranking.converged, "method": ranking.method,
+            "labelled": [{"alarm": a.alarm, "truth": a.truth} for a in ranking.labelled],
+        },
+    }
+    if source:
+        run["invocations"] = [{"executionSuccessful": True, "properties": {"graph": str(source)}}]
+    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+
+
+def dumps(doc: dict) -> str:
+    """The log as JSON text (indented, ending in a newline)."""
+    return json.dumps(doc, indent=1) + "\n"
