@@ -140,3 +140,40 @@ def test_read_labels_unreadable(tmp_path, weblech):
     p = tmp_path / "bad.txt"
     p.write_bytes(b"87 true\n\xff false\n")
     assert "UTF-8" in err(loading.read_labels, p, weblech).message
+
+
+@pytest.mark.parametrize("line", ["race(1, 2)\ttrue", "race(1, 2), true", "race(1, 2) ,TRUE",
+                                  "race(1, 2)    1", "  race(1, 2),1  "])
+def test_labels_file_separators_tab_comma_or_spaces(tmp_path, line):
+    model = loading.load(_json_with_tuple(tmp_path, "race(1, 2)"))
+    p = tmp_path / "labels.txt"
+    p.write_text(line + "\n")
+    assert loading.parse_labels(p) == [(1, "race(1, 2)", True)]
+    assert loading.read_labels(p, model) == {model.index["race(1, 2)"]: True}
+
+
+def test_labels_name_any_tuple_of_the_graph(tmp_path):
+    """weblech's `aliased(3,2)` (pruned) and an input fact compression removed are labelled by keeping
+    them as variables; `read_labels` on the same model says why it cannot and what does."""
+    model = loading.load(EXAMPLES / "weblech.json")
+    constant = next(n for n, h in zip(model.tuple_names, model.meta["tuple_how"], strict=True) if h == 1)
+    p = tmp_path / "labels.txt"
+    p.write_text(f"aliased(3, 2) false\n{constant}\ttrue\n")
+    e = err(loading.read_labels, p, model)
+    assert e.line == 1 and "pruned by compression" in e.message and "load_labels" in e.message
+    kept, labels = loading.load_labels(p, model)
+    assert labels == {kept.index["aliased(3,2)"]: False, kept.index[constant]: True}
+    assert kept.num_vars > model.num_vars and kept.alarms == tuple(kept.index[model.var_names[a]]
+                                                                 for a in model.alarms)
+    # A labelled tuple that is a variable already leaves the model as it is.
+    p.write_text(f"{model.var_names[model.alarms[0]]} false\n")
+    same, labels = loading.load_labels(p, model)
+    assert same is model and labels == {model.alarms[0]: False}
+
+
+def test_load_labels_reports_conflicts_across_spellings(tmp_path):
+    model = loading.load(_json_with_tuple(tmp_path, "race(1,2)"))
+    p = tmp_path / "labels.txt"
+    p.write_text("race(1,2) true\nrace(1, 2)\tfalse\n")
+    e = err(loading.load_labels, p, model)
+    assert e.line == 2 and "as 'race(1,2)' (the same variable) on line 1" in e.message

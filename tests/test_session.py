@@ -132,3 +132,32 @@ def test_a_converged_round_needs_no_remedy():
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
     rnd = Session(model, tol=1e-6).run()
     assert rnd.converged and rnd.remedy is None
+
+
+def test_label_and_marginal_of_any_tuple_of_the_graph():
+    """Session.label takes any tuple that is a variable (spaces forgiven) and says why another is not;
+    tuple_marginals reports every tuple of the input graph, pruned ones as the unpruned model has them."""
+    from datalog.bayesnet import rebuild
+    from fastlbp import loading
+
+    model = loading.load(DATA.parents[1] / "data" / "weblech.json")
+    session = Session(model)
+    with pytest.raises(KeyError, match="pruned by compression.*keep_tuples"):
+        session.label("aliased(3,2)", False)
+    with pytest.raises(KeyError, match="unknown"):
+        session.label("nosuch(1)", False)
+    every = session.tuple_marginals()
+    assert list(every) == list(model.tuple_names) and len(every) == 305
+    unpruned = Session(rebuild(model, prune=False)).tuple_marginals()
+    for name, p in every.items():
+        assert p == pytest.approx(unpruned[name], abs=1e-9), name
+    assert session.marginal("aliased(3, 2)") == every["aliased(3,2)"]
+    constant = next(n for n, h in zip(model.tuple_names, model.meta["tuple_how"], strict=True) if h == 1)
+    assert session.marginal(constant) == 1.0
+    alarm = model.var_names[model.alarms[0]]
+    session.label(alarm.replace(",", ", "), False)
+    assert session.labels == {model.alarms[0]: False}
+    kept = loading.keep_tuples(model, ["aliased(3,2)"])
+    s2 = Session(kept)
+    s2.label("aliased(3,2)", False)
+    assert s2.marginal("aliased(3,2)") == 0.0

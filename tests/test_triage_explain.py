@@ -57,3 +57,53 @@ def test_long_bodies_are_cut():
     ex = Explanation("race(1)", 0.5, [Derivation("R0", None, 0.5, body)], 1, "derivation")
     lines = format_explanation(ex).splitlines()
     assert sum("<- in(" in ln for ln in lines) == MAX_BODY_SHOWN and lines[-1].strip() == "... and 3 more"
+
+
+def _four_ways():
+    """race has four derivations of different strength and one that closes a cycle (dropped);
+    other(1) depends on nothing an alarm needs (pruned)."""
+    from datalog.bayesnet import to_model
+    from datalog.derivation import from_clauses
+
+    return to_model(from_clauses(
+        [("R0", "race", ["a"]), ("R1", "race", ["b"]), ("R2", "race", ["c"]), ("R3", "race", ["d"]),
+         ("R4", "back", ["race"]), ("R5", "race", ["back"]), ("R6", "other(1)", ["a", "c"])],
+        rules={"R0": 0.3, "R1": 0.9, "R2": 0.6, "R3": 0.2, "R4": 1.0, "R5": 1.0, "R6": 0.5},
+        priors={"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}, alarms=["race"]), compress=True)
+
+
+def test_why_orders_by_contribution_and_never_lists_a_derivation_of_probability_zero():
+    model = _four_ways()
+    s = Session(model)
+    s.label("b", False)  # R1, the strongest a priori, can no longer hold
+    p = s.run().marginals
+    ex = explain(model, p, model.index["race"], k=3)
+    assert [d.rule for d in ex.derivations] == ["R2", "R0", "R3"]
+    probs = [d.probability for d in ex.derivations]
+    assert probs == sorted(probs, reverse=True) and min(probs) > 0
+    assert (ex.total, ex.zero, ex.dropped) == (5, 1, 1)
+    text = format_explanation(ex)
+    assert "strongest of 3 derivation(s) that can hold (1 holds with P = 0; 1 dropped by cycle " \
+           "elimination)" in text
+    assert "R1" not in text
+    # Everything ruled out: nothing is listed, and the header says so.
+    s.label("a", False), s.label("c", False), s.label("d", False)
+    p = s.run().marginals
+    ex = explain(model, p, model.index["race"], k=3)
+    assert ex.derivations == [] and "none of its 5 derivation(s) can hold" in format_explanation(ex)
+
+
+def test_why_explains_any_tuple_even_one_compression_removed():
+    from fastlbp.triage.explain import explain_name
+
+    model = _four_ways()
+    p = Session(model).run().marginals
+    ex = explain_name(model, p, "other(1)")
+    assert "pruned by compression" in ex.note and ex.derivations[0].rule == "R6"
+    # No alarm depends on other(1): its belief is the forward one, 0.5 * P(a) * P(c).
+    assert ex.probability == pytest.approx(0.5 * 0.5 * 0.5)
+    assert ex.derivations[0].probability == pytest.approx(ex.probability)
+    assert "other(1): pruned by compression" in format_explanation(ex)
+    assert explain_name(model, p, "race") == explain(model, p, model.index["race"])
+    with pytest.raises(KeyError):
+        explain_name(model, p, "nosuch")
