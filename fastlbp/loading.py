@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from datalog import io as datalog_io
-from fastlbp.errors import InputError, read_text, text_lines
+from fastlbp.errors import InputError, check_path, read_text, text_lines
 from fastlbp.model import UNDERIVABLE, Model, Resolved
 from fastlbp.settings import Settings
 
@@ -25,8 +26,9 @@ detect_format = datalog_io.detect_format
 
 
 def load(path: str | os.PathLike, settings: Settings | None = None, *, format: str | None = None,
-         max_decompressed: int | None = None) -> Model:
-    """Loads a graph file or directory into a `Model`.
+         max_decompressed: int | None = None, cache_dir: str | os.PathLike | None = None,
+         progress: Callable[[str], None] | None = None) -> Model:
+    """Loads a graph file or directory into a `Model`, from the model cache when it holds it.
 
     Args:
         path: a derivation.json file (`.json`, `.json.gz`), a Bingo directory
@@ -39,6 +41,12 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
             may inflate to before loading stops with an `InputError` (a gzip
             bomb); None for max(256 MiB, 64 x the compressed size), see
             `fastlbp.errors.decompression_limit`. Uncompressed files have no limit.
+        cache_dir: a folder for the compiled-model cache (`fastlbp.model_cache`,
+            entries under `cache_dir/models`): a later load of the same bytes
+            with the same settings reads the model's arrays instead of parsing
+            and building it again. None: no cache.
+        progress: called with the name of each stage as it starts ("model cache
+            hit", "loading", "storing in the model cache"); never prints.
 
     Raises:
         InputError: the path is missing ("no such file or directory"), a
@@ -46,8 +54,22 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
             decompression limit, or the file malformed (naming file and line).
     """
     settings = settings or Settings()
-    return datalog_io.load(path, format, cycles=settings.cycles, compress=settings.compress,
-                           max_decompressed=max_decompressed)
+
+    def fresh() -> Model:
+        return datalog_io.load(path, format, cycles=settings.cycles, compress=settings.compress,
+                               max_decompressed=max_decompressed)
+
+    if cache_dir is None:
+        if progress is not None:
+            progress("loading")
+        return fresh()
+    from fastlbp import model_cache
+
+    check_path(path)  # a missing path is an InputError, not a cache miss
+    fmt = format or detect_format(path)
+    key = model_cache.lookup_key(path, fmt, {"cycles": settings.cycles, "compress": settings.compress,
+                                             "max_decompressed": max_decompressed})
+    return model_cache.cached(cache_dir, key, fresh, model_type=Model, progress=progress)
 
 
 # `NAME<sep>TRUTH`: the truth is the last field; the separator a tab, a comma or a run of spaces (a
