@@ -28,7 +28,8 @@ dropped. An object repeating a key (JSON would keep the last value) is an error.
 Bingo directory: `named_cons_all.txt` (`R12: NOT a(1,2), NOT b(2), c(1,2)`,
 body after NOT, head last), optional `base_queries.txt` (alarms, one tuple per
 line), `oracle_queries.txt` (true alarms: ground truth), `rule-prob.txt`
-(`R12: 0.9`; missing rules get 0.999); fastlbp extensions, written only when
+(`R12: 0.9`; missing rules get 0.999), `rule_dict.txt` (`R12: TEXT`, the
+rules' texts, `datalog.rule_dict`); fastlbp extensions, written only when
 needed: `input-prob.txt` (`tuple: prior`) and `labels.txt` (`tuple true|false`).
 Each file that is present is read (a directory, a dangling link or a link loop
 in its place is an error naming it); a key given twice with different values
@@ -60,6 +61,7 @@ from datalog.bayesnet import to_model
 from datalog.cycles import least_fixpoint
 from datalog.derivation import DEFAULT_RULE_PROBABILITY, DerivationGraph, Rule, merge_duplicates
 from datalog.reading import Once, check_probability, json_type, loads_json, shown, text_only, unique
+from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
 from fastlbp.errors import InputError, check_path, read_text, text_lines
 from fastlbp.model import Model
 
@@ -429,7 +431,10 @@ def read_bingo(directory: str | os.PathLike, *, max_decompressed: int | None = N
         for ln, name, value in _name_value_lines(rp, "probability", max_decompressed):
             p = check_probability(value, str(rp), ln, None, f"probability of rule {shown(name)}")
             probs.set(name, p, ln, name)
-    rules = [Rule(name, probs.values.get(name, DEFAULT_RULE_PROBABILITY)) for name in rule_index]
+    rd = d / RULE_DICT
+    texts = read_rule_dict(rd, rule_index, max_decompressed=max_decompressed) if os.path.lexists(rd) else {}
+    rules = [Rule(name, probs.values.get(name, DEFAULT_RULE_PROBABILITY), texts.get(name))
+             for name in rule_index]
 
     def tuple_ref(path: Path, ln: int, name: str) -> int:
         if name not in names:
@@ -545,6 +550,7 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     (d / BINGO_CLAUSES).write_text("\n".join(out) + "\n", encoding="utf-8")
     (d / BINGO_RULE_PROBS).write_text("".join(f"{r.name}: {r.probability!r}\n" for r in dg.rules),
                                       encoding="utf-8")
+    rule_warnings = write_rule_dict(dg.rules, d)  # rule texts, in Bingo's rule_dict.txt
     in_clause = np.zeros(dg.num_tuples, bool)
     in_clause[np.asarray(dg.clause_head, np.int64)] = True
     in_clause[np.asarray(dg.body, np.int64)] = True
@@ -567,6 +573,7 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
             (d / fname).unlink()  # a stale file from an earlier conversion would change the meaning
     lost = [key for key in ("locations", "relations") if dg.annotations.get(key)]
     warnings = [f"Bingo's files cannot hold {' or '.join(lost)}, left out"] if lost else []
+    warnings += rule_warnings
     if dropped:
         warnings.append(f"{dropped} alarms/labels name tuples that are in no clause; Bingo's files cannot "
                         "hold them, left out")

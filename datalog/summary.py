@@ -21,7 +21,8 @@ def describe(model: Model) -> dict:
     Keys: `source`; `derivation` (tuples, input and derived tuples, clauses,
     rules, largest fan-in = most clauses deriving one tuple, largest fan-out =
     most clauses using one tuple, largest body) or null; `alarms`, `labels`,
-    `truth` counts; `bayesian_network` (vertices, edges = parent links,
+    `truth` counts (`truth_true`: the ground-truth labels that say true);
+    `bayesian_network` (vertices, edges = parent links,
     largest fan-in = most parents, largest fan-out = most children);
     `factor_graph` (variables, factors, AND/OR factors, edges);
     `loading` (what cycle elimination, deduplication and compression
@@ -55,6 +56,7 @@ def describe(model: Model) -> dict:
         "alarms": len(model.alarms),
         "labels": len(model.labels),
         "truth": len(model.meta.get("truth", {})),
+        "truth_true": sum(bool(v) for v in model.meta.get("truth", {}).values()),
         "bayesian_network": {
             "vertices": model.num_vars,
             "edges": int(body_sizes.sum()),
@@ -86,10 +88,31 @@ _LOADING_TEXT = {
 }
 
 
+def _rounded(key: str, value) -> str:
+    """A value of `info --schedule` for people: 3 significant digits, seconds in ms or s, counts with commas,
+    histograms as their nonempty bins."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return str(value)
+    if isinstance(value, int | np.integer):
+        return f"{int(value):,}"
+    if isinstance(value, float | np.floating):
+        if key.endswith(("seconds", "_s")):
+            return f"{value * 1e3:.3g} ms" if abs(value) < 1 else f"{value:.3g} s"
+        return f"{float(value):.3g}"
+    if isinstance(value, dict):
+        if set(value) == {"bin_edges", "counts"}:
+            e, c = value["bin_edges"], value["counts"]
+            return ", ".join(f"[{e[i]:,},{e[i + 1]:,}): {n:,}" for i, n in enumerate(c) if n) or "empty"
+        return ", ".join(f"{k} {_rounded(k, v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_rounded(key, v) for v in value)
+    return str(value)
+
+
 def to_text(info: dict) -> str:
     """The summary as aligned `key: value` lines for people."""
     def fan(d):
-        return f"{d['largest']}" + (f" ({d['at']})" if d["at"] is not None else "")
+        return f"{d['largest']:,}" + (f" ({d['at']})" if d["at"] is not None else "")
 
     rows: list[tuple[str, str]] = [("source", str(info["source"]))]
     dv = info["derivation"]
@@ -105,7 +128,7 @@ def to_text(info: dict) -> str:
         ]
     rows += [("alarms", f"{info['alarms']:,}"), ("labels", f"{info['labels']:,}")]
     if info["truth"]:
-        rows.append(("ground-truth labels", f"{info['truth']:,}"))
+        rows.append(("ground-truth labels", f"{info['truth']:,} ({info.get('truth_true', 0):,} true)"))
     bn, fg = info["bayesian_network"], info["factor_graph"]
     rows += [
         ("Bayesian network vertices", f"{bn['vertices']:,}"),
@@ -119,7 +142,7 @@ def to_text(info: dict) -> str:
         rows.append((_LOADING_TEXT.get(key, key.replace("_", " ")), f"{value:,}"))
     if info.get("schedule"):
         for key, value in info["schedule"].items():
-            rows.append((f"schedule {key}", str(value)))
+            rows.append((f"schedule {key}", _rounded(key, value)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
     lines += [f"warning: {w}" for w in info["warnings"]]

@@ -24,7 +24,7 @@ def cli(*args):
 def test_convert_round_trip_and_info(tmp_path):
     r = cli("convert", PRESTO, tmp_path / "p.json")
     assert r.exit_code == 0, r.output
-    r = cli("convert", tmp_path / "p.json", tmp_path / "bingo")
+    r = cli("convert", tmp_path / "p.json", f"{tmp_path / 'bingo'}/")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "bingo" / "named_cons_all.txt").read_text().splitlines() == [
         s for s in (PRESTO / "named_cons_all.txt").read_text().splitlines() if s.strip()]
@@ -121,7 +121,7 @@ def _graph_with_name(tmp_path, name):
                                   "NOT x", "a:b", "", "\ufeffa"])
 def test_convert_to_bingo_refuses_names_it_cannot_carry(tmp_path, name):
     src = _graph_with_name(tmp_path, name)
-    r = cli("convert", src, tmp_path / "bingo")
+    r = cli("convert", src, tmp_path / "bingo", "--to", "bingo")
     assert r.exit_code == 2, r.output
     assert "error:" in r.output and "Traceback" not in r.output
     assert repr(name) in r.output and "Bingo" in r.output
@@ -132,7 +132,7 @@ def test_convert_to_bingo_refuses_names_it_cannot_carry(tmp_path, name):
                                   "a(\t)", "é(ü)", "a(\u2028)"])
 def test_convert_to_bingo_carries_every_name_it_can(tmp_path, name):
     src = _graph_with_name(tmp_path, name)
-    r = cli("convert", src, tmp_path / "bingo")
+    r = cli("convert", src, tmp_path / "bingo", "--to", "bingo")
     assert r.exit_code == 0, r.output
     dg, _ = formats.read_bingo(tmp_path / "bingo")
     assert name in dg.tuples
@@ -161,3 +161,87 @@ def test_convert_to_causal_fg_refuses_names_with_whitespace(tmp_path, name):
     assert r.exit_code == 2, r.output
     assert repr(name) in r.output and "Traceback" not in r.output
     assert not (tmp_path / "g.fg").exists()
+
+
+WEBLECH = Path(__file__).resolve().parents[1] / "data" / "weblech.json"
+
+
+def test_convert_reads_the_format_from_the_name_and_refuses_guesses(tmp_path):
+    r = cli("convert", WEBLECH, tmp_path / "weird.txt")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "unknown output format" in r.stderr and ".json.gz" in r.stderr and "--to bingo" in r.stderr
+    assert not (tmp_path / "weird.txt").exists()
+    # --to names the format of any name; a trailing / or an existing directory is a Bingo directory.
+    assert cli("convert", WEBLECH, tmp_path / "weird.txt", "--to", "json").exit_code == 0
+    assert formats.read_json(tmp_path / "weird.txt")[0].num_clauses == 391
+    assert cli("convert", WEBLECH, f"{tmp_path / 'b1'}/").exit_code == 0
+    assert cli("convert", WEBLECH, tmp_path / "b2", "--to", "bingo").exit_code == 0
+    (tmp_path / "b3").mkdir()
+    assert cli("convert", WEBLECH, tmp_path / "b3").exit_code == 0
+    for d in ("b1", "b2", "b3"):
+        assert formats.read_bingo(tmp_path / d)[0].num_clauses == 391
+    # A directory that is not empty is refused, unless --force (which keeps foreign files).
+    (tmp_path / "b1" / "notes.md").write_text("mine")
+    r = cli("convert", WEBLECH, f"{tmp_path / 'b1'}/")
+    assert r.exit_code == 2 and "is not empty" in r.stderr and "--force" in r.stderr
+    r = cli("convert", WEBLECH, f"{tmp_path / 'b1'}/", "--force")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "b1" / "notes.md").read_text() == "mine"
+    # A file target that is a directory, and the input itself, are refused.
+    r = cli("convert", WEBLECH, tmp_path / "b2", "--to", "json")
+    assert r.exit_code == 2 and "is a directory" in r.stderr
+    r = cli("convert", tmp_path / "weird.txt", tmp_path / "weird.txt", "--to", "json")
+    assert r.exit_code == 2 and "is the input" in r.stderr
+
+
+def test_rule_texts_survive_json_bingo_json(tmp_path):
+    src = json.loads(WEBLECH.read_text())
+    src["rules"]["R0"]["text"] = "pt(v,h) :- alloc(v,h,m).   # with a colon: and a # in it"
+    src["rules"]["R1"]["text"] = "two\nlines"
+    (tmp_path / "g.json").write_text(json.dumps(src))
+    r = cli("convert", tmp_path / "g.json", f"{tmp_path / 'b'}/")
+    assert r.exit_code == 0, r.output
+    assert "1 rule text(s)" in r.stderr and "'R1'" in r.stderr  # the one a line cannot carry is named
+    assert (tmp_path / "b" / "rule_dict.txt").exists()
+    r = cli("convert", tmp_path / "b", tmp_path / "back.json")
+    assert r.exit_code == 0, r.output
+    back = json.loads((tmp_path / "back.json").read_text())["rules"]
+    assert back["R0"]["text"] == src["rules"]["R0"]["text"]
+    assert "text" not in back["R1"]
+    others = {k: v for k, v in src["rules"].items() if k != "R1"}
+    assert {k: v for k, v in back.items() if k != "R1"} == others
+    # Bingo's own rule_dict.txt (a tab after the colon, rules no clause uses) reads too.
+    (tmp_path / "b" / "rule_dict.txt").write_text("R0:\tp :- q.\nR99: unused :- rule.\n")
+    rules = {r.name: r.text for r in formats.read_bingo(tmp_path / "b")[0].rules}
+    assert rules["R0"] == "p :- q." and rules["R2"] is None and "R99" not in rules
+    (tmp_path / "b" / "rule_dict.txt").write_text("R0: a\nR0: b\n")
+    with pytest.raises(InputError, match="rule_dict.txt:2:.*'a' on line 1"):
+        formats.read_bingo(tmp_path / "b")
+
+
+def test_convert_to_causal_fg_names_what_it_leaves_out(tmp_path):
+    r = cli("convert", WEBLECH, tmp_path / "w.fg")
+    assert r.exit_code == 0, r.output
+    warning = " ".join(r.stderr.split())
+    for words in ("11 alarms", "11 ground-truth labels", "16 rule texts",
+                  "`fastlbp rank` on it ranks every variable"):
+        assert words in warning, words
+
+
+def test_info_counts_true_labels_and_rounds(monkeypatch):
+    r = cli("info", WEBLECH)
+    assert r.exit_code == 0, r.output
+    assert "ground-truth labels: 11 (4 true)" in " ".join(r.stdout.split())
+    r = cli("info", WEBLECH, "--format", "json")
+    assert json.loads(r.stdout)["truth_true"] == 4
+    import schedules
+
+    monkeypatch.setattr(schedules, "describe", lambda model, schedule: {
+        "analysis_seconds": 0.021925291999650653, "slot_fill": 0.337791313559322, "big_seconds": 12.345678,
+        "edges": 1663, "batch_size": {"min": 3, "median": 11.0,
+                                      "histogram": {"bin_edges": [0, 1, 2, 4], "counts": [0, 5, 2]}}},
+                        raising=False)
+    text = " ".join(cli("info", WEBLECH, "--schedule", "seqfix").stdout.split())
+    for words in ("analysis_seconds: 21.9 ms", "slot_fill: 0.338", "big_seconds: 12.3 s", "edges: 1,663",
+                  "batch_size: min 3, median 11, histogram [1,2): 5, [2,4): 2"):
+        assert words in text, words

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -41,35 +42,85 @@ class InfoFormat(StrEnum):
     json = "json"
 
 
-def output_format(path: Path) -> GraphFormat:
-    """The format a path names: `.json`/`.json.gz` -> json, `.fg`/`.causal_fg` -> causal_fg, else bingo."""
-    name = path.name.lower()
-    if name.endswith((".json", ".json.gz")):
-        return GraphFormat.json
-    if name.endswith((".fg", ".causal_fg")):
-        return GraphFormat.causal_fg
-    return GraphFormat.bingo
+# The names `convert` reads a target's format from; anything else needs --to (or a trailing /: Bingo).
+SUFFIXES = {".json": GraphFormat.json, ".json.gz": GraphFormat.json,
+            ".fg": GraphFormat.causal_fg, ".causal_fg": GraphFormat.causal_fg}
 
 
-def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_format: str | None = None,
-                  settings: Settings | None = None, max_decompressed: int | None = None) -> list[str]:
+def output_format(dst: str | Path) -> GraphFormat:
+    """The format a target names: `.json`/`.json.gz` -> json, `.fg`/`.causal_fg` -> causal_fg, and
+    bingo for a name ending in `/` or an existing directory.
+
+    Raises:
+        InputError: any other name (`weird.txt`, `out`): the known suffixes are
+            named, and how to ask for a Bingo directory.
+    """
+    raw = str(dst)
+    name = Path(raw).name.lower()
+    for suffix, fmt in SUFFIXES.items():
+        if name.endswith(suffix):
+            return fmt
+    if raw.endswith(("/", os.sep)) or Path(raw).is_dir():
+        return GraphFormat.bingo
+    raise InputError(raw, None, f"unknown output format: name a file ending in {', '.join(SUFFIXES)}, "
+                     "or a Bingo directory with a trailing / (out/) or --to bingo; --to json|bingo|causal_fg "
+                     "also sets the format of any other name")
+
+
+def _lost(what: dict[str, int]) -> str:
+    """`2 alarms, 1 label` of the nonzero counts (keys are plural; a count of 1 drops the last `s`)."""
+    return ", ".join(f"{n:,} {k if n != 1 else k[:-1]}" for k, n in what.items() if n)
+
+
+def _check_target(dst: Path, fmt: str, src: Path, force: bool) -> None:
+    """Refuses a target that is the input, a file where a directory goes (or back), or a non-empty
+    directory without --force."""
+    if dst.exists() and src.exists() and dst.resolve() == src.resolve():
+        raise InputError(str(dst), None, "is the input; converting would replace it")
+    if fmt == "bingo":
+        if dst.exists() and not dst.is_dir():
+            raise InputError(str(dst), None, "exists and is not a directory (a Bingo graph is a directory; "
+                             "name a .json file for derivation.json)")
+        if dst.is_dir() and not force:
+            entries = sorted(p.name for p in dst.iterdir())
+            if entries:
+                shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+                raise InputError(str(dst), None, f"is not empty ({len(entries):,} entries: {shown}); "
+                                 "--force writes the graph's files into it (replacing fastlbp's and Bingo's "
+                                 "files, keeping any others)")
+    elif dst.is_dir():
+        raise InputError(str(dst), None, f"is a directory; a {fmt} graph is a file")
+
+
+def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, dst_format: str | None = None,
+                  settings: Settings | None = None, max_decompressed: int | None = None,
+                  force: bool = False) -> list[str]:
     """Converts `src` to `dst`; returns messages for the user (what was written, warnings).
 
     Derivation graphs (json, bingo) convert both ways, duplicates merged but
-    otherwise unchanged (cycles kept). To causal_fg the graph goes through
-    cycle elimination (`settings.cycles`) and (unless `settings.compress` is
-    false) compression. A factor graph does not convert back into a
-    derivation graph. `max_decompressed` limits gzip input (see `fastlbp.loading.load`).
+    otherwise unchanged (cycles kept; rule texts go to Bingo's rule_dict.txt).
+    To causal_fg the graph goes through cycle elimination (`settings.cycles`)
+    and (unless `settings.compress` is false) compression; alarms, labels,
+    ground truth and rule texts have no place there, and a warning counts
+    them. A factor graph does not convert back into a derivation graph.
+    `max_decompressed` limits gzip input (see `fastlbp.loading.load`).
+
+    The format is `dst_format`, else `output_format(dst)` (a name ending in
+    `/` is a Bingo directory; an unknown suffix is an error). A Bingo target
+    that is a non-empty directory is refused unless `force`.
 
     Raises:
-        InputError: a malformed input, or a name the output format cannot
-            carry (Bingo's line-based files, a causal factor graph's
-            whitespace-separated labels): the tuple is named and nothing is written.
+        InputError: a malformed input, an unknown or refused target, or a name
+            the output format cannot carry (Bingo's line-based files, a causal
+            factor graph's whitespace-separated labels): the tuple is named
+            and nothing is written.
     """
     settings = settings or Settings()
     check_path(src)
-    sfmt = src_format or detect_format(src)
     dfmt = dst_format or output_format(dst).value
+    dst = Path(dst)
+    sfmt = src_format or detect_format(src)
+    _check_target(dst, dfmt, src, force)
     if sfmt == "causal_fg":
         if dfmt != "causal_fg":
             raise InputError(str(src), None, "a factor graph cannot be converted back into a derivation "
@@ -80,16 +131,23 @@ def convert_graph(src: Path, dst: Path, *, src_format: str | None = None, dst_fo
     if dfmt == "causal_fg":
         model = formats.model_from_derivation(dg, where, compress=settings.compress, cycles=settings.cycles)
         causal_fg.save(model, dst)
-        notes = [f"wrote {dst} (causal_fg): {model.num_vars:,} variables, "
-                 f"{model.graph.num_edges:,} edges; alarms and labels are not part of this format"]
+        notes = [f"wrote {dst} (causal_fg): {model.num_vars:,} variables, {model.graph.num_edges:,} edges"]
+        annotations = getattr(dg, "annotations", None) or {}
+        lost = _lost({"alarms": len(dg.alarms), "labels": len(dg.labels),
+                      "ground-truth labels": len(dg.truth),
+                      "rule texts": sum(bool(r.text) for r in dg.rules),
+                      "source-location entries": len(annotations.get("locations") or {}),
+                      "relation descriptions": len(annotations.get("relations") or {})})
+        if lost:
+            tail = ("; `fastlbp rank` on it ranks every variable (clause variables included), not the alarms"
+                    if len(dg.alarms) else "")
+            notes.append(f"warning: a causal factor graph holds only variables and factors: left out "
+                         f"{lost}{tail}")
         return notes + [f"warning: {w}" for w in model.meta["warnings"]]
     dg, _, warnings = formats.clean(dg)
     if dfmt == "json":
         formats.save_json(dg, dst)
     elif dfmt == "bingo":
-        if dst.exists() and not dst.is_dir():
-            raise InputError(str(dst), None, "exists and is not a directory (a Bingo graph is a directory; "
-                             "name a .json file for derivation.json)")
         warnings += formats.save_bingo(dg, dst)
     else:
         raise InputError(str(dst), None, f"unknown output format {dfmt!r}")
@@ -103,31 +161,41 @@ def convert(
     src: Annotated[Path, typer.Argument(help="Input: a derivation.json file (.json or .json.gz), a Bingo "
                                              "directory, or a causal factor-graph file.",
                                         show_default=False)],
-    dst: Annotated[Path, typer.Argument(help="Output: NAME.json or NAME.json.gz (derivation.json), "
-                                             "NAME.fg or NAME.causal_fg (libDAI), anything else a "
-                                             "Bingo directory.", show_default=False)],
-    to: Annotated[GraphFormat | None, typer.Option("--to", help="Output format, instead of guessing it "
-                                                               "from DST's name.")] = None,
+    dst: Annotated[str, typer.Argument(metavar="DST",
+                                       help="Output: NAME.json or NAME.json.gz (derivation.json), NAME.fg or "
+                                            "NAME.causal_fg (libDAI), or a Bingo directory: a name ending in "
+                                            "/ (or an existing directory, or --to bingo). Other names need "
+                                            "--to.", show_default=False)],
+    to: Annotated[GraphFormat | None, typer.Option("--to", help="Output format, instead of reading it from "
+                                                               "DST's name.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write a Bingo graph into a directory that is not "
+                                                        "empty.")] = False,
     compress: CompressOpt = DEFAULTS.compress,
     cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
     """Convert a graph between derivation.json, a Bingo directory and libDAI's causal factor graph.
 
     derivation.json <-> Bingo keeps the graph as it is (duplicate clauses are
-    merged, with a warning). Writing a causal factor graph eliminates cycles
-    and compresses chains first. A factor graph cannot become a derivation
-    graph again. A name the output format cannot carry (a line break in a
-    Bingo tuple, whitespace in a causal factor-graph label) is an error
-    naming the tuple; nothing is written.
+    merged, with a warning; rule texts go to Bingo's rule_dict.txt). Writing a
+    causal factor graph eliminates cycles and compresses chains first; that
+    format has no alarms, labels, ground truth or rule texts, and a warning
+    counts what is left out. A factor graph cannot become a derivation graph
+    again. A name the output format cannot carry (a line break in a Bingo
+    tuple, whitespace in a causal factor-graph label) is an error naming the
+    tuple; nothing is written. The output format comes from DST's name: an
+    unknown suffix is an error, and a Bingo directory is named with a trailing
+    / or --to bingo; a non-empty directory needs --force.
 
     Examples:
 
       fastlbp convert bingo_dir/ graph.json
 
+      fastlbp convert graph.json bingo_dir/
+
       fastlbp convert graph.json.gz graph.causal_fg --no-compress
     """
     settings = settings_from_options(compress=compress, cycles=cycles)
-    for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings):
+    for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings, force=force):
         typer.echo(line, err=True)
 
 
