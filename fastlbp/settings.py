@@ -50,6 +50,9 @@ class Settings:
         method: "lbp" (loopy belief propagation, the default), "exact" (bucket
             elimination) or "sample" (ancestral sampling with rejection of the labels).
         samples: worlds drawn by `method="sample"`.
+        max_samples: most worlds `method="sample"` draws when fewer than
+            `min_accepted` of the first `samples` agree with the labels (drawing
+            goes on, doubling, until enough agree; at least `samples`).
         seed: the sampler's seed.
         min_accepted: fewest worlds consistent with the labels for `method="sample"`
             to report marginals (fewer is an error, not noise).
@@ -70,6 +73,7 @@ class Settings:
     compress: bool = True
     method: str = "lbp"
     samples: int = 100_000
+    max_samples: int = 10_000_000
     seed: int = 0
     min_accepted: int = 1000
     exact_memory: int | None = None
@@ -90,7 +94,7 @@ class Settings:
             raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
         if self.method not in METHODS:
             raise SettingsError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("samples", "min_accepted"):
+        for name in ("samples", "max_samples", "min_accepted"):
             value = getattr(self, name)
             if int(value) != value or value < 1:
                 raise SettingsError(f"{name} must be a positive integer, got {value}")
@@ -111,7 +115,8 @@ class Settings:
     def inference(self) -> dict:
         """The options that decide a round's numbers (stored with a triage session)."""
         return {k: getattr(self, k) for k in ("schedule", "precision", "tol", "max_iters", "damping",
-                                              "backend", "method", "samples", "seed", "min_accepted")}
+                                              "backend", "method", "samples", "max_samples", "seed",
+                                              "min_accepted")}
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Settings))

@@ -76,12 +76,15 @@ def check_graph(factors, num_vars, labels, seed):
     try:
         result = sample_marginals(graph, labels, cfg)
     except TooFewSamples as err:
-        assert err.accepted < 1000
-        assert prob * SAMPLES < 3000, prob  # 1000 accepted is 14 sigma below 3000 expected
+        assert err.accepted < 1000 and err.drawn == cfg.max_samples
+        assert prob * cfg.max_samples < 3000, prob  # 1000 accepted is 14 sigma below 3000 expected
         return
-    accepted = result.info["accepted"]
+    accepted, drawn = result.info["accepted"], result.info["samples"]
     assert accepted == result.info["effective_samples"]
-    assert abs(accepted - prob * SAMPLES) <= 5 * np.sqrt(SAMPLES * prob * (1 - prob)) + 1e-9
+    if drawn == SAMPLES:  # no extension: the accepted count is binomial
+        assert abs(accepted - prob * SAMPLES) <= 5 * np.sqrt(SAMPLES * prob * (1 - prob)) + 1e-9
+    else:  # extended by doubling until 1000 agreed
+        assert accepted >= 1000 and drawn in {SAMPLES * 2**k for k in range(1, 20)} | {cfg.max_samples}
     assert_within(result, exact, accepted)
 
 
@@ -123,12 +126,36 @@ def test_too_few_accepted_is_refused():
     factors = [Factor(AND, 0, (), 1e-4, 1e-4), Factor(OR, 1, (0,), 0.9, 0.2)]
     graph = from_factors(factors, 2)
     with pytest.raises(TooFewSamples) as info:
-        sample_marginals(graph, {0: True}, Settings(samples=10_000, min_accepted=100))
+        sample_marginals(graph, {0: True}, Settings(samples=10_000, max_samples=10_000, min_accepted=100))
     err = info.value
     assert isinstance(err, InferenceError)
     assert err.drawn == 10_000 and err.accepted < 100
     assert f"only {err.accepted} of 10000 worlds" in str(err)
     assert "--samples" in str(err) and "--method exact" in str(err)
+
+
+def test_rare_labels_draw_more_until_enough_agree():
+    # P(x0) = 1e-3: 10,000 worlds accept about 10; drawing doubles until 1000 agree (about 10^6 worlds).
+    factors = [Factor(AND, 0, (), 1e-3, 1e-3), Factor(OR, 1, (0,), 0.9, 0.2), Factor(AND, 2, (), 0.5, 0.5),
+               Factor(AND, 3, (1, 2), 0.7, 0.1)]
+    graph = from_factors(factors, 4)
+    labels = {0: True}
+    cfg = Settings(samples=10_000, min_accepted=1000, seed=3)
+    result = sample_marginals(graph, labels, cfg)
+    drawn, accepted = result.info["samples"], result.info["accepted"]
+    assert accepted >= 1000 and drawn > 10_000 and drawn in {10_000 * 2**k for k in range(1, 12)}
+    # One more doubling was not needed: half as many worlds accepted fewer than 1000.
+    counts, half_accepted, _ = Sampler(graph)(labels, drawn // 2, 3)
+    assert half_accepted < 1000
+    assert_within(result, exact_marginals(factors, 4, labels), accepted)
+    # The rounds draw the same worlds as one run of that many.
+    counts, once, _ = Sampler(graph, batch_words=32)(labels, drawn, 3)
+    assert once == accepted
+    np.testing.assert_array_equal(counts / once, result.marginals)
+    # max_samples caps the drawing: too few agree, and the error says how many were drawn.
+    with pytest.raises(TooFewSamples) as info:
+        sample_marginals(graph, labels, cfg.replace(max_samples=40_000))
+    assert info.value.drawn == 40_000
 
 
 def test_contradictory_labels_named():

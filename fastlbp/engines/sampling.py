@@ -207,28 +207,50 @@ class Sampler:
                 arrays[0], arrays[1], meta, key, first, labels, valid))
         return self._runs[width]
 
-    def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int):
-        """Draws `samples` worlds: (V,) int64 counts of x=1 among accepted, accepted, drawn."""
+    def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *,
+                 until_accepted: int = 0, max_samples: int | None = None):
+        """Draws `samples` worlds, then more while fewer than `until_accepted` agree with the labels.
+
+        Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
+        (default `samples`). The stopping rule looks only at how many worlds were accepted, never at
+        their values, so the accepted worlds stay independent draws of the labelled posterior and
+        the ratio estimates stay unbiased given their number. Counters continue across rounds
+        (world i is the same world whatever the rounds), so a run is deterministic given the seed.
+
+        Returns:
+            (V,) int64 counts of x=1 among accepted worlds, accepted, drawn.
+        """
         plan = self.plan
         labels = labels or {}
         lab_rows = jnp.asarray(np.array([plan.row_of[v] for v in labels], np.int32).reshape(-1))
         lab_flip = jnp.asarray(np.array([0 if t else _ONES for t in labels.values()], np.uint32).reshape(-1))
         key = jax.random.key_data(jax.random.key(seed)).astype(jnp.uint32).reshape(-1)[-2:]
-        total_words = -(-samples // WORD_BITS)
-        if total_words >= 2**32:
-            raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {samples}")
-        width = min(self.batch_words, 1 << max(0, (total_words - 1).bit_length()))
-        run = self._run(width)
+        most = max(int(samples), int(max_samples or 0))
+        if -(-most // WORD_BITS) >= 2**32:
+            raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
         counts = jnp.zeros(plan.num_rows, jnp.int64)
         accepted = jnp.zeros((), jnp.int64)
-        for first in range(0, total_words, width):
-            # Worlds beyond `samples` (the rest of the last word or batch) are masked out.
-            valid = jnp.asarray(min(samples - first * WORD_BITS, width * WORD_BITS), jnp.int64)
-            c, a = run(self._arrays, key, jnp.asarray(first, jnp.uint32), (lab_rows, lab_flip),
-                             valid)
-            counts, accepted = counts + c, accepted + a
+        drawn, target = 0, int(samples)
+        while True:
+            counts, accepted = self._draw(key, drawn, target, (lab_rows, lab_flip), counts, accepted)
+            drawn = target
+            if drawn >= most or not until_accepted or int(accepted) >= until_accepted:
+                break
+            target = min(most, 2 * drawn)
         counts, accepted = jax.device_get((counts, accepted))
-        return np.asarray(counts)[plan.row_of], int(accepted), int(samples)
+        return np.asarray(counts)[plan.row_of], int(accepted), int(drawn)
+
+    def _draw(self, key, start: int, stop: int, labels, counts, accepted):
+        """Adds worlds start..stop-1 (start a multiple of 32) to the counts."""
+        first_word, total_words = start // WORD_BITS, -(-stop // WORD_BITS)
+        width = min(self.batch_words, 1 << max(0, (total_words - first_word - 1).bit_length()))
+        run = self._run(width)
+        for first in range(first_word, total_words, width):
+            # Worlds beyond `stop` (the rest of the last word or batch) are masked out.
+            valid = jnp.asarray(min(stop - first * WORD_BITS, width * WORD_BITS), jnp.int64)
+            c, a = run(self._arrays, key, jnp.asarray(first, jnp.uint32), labels, valid)
+            counts, accepted = counts + c, accepted + a
+        return counts, accepted
 
 
 def _graph_and_names(model_or_graph):
@@ -245,7 +267,9 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
         model_or_graph: a `Model` or a `FactorGraph` that is a Bayesian network (one factor per
             head, no cycle; derivation-graph models after cycle elimination are).
         labels: {variable index: truth}.
-        settings: `samples`, `seed` and `min_accepted` are read.
+        settings: `samples` (worlds drawn), `seed`, `min_accepted` and `max_samples` (with
+            fewer than `min_accepted` worlds accepted, drawing goes on, doubling, up to
+            `max_samples` worlds) are read.
         sampler: a `Sampler` already built for this graph (reused across label sets).
 
     Returns:
@@ -257,7 +281,7 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
         ContradictoryEvidence: the hard constraints prove the labels have probability 0 (a
             conflicting subset named). A contradiction propagation cannot prove leaves no world
             accepted and raises TooFewSamples instead.
-        TooFewSamples: fewer than `settings.min_accepted` worlds agree with the labels.
+        TooFewSamples: fewer than `settings.min_accepted` of `max_samples` worlds agree with the labels.
         NotABayesNet: a variable heads several factors, or the factors have a cycle.
     """
     t0 = time.perf_counter()
@@ -271,7 +295,9 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
                                          for v, t in core.items()})
     sampler = sampler or Sampler(graph, names)
     t1 = time.perf_counter()
-    counts, accepted, drawn = sampler(labels, int(settings.samples), int(settings.seed))
+    counts, accepted, drawn = sampler(labels, int(settings.samples), int(settings.seed),
+                                      until_accepted=int(settings.min_accepted),
+                                      max_samples=int(settings.max_samples))
     draw_seconds = time.perf_counter() - t1
     if accepted < settings.min_accepted:
         raise TooFewSamples(accepted, drawn, int(settings.min_accepted))
