@@ -1,0 +1,723 @@
+"""A Soufflé subset: parsing an analysis into a checked AST (declarations, rules, facts, strata).
+
+    program = datalog.souffle.parse_file("taint.dl")     # or parse(text, path)
+    program.rules[0].name                                # "R0": rules are numbered in file order
+
+The language (what typical points-to, taint, race and escape analyses use)::
+
+    .decl edge(from: number, to: number)        // attribute types: number | symbol
+    .input edge                                 // DIR/edge.facts, tab-separated (datalog.grounding)
+    .output path                                // default alarms
+    path(x, y) :- edge(x, y).
+    path(x, z) :- path(x, y), edge(y, z), !blocked(z), x != z.
+    blocked(3).  source("main").                /* facts in the program text */
+
+A literal is an atom `rel(args)`, a negated atom `!rel(args)` over a relation
+of a lower stratum (stratified negation), or a comparison `a OP b` with OP one
+of `= != < <= > >=` between variables and constants (`<`, `<=`, `>`, `>=` on
+numbers only; `x = t` binds x when t is bound). Arguments are variables
+(identifiers), number constants (decimal, `-7`, `0x1f`, `0b101`; 32-bit
+signed, as Soufflé's and clingo's), "string" constants (escapes `\\"`,
+`\\\\`, `\\n`, `\\t`) or the wildcard `_`. Comments `//` and `/* */`.
+
+Everything else Soufflé has (aggregates, arithmetic and functors, components,
+records and ADTs, user types, I/O parameters, several heads, disjunction,
+`.plan`, the preprocessor) is refused with a `ProgramError` naming the file,
+line and column, never ignored; so are an undeclared relation, an arity or
+type mismatch, an unsafe variable (in the head, a negation or a comparison
+but bound by no positive atom) and negation through recursion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from fastlbp.errors import InputError, read_text
+
+NUMBER = "number"
+SYMBOL = "symbol"
+TYPES = (NUMBER, SYMBOL)
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+ORDER = ("<", "<=", ">", ">=")
+
+
+class ProgramError(InputError):
+    """A problem in a Datalog program: `path`, 1-based `line` and `column`, and a message."""
+
+    def __init__(self, path: str | None, line: int | None, column: int | None, message: str):
+        self.column = column
+        super().__init__(path, line, message)
+
+    def __str__(self) -> str:
+        where = str(self.path) if self.path else "<program>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.message}"
+
+
+# AST ------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Pos:
+    line: int
+    column: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Var:
+    name: str
+    pos: Pos
+
+
+@dataclasses.dataclass(frozen=True)
+class Const:
+    value: int | str  # int for number, str for symbol
+    pos: Pos
+
+    @property
+    def type(self) -> str:
+        return NUMBER if isinstance(self.value, int) else SYMBOL
+
+
+@dataclasses.dataclass(frozen=True)
+class Wildcard:
+    pos: Pos
+
+
+Term = Var | Const | Wildcard
+
+
+@dataclasses.dataclass(frozen=True)
+class Atom:
+    relation: str
+    args: tuple[Term, ...]
+    pos: Pos
+    negated: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    op: str
+    left: Term
+    right: Term
+    pos: Pos
+
+
+Literal = Atom | Comparison
+
+
+@dataclasses.dataclass(frozen=True)
+class Decl:
+    name: str
+    attrs: tuple[tuple[str, str], ...]  # (attribute name, type)
+    pos: Pos
+
+    @property
+    def arity(self) -> int:
+        return len(self.attrs)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for _, t in self.attrs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """Rule `index` in file order (named `R{index}`): head :- body."""
+
+    index: int
+    head: Atom
+    body: tuple[Literal, ...]
+    text: str
+    pos: Pos
+
+    @property
+    def name(self) -> str:
+        return f"R{self.index}"
+
+    @property
+    def positive(self) -> tuple[Atom, ...]:
+        return tuple(x for x in self.body if isinstance(x, Atom) and not x.negated)
+
+    @property
+    def negative(self) -> tuple[Atom, ...]:
+        return tuple(x for x in self.body if isinstance(x, Atom) and x.negated)
+
+    @property
+    def comparisons(self) -> tuple[Comparison, ...]:
+        return tuple(x for x in self.body if isinstance(x, Comparison))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    atom: Atom
+
+    @property
+    def values(self) -> tuple[int | str, ...]:
+        return tuple(a.value for a in self.atom.args)
+
+
+@dataclasses.dataclass
+class Program:
+    """A checked program.
+
+    Attributes:
+        path: the source file (for messages).
+        decls: {relation: Decl} in declaration order.
+        inputs: {relation: Pos of its .input}.
+        outputs: {relation: Pos of its .output}.
+        rules: rules in file order (rule k is `Rk`).
+        facts: facts of the program text, in file order.
+        strata: relations stratum by stratum (each a list), lowest first:
+            a relation is in a stratum above every relation it negates.
+    """
+
+    path: str | None
+    decls: dict[str, Decl]
+    inputs: dict[str, Pos]
+    outputs: dict[str, Pos]
+    rules: list[Rule]
+    facts: list[Fact]
+    strata: list[list[str]] = dataclasses.field(default_factory=list)
+
+    def depends(self) -> dict[str, set[str]]:
+        """{relation: relations its rules' bodies name (positively or negated)}."""
+        deps: dict[str, set[str]] = {r: set() for r in self.decls}
+        for rule in self.rules:
+            deps[rule.head.relation].update(a.relation for a in rule.body if isinstance(a, Atom))
+        return deps
+
+    def negated(self) -> set[str]:
+        """Relations that some rule negates."""
+        return {a.relation for r in self.rules for a in r.negative}
+
+
+# Lexer ----------------------------------------------------------------------
+
+_TOKEN = re.compile(r"""
+    (?P<ws>[ \t\r\n\f\v]+)
+  | (?P<comment>//[^\n]*)
+  | (?P<block>/\*)
+  | (?P<float>\d+\.\d+)
+  | (?P<number>0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<badstring>")
+  | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
+  | (?P<punct>:-|!=|<=|>=|[(),.:!=<>])
+  | (?P<other>.)
+""", re.VERBOSE | re.DOTALL)
+
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+_AGGREGATES = {"count", "sum", "min", "max", "mean"}
+_OTHER_CHARS = {
+    "+": "arithmetic is not supported", "-": "arithmetic is not supported",
+    "*": "arithmetic is not supported", "/": "arithmetic is not supported",
+    "%": "arithmetic is not supported", "^": "arithmetic is not supported",
+    "&": "bitwise operators are not supported", "|": "bitwise operators are not supported",
+    "~": "bitwise operators are not supported",
+    "[": "records are not supported", "]": "records are not supported",
+    "$": "algebraic data types are not supported",
+    "@": "user-defined functors are not supported",
+    ";": "disjunction ';' is not supported: write one rule per alternative",
+    "{": "aggregates are not supported", "}": "aggregates are not supported",
+    "#": "preprocessor directives (#include, #define) are not supported: run the C preprocessor first",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    kind: str  # ident, number, string, punct, end
+    text: str
+    pos: Pos
+    offset: int
+    value: int | str | None = None
+
+
+def tokenize(text: str, path: str | None) -> list[Token]:
+    """The tokens of `text`, comments dropped, ending with an `end` token."""
+    tokens: list[Token] = []
+    line, line_start, i = 1, 0, 0
+    n = len(text)
+
+    def pos_at(offset: int) -> Pos:
+        return Pos(line, offset - line_start + 1)
+
+    while i < n:
+        m = _TOKEN.match(text, i)
+        kind, tok = m.lastgroup, m.group()
+        pos = pos_at(i)
+        if kind == "block":
+            end = text.find("*/", i + 2)
+            if end < 0:
+                raise ProgramError(path, pos.line, pos.column, "unterminated comment: '/*' has no '*/'")
+            tok = text[i:end + 2]
+        elif kind == "badstring":
+            raise ProgramError(path, pos.line, pos.column, "unterminated string: '\"' has no closing '\"' "
+                               "on this line")
+        elif kind == "float":
+            raise ProgramError(path, pos.line, pos.column, f"float constant {tok} is not supported "
+                               "(attribute types are number and symbol)")
+        elif kind == "other":
+            why = _OTHER_CHARS.get(tok, f"unexpected character {tok!r}")
+            raise ProgramError(path, pos.line, pos.column, why)
+        elif kind in ("ident", "punct"):
+            tokens.append(Token(kind, tok, pos, i))
+        elif kind == "number":
+            value = int(tok, 0)
+            tokens.append(Token("number", tok, pos, i, value))
+        elif kind == "string":
+            body = tok[1:-1]
+            if "\\" in body:
+                def unescape(mm, pos=pos):
+                    c = mm.group(1)
+                    if c not in _ESCAPES:
+                        raise ProgramError(path, pos.line, pos.column, f"unknown escape '\\{c}' in a string "
+                                           "(known: \\\" \\\\ \\n \\t)")
+                    return _ESCAPES[c]
+                body = re.sub(r"\\(.)", unescape, body, flags=re.DOTALL)
+            tokens.append(Token("string", tok, pos, i, body))
+        newlines = tok.count("\n")
+        if newlines:
+            line += newlines
+            line_start = i + tok.rfind("\n") + 1
+        i += len(tok)
+    tokens.append(Token("end", "", pos_at(n), n))
+    return tokens
+
+
+# Parser ---------------------------------------------------------------------
+
+_DIRECTIVES = {"decl", "input", "output"}
+_QUALIFIERS = {"input", "output", "printsize", "overridable", "inline", "no_inline", "magic", "no_magic",
+               "brie", "btree", "btree_delete", "eqrel", "choice"}
+
+
+class _Parser:
+    def __init__(self, text: str, path: str | None):
+        self.text = text
+        self.path = path
+        self.toks = tokenize(text, path)
+        self.i = 0
+        self.decls: dict[str, Decl] = {}
+        self.inputs: dict[str, Pos] = {}
+        self.outputs: dict[str, Pos] = {}
+        self.rules: list[Rule] = []
+        self.facts: list[Fact] = []
+
+    # helpers
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def error(self, tok: Token, message: str) -> ProgramError:
+        return ProgramError(self.path, tok.pos.line, tok.pos.column, message)
+
+    def expected(self, what: str) -> ProgramError:
+        t = self.tok
+        got = "the end of the file" if t.kind == "end" else repr(t.text)
+        return self.error(t, f"expected {what}, got {got}")
+
+    def accept(self, text: str) -> Token | None:
+        t = self.tok
+        if t.kind == "punct" and t.text == text:
+            self.i += 1
+            return t
+        return None
+
+    def expect(self, text: str, what: str | None = None) -> Token:
+        t = self.accept(text)
+        if t is None:
+            raise self.expected(what or f"'{text}'")
+        return t
+
+    def ident(self, what: str) -> Token:
+        t = self.tok
+        if t.kind != "ident":
+            raise self.expected(what)
+        self.i += 1
+        return t
+
+    def _qualified(self, name: Token) -> bool:
+        """`name.x`: a '.' right after `name` and an identifier right after it (a component's member)."""
+        t, nxt = self.tok, self.peek()
+        return (t.kind == "punct" and t.text == "." and t.offset == name.offset + len(name.text)
+                and nxt.kind == "ident" and nxt.offset == t.offset + 1)
+
+    # statements
+    def program(self) -> None:
+        while self.tok.kind != "end":
+            t = self.tok
+            if t.kind == "punct" and t.text == "." and self.peek().kind == "ident" and \
+                    self.peek().offset == t.offset + 1:
+                self.directive()
+            elif t.kind == "ident":
+                self.clause()
+            else:
+                raise self.expected("a directive (.decl, .input, .output), a rule or a fact")
+
+    def directive(self) -> None:
+        dot = self.tok
+        self.i += 1
+        name = self.ident("a directive name")
+        if name.text not in _DIRECTIVES:
+            what = {"type": "user-defined types are not supported: use number or symbol",
+                    "comp": "components are not supported", "init": "components are not supported",
+                    "functor": "user-defined functors are not supported",
+                    "plan": "query plans (.plan) are not supported",
+                    "pragma": "pragmas are not supported", "printsize": ".printsize is not supported: use "
+                    ".output", "limitsize": ".limitsize is not supported"}.get(
+                        name.text, f"unknown directive '.{name.text}' (known: .decl, .input, .output)")
+            raise self.error(dot, what)
+        if name.text == "decl":
+            self.decl()
+            return
+        target = self.inputs if name.text == "input" else self.outputs
+        while True:
+            rel = self.ident("a relation name")
+            if self.tok.kind == "punct" and self.tok.text == "(":
+                raise self.error(self.tok, f"I/O parameters of .{name.text} are not supported: "
+                                           f".input reads DIR/{rel.text}.facts (tab-separated)")
+            if self._qualified(rel):
+                raise self.error(self.tok, "qualified names (components) are not supported")
+            target.setdefault(rel.text, rel.pos)
+            if not self.accept(","):
+                break
+
+    def decl(self) -> None:
+        name = self.ident("a relation name after .decl")
+        if name.text in self.decls:
+            first = self.decls[name.text].pos
+            raise self.error(name, f"relation {name.text!r} is declared twice (first at line {first.line})")
+        self.expect("(", "'(' after the relation name")
+        attrs: list[tuple[str, str]] = []
+        if not self.accept(")"):
+            while True:
+                attr = self.ident("an attribute name")
+                self.expect(":", "':' and a type after the attribute name")
+                ty = self.ident("a type (number or symbol)")
+                if ty.text not in TYPES:
+                    raise self.error(ty, f"type {ty.text!r} is not supported (attribute types: number, "
+                                         "symbol)")
+                if any(a == attr.text for a, _ in attrs):
+                    raise self.error(attr, f"attribute {attr.text!r} appears twice")
+                attrs.append((attr.text, ty.text))
+                if self.accept(")"):
+                    break
+                self.expect(",", "',' or ')'")
+        if self.tok.kind == "ident" and self.tok.text in _QUALIFIERS and not (
+                self.peek().kind == "punct" and self.peek().text == "("):
+            raise self.error(self.tok, f"relation qualifier {self.tok.text!r} is not supported")
+        self.decls[name.text] = Decl(name.text, tuple(attrs), name.pos)
+
+    def clause(self) -> None:
+        start = self.tok
+        head = self.atom(head=True)
+        if self.accept("."):
+            for a in head.args:
+                if not isinstance(a, Const):
+                    raise ProgramError(self.path, a.pos.line, a.pos.column,
+                                       "a fact's arguments must be constants (a variable or '_' makes it a "
+                                       "rule without a body)")
+            self.facts.append(Fact(head))
+            return
+        if self.tok.kind == "punct" and self.tok.text == ",":
+            raise self.error(self.tok, "several heads in one rule are not supported: write one rule per head")
+        self.expect(":-", "'.' (a fact) or ':-' (a rule)")
+        body = [self.literal()]
+        while self.accept(","):
+            body.append(self.literal())
+        end = self.tok
+        if end.kind == "punct" and end.text == ".":
+            self.i += 1
+        else:
+            raise self.expected("',' or '.' after a body literal")
+        text = " ".join(self.text[start.offset:end.offset + 1].split())
+        self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
+
+    def atom(self, head: bool = False, negated: bool = False) -> Atom:
+        name = self.ident("a relation name")
+        if name.text in _AGGREGATES and self.tok.kind in ("ident", "punct") and self.tok.text != "(":
+            raise self.error(name, "aggregates are not supported")
+        if self._qualified(name):
+            raise self.error(self.tok, "qualified names (components) are not supported")
+        self.expect("(", f"'(' after relation {name.text!r}")
+        args: list[Term] = []
+        if not self.accept(")"):
+            while True:
+                args.append(self.term())
+                if self.accept(")"):
+                    break
+                self.expect(",", "',' or ')'")
+        return Atom(name.text, tuple(args), name.pos, negated)
+
+    def literal(self) -> Literal:
+        t = self.tok
+        if self.accept("!"):
+            if self.tok.kind != "ident":
+                raise self.expected("an atom after '!'")
+            return self.atom(negated=True)
+        if t.kind == "ident" and t.text in _AGGREGATES and self.peek().kind in ("ident", "punct") and \
+                self.peek().text not in ("(",) + COMPARISONS + (",", "."):
+            raise self.error(t, "aggregates are not supported")
+        if t.kind == "ident" and t.text in ("true", "false") and not (
+                self.peek().kind == "punct" and self.peek().text in ("(",) + COMPARISONS):
+            raise self.error(t, f"'{t.text}' literals are not supported")
+        if t.kind == "ident" and self.peek().kind == "punct" and self.peek().text == "(":
+            atom = self.atom()
+            if self.tok.kind == "punct" and self.tok.text in COMPARISONS:
+                raise self.error(t, f"functor {t.text!r} is not supported (functors and arithmetic are not "
+                                    "part of this subset)")
+            return atom
+        left = self.term()
+        op = self.tok
+        if op.kind != "punct" or op.text not in COMPARISONS:
+            raise self.expected("a comparison (= != < <= > >=) after a term, or an atom rel(...)")
+        self.i += 1
+        right = self.term()
+        return Comparison(op.text, left, right, op.pos)
+
+    def term(self) -> Term:
+        t = self.tok
+        if t.kind == "ident":
+            self.i += 1
+            if self.tok.kind == "punct" and self.tok.text == "(":
+                raise self.error(t, f"functor {t.text!r} is not supported (arguments are variables, "
+                                    "constants and '_')")
+            if t.text == "_":
+                return Wildcard(t.pos)
+            if t.text == "nil":
+                raise self.error(t, "records are not supported")
+            return Var(t.text, t.pos)
+        if t.kind == "number":
+            self.i += 1
+            return Const(self.number(t.value, t), t.pos)
+        if t.kind == "string":
+            self.i += 1
+            return Const(t.value, t.pos)
+        raise self.expected("a variable, a constant or '_'")
+
+    def number(self, value: int, tok: Token) -> int:
+        if not INT_MIN <= value <= INT_MAX:
+            raise self.error(tok, f"number {tok.text} is out of range (32-bit signed: {INT_MIN}..{INT_MAX})")
+        return value
+
+
+# Checks ---------------------------------------------------------------------
+
+def _check(p: _Parser) -> Program:
+    path = p.path
+    decls = p.decls
+
+    def err(pos: Pos, message: str) -> ProgramError:
+        return ProgramError(path, pos.line, pos.column, message)
+
+    for group, what in ((p.inputs, "input"), (p.outputs, "output")):
+        for rel, pos in group.items():
+            if rel not in decls:
+                raise err(pos, f".{what} names relation {rel!r}, which is not declared (add "
+                          f".decl {rel}(...))")
+
+    def check_atom(atom: Atom) -> Decl:
+        d = decls.get(atom.relation)
+        if d is None:
+            raise err(atom.pos, f"relation {atom.relation!r} is not declared (add "
+                      f".decl {atom.relation}(...))")
+        if len(atom.args) != d.arity:
+            raise err(atom.pos, f"relation {atom.relation!r} has {d.arity} attribute"
+                      f"{'s' if d.arity != 1 else ''} (declared at line {d.pos.line}), got "
+                      f"{len(atom.args)} argument{'s' if len(atom.args) != 1 else ''}")
+        for a, (attr, ty) in zip(atom.args, d.attrs, strict=True):
+            if isinstance(a, Const) and a.type != ty:
+                raise err(a.pos, f"{a.type} constant for attribute {attr!r} of {atom.relation!r}, which is "
+                          f"a {ty}")
+        return d
+
+    for f in p.facts:
+        check_atom(f.atom)
+    for rule in p.rules:
+        _check_rule(rule, check_atom, err)
+    strata = _stratify(p, err)
+    return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata)
+
+
+def _check_rule(rule: Rule, check_atom, err) -> None:
+    types: dict[str, tuple[str, Pos]] = {}  # variable -> (type, where it got it)
+
+    def set_type(v: Var, ty: str, what: str) -> None:
+        known = types.get(v.name)
+        if known is None:
+            types[v.name] = (ty, v.pos)
+        elif known[0] != ty:
+            raise err(v.pos, f"variable {v.name!r} is a {ty} here ({what}) but a {known[0]} at line "
+                      f"{known[1].line}, column {known[1].column}")
+
+    head_decl = check_atom(rule.head)
+    for a, (attr, ty) in zip(rule.head.args, head_decl.attrs, strict=True):
+        if isinstance(a, Wildcard):
+            raise err(a.pos, "'_' in the head: a head argument must be a variable or a constant")
+        if isinstance(a, Var):
+            set_type(a, ty, f"attribute {attr!r} of {rule.head.relation!r}")
+    bound: set[str] = set()
+    for atom in rule.body:
+        if isinstance(atom, Atom):
+            d = check_atom(atom)
+            for a, (attr, ty) in zip(atom.args, d.attrs, strict=True):
+                if isinstance(a, Var):
+                    set_type(a, ty, f"attribute {attr!r} of {atom.relation!r}")
+                    if not atom.negated:
+                        bound.add(a.name)
+    # Comparison types; `x = t` binds x once t is bound (a constant or a bound variable).
+    for c in rule.comparisons:
+        sides = [s for s in (c.left, c.right) if not isinstance(s, Wildcard)]
+        if len(sides) < 2:
+            w = c.left if isinstance(c.left, Wildcard) else c.right
+            raise err(w.pos, "'_' in a comparison")
+        tys = {s.type if isinstance(s, Const) else types[s.name][0] for s in sides
+               if isinstance(s, Const) or s.name in types}
+        if len(tys) > 1:
+            raise err(c.pos, f"comparison '{c.op}' between a number and a symbol")
+        if tys:
+            ty = tys.pop()
+            for s in sides:
+                if isinstance(s, Var):
+                    set_type(s, ty, f"compared with '{c.op}'")
+            if ty == SYMBOL and c.op in ORDER:
+                raise err(c.pos, f"order comparison '{c.op}' on symbols is not supported (only = and !=)")
+    changed = True
+    while changed:
+        changed = False
+        for c in rule.comparisons:
+            if c.op != "=":
+                continue
+            for a, b in ((c.left, c.right), (c.right, c.left)):
+                if isinstance(a, Var) and a.name not in bound and (
+                        isinstance(b, Const) or (isinstance(b, Var) and b.name in bound)):
+                    bound.add(a.name)
+                    changed = True
+
+    def unsafe(v: Var, where: str) -> ProgramError:
+        return err(v.pos, f"variable {v.name!r} is unsafe: it appears {where} but in no positive body atom "
+                   "(each variable of the head, a negation or a comparison must be bound by a positive atom)")
+
+    for a in rule.head.args:
+        if isinstance(a, Var) and a.name not in bound:
+            raise unsafe(a, f"in the head of {rule.name}")
+    for atom in rule.negative:
+        for a in atom.args:
+            if isinstance(a, Var) and a.name not in bound:
+                raise unsafe(a, f"in the negation !{atom.relation}(...)")
+    for c in rule.comparisons:
+        for a in (c.left, c.right):
+            if isinstance(a, Var) and a.name not in bound:
+                raise unsafe(a, f"in the comparison '{c.op}'")
+
+
+def _stratify(p: _Parser, err) -> list[list[str]]:
+    """Relations by stratum (Tarjan's SCCs in topological order); negation inside an SCC is an error."""
+    rels = list(p.decls)
+    edges: dict[str, list[tuple[str, Atom | None]]] = {r: [] for r in rels}  # body rel -> (head, neg atom)
+    for rule in p.rules:
+        for a in rule.body:
+            if isinstance(a, Atom):
+                edges[a.relation].append((rule.head.relation, a if a.negated else None))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    sccs: list[list[str]] = []  # reverse topological order (sinks first)
+    counter = 0
+    for root in rels:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, k = work[-1]
+            if k < len(edges[v]):
+                work[-1] = (v, k + 1)
+                w = edges[v][k][0]
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, 0))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                sccs.append(comp)
+    comp_of = {r: i for i, comp in enumerate(sccs) for r in comp}
+    for rule in p.rules:
+        for a in rule.negative:
+            if comp_of[a.relation] == comp_of[rule.head.relation]:
+                head, neg = rule.head.relation, a.relation
+                through = "" if head == neg else (
+                    f" ({' -> '.join(_path(edges, head, neg))}: each derived from the one before)")
+                raise err(a.pos, f"negation through recursion: {rule.name} derives {head!r} from !{neg}, but "
+                          f"{neg!r} depends on {head!r}{through}; only stratified negation is supported")
+    return [sorted(c, key=rels.index) for c in reversed(sccs)]
+
+
+def _path(edges, src: str, dst: str) -> list[str]:
+    """A shortest dependency path src -> ... -> dst (head depends on body: along `edges`)."""
+    prev = {src: None}
+    queue = [src]
+    for v in queue:
+        if v == dst:
+            break
+        for w, _ in edges[v]:
+            if w not in prev:
+                prev[w] = v
+                queue.append(w)
+    out = [dst]
+    while prev[out[-1]] is not None:
+        out.append(prev[out[-1]])
+    return out[::-1]
+
+
+# Entry points ---------------------------------------------------------------
+
+def parse(text: str, path: str | None = None) -> Program:
+    """Parses and checks a program's text.
+
+    Raises:
+        ProgramError: a syntax error (what was expected, where), an
+            unsupported construct, or a failed check (see the module docstring).
+    """
+    p = _Parser(text, path)
+    p.program()
+    return _check(p)
+
+
+def parse_file(path) -> Program:
+    """`parse` of a file (UTF-8, gzip allowed).
+
+    Raises:
+        InputError: the file is missing or unreadable; `ProgramError` as `parse`.
+    """
+    return parse(read_text(path), str(path))
+
+
+__all__ = ["parse", "parse_file", "Program", "ProgramError", "Rule", "Fact", "Atom", "Comparison", "Var",
+           "Const", "Wildcard", "Decl", "Pos", "NUMBER", "SYMBOL"]
