@@ -124,7 +124,7 @@ def test_cache_off_and_unwritable_cache_still_run(tmp_path):
     assert res.stdout == off.stdout
 
 
-COMMANDS = ("rank", "triage", "simulate", "marginals", "convert", "info", "schedule")
+COMMANDS = ("rank", "triage", "simulate", "marginals", "check", "info", "schedule", "convert")
 INFERENCE = ("rank", "triage", "simulate", "marginals")
 ROOT = Path(__file__).resolve().parents[1]
 NO_GPU = jax.default_backend() != "gpu"
@@ -264,4 +264,83 @@ def test_nothing_below_the_cli_imports_it():
         if p.name != "__init__.py":
             text = p.read_text()
             assert not re.search(r"^from fastlbp\.cli import|^import fastlbp\.cli$", text, re.MULTILINE), p
-            assert "@app.command" not in text and "__import__" not in text and "importlib" not in text, p
+            assert "@app.command" not in text and "__import__" not in text, p
+            # No command registered by a dynamic import (importlib.metadata, for --version, is fine).
+            assert not re.search(r"importlib(?!\.metadata| import metadata$)", text, re.MULTILINE), p
+
+
+def _listed_commands():
+    return list(typer.main.get_command(get_app()).commands)
+
+
+def test_version_from_package_metadata():
+    from importlib import metadata
+
+    for flag in ("--version", "-V"):
+        res = invoke(flag)
+        assert res.exit_code == 0, res.output
+        assert res.stdout == f"fastlbp {metadata.version('fastlbp')}\n"
+
+
+def test_h_is_help_and_flags_show_no_bool_metavar():
+    # Every command, the ones other modules register included, and the app itself.
+    for args in [()] + [(name,) for name in _listed_commands()]:
+        long, short = invoke(*args, "--help"), invoke(*args, "-h")
+        assert long.exit_code == 0 and short.exit_code == 0, (args, short.output)
+        assert short.stdout == long.stdout, args
+        assert "<bool>" not in long.stdout, args
+    text = invoke("convert", "--help").stdout
+    assert "--compress" in text and "--force" in text
+
+
+def test_commands_listed_in_order_of_use():
+    order = ["rank", "triage", "simulate", "marginals", "check", "ground", "info", "schedule", "convert"]
+    listed = _listed_commands()
+    assert [c for c in order if c in listed] == listed
+    panel = invoke("--help").stdout.split("Commands", 1)[1]
+    assert sorted(listed, key=lambda name: panel.index(f" {name} ")) == listed
+
+
+def test_output_writes_the_result_to_a_file(tmp_path):
+    out = tmp_path / "m.json"
+    res = invoke("marginals", WEBLECH, "--max-iters", "20", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    assert res.stdout == ""
+    assert set(json.loads(out.read_text())) == {"marginals", "iterations", "converged", "remedy"}
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]  # no temporary file left behind
+    same = invoke("marginals", WEBLECH, "--max-iters", "20", "--output", "-")
+    assert json.loads(same.stdout) == json.loads(out.read_text())
+    res = invoke("rank", WEBLECH, "--max-iters", "20", "-f", "csv", "-o", str(tmp_path / "r.csv"))
+    assert res.exit_code == 0 and (tmp_path / "r.csv").read_text().startswith("rank,alarm,probability")
+
+
+def test_output_errors_before_the_work(tmp_path):
+    graph = tmp_path / "g.causal_fg"
+    graph.write_text(Path(WEBLECH).read_text())
+    for target, words in ((tmp_path, "is a directory"), (tmp_path / "no" / "x.json", "does not exist"),
+                          (graph, "is an input")):
+        res = invoke("marginals", str(graph), "-o", str(target))
+        assert res.exit_code == 2 and words in res.stderr, (target, res.output)
+        assert "Traceback" not in res.output
+    assert graph.read_text() == Path(WEBLECH).read_text()
+
+
+def test_write_atomically_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
+    import os
+
+    from fastlbp.cli.app import write_atomically
+    from fastlbp.errors import InputError
+
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    write_atomically(target, "new")
+    assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o640
+
+    def fail(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(InputError, match="No space left on device"):
+        write_atomically(target, "newer")
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]

@@ -19,14 +19,17 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import tempfile
 import threading
 import time
 from enum import StrEnum
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import jax
 import typer
+from typer.core import TyperGroup
 
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.graph import GraphError
@@ -38,8 +41,47 @@ DEFAULTS = Settings()
 # The environment variable that sets --backend's default.
 BACKEND_ENV = "FASTLBP_BACKEND"
 
+def _no_flag_metavar(params) -> None:
+    """Boolean flags (--help, --compress/--no-compress, ...) take no value: no `<bool>` in the help."""
+    for p in params:
+        if getattr(p, "is_bool_flag", False):
+            p.metavar = ""
+
+
+class Group(TyperGroup):
+    """The app's group: its commands' help shows flags without a `<bool>` metavar.
+
+    Applied when a command is looked up (for --help and for running it), so a
+    command registered anywhere gets it, its --help/-h option included.
+    """
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        _no_flag_metavar(params)
+        return params
+
+    def get_command(self, ctx, cmd_name):
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None:
+            _no_flag_metavar(cmd.params)
+            # The help option is made on first use (cached); the command's context inherits its names.
+            _no_flag_metavar([cmd.get_help_option(ctx)] if cmd.get_help_option(ctx) else [])
+        return cmd
+
+
+def version() -> str:
+    """fastlbp's version from the installed package's metadata (the source tree's when not installed)."""
+    try:
+        return metadata.version("fastlbp")
+    except metadata.PackageNotFoundError:
+        from fastlbp import __version__
+        return __version__
+
+
 app = typer.Typer(
     name="fastlbp",
+    cls=Group,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Rank program-analysis alarms by loopy belief propagation on the GPU (or CPU).\n\n"
          "Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a libDAI "
          "causal factor-graph file. Run `fastlbp COMMAND --help` for details.\n\n"
@@ -54,8 +96,17 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"fastlbp {version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def root() -> None:
+def root(
+    show_version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                               help="Print fastlbp's version and exit.")] = False,
+) -> None:
     """Runs before every command: turns on the compilation cache (the app's help is `app`'s)."""
     compilation_cache()
 
@@ -111,11 +162,79 @@ def handles_errors(fn):
 
 # Output ------------------------------------------------------------------
 
-def emit(text: str) -> None:
-    """Writes a command's result to stdout, ending it with a newline."""
-    sys.stdout.write(text)
+def emit(text: str, output: Path | None = None) -> None:
+    """Writes a command's result, ending it with a newline, to stdout or (atomically) to `output`.
+
+    Raises:
+        InputError: `output` cannot be written (nothing is left behind then).
+    """
     if not text.endswith("\n"):
-        sys.stdout.write("\n")
+        text += "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomically(output, text)
+
+
+def output_target(output: Path | None, *inputs: Path | None) -> Path | None:
+    """Checks `--output` before a command does its work; returns it (None for stdout, also for `-`).
+
+    Raises:
+        InputError: the path is a directory, its folder is missing, or it is
+            one of the command's `inputs` (writing it would replace the graph
+            or a labels file).
+    """
+    if output is None or str(output) == "-":
+        return None
+    if output.is_dir():
+        raise InputError(str(output), None, "is a directory; --output names a file")
+    folder = output.parent
+    if not folder.is_dir():
+        raise InputError(str(output), None, f"cannot write: folder {str(folder)!r} does not exist")
+    for src in inputs:
+        if src is not None and output.exists() and src.exists() and output.samefile(src):
+            raise InputError(str(output), None, "is an input of this command; --output would replace it")
+    return output
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Writes `text` to `path` through a temporary file in the same folder and a rename.
+
+    A reader sees the old file or the whole new one, never a part; an error or a
+    kill leaves the old file as it was. The new file has the old one's mode, or
+    the usual mode for a new file (0666 less the umask).
+
+    Raises:
+        InputError: the folder cannot be written.
+    """
+    path = Path(path)
+    fd, tmp = None, None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            fd = None
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as err:
+        raise InputError(str(path), None, f"cannot write: {err.strerror or err}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def status(msg: str) -> None:
@@ -224,6 +343,12 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --method sample.")
 LabelsOpt = Annotated[
     Path | None,
     typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false'."),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", metavar="FILE", show_default=False,
+                 help="Write the result to FILE instead of stdout, atomically (a temporary file renamed "
+                      "into place: never half a file); '-' is stdout."),
 ]
 
 

@@ -17,6 +17,7 @@ from fastlbp.cli.app import (
     GraphArg,
     LabelsOpt,
     MaxItersOpt,
+    OutputOpt,
     PrecisionOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -26,6 +27,7 @@ from fastlbp.cli.app import (
     backend_or_env,
     emit,
     handles_errors,
+    output_target,
     settings_from_options,
     status,
 )
@@ -58,6 +60,7 @@ def check(
     seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
     labels: LabelsOpt = None,
+    output: OutputOpt = None,
 ) -> None:
     """Compare LBP's alarm marginals with a reference: exact inference where the graph allows, else sampling.
 
@@ -82,6 +85,7 @@ def check(
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend), cycles=cycles,
                                      samples=samples, seed=seed)
+    output = output_target(output, graph, labels)
     model = load(graph, settings)
     known = dict(model.labels)
     if labels:
@@ -89,8 +93,8 @@ def check(
     with Ticker("running LBP and the reference"):
         report = checking.check(model, known, settings, reference=reference.value)
     if format is CheckFormat.json:
-        emit(json.dumps(report.as_dict(worst), indent=1))
+        emit(json.dumps(report.as_dict(worst), indent=1), output)
     else:
-        emit(checking.to_table(report, worst))
+        emit(checking.to_table(report, worst), output)
     status(f"reference {report.reference}: {report.reference_info.get('seconds', 0.0):.3f} s; "
            f"verdict {report.verdict}")

@@ -20,6 +20,7 @@ from fastlbp.cli.app import (
     LabelsOpt,
     MaxItersOpt,
     MethodOpt,
+    OutputOpt,
     PrecisionOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -28,6 +29,7 @@ from fastlbp.cli.app import (
     backend_or_env,
     emit,
     handles_errors,
+    output_target,
     settings_from_options,
     status,
     summary,
@@ -56,6 +58,7 @@ def marginals(
     labels: LabelsOpt = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = (
         OutputFormat.json),
+    output: OutputOpt = None,
 ) -> None:
     """Print every variable's P(=1) after one round of loopy belief propagation.
 
@@ -71,6 +74,7 @@ def marginals(
                                      precision=precision, backend=backend_or_env(backend),
                                      method=method, samples=samples, seed=seed,
                                      cycles=cycles)
+    output = output_target(output, graph, labels)
     model = load(graph, settings)
     known = read_labels(labels, model) if labels else None
     rnd = session.marginals(model, known, settings)
@@ -81,12 +85,12 @@ def marginals(
             "iterations": rnd.iterations,
             "converged": rnd.converged,
             "remedy": rnd.remedy,
-        }))
+        }), output)
     else:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["variable", "probability"])
         for name, p in zip(names, rnd.marginals.tolist(), strict=True):
             w.writerow([name, repr(p)])
-        emit(buf.getvalue())
+        emit(buf.getvalue(), output)
     status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds, rnd.remedy, rnd.method))
