@@ -43,7 +43,9 @@ UNDID = re.compile(r"undid label of (\S+)")
 
 
 def spawn(cwd: Path, *args: str) -> pexpect.spawn:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", FASTLBP_CACHE="off")
+    # The command history goes to this run's folder, not the user's data folder.
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", FASTLBP_CACHE="off",
+               XDG_DATA_HOME=str(cwd / "data"))
     return pexpect.spawn(sys.executable, ["-m", "fastlbp", "triage", *args], cwd=str(cwd), env=env,
                          encoding="utf-8", timeout=120)
 
@@ -117,7 +119,8 @@ def main() -> int:
             for life in range(args.kills_per_session):
                 if totals["kills"] >= args.kills:
                     break
-                child = spawn(tmp, str(graph), "--max-iters", "300", *(["--resume"] if life else ["--fresh"]))
+                child = spawn(tmp, str(graph), "--session", str(session), "--max-iters", "300",
+                              *(["--resume"] if life else ["--fresh"]))
                 totals["acknowledged"] += one_life(child, rng, expected)
                 totals["kills"] += 1
                 got = session_labels(graph, session)

@@ -5,10 +5,15 @@ are not sessions. Each is `error: FILE: problem` and exit status 2, never a trac
 import sqlite3
 
 import pytest
-from triage_support import FailingConnection, made_session, tamper, write_demo
+from triage_support import FailingConnection, data_home, default_session, made_session, tamper, write_demo
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
+
+
+@pytest.fixture(autouse=True)
+def _data_home(tmp_path, monkeypatch):
+    data_home(tmp_path, monkeypatch)
 
 
 def triage(*args, input="q\n"):
@@ -37,7 +42,7 @@ def test_a_full_disk_before_the_first_label(tmp_path, monkeypatch, error):
     graph, _ = write_demo(tmp_path)
     real = sqlite3.connect
     monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: FailingConnection(real(*a, **kw), error))
-    session = tmp_path / "g.json.triage.db"
+    session = default_session(tmp_path, graph)
     assert_clean_error(triage(graph, input="t\nq\n"), session, "cannot write the session")
     assert not session.exists()
 
@@ -67,13 +72,14 @@ def test_a_full_disk_mid_session(tmp_path, monkeypatch):
     assert "not saved" in res.stdout and "disk I/O error" in res.stdout
     assert "labelled 0 (0 true, 0 false)" in res.stdout
     monkeypatch.undo()
+    data_home(tmp_path, monkeypatch)
     res = triage(graph, "--resume", input="t\nq\n")
     assert res.exit_code == 0 and "resumed 0 label(s)" in res.stderr and "accepted:" in res.stdout
 
 
 def test_a_damaged_session_is_reported_then_recovered(tmp_path):
     graph, _ = write_demo(tmp_path)
-    session = tmp_path / "g.json.triage.db"
+    session = default_session(tmp_path, graph)
     assert triage(graph, input="t\nf\nt\nq\n").exit_code == 0
     tamper(session, "UPDATE events SET truth = 'false' WHERE seq = 3")
     before = session.read_bytes()
@@ -83,7 +89,7 @@ def test_a_damaged_session_is_reported_then_recovered(tmp_path):
     res = triage(graph, "--recover", input="stats\nq\n")
     assert res.exit_code == 0, res.output
     assert "recovered 2 of 3 events" in res.stderr and "labelled 2 (1 true, 1 false)" in res.stdout
-    assert (tmp_path / "g.json.triage.db.damaged").read_bytes() == before
+    assert session.with_name(session.name + ".damaged").read_bytes() == before
     res = triage(graph, "--fresh", input="stats\nq\n")
     assert res.exit_code == 0 and "labelled 0" in res.stdout
 

@@ -15,7 +15,7 @@ from triage_support import FAST, FailingConnection, demo_model, made_session, ta
 from fastlbp.errors import InputError
 from fastlbp.session import Session
 from fastlbp.settings import Settings
-from fastlbp.triage import Journal, Triage, default_session_path, fingerprint
+from fastlbp.triage import Journal, Triage, default_session_path, fingerprint, legacy_session_path
 from fastlbp.triage.journal import JOURNAL_VERSION
 
 
@@ -69,11 +69,32 @@ def test_appends_are_durable_and_ordered(tmp_path):
     j.close()
 
 
-def test_fingerprint_and_default_path():
+def test_fingerprint_and_default_path(tmp_path):
     assert fingerprint(demo_model()) == fingerprint(demo_model())
     assert fingerprint(demo_model()) != fingerprint(demo_model(seed=9))
-    assert default_session_path("dir/race.json") == Path("dir/race.json.triage.db")
-    assert default_session_path("bingo_dir/") == Path("bingo_dir.triage.db")
+    assert legacy_session_path("dir/race.json") == Path("dir/race.json.triage.db")
+    assert legacy_session_path("bingo_dir/") == Path("bingo_dir.triage.db")
+    # In the data folder: the graph's name and a hash of its content, so namesakes never collide.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "race.json").write_text("{1}")
+    (tmp_path / "b" / "race.json").write_text("{2}")
+    folder = tmp_path / "sessions"
+    pa, pb = (default_session_path(tmp_path / d / "race.json", folder) for d in "ab")
+    assert pa.parent == folder and pa.name.startswith("race.json-") and pa.name.endswith(".triage.db")
+    assert pa != pb and len(pa.name) == len(pb.name) == len("race.json-") + 12 + len(".triage.db")
+    (tmp_path / "b" / "race.json").write_text("{1}")
+    assert default_session_path(tmp_path / "b" / "race.json", folder) == pa
+    # A Bingo directory: its graph files (not its oracle) make the hash.
+    bingo = tmp_path / "bingo"
+    bingo.mkdir()
+    (bingo / "named_cons_all.txt").write_text("R0: NOT a(1), b(1)\n")
+    first = default_session_path(bingo, folder)
+    assert first.name.startswith("bingo-")
+    (bingo / "oracle_queries.txt").write_text("b(1)\n")
+    assert default_session_path(bingo, folder) == first
+    (bingo / "base_queries.txt").write_text("b(1)\n")
+    assert default_session_path(str(bingo) + "/", folder) != first
 
 
 def write_old_journal(path, model, settings: dict, events):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triage_support import demo_model, load_demo, write_demo
+from triage_support import data_home, default_session, demo_model, load_demo, write_demo
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
@@ -22,6 +22,11 @@ from fastlbp.triage.state import RoundInfo
 from fastlbp.triage.terminal import format_round
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _data_home(tmp_path, monkeypatch):
+    data_home(tmp_path, monkeypatch)
 
 
 def test_terminal_loop_with_clirunner(tmp_path):
@@ -34,7 +39,7 @@ def test_terminal_loop_with_clirunner(tmp_path):
     assert "why: strongest of" in out and "P(clause)" in out and "round " in out and " ms" in out
     assert "unknown command 'bogus'" in out and "undid label of race(2)" in out
     assert "labelled 2 (1 true, 1 false)" in out
-    assert (tmp_path / "g.json.triage.db").exists()
+    assert default_session(tmp_path, graph).exists() and not (tmp_path / "g.json.triage.db").exists()
     res = CliRunner().invoke(get_app(), ["triage", str(graph)], input="q\n")
     assert res.exit_code == 2 and "--resume" in res.stderr
     res = CliRunner().invoke(get_app(), ["triage", str(graph), "--resume"], input="stats\n")
@@ -85,7 +90,7 @@ def test_pty_session_kill_and_resume(tmp_path):
     # Kill the moment the label is acknowledged, before the prompt returns.
     child.kill(signal.SIGKILL)
     child.wait()
-    t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
+    t = Triage.open(load_demo(graph), default_session(tmp_path, graph), resume=True)
     names = {t.model.var_names[v]: truth for v, truth in t.labels.items()}
     assert names == {first: True, second: False}
     t.close()
@@ -117,7 +122,7 @@ def test_pty_kill_mid_round_loses_no_acknowledged_label(tmp_path):
     child.sendline("t")  # killed while this label may or may not be journaled
     child.kill(signal.SIGKILL)
     child.wait()
-    t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
+    t = Triage.open(load_demo(graph), default_session(tmp_path, graph), resume=True)
     labelled = [t.model.var_names[v] for _, v in t.order]
     assert labelled[:4] == acknowledged and len(labelled) in (4, 5)
     t.close()
@@ -136,7 +141,7 @@ def test_pty_ctrl_c_exits_cleanly(tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 130
-    t = Triage.open(load_demo(graph), tmp_path / "g.json.triage.db", resume=True)
+    t = Triage.open(load_demo(graph), default_session(tmp_path, graph), resume=True)
     assert len(t.labels) == 1
     t.close()
 
@@ -151,7 +156,7 @@ def run_triage(tmp_path, *args, input="q\n"):
 @pytestmark_pty
 def test_a_session_in_use_is_refused_to_a_second_process(tmp_path):
     graph, _ = write_demo(tmp_path)
-    session = tmp_path / "g.json.triage.db"
+    session = default_session(tmp_path, graph)
     holder = spawn(tmp_path, str(graph), "--max-iters", "300")
     holder.expect("> ")
     holder.sendline("t")

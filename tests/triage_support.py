@@ -6,7 +6,9 @@ its oracle; `load_demo` loads that file as the commands do (default
 `Settings`: cycle elimination and chain compression). `demo_model` builds
 the same graph in memory without compression, for tests that need no file.
 `made_session`, `tamper`, `truncate` and `FailingConnection` make session
-files, damage them, and make their writes fail as on a full disk.
+files, damage them, and make their writes fail as on a full disk;
+`data_home` points the user's data folder into a test's folder and
+`default_session` says where the command line keeps a graph's session then.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datalog.formats import save_json
 from fastlbp.loading import load
 from fastlbp.model import Model
 from fastlbp.settings import Settings
-from fastlbp.triage import Triage
+from fastlbp.triage import Triage, default_session_path
 
 DEMO = {"num_inputs": 12, "layers": 2, "width": 10, "seed": 3}
 
@@ -79,6 +81,18 @@ def hand_model():
 
 
 # Session files ------------------------------------------------------------------------
+
+def data_home(tmp_path: Path, monkeypatch) -> Path:
+    """Sets $XDG_DATA_HOME to `tmp_path/data` (sessions and history never land in the user's home)."""
+    home = tmp_path / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    return home
+
+
+def default_session(tmp_path: Path, graph: Path) -> Path:
+    """The session `fastlbp triage GRAPH` uses with `data_home(tmp_path)`."""
+    return default_session_path(graph, tmp_path / "data" / "fastlbp" / "sessions")
+
 
 FAST = Settings(max_iters=300)
 

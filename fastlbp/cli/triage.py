@@ -1,7 +1,13 @@
-"""`fastlbp triage`: label alarms one at a time in the terminal, with a durable session file."""
+"""`fastlbp triage`: label alarms one at a time in the terminal, with a durable session file.
+
+Sessions and the command history live in the user's data folder
+(`data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
+here and handed to the library, which reads no environment.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -22,26 +28,98 @@ from fastlbp.cli.app import (
     Ticker,
     TolOpt,
     backend_or_env,
+    emit,
     handles_errors,
     settings_from_options,
     status,
 )
+from fastlbp.errors import InputError
 from fastlbp.loading import load
-from fastlbp.triage import Terminal, Triage, default_session_path
+from fastlbp.triage import Terminal, Triage, locate, session_labels, write_labels
+from fastlbp.triage.labels import format_labels
+from fastlbp.triage.paths import namesakes
+from fastlbp.triage.stored import loading_of
+from fastlbp.triage.terminal import format_round
+
+# The options that decide a round's numbers: given on a resume, they change the session's settings.
+INFERENCE_OPTIONS = ("schedule", "tol", "max_iters", "damping", "precision", "backend", "method", "samples",
+                     "seed")
+
+
+def data_folder() -> Path:
+    """$XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp (a relative $XDG_DATA_HOME is ignored, as the
+    XDG base directory specification says)."""
+    raw = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(raw) if raw and Path(raw).is_absolute() else Path.home() / ".local" / "share"
+    return base / "fastlbp"
+
+
+def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among `names` that the command line gave (not left at their defaults)."""
+    def given(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+    return [n for n in names if given(n)]
+
+
+def session_path(graph: Path, session: Path | None, folder: Path, *, existing: bool) -> Path:
+    """The session file: `--session`, else the graph's in `folder` (or an old one beside the graph).
+
+    Args:
+        existing: the command needs the session to exist (resume, recover, export):
+            a missing one is an error naming sessions of graphs with this name.
+
+    Raises:
+        InputError: a missing session (`existing`), a data folder that cannot be made.
+    """
+    if session is not None:
+        path = session
+    else:
+        path, note = locate(graph, folder)
+        if note:
+            status(note)
+    if existing and not (path.exists() or path.is_symlink()):
+        others = [p for p in namesakes(graph, folder) if p != path] if session is None else []
+        hint = ""
+        if others:
+            shown = ", ".join(str(p) for p in others[:3])
+            hint = (f"; sessions of graphs named {graph.name} with other content: {shown} (pass one with "
+                    f"--session)")
+        raise InputError(str(path), None, f"no triage session here for {graph} (start one without --resume, "
+                                          f"--recover or --export){hint}")
+    if session is None and path.parent == folder:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(str(folder), None, f"cannot make the sessions folder: {err.strerror or err}; "
+                                                f"name a session file with --session") from None
+    return path
 
 
 @handles_errors
 def triage(
+    ctx: typer.Context,
     graph: GraphArg,
     session: Annotated[Path | None, typer.Option(
-        "--session", help="The session file (SQLite). Default: GRAPH.triage.db next to the graph.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the saved session exactly where "
-                                                          "it stopped (its own settings are used).")] = False,
+        "--session", help="The session file (SQLite). Default: one per graph (its name and a hash of its "
+                          "content) in $XDG_DATA_HOME/fastlbp/sessions (~/.local/share/fastlbp/sessions); "
+                          "a session beside the graph (GRAPH.triage.db, older releases) is still used.",
+        show_default=False)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the saved session exactly where it "
+                                                          "stopped, with its settings; inference options "
+                                                          "given with it (--schedule, --tol, ...) change "
+                                                          "them from now on, and the change is "
+                                                          "saved.")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start over, replacing a saved session (never a "
                                                         "file that is not one, nor one in use).")] = False,
     recover: Annotated[bool, typer.Option("--recover", help="Start a new session from the valid events of a "
                                                             "damaged one (kept as FILE.damaged).")] = False,
     why: Annotated[int, typer.Option("--why", min=0, help="Derivations shown per alarm.")] = 3,
+    export: Annotated[Path | None, typer.Option(
+        "--export", help="Write the session's labels to FILE as 'NAME true|false' lines (- for stdout) and "
+                         "exit; `fastlbp rank GRAPH -l FILE` reads them (or give rank the session file "
+                         "itself).", show_default=False)] = None,
     schedule: ScheduleOpt = DEFAULTS.schedule,
     tol: TolOpt = DEFAULTS.tol,
     max_iters: MaxItersOpt = DEFAULTS.max_iters,
@@ -61,6 +139,12 @@ def triage(
     stats, h (help) or q (quit). Each label becomes evidence and a
     warm-started round re-ranks the rest; its time is shown.
 
+    After each label a line says which alarms moved most. `more` continues a
+    long search or list; `export FILE` writes the labels so far. On a
+    terminal the prompt edits lines (arrow keys, Home/End, Ctrl-R), recalls
+    earlier commands with up/down (the history is kept in the data folder)
+    and completes commands and alarm names with Tab.
+
     Every label is saved before it is acknowledged, so a crash or kill never
     loses an accepted label; `--resume` restores the session exactly. A label
     that cannot be saved (a full disk) is not applied, and says so. A session
@@ -72,16 +156,30 @@ def triage(
 
       fastlbp triage race.json
 
-      fastlbp triage race.json --resume
+      fastlbp triage race.json --resume --schedule seqfix
+
+      fastlbp triage race.json --export labels.txt
+
+      fastlbp rank race.json --labels SESSION.triage.db   (a session as labels)
     """
     if resume + fresh + recover > 1:
         raise typer.BadParameter("--resume, --fresh and --recover exclude each other")
+    if export is not None and (fresh or recover):
+        raise typer.BadParameter("--export reads a session: it excludes --fresh and --recover")
+    data = data_folder()
+    folder = data / "sessions"
+    if export is not None:
+        export_labels(graph, session_path(graph, session, folder, existing=True), export)
+        return
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      method=method, samples=samples, seed=seed,
                                      cycles=cycles)
+    path = session_path(graph, session, folder, existing=resume or recover)
+    given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
+    if resume or recover:
+        settings = stored_loading_settings(path, settings, "cycles" in given)
     model = load(graph, settings)
-    path = session or default_session_path(graph)
     with Ticker("first round"):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
                         recover=recover, settings=settings)
@@ -90,7 +188,49 @@ def triage(
             status(f"resumed {len(t.order)} label(s) from {path}")
         for note in t.replay_notes:
             status(note)
-        code = Terminal(t, why=why).run()
+        changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS}
+        if (resume or recover) and changes:
+            with Ticker("a round with the new settings"):
+                out = t.change_settings(changes)
+            if not out.accepted:
+                raise InputError(str(path), None, f"{out.message}. Resume without those options to keep the "
+                                                  f"session's settings")
+            if out.round is not None:
+                status(f"{out.message}; saved in the session ({format_round(out.round)})")
+            else:
+                status(f"note: the session runs with {', '.join('--' + n.replace('_', '-') for n in changes)} "
+                       f"as given already")
+        code = Terminal(t, why=why, history=data / "triage_history").run()
     finally:
         t.close()
     raise typer.Exit(code)
+
+
+def stored_loading_settings(path: Path, settings, cycles_given: bool):
+    """`settings` with the cycle elimination and compression the session's graph was read with.
+
+    Raises:
+        InputError: --cycles given and not the session's (it would change the graph's variables).
+    """
+    stored = loading_of(path)
+    if stored is None:
+        return settings
+    if cycles_given and stored["cycles"] != settings.cycles:
+        raise InputError(str(path), None, f"the session was made with --cycles {stored['cycles']}; the cycle "
+                                          f"mode decides the graph's variables, so a session cannot change "
+                                          f"it: resume without --cycles, or start a new session (--fresh, "
+                                          f"or another --session)")
+    return settings.replace(cycles=stored["cycles"], compress=stored["compress"])
+
+
+def export_labels(graph: Path, path: Path, target: Path) -> None:
+    """Writes the labels of the session at `path` to `target` (`-`: stdout)."""
+    labels = session_labels(path)
+    if str(target) == "-":
+        emit(format_labels(labels, str(path)))
+    else:
+        write_labels(target, labels, str(path))
+    n_true = sum(truth for _, truth in labels)
+    where = "stdout" if str(target) == "-" else str(target)
+    status(f"wrote {len(labels)} label(s) ({n_true} true, {len(labels) - n_true} false) from {path} to "
+           f"{where}")

@@ -3,11 +3,13 @@
     journal.py    the SQLite journal (settings and events), its checks, the graph's fingerprint
     lock.py       one process per session file (an flock naming its holder)
     stored.py     what a session stores (settings, a custom order, the fingerprint) and its checks
+    paths.py      where a session lives: the data folder, named after the graph and its content
     explain.py    why an alarm has its probability (its strongest derivations)
-    state.py      `Triage`: labels, skips, focus, undo, replay of the journal, rounds
-    terminal.py   `Terminal`: the line-based command loop over a `Triage`
+    state.py      `Triage`: labels, skips, focus, undo, settings changes, replay of the journal, rounds
+    labels.py     a session's labels as a labels file (export), a session file read as labels
+    terminal.py   `Terminal`: the command loop over a `Triage` (line editing and history on a terminal)
 
-    t = Triage.open(model, default_session_path("race.json"), settings=Settings())
+    t = Triage.open(model, default_session_path("race.json", folder), settings=Settings())
     Terminal(t).run()
 """
 
@@ -17,15 +19,17 @@ from fastlbp.triage.journal import (
     Journal,
     SessionWriteError,
     backup_path,
-    default_session_path,
     fingerprint,
 )
+from fastlbp.triage.labels import read_labels_or_session, session_labels, write_labels
 from fastlbp.triage.lock import SessionInUse, SessionLock
+from fastlbp.triage.paths import default_session_path, legacy_session_path, locate
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
 from fastlbp.triage.terminal import HELP, Terminal
 
 __all__ = [
     "Triage", "Terminal", "Journal", "explain", "format_explanation", "default_session_path", "fingerprint",
     "Derivation", "Explanation", "Outcome", "RoundInfo", "JOURNAL_VERSION", "HELP", "SessionInUse",
-    "SessionLock", "SessionWriteError", "backup_path",
+    "SessionLock", "SessionWriteError", "backup_path", "legacy_session_path", "locate", "session_labels",
+    "write_labels", "read_labels_or_session",
 ]

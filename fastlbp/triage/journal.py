@@ -5,11 +5,15 @@ changes state is appended here and committed before the user is told it was
 accepted; inference state is never stored. The file has two tables:
 
     meta    (key TEXT PRIMARY KEY, value TEXT)   version, fingerprint, graph, settings (JSON), created,
-                                                 order (a custom order's text, version 2)
+                                                 order (a custom order's text, version 2),
+                                                 loading (JSON: cycles, compress; version 3)
     events  (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT, alarm TEXT, truth INTEGER, at REAL)
 
-`kind` is "label" (alarm, truth 0 or 1), "skip" (alarm), "jump" (alarm) or
-"undo" (neither); `at` is the time of the action (seconds since the epoch).
+`kind` is "label" (alarm, truth 0 or 1), "skip" (alarm), "jump" (alarm),
+"undo" (neither) or "settings" (version 3: the session's inference settings
+changed on a resume; `alarm` holds the new settings as JSON,
+`fastlbp.triage.stored.change_payload`); `at` is the time of the action
+(seconds since the epoch).
 
 A session file is only ever used by the process holding its lock
 (`fastlbp.triage.lock`), and only read as it is: every value is checked
@@ -39,9 +43,11 @@ from fastlbp.triage.lock import SessionLock
 
 # Version 2 stores a custom order's text (meta "order") instead of its path. Version 1
 # journals resume unless they name a custom order; the settings JSON gained "backend"
-# within version 1 (a journal without it resumes with the default backend).
-JOURNAL_VERSION = 2
-KINDS = ("label", "skip", "jump", "undo")
+# within version 1 (a journal without it resumes with the default backend). Version 3 adds
+# "settings" events and the meta "loading"; a journal of version 2 or 1 is raised to 3 when
+# its first "settings" event is written (before that, earlier releases still read it).
+JOURNAL_VERSION = 3
+KINDS = ("label", "skip", "jump", "undo", "settings")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TABLES = ("meta", "events")
 # What reading a damaged file raises: sqlite3 errors, and UnicodeDecodeError where a flipped byte
@@ -65,12 +71,6 @@ def fingerprint(model: Model) -> str:
     h.update("\0".join(model.var_names).encode())
     h.update(np.asarray(alarm_vars(model)).tobytes())
     return h.hexdigest()
-
-
-def default_session_path(graph: str | os.PathLike) -> Path:
-    """`GRAPH.triage.db` next to the graph file or directory."""
-    p = Path(graph)
-    return p.with_name(p.name.rstrip("/") + ".triage.db")
 
 
 # Errors --------------------------------------------------------------------
@@ -266,6 +266,9 @@ def check_event(row: tuple, names: Mapping[str, int] | None = None) -> str | Non
     if kind == "undo":
         if alarm is not None:
             return f"event {seq} (undo): names an alarm ({alarm!r})"
+    elif kind == "settings":
+        if type(alarm) is not str:  # its JSON is checked by `fastlbp.triage.stored.check_changes`
+            return f"event {seq} (settings): {alarm!r} is not text"
     elif type(alarm) is not str:
         return f"event {seq} ({kind}): alarm {alarm!r} is not a name"
     elif names is not None and alarm not in names:
@@ -474,6 +477,27 @@ class Journal:
         """
         cur = self._write("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
                           (kind, alarm, None if truth is None else int(truth), time.time()))
+        return int(cur.lastrowid)
+
+    def append_settings(self, payload: str) -> int:
+        """Appends and commits a "settings" event (and raises the journal's version to 3 if it is lower).
+
+        Raises:
+            SessionWriteError: not written; the journal is as it was.
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (str(JOURNAL_VERSION),))
+            cur = self.conn.execute("INSERT INTO events (kind, alarm, truth, at) "
+                                    "VALUES ('settings', ?, NULL, ?)", (payload, time.time()))
+            self.conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as err:
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # a failed transaction is rolled back by SQLite itself
+            raise SessionWriteError(self.path, err) from None
         return int(cur.lastrowid)
 
     def delete(self, seq: int) -> None:

@@ -20,6 +20,11 @@ events no single session writes (two processes appending to one file did:
 an undo with nothing to undo, a label of a labelled alarm) are skipped with
 a note instead of failing the resume.
 
+Inference settings given on a resume are applied (`change_settings`): a
+round with the new settings runs first, then a "settings" event is
+journaled, so a later resume switches at the same point and repeats the
+rounds exactly; settings that cannot run are refused, and nothing changes.
+
     t = Triage.open(model, "race.triage.db", graph_path="race.json", settings=Settings())
     t.current               # variable index of the alarm on top (or jumped to)
     t.label(True)           # -> Outcome with the round's time
@@ -28,6 +33,7 @@ a note instead of failing the resume.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tempfile
@@ -36,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
+from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
-from fastlbp.session import Session
+from fastlbp.session import CONTROL_FIELDS, Session
 from fastlbp.settings import Settings
 from fastlbp.triage.explain import Explanation, clause_index, explain
 from fastlbp.triage.journal import (
@@ -56,10 +62,15 @@ from fastlbp.triage.journal import (
 from fastlbp.triage.lock import SessionLock
 from fastlbp.triage.stored import (
     CUSTOM_ORDER,
+    change_payload,
+    check_changes,
     check_identity,
     custom_order,
+    describe_change,
     meta_problem,
     new_meta,
+    read_change,
+    settings_text,
     stored_meta,
     stored_settings,
 )
@@ -91,17 +102,19 @@ class Triage:
     """A triage session over one model: labels, skips, focus, and the journal that makes them durable."""
 
     def __init__(self, model: Model, journal: Journal | None, settings: Settings, *,
-                 order: str | None = None, order_source: str | None = None):
+                 order: str | None = None, order_source: str | None = None, order_file: str | None = None):
         """A session on `model` writing to `journal` (None until `open` has made it).
 
         Args:
             settings: the inference settings; with a custom order, its schedule is
                 `CUSTOM_ORDER[:OPTIONS]` and `order` holds the order's text.
             order_source: the name errors in the order are reported under.
+            order_file: the file the custom order was read from (stored with it).
         """
         self.model = model
         self.journal = journal
         self.settings = settings
+        self.custom_order, self.order_file = order, order_file
         self.session = _session(model, settings, order, order_source)
         self.alarms = alarm_vars(model)  # (A,) int64
         self.alarm_set = set(self.alarms.tolist())
@@ -167,7 +180,7 @@ class Triage:
         check_target(path, overwrite)  # before the first round, so that a refusal is quick
         stored, order, order_file = custom_order(settings)
         meta = new_meta(model, graph_path, stored, order, order_file)
-        t = cls(model, None, stored, order=order, order_source=order_file)
+        t = cls(model, None, stored, order=order, order_source=order_file, order_file=order_file)
         t._first_round()
         # Written only now: a session that cannot start leaves the one it would replace alone.
         t.journal = Journal.create(path, meta, overwrite=overwrite, lock=lock)
@@ -179,6 +192,7 @@ class Triage:
         try:
             contents = journal.read(model.index)
             check_identity(path, contents, model)
+            check_changes(contents, settings)
             problem = contents.meta_problem or meta_problem(contents.meta)
             if problem is None:
                 try:
@@ -189,7 +203,8 @@ class Triage:
             if problem:
                 raise damaged(path, problem, contents.recognised)
             journal.check_writable()
-            t = cls(model, journal, stored, order=order, order_source=f"{path}: its stored custom order")
+            t = cls(model, journal, stored, order=order, order_source=f"{path}: its stored custom order",
+                    order_file=contents.meta.get("order_file") if order is not None else None)
             t._first_round()
             t.replay_notes = t.replay(contents.rows)
             return t
@@ -211,6 +226,7 @@ class Triage:
         else:
             contents = read_file(path, model.index)
         check_identity(path, contents, model)
+        check_changes(contents, settings)
         notes = []
         problem = contents.problem or meta_problem(contents.meta)
         try:
@@ -227,7 +243,7 @@ class Triage:
             t = cls._resume(model, path, lock, settings)
             t.replay_notes.insert(0, f"nothing to recover: {path} is intact (resumed)")
             return t
-        t = cls(model, None, stored, order=order, order_source=source)
+        t = cls(model, None, stored, order=order, order_source=source, order_file=order_file)
         t._first_round()
         backup = backup_path(path)
         meta = new_meta(model, graph_path or contents.meta.get("graph"), stored, order, order_file)
@@ -295,6 +311,88 @@ class Triage:
         self.rounds.append(info)
         return info
 
+    # Settings -------------------------------------------------------------
+    def change_settings(self, changes: dict) -> Outcome:
+        """Runs on with `changes` to the inference settings (e.g. {"schedule": "seqfix"}), journaled.
+
+        A round with the new settings runs first (warm when only tol,
+        max_iters or damping change; else a new runner and a cold round, with
+        every label); only then is the change journaled and applied. Settings
+        that cannot run (a GPU backend without a GPU, exact inference on a graph
+        too wide, a custom order that does not fit) are refused, and the session
+        is as it was.
+
+        Args:
+            changes: `Settings` fields and values; a schedule may name a custom
+                order's file (its text is stored, never its path).
+
+        Returns:
+            accepted with "no change" when the settings are the current ones.
+        """
+        try:
+            target = dataclasses.replace(self.settings, **changes)
+            if "schedule" in changes:
+                target, order, order_file = custom_order(target)
+            else:
+                order, order_file = self.custom_order, self.order_file
+        except (InputError, SettingsError) as err:
+            return Outcome(False, f"the settings cannot be changed: {_text(err)}")
+        if target == self.settings and order == self.custom_order:
+            return Outcome(True, "no change")
+        what = self._describe(target, order)
+        try:
+            prepared = self._run_with(target, order, order_file)
+        except (InputError, SettingsError, InferenceError, ContradictoryEvidence) as err:
+            return _refused(what, err, self.settings)
+        try:
+            self.journal.append_settings(change_payload(target, order, order_file))
+        except SessionWriteError as err:
+            return _not_saved("settings change", err)
+        return self._switch(target, order, order_file, prepared, what)
+
+    def _apply_settings(self, settings: Settings, order: str | None, order_file: str | None) -> Outcome:
+        """Replays a "settings" event: a round with `settings`, then the switch (refused: no switch)."""
+        what = self._describe(settings, order)
+        try:
+            prepared = self._run_with(settings, order, order_file)
+        except (InputError, SettingsError, InferenceError, ContradictoryEvidence) as err:
+            return _refused(what, err, self.settings)
+        return self._switch(settings, order, order_file, prepared, what)
+
+    def _describe(self, settings: Settings, order: str | None) -> str:
+        what = describe_change(self.settings, settings)
+        if order != self.custom_order:
+            what = "the custom order replaced" + ("" if what == "no change" else f", {what}")
+        return what
+
+    def _switch(self, settings: Settings, order: str | None, order_file: str | None, prepared,
+                what: str) -> Outcome:
+        session, rnd, seconds = prepared
+        self.session, self.settings = session, settings
+        self.custom_order, self.order_file = order, order_file
+        self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
+        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy)
+        self.rounds.append(info)
+        return Outcome(True, f"settings changed: {what}", info)
+
+    def _run_with(self, settings: Settings, order: str | None, source: str | None):
+        """(session, round, seconds): a round with `settings` and every label, leaving `self` as it is."""
+        start = time.perf_counter()
+        fixed = order != self.custom_order or any(
+            getattr(settings, f.name) != getattr(self.settings, f.name)
+            for f in dataclasses.fields(Settings) if f.name not in CONTROL_FIELDS)
+        if fixed:
+            session = _session(self.model, settings, order, source)
+            session.labels = dict(self.session.labels)
+            rnd = session.run(warm=False)
+        else:
+            # tol, max_iters, damping are data to the compiled round: a copy of the session with its
+            # messages runs warm, and the session itself stays untouched until the switch.
+            session = _copy(self.session)
+            session.settings = settings
+            rnd = session.run(warm=True)
+        return session, rnd, time.perf_counter() - start
+
     def replay(self, rows) -> list[str]:
         """Re-applies the journal's events (after the cold round); returns notes for the user.
 
@@ -310,6 +408,11 @@ class Triage:
         """
         notes = []
         for seq, kind, alarm, truth, *_ in rows:
+            if kind == "settings":
+                out = self._apply_settings(*read_change(alarm, self.settings))  # checked on reading
+                if not out.accepted:
+                    notes.append(f"event {seq}: {out.message}")
+                continue
             var = None if alarm is None else self.model.index[alarm]
             if var is not None and var in self.labels:
                 notes.append(f"skipped event {seq}: {kind} of {alarm}, which is labelled already")
@@ -469,6 +572,23 @@ class Triage:
             "last_iterations": last.iterations, "last_converged": last.converged,
             "session": str(self.journal.path),
         }
+
+
+def _text(err: Exception) -> str:
+    return err.message if isinstance(err, InputError) else str(err)
+
+
+def _copy(session: Session) -> Session:
+    """A shallow copy of `session` with its own labels: a round on it leaves `session` as it was
+    (a round replaces the messages and `last`, never changes them in place)."""
+    twin = copy.copy(session)
+    twin.labels = dict(session.labels)
+    return twin
+
+
+def _refused(what: str, err: Exception, kept: Settings) -> Outcome:
+    return Outcome(False, f"refused the settings change ({what}): {_text(err)}; the session is unchanged "
+                          f"({settings_text(kept)})")
 
 
 def _not_saved(what: str, err: SessionWriteError) -> Outcome:

@@ -8,6 +8,11 @@ exactly. A resume trusts none of it: `stored_settings` accepts only values
 this module writes, and a stored schedule is never opened as a path (a
 tampered one once had any readable file's first line echoed, and
 `/dev/zero` read until the process held 5.5 GB).
+
+Settings changed on a resume are "settings" events (`change_payload`: the
+new inference settings and, for a custom order, its text); the loading
+options the graph was read with (cycles, compress) are the meta "loading",
+so that a resume reads the graph the same way (`stored_loading`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from pathlib import Path
 import schedules
 from fastlbp.errors import InputError, SettingsError, read_text
 from fastlbp.model import Model
-from fastlbp.settings import PRECISIONS, Settings
-from fastlbp.triage.journal import JOURNAL_VERSION, Contents, fingerprint, newer
+from fastlbp.settings import CYCLE_MODES, PRECISIONS, Settings
+from fastlbp.triage.journal import JOURNAL_VERSION, Contents, classify, fingerprint, newer, read_file
 
 # The stored schedule of a session with a custom order: this name, then the spec's options
 # (e.g. "custom-order:chunked"); the order's text is the meta entry "order".
@@ -33,7 +38,7 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 # The options every journal stores; "backend", "method" and the sampler's came later (a journal
 # without them: the defaults).
 REQUIRED = ("schedule", "precision", "tol", "max_iters", "damping")
-NUMBERS = ("tol", "max_iters", "damping", "samples", "seed", "min_accepted")
+NUMBERS = ("tol", "max_iters", "damping", "samples", "max_samples", "seed", "min_accepted")
 
 
 def stored_settings(stored: dict, settings: Settings, *, order: str | None = None) -> Settings:
@@ -115,6 +120,7 @@ def new_meta(model: Model, graph_path: str | None, settings: Settings, order: st
         "version": str(JOURNAL_VERSION), "fingerprint": fingerprint(model),
         "graph": str(Path(graph_path).resolve()) if graph_path else str(model.source),
         "settings": json.dumps(settings.inference()), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "loading": json.dumps({"cycles": settings.cycles, "compress": settings.compress}),
     }
     if order is not None:
         meta["order"] = order
@@ -140,7 +146,108 @@ def meta_problem(meta: dict[str, str]) -> str | None:
             return f"its meta has no {key}"
     if not SHA256.fullmatch(meta["fingerprint"]):
         return f"its fingerprint {meta['fingerprint'][:80]!r} is not a sha256"
+    try:
+        stored_loading(meta)
+    except SettingsError as err:
+        return f"its loading options are not valid ({err})"
     return None
+
+
+def stored_loading(meta: dict[str, str]) -> dict | None:
+    """The loading options {"cycles": str, "compress": bool} a session's graph was read with.
+
+    None for a journal written before they were stored (version 2 and earlier).
+
+    Raises:
+        SettingsError: present but not as written.
+    """
+    if "loading" not in meta:
+        return None
+    try:
+        raw = json.loads(meta["loading"])
+    except ValueError as err:
+        raise SettingsError(f"not JSON: {err}") from None
+    if not isinstance(raw, dict) or set(raw) != {"cycles", "compress"}:
+        raise SettingsError(f"expected cycles and compress, got {str(raw)[:80]!r}")
+    if raw["cycles"] not in CYCLE_MODES or type(raw["compress"]) is not bool:
+        raise SettingsError(f"cycles {raw['cycles']!r} or compress {raw['compress']!r} is not valid")
+    return raw
+
+
+def loading_of(path: str | Path) -> dict | None:
+    """The loading options stored in the session at `path`, to read its graph the same way.
+
+    None when there is no session, it stores none, or they are not valid (its
+    resume then reports the damage).
+    """
+    if classify(path)[0] != "session":
+        return None
+    try:
+        return stored_loading(read_file(path).meta)
+    except SettingsError:
+        return None
+
+
+# Settings changed on a resume ("settings" events) --------------------------------------
+
+def change_payload(settings: Settings, order: str | None, order_file: str | None) -> str:
+    """The JSON a "settings" event stores: the inference settings, and a custom order's text."""
+    payload: dict = {"settings": settings.inference()}
+    if order is not None:
+        payload["order"] = order
+        payload["order_file"] = order_file or "?"
+    return json.dumps(payload)
+
+
+def read_change(payload: str, settings: Settings) -> tuple[Settings, str | None, str | None]:
+    """The settings, custom order and order file of a "settings" event (`stored_settings` checks them).
+
+    Raises:
+        SettingsError: not JSON, or not as `change_payload` writes it.
+    """
+    try:
+        raw = json.loads(payload)
+    except ValueError as err:
+        raise SettingsError(f"not JSON: {err}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("settings"), dict):
+        raise SettingsError("expected an object with the settings")
+    order, order_file = raw.get("order"), raw.get("order_file")
+    if order is not None and (type(order) is not str or type(order_file) is not str):
+        raise SettingsError("its custom order is not text")
+    try:
+        stored = stored_settings(raw["settings"], settings, order=order)
+    except TypeError as err:
+        raise SettingsError(str(err)) from None
+    if stored.schedule.strip().partition(":")[0] != CUSTOM_ORDER:
+        order = order_file = None
+    return stored, order, order_file
+
+
+def check_changes(contents: Contents, settings: Settings) -> None:
+    """Checks the "settings" events of `contents`; the first bad one ends `rows` and is its events problem."""
+    for i, (seq, kind, alarm, *_) in enumerate(contents.rows):
+        if kind != "settings":
+            continue
+        try:
+            read_change(alarm, settings)
+        except SettingsError as err:
+            contents.rows = contents.rows[:i]
+            contents.events_problem = f"event {seq} (settings): the settings are not valid ({err})"
+            return
+
+
+def settings_text(settings: Settings) -> str:
+    """`schedule parall, precision f64, tol 1e-06, max_iters 1000, damping 0.0, method lbp, backend xla`."""
+    s = settings.inference()
+    return ", ".join(f"{k} {s[k]}" for k in ("schedule", "precision", "tol", "max_iters", "damping", "method",
+                                               "backend"))
+
+
+def describe_change(old: Settings, new: Settings) -> str:
+    """`schedule parall -> seqfix, tol 1e-06 -> 0.001` (the inference settings that differ)."""
+    a, b = old.inference(), new.inference()
+    parts = [f"{k} {a[k]} -> {b[k]}" for k in a if a[k] != b[k]]
+    return ", ".join(parts) or "no change"
 
 
 def stored_meta(meta: dict[str, str], settings: Settings) -> tuple[Settings, str | None]:

@@ -1,17 +1,32 @@
 """The terminal front end of a triage session: a line-based command loop.
 
-    Terminal(Triage.open(model, path)).run()   # reads stdin, writes stdout
+    Terminal(Triage.open(model, path), history=Path("triage_history")).run()   # stdin -> stdout
+
+On a terminal the prompt has line editing, history and Tab completion
+(`fastlbp.triage.lineinput`). After each label (and undo) one line says which
+open alarms moved most; long lists show a page and say how to see the rest.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
+from fastlbp.errors import InputError
 from fastlbp.triage.explain import format_explanation
+from fastlbp.triage.labels import write_labels
+from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
 from fastlbp.writers import safe_name
+
+PAGE = 20  # lines a search or `more` shows at once
+MOVED_SHOWN = 2  # alarms named in the "moved:" line
+MOVED_OTHERS = 0.1  # the others are counted when they moved by more than this
+MOVED_MIN = 1e-3  # a move smaller than this is "nothing moved"
 
 HELP = """\
 commands (a letter or the word, then Enter):
@@ -20,12 +35,15 @@ commands (a letter or the word, then Enter):
   s, skip          leave it for later
   u, undo          undo the last label or skip
   j, jump X        go to alarm X (a name, or a rank from `list`)
-  /TEXT, search T  find alarms whose name contains TEXT
-  l, list [N]      show the top N open alarms (default 10)
+  /TEXT, search T  find alarms whose name contains TEXT (add --all for every hit)
+  l, list [N|all]  show the top N open alarms (default 10)
+  more             the next page of the last search or list
   w, why           show the derivations of the current alarm again
+  export FILE      write the labels to FILE ('NAME true|false' lines; `fastlbp rank -l FILE`)
   stats            labels so far, round times
   h, help, ?       this help
-  q, quit          leave (the session is saved after every label)"""
+  q, quit          leave (the session is saved after every label)
+on a terminal: arrow keys edit the line, up/down recall earlier commands, Tab completes"""
 
 
 def format_round(info: RoundInfo | None) -> str:
@@ -38,15 +56,57 @@ def format_round(info: RoundInfo | None) -> str:
     return f"round {info.seconds * 1e3:.1f} ms, {info.iterations} iterations, {conv}"
 
 
+def format_p(p: float, digits: int = 2) -> str:
+    """A probability for the "moved" line: `0.12`, `3.2e-05`, `0.99996`."""
+    if p <= 0.0 or p >= 1.0:
+        return f"{p:.0f}"
+    if p < 10.0 ** -digits:
+        return f"{p:.1e}"
+    if p > 1 - 10.0 ** -digits:
+        return f"{p:.{digits + 3}f}"
+    return f"{p:.{digits}f}"
+
+
+def moved_line(before: np.ndarray, after: np.ndarray, candidates: np.ndarray, names: list[str]) -> str:
+    """`moved: race(3,4) 0.12 -> 0.81, race(5,6) 0.40 -> 0.05, 3 others by > 0.1`.
+
+    Args:
+        before, after: (V,) float64 marginals before and after an action.
+        candidates: (A,) int64 the alarms to compare (open before and after).
+        names: variable names.
+    """
+    if candidates.size == 0:
+        return "moved: no open alarm left"
+    d = after[candidates] - before[candidates]
+    order = np.argsort(-np.abs(d), kind="stable")
+    shown = [int(i) for i in order[:MOVED_SHOWN] if abs(d[i]) >= MOVED_MIN]
+    if not shown:
+        return f"moved: no open alarm by more than {MOVED_MIN:g}"
+    digits = 2 if abs(d[shown[0]]) >= 0.01 else 3
+    parts = [f"{names[candidates[i]]} {format_p(before[candidates[i]], digits)} -> "
+             f"{format_p(after[candidates[i]], digits)}" for i in shown]
+    others = int(np.sum(np.abs(d) > MOVED_OTHERS)) - sum(abs(d[i]) > MOVED_OTHERS for i in shown)
+    if others:
+        parts.append(f"{others} other{'s' if others > 1 else ''} by > {MOVED_OTHERS:g}")
+    return "moved: " + ", ".join(parts)
+
+
 class Terminal:
-    """The line-based loop: reads commands from `stdin`, writes to `stdout`."""
+    """The command loop: reads commands from `stdin`, writes to `stdout`.
+
+    Args:
+        history: the command history file (line editing needs a terminal); None: none kept.
+        why: derivations shown per alarm.
+    """
 
     def __init__(self, triage: Triage, stdin: TextIO | None = None, stdout: TextIO | None = None,
-                 why: int = 3):
+                 why: int = 3, history: Path | None = None):
         self.t = triage
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self.why = why
+        self.history = history
+        self._pager: tuple[list[int], Callable[[int], str], int, str] | None = None
 
     def say(self, text: str = "") -> None:
         # Tuple names come from the input: escape control characters line by line, so a name
@@ -71,6 +131,9 @@ class Terminal:
 
     def run(self) -> int:
         """Runs until quit or end of input; returns the exit status (130 after Ctrl-C)."""
+        self.reader = LineReader(self.stdin, self.stdout, history=self.history, completer=self._complete)
+        if self.reader.note:
+            self.say(self.reader.note)
         self.say(f"session: {self.t.journal.path}   (h for help)")
         try:
             self.show_current()
@@ -88,38 +151,66 @@ class Terminal:
             (("t", "true", "y", "yes"), lambda a: self._label(True)),
             (("f", "false", "n", "no"), lambda a: self._label(False)),
             (("s", "skip"), lambda a: self._report(self.t.skip(), show=True)),
-            (("u", "undo"), lambda a: self._report(self.t.undo(), show=True)),
+            (("u", "undo"), self._undo),
             (("j", "jump", "g", "goto"), self._jump),
             (("search", "find"), self._search),
             (("l", "list", "ls"), self._list),
             (("w", "why"), lambda a: self.show_current() or True),
             (("stats",), self._stats),
+            (("more",), self._more),
+            (("export",), self._export),
             (("h", "help", "?"), lambda a: self.say(HELP) or True),
         ):
             for n in names:
                 commands[n] = fn
+        self.commands = sorted(set(commands) | {"quit", "exit"})
         while True:
-            self.stdout.write("> ")
-            self.stdout.flush()
-            line = self.stdin.readline()
-            if not line:
+            line = self.reader.read("> ")
+            if self.reader.note:
+                self.say(self.reader.note)
+                self.reader.note = None
+            if line is None:
                 self.say()
                 break
             line = line.strip()
             if not line:
                 continue
+            if has_keys(line):
+                # Arrow keys typed where nothing edits the line (input from a pipe, or a terminal
+                # without readline) arrive as escape sequences: name the keys, never echo them raw.
+                self.say(f"unknown command '{shown_keys(line)}': editing keys work only when the input "
+                         f"is a terminal (h for help)")
+                continue
             if line.startswith("/"):
+                self._pager = None
                 self._search(line[1:])
                 continue
             word, _, arg = line.partition(" ")
-            word = word.lower()
-            if word in ("q", "quit", "exit"):
+            if word.lower() in ("q", "quit", "exit"):
                 break
-            fn = commands.get(word)
+            fn = commands.get(word.lower())
             if fn is None:
                 self.say(f"unknown command {word!r} (h for help)")
                 continue
+            if fn != self._more:
+                self._pager = None  # a page after an action would show stale ranks
             fn(arg.strip())
+
+    def _moved(self, before: np.ndarray, labelled: set[int]) -> str:
+        """The "moved:" line: open alarms (before and after) whose probability changed most."""
+        excluded = labelled | set(self.t.labels)
+        candidates = np.array([v for v in self.t.alarms.tolist() if v not in excluded], np.int64)
+        return moved_line(before, self.t.marginals, candidates, self.t.model.var_names)
+
+    def _undo(self, arg: str) -> bool:
+        before, labelled = self.t.marginals, set(self.t.labels)
+        out = self.t.undo()
+        if out.accepted and out.round is not None:
+            self.say(f"ok: {out.message}  ({format_round(out.round)})")
+            self.say(self._moved(before, labelled))
+            self.show_current()
+            return True
+        return self._report(out, show=True)
 
     def _report(self, out: Outcome, show: bool = False) -> bool:
         if out.accepted:
@@ -132,9 +223,11 @@ class Terminal:
         return True
 
     def _label(self, truth: bool) -> bool:
+        before, labelled = self.t.marginals, set(self.t.labels)
         out = self.t.label(truth)
         if out.accepted:
             self.say(f"accepted: {out.message}  ({format_round(out.round)})")
+            self.say(self._moved(before, labelled))
             self.show_current()
         else:
             self.say(f"! {out.message}")
@@ -147,27 +240,92 @@ class Terminal:
         return self._report(self.t.jump(arg), show=True)
 
     def _search(self, arg: str) -> bool:
-        if not arg:
+        everything = arg == "--all" or arg.endswith(" --all")
+        text = arg[:-len("--all")].strip() if everything else arg
+        if not text:
             self.say("! search for what? e.g. `/race`")
             return True
-        hits = self.t.search(arg)
+        hits = self.t.search(text, limit=None)
         if not hits:
-            self.say(f"no alarm matches {arg!r}")
-        for v in hits:
+            self.say(f"no alarm matches {text!r}")
+            return True
+
+        rank = {v: i for i, v in enumerate(self.t.ranking.tolist(), 1)}
+
+        def line(v: int) -> str:
             name = self.t.model.var_names[v]
             if v in self.t.labels:
-                self.say(f"  labelled {'true ' if self.t.labels[v] else 'false'}  {name}")
-            else:
-                self.say(f"  #{self.t.rank_of(v):<5} {float(self.t.marginals[v]):.4f}  {name}")
+                return f"  labelled {'true ' if self.t.labels[v] else 'false'}  {name}"
+            return f"  #{rank[v]:<5} {float(self.t.marginals[v]):.4f}  {name}"
+
+        self.say(f"{len(hits)} alarm{'s' if len(hits) > 1 else ''} match {text!r}")
+        self._page(hits, line, len(hits) if everything else PAGE, f"/{text} --all")
         return True
 
     def _list(self, arg: str) -> bool:
-        n = int(arg) if arg.isdigit() else 10
+        ranking = self.t.ranking.tolist()
+        if arg.lower() == "all":
+            n = len(ranking)
+        elif arg.isdigit():
+            n = int(arg)
+        elif arg:
+            self.say("! list how many? e.g. `list 20` or `list all`")
+            return True
+        else:
+            n = 10
         skipped = {v for _, v in self.t.skipped}
-        for i, v in enumerate(self.t.ranking[:n].tolist(), 1):
+        rank = {v: i for i, v in enumerate(ranking, 1)}
+
+        def line(v: int) -> str:
             mark = " (skipped)" if v in skipped else ""
-            self.say(f"  #{i:<5} {float(self.t.marginals[v]):.4f}  {self.t.model.var_names[v]}{mark}")
+            return f"  #{rank[v]:<5} {float(self.t.marginals[v]):.4f}  {self.t.model.var_names[v]}{mark}"
+
+        self._page(ranking, line, n, "list all")
         return True
+
+    def _page(self, items: list[int], line: Callable[[int], str], n: int, everything: str) -> None:
+        """Shows `items[:n]`; for more, says how many and how to see them (`more`, `everything`)."""
+        for v in items[:n]:
+            self.say(line(v))
+        self._pager = (items, line, n, everything) if len(items) > n else None
+        if self._pager:
+            self.say(f"  ... {len(items) - n} more: `more` shows the next {min(PAGE, len(items) - n)}, "
+                     f"`{everything}` all of them")
+
+    def _more(self, arg: str) -> bool:
+        if self._pager is None:
+            self.say("! nothing more to show (`more` continues a long search or list)")
+            return True
+        items, line, at, everything = self._pager
+        self._page(items[at:], line, PAGE, everything)
+        if self._pager is not None:
+            self._pager = (items, line, at + PAGE, everything)
+        return True
+
+    def _export(self, arg: str) -> bool:
+        if not arg:
+            self.say("! export to which file? e.g. `export labels.txt`")
+            return True
+        names = self.t.model.var_names
+        labels = [(names[v], self.t.labels[v]) for _, v in self.t.order]
+        try:
+            path = write_labels(Path(arg).expanduser(), labels, source=str(self.t.journal.path))
+        except InputError as err:
+            self.say(f"! {err}")
+            return True
+        self.say(f"wrote {len(labels)} label(s) to {path} (use it with `fastlbp rank GRAPH -l {path}`)")
+        return True
+
+    def _complete(self, text: str, before: str) -> list[str]:
+        """Tab: command words first on the line, alarm names after `j`/`jump`/`search`."""
+        words = before.split()
+        if not words:
+            return [c + " " for c in self.commands if c.startswith(text.lower())]
+        if words[0].lower() in ("j", "jump", "g", "goto", "search", "find") and len(words) == 1:
+            names = self.t.model.var_names
+            hits = [names[v] for v in self.t.ranking.tolist() if names[v].startswith(text)]
+            return hits[:200]
+        return []
 
     def _stats(self, arg: str) -> bool:
         st = self.t.stats()
