@@ -211,6 +211,7 @@ _TOKEN = re.compile(r"""
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
+_MINUS_NUMBER = re.compile(r"-(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)(?!\.\d)")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _AGGREGATES = {"count", "sum", "min", "max", "mean"}
 _OTHER_CHARS = {
@@ -238,7 +239,12 @@ class Token:
 
 
 def tokenize(text: str, path: str | None) -> list[Token]:
-    """The tokens of `text`, comments dropped, ending with an `end` token."""
+    """The tokens of `text`, comments dropped, ending with an `end` token.
+
+    A character or construct that cannot start a token becomes a `bad` token
+    holding its message, and lexing stops there: the parser reports it when
+    it gets there, so the first problem in the file is the one reported.
+    """
     tokens: list[Token] = []
     line, line_start, i = 1, 0, 0
     n = len(text)
@@ -250,36 +256,40 @@ def tokenize(text: str, path: str | None) -> list[Token]:
         m = _TOKEN.match(text, i)
         kind, tok = m.lastgroup, m.group()
         pos = pos_at(i)
+        bad = None
         if kind == "block":
             end = text.find("*/", i + 2)
             if end < 0:
-                raise ProgramError(path, pos.line, pos.column, "unterminated comment: '/*' has no '*/'")
+                bad = "unterminated comment: '/*' has no '*/'"
             tok = text[i:end + 2]
         elif kind == "badstring":
-            raise ProgramError(path, pos.line, pos.column, "unterminated string: '\"' has no closing '\"' "
-                               "on this line")
+            bad = "unterminated string: '\"' has no closing '\"' on this line"
         elif kind == "float":
-            raise ProgramError(path, pos.line, pos.column, f"float constant {tok} is not supported "
-                               "(attribute types are number and symbol)")
+            bad = f"float constant {tok} is not supported (attribute types are number and symbol)"
+        elif kind == "other" and tok == "-" and _MINUS_NUMBER.match(text, i) and not (
+                tokens and (tokens[-1].kind in ("ident", "number", "string") or tokens[-1].text == ")")):
+            tok = _MINUS_NUMBER.match(text, i).group()  # a negative constant, not a subtraction
+            tokens.append(Token("number", tok, pos, i, -int(tok[1:], 0)))
         elif kind == "other":
-            why = _OTHER_CHARS.get(tok, f"unexpected character {tok!r}")
-            raise ProgramError(path, pos.line, pos.column, why)
+            bad = _OTHER_CHARS.get(tok, f"unexpected character {tok!r}")
         elif kind in ("ident", "punct"):
             tokens.append(Token(kind, tok, pos, i))
         elif kind == "number":
-            value = int(tok, 0)
-            tokens.append(Token("number", tok, pos, i, value))
+            tokens.append(Token("number", tok, pos, i, int(tok, 0)))
         elif kind == "string":
             body = tok[1:-1]
             if "\\" in body:
-                def unescape(mm, pos=pos):
-                    c = mm.group(1)
-                    if c not in _ESCAPES:
-                        raise ProgramError(path, pos.line, pos.column, f"unknown escape '\\{c}' in a string "
-                                           "(known: \\\" \\\\ \\n \\t)")
-                    return _ESCAPES[c]
-                body = re.sub(r"\\(.)", unescape, body, flags=re.DOTALL)
-            tokens.append(Token("string", tok, pos, i, body))
+                parts = re.split(r"(\\.)", body, flags=re.DOTALL)  # escapes, left to right
+                unknown = [p for p in parts[1::2] if p[1] not in _ESCAPES]
+                if unknown:
+                    bad = f"unknown escape '{unknown[0]}' in a string (known: \\\" \\\\ \\n \\t)"
+                else:
+                    body = "".join(_ESCAPES[p[1]] if k % 2 else p for k, p in enumerate(parts))
+            if bad is None:
+                tokens.append(Token("string", tok, pos, i, body))
+        if bad is not None:
+            tokens.append(Token("bad", tok, pos, i, bad))
+            break
         newlines = tok.count("\n")
         if newlines:
             line += newlines
@@ -321,6 +331,8 @@ class _Parser:
 
     def expected(self, what: str) -> ProgramError:
         t = self.tok
+        if t.kind == "bad":
+            return self.error(t, t.value)
         got = "the end of the file" if t.kind == "end" else repr(t.text)
         return self.error(t, f"expected {what}, got {got}")
 
@@ -487,6 +499,8 @@ class _Parser:
         t = self.tok
         if t.kind == "ident":
             self.i += 1
+            if t.text in _AGGREGATES and (self.tok.kind == "ident" or self.tok.text == ":"):
+                raise self.error(t, "aggregates are not supported")
             if self.tok.kind == "punct" and self.tok.text == "(":
                 raise self.error(t, f"functor {t.text!r} is not supported (arguments are variables, "
                                     "constants and '_')")
