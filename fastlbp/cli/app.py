@@ -295,8 +295,8 @@ Method = StrEnum("Method", {m: m for m in METHODS})
 
 GraphArg = Annotated[
     Path,
-    typer.Argument(help="A derivation.json file, a Bingo directory, or a libDAI causal "
-                        "factor-graph file (.causal_fg / .fg).", show_default=False),
+    typer.Argument(metavar="GRAPH", help="A derivation.json file, a Bingo directory, or a libDAI causal "
+                                         "factor-graph file (.causal_fg / .fg).", show_default=False),
 ]
 ScheduleOpt = Annotated[
     str,

@@ -158,9 +158,9 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
 
 @handles_errors
 def convert(
-    src: Annotated[Path, typer.Argument(help="Input: a derivation.json file (.json or .json.gz), a Bingo "
-                                             "directory, or a causal factor-graph file.",
-                                        show_default=False)],
+    src: Annotated[Path, typer.Argument(metavar="SRC", help="Input: a derivation.json file (.json or "
+                                                            ".json.gz), a Bingo directory, or a causal "
+                                                            "factor-graph file.", show_default=False)],
     dst: Annotated[str, typer.Argument(metavar="DST",
                                        help="Output: NAME.json or NAME.json.gz (derivation.json), NAME.fg or "
                                             "NAME.causal_fg (libDAI), or a Bingo directory: a name ending in "
