@@ -1,6 +1,7 @@
-"""A `Ranking` as text: a plain table, JSON, CSV and SARIF 2.1.0; `safe_name` for names on a terminal.
+"""A `Ranking` as text: a plain table, JSON and CSV; `safe_name` for names on a terminal.
 
-Names are shown as they are in JSON, CSV and SARIF (JSON escapes control
+SARIF 2.1.0 for code-scanning tools is `fastlbp.sarif` (it needs the model
+for source locations). Names are shown as they are in JSON and CSV (JSON escapes control
 characters; CSV quotes fields holding a line break). The table, meant for a
 terminal, shows each name through `safe_name`, so an escape sequence in a
 tuple's name cannot recolour, move or retitle the user's terminal.
@@ -16,11 +17,7 @@ import json
 import math
 import unicodedata
 
-from fastlbp import __version__
 from fastlbp.ranking import Ranking
-
-SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-
 
 # Unicode categories shown escaped: controls (C0, DEL, C1 such as CSI \x9b), format characters
 # (bidirectional overrides, zero-width characters, tags), line and paragraph separators, surrogates
@@ -153,58 +150,8 @@ def to_csv(ranking: Ranking) -> str:
     return "".join(map(csv_row, rows))
 
 
-def to_sarif(ranking: Ranking, *, source: str | None = None, version: str | None = None) -> dict:
-    """A SARIF 2.1.0 log: one result per ranked alarm.
-
-    Each result has `ruleId` = the alarm's relation (with a matching rule in
-    `tool.driver.rules`), `rank` = 100 * P(alarm) (SARIF's rank is a priority
-    in [0, 100], higher first), the probability in its message, and
-    `properties` {"rank": position, "probability": P, "alarm": name}. The
-    alarm tuple is the result's logical location. Labelled alarms are not
-    results (they are no longer open questions); they are listed in the
-    run's properties.
-    """
-    version = __version__ if version is None else version
-    rule_ids: dict[str, int] = {}
-    for a in ranking.alarms:
-        rule_ids.setdefault(relation(a.alarm), len(rule_ids))
-    rules = [{"id": rid, "name": rid,
-              "shortDescription": {"text": f"alarm of relation {rid}"},
-              "properties": {"tags": ["fastlbp"]}} for rid in rule_ids]
-    results = []
-    for a in ranking.alarms:
-        rid = relation(a.alarm)
-        p = a.probability if math.isfinite(a.probability) else 0.0
-        results.append({
-            "ruleId": rid,
-            "ruleIndex": rule_ids[rid],
-            "kind": "review",
-            "level": "none",
-            "rank": round(100.0 * min(max(p, 0.0), 1.0), 6),
-            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds)} (rank {a.rank})"},
-            "locations": [{"logicalLocations": [{"name": a.alarm, "fullyQualifiedName": a.alarm,
-                                                 "kind": "alarm"}]}],
-            "properties": {"rank": a.rank, "probability": p, "log_odds": _finite(a.log_odds),
-                           "alarm": a.alarm},
-        })
-    run: dict = {
-        "tool": {"driver": {"name": "fastlbp", "version": version,
-                            "rules": rules}},
-        "results": results,
-        "properties": {
-            "iterations": ranking.iterations, "converged": ranking.converged,
-            "labelled": [{"alarm": a.alarm, "truth": a.truth} for a in ranking.labelled],
-        },
-    }
-    if source:
-        run["invocations"] = [{"executionSuccessful": True,
-                               "properties": {"graph": str(source)}}]
-    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
-
-
 WRITERS = {
     "table": to_table,
     "json": to_json,
     "csv": to_csv,
-    "sarif": lambda r: json.dumps(to_sarif(r), indent=1) + "\n",
 }

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
-from fastlbp import ranking, writers
+from fastlbp import ranking, sarif, writers
 from fastlbp.cli.app import (
     DEFAULTS,
     BackendOpt,
@@ -18,6 +17,7 @@ from fastlbp.cli.app import (
     LabelsOpt,
     MaxItersOpt,
     MethodOpt,
+    OutputOpt,
     PrecisionOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -28,11 +28,13 @@ from fastlbp.cli.app import (
     degenerate_warning,
     emit,
     handles_errors,
+    output_target,
     settings_from_options,
     status,
     summary,
 )
-from fastlbp.loading import load, read_labels
+from fastlbp.loading import load
+from fastlbp.triage.labels import read_labels_or_session
 
 
 class RankFormat(StrEnum):
@@ -61,6 +63,7 @@ def rank(
     method: MethodOpt = DEFAULTS.method,
     samples: SamplesOpt = DEFAULTS.samples,
     seed: SeedOpt = DEFAULTS.seed,
+    output: OutputOpt = None,
 ) -> None:
     """Rank alarms by P(alarm is true), most likely first.
 
@@ -68,7 +71,8 @@ def rank(
     inference or sampling) and prints one row per unlabelled alarm: rank,
     probability, alarm; alarms are ordered by their log-odds, so the order
     among probabilities too small to print is kept. Alarms labelled in the graph
-    or in --labels are evidence and are listed apart. A graph without alarms
+    or in --labels (a labels file, or a `fastlbp triage` session file) are
+    evidence and are listed apart. A graph without alarms
     (a bare factor graph) ranks every variable.
 
     JSON: {"alarms": [{"rank": 1, "alarm": "race(1,2)", "probability": 0.93}, ...],
@@ -80,23 +84,24 @@ def rank(
 
       fastlbp rank race.json --top 20
 
-      fastlbp rank bingo_dir/ --schedule seqfix --format sarif > alarms.sarif
+      fastlbp rank bingo_dir/ --schedule seqfix --format sarif -o alarms.sarif
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      cycles=cycles, method=method, samples=samples, seed=seed)
+    output = output_target(output, graph, labels)
     model = load(graph, settings)
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
     known = dict(model.labels)
     if labels:
-        known.update(read_labels(labels, model))
+        known.update(read_labels_or_session(labels, model))  # a labels file, or a triage session
     with Ticker("running inference"):
         result = ranking.rank(model, known, top=top, settings=settings)
     if format is RankFormat.sarif:
-        emit(json.dumps(writers.to_sarif(result, source=str(graph)), indent=1))
+        emit(sarif.dumps(sarif.to_sarif(result, model, source=str(graph))), output)
     else:
-        emit(writers.WRITERS[format.value](result))
+        emit(writers.WRITERS[format.value](result), output)
     status(summary(result.iterations, result.converged, result.delta, result.seconds, result.remedy,
                    result.method))
     warning = None
