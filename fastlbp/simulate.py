@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp import metrics
+from fastlbp import metrics, plots
 from fastlbp.errors import ContradictoryEvidence, InputError, read_text, text_lines
 from fastlbp.model import Model
+from fastlbp.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
 from fastlbp.ranking import alarm_vars, order_alarms
 from fastlbp.session import Session
 from fastlbp.settings import Settings
@@ -40,6 +41,8 @@ class Step:
     iterations: int
     converged: bool
     evidence_dropped: bool = False  # the model rules its label out (the oracle contradicts it): not evidence
+    found: int = 0  # true alarms found so far, this one included
+    num_true: int = 0  # true alarms to find (unlabelled in the input)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,11 +54,13 @@ class SimulationResult:
     complete: bool  # every true alarm was found (False: stopped by max_rounds)
 
     def as_dict(self) -> dict:
+        """The JSON of `fastlbp simulate -f json`; a metric the run did not decide is None (null)."""
         m = self.metrics
         return {
             "rank_100_t": m.rank_100_t, "rank_90_t": m.rank_90_t, "inversions": m.inversions,
             "auc": m.auc, "total_time_s": m.total_time_s, "average_time_s": m.average_time_s,
-            "num_alarms": self.num_alarms, "num_true": m.num_true, "complete": self.complete,
+            "num_alarms": self.num_alarms, "num_true": m.num_true, "found": m.found,
+            "complete": self.complete, "rounds": len(self.steps), "elapsed_s": m.elapsed_s,
             "compile_s": self.compile_s,
             "evidence_dropped": [s.alarm for s in self.steps if s.evidence_dropped],
             "median_round_s": float(np.median([s.round_s for s in self.steps])) if self.steps else 0.0,
@@ -66,6 +71,20 @@ class SimulationResult:
                         "evidence_dropped": s.evidence_dropped}
                        for s in self.steps],
         }
+
+
+def graph_truth(model: Model) -> set[int] | None:
+    """The true alarms the graph itself records, or None when it records no ground truth.
+
+    derivation.json's `"truth"` and a Bingo directory's `oracle_queries.txt`
+    (loaded into `model.meta["truth"]`, {variable: truth}); alarms it does
+    not name are false. A causal factor graph has none.
+    """
+    truth = model.meta.get("truth")
+    if not truth:
+        return None
+    alarms = set(alarm_vars(model).tolist())
+    return {int(v) for v, is_true in truth.items() if is_true and int(v) in alarms}
 
 
 def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
@@ -123,7 +142,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
 
     alarms = alarm_vars(model)
     open_alarms = [int(a) for a in alarms if int(a) not in session.labels]
-    need = len(truth & set(open_alarms))
+    need = len(truth & set(open_alarms))  # true alarms to find: those the input has not labelled
     steps: list[Step] = []
     labelled = set(session.labels)  # every labelled alarm, even one whose label is not evidence
     found = 0
@@ -138,7 +157,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         top = int(order[0])
         is_true = top in truth
         step = Step(model.var_names[top], top, is_true, float(rnd.marginals[top]), round_s,
-                    rnd.iterations, rnd.converged)
+                    rnd.iterations, rnd.converged, found=found + is_true, num_true=need)
         steps.append(step)
         if on_step is not None:
             on_step(len(steps), step)
@@ -156,21 +175,31 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
             rnd = session.run()
     steps = [dataclasses.replace(s, evidence_dropped=s.var in dropped) for s in steps]
     sequence = [s.truth for s in steps]
-    m = metrics.summarize(sequence, [s.round_s for s in steps], num_alarms=len(open_alarms))
+    m = metrics.summarize(sequence, [s.round_s for s in steps], num_alarms=len(open_alarms), num_true=need)
     return SimulationResult(steps, m, compile_s, len(open_alarms), found == need)
 
 
+def _shown(value, fmt: str, missing: str) -> str:
+    """`value` through `fmt`, or `missing` ("not reached", "undefined") where it is None."""
+    return missing if value is None else fmt.format(value)
+
+
 def to_table(result: SimulationResult) -> str:
+    """The metrics for people: "not reached" for what a run cut short did not decide, "undefined" for an
+    AUC without true or false alarms (or an AverageTime without true alarms)."""
     m = result.metrics
+    gap = "not reached"
+    no_pairs = m.num_true == 0 or m.num_false == 0
     rows = [
-        ("Rank-100%-T", f"{m.rank_100_t}"),
-        ("Rank-90%-T", f"{m.rank_90_t}"),
-        ("Inversions", f"{m.inversions}"),
-        ("AUC", f"{m.auc:.4f}"),
-        ("TotalTime", f"{m.total_time_s:.3f} s"),
-        ("AverageTime", f"{m.average_time_s * 1e3:.2f} ms"),
-        ("true alarms", f"{m.num_true} of {result.num_alarms}"
-                        + ("" if result.complete else " (stopped before all were found)")),
+        ("Rank-100%-T", _shown(m.rank_100_t, "{}", gap)),
+        ("Rank-90%-T", _shown(m.rank_90_t, "{}", gap)),
+        ("Inversions", _shown(m.inversions, "{}", gap)),
+        ("AUC", _shown(m.auc, "{:.4f}", "undefined (no true or no false alarms)" if no_pairs else gap)),
+        ("TotalTime", _shown(m.total_time_s, "{:.3f} s", gap)),
+        ("AverageTime", _shown(None if m.average_time_s is None else m.average_time_s * 1e3, "{:.2f} ms",
+                               "undefined (no true alarms)" if m.num_true == 0 else gap)),
+        ("true alarms", f"{m.found} of {m.num_true} found, {m.num_true + m.num_false} alarms"
+                        + ("" if result.complete else f" (stopped after {len(result.steps)} rounds)")),
         ("compile", f"{result.compile_s:.3f} s"),
     ]
     if result.steps:
@@ -186,48 +215,14 @@ def to_table(result: SimulationResult) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
 
 
-class PlotsUnavailable(RuntimeError):
-    """matplotlib is not installed."""
-
-
-def require_matplotlib():
-    try:
-        import matplotlib
-    except ImportError:
-        raise PlotsUnavailable("plots need matplotlib: pip install 'fastlbp[plots]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def plot(result: SimulationResult, out_dir: str | os.PathLike) -> list[Path]:
+def plot(result: SimulationResult, out_dir: str | os.PathLike, *, graph: str | os.PathLike | None = None,
+         settings: Settings | None = None) -> list[Path]:
     """Writes `roc.png` (false vs true alarms found, the paper's Figure 7) and
-    `true_alarms_over_time.png` (true alarms found vs elapsed round time).
+    `true_alarms_over_time.png` (true alarms found vs alarms labelled, with the rounds' seconds),
+    each with the random-order and ideal baselines, titled with the graph and the settings
+    (`fastlbp.plots`).
 
     Raises:
         PlotsUnavailable: matplotlib is missing.
     """
-    plt = require_matplotlib()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    x, y = metrics.roc_points([s.truth for s in result.steps])
-    t = np.concatenate([[0.0], np.cumsum([s.round_s for s in result.steps])])
-    return [
-        _step_plot(plt, x, y, "false alarms labelled", f"ROC (AUC {result.metrics.auc:.3f})",
-                   out / "roc.png"),
-        _step_plot(plt, t, y, "time in rounds (s)", f"TotalTime {result.metrics.total_time_s:.3g} s",
-                   out / "true_alarms_over_time.png"),
-    ]
-
-
-def _step_plot(plt, x, y, xlabel: str, title: str, path: Path) -> Path:
-    """True alarms found (y) against `x` as a step curve, saved to `path`."""
-    fig, ax = plt.subplots(figsize=(4.5, 4))
-    ax.plot(x, y, drawstyle="steps-post")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("true alarms found")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return plots.write_plots(result, out_dir, graph=graph, settings=settings)

@@ -46,8 +46,31 @@ def test_loop_labels_the_top_alarm_each_round(tmp_path):
 def test_max_rounds_stops_early(tmp_path):
     _, oracle = write_demo(tmp_path)
     model = demo_model()
-    result = sim.simulate(model, sim.read_oracle(oracle, model), max_rounds=2)
-    assert len(result.steps) == 2
+    truth = sim.read_oracle(oracle, model)
+    result = sim.simulate(model, truth, max_rounds=2)
+    assert len(result.steps) == 2 and not result.complete
+    # Progress: found k of the true alarms after each label.
+    assert [s.found for s in result.steps] == [sum(s.truth for s in result.steps[:i + 1]) for i in range(2)]
+    assert {s.num_true for s in result.steps} == {len(truth)}
+    m = result.metrics
+    assert (m.found, m.num_true, m.labelled) == (sum(s.truth for s in result.steps), len(truth), 2)
+    doc = result.as_dict()
+    assert doc["complete"] is False and doc["rounds"] == 2
+    # More true alarms than two rounds can find, and false ones left: nothing is decided.
+    assert m.found < len(truth) and m.num_false > 2 - m.found
+    for key in ("rank_100_t", "auc", "inversions", "total_time_s", "average_time_s"):
+        assert doc[key] is None, key
+    table = sim.to_table(result)
+    assert "Rank-100%-T       not reached" in table and "AUC               not reached" in table
+    assert "(stopped after 2 rounds)" in table
+
+
+def test_metrics_undefined_without_true_alarms():
+    model = demo_model()
+    result = sim.simulate(model, set())
+    assert result.complete and result.steps == []
+    assert result.as_dict()["auc"] is None and result.metrics.rank_100_t == 0
+    assert "undefined (no true or no false alarms)" in sim.to_table(result)
 
 
 def test_cli_json_and_table(tmp_path):
@@ -63,6 +86,42 @@ def test_cli_json_and_table(tmp_path):
     res = invoke("simulate", graph, "--oracle", oracle, "--max-iters", "300")
     assert res.exit_code == 0, res.output
     assert "Rank-100%-T" in res.stdout and "AverageTime" in res.stdout and "TotalTime" in res.stdout
+
+
+def test_cli_oracle_defaults_to_the_graphs_truth(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    doc = json.loads(graph.read_text())
+    names = set(oracle.read_text().split())
+    doc["truth"] = {a: a in names for a in doc["alarms"]}
+    graph.write_text(json.dumps(doc))
+    with_oracle = invoke("simulate", graph, "--oracle", oracle, "-f", "json", "--max-iters", "300")
+    default = invoke("simulate", graph, "-f", "json", "--max-iters", "300")
+    assert with_oracle.exit_code == 0 and default.exit_code == 0, default.output
+    labels = [(lab["alarm"], lab["truth"]) for lab in json.loads(default.stdout)["labels"]]
+    assert labels == [(lab["alarm"], lab["truth"]) for lab in json.loads(with_oracle.stdout)["labels"]]
+    assert {a for a, t in labels if t} == names
+    # A Bingo directory's oracle_queries.txt is its truth too.
+    bingo = tmp_path / "bingo"
+    assert invoke("convert", graph, bingo, "--to", "bingo").exit_code == 0
+    res = invoke("simulate", bingo, "-f", "json", "--max-iters", "300", "-o", tmp_path / "run.json")
+    assert res.exit_code == 0, res.output
+    got = json.loads((tmp_path / "run.json").read_text())
+    assert [(lab["alarm"], lab["truth"]) for lab in got["labels"]] == labels
+    # No truth in the graph and no --oracle: a clear error.
+    del doc["truth"]
+    graph.write_text(json.dumps(doc))
+    res = invoke("simulate", graph)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "records no ground truth" in res.stderr and "--oracle" in res.stderr
+
+
+def test_cli_cut_short_json_says_so(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    res = invoke("simulate", graph, "--oracle", oracle, "-f", "json", "--max-rounds", "1")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["complete"] is False and doc["rank_100_t"] is None and doc["auc"] is None
+    assert "stopped by --max-rounds" in res.stderr
 
 
 def test_cli_bad_oracle_names_line(tmp_path):

@@ -19,6 +19,7 @@ from fastlbp.cli.app import (
     GraphArg,
     MaxItersOpt,
     MethodOpt,
+    OutputOpt,
     PrecisionOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -27,10 +28,13 @@ from fastlbp.cli.app import (
     backend_or_env,
     emit,
     handles_errors,
+    output_target,
     settings_from_options,
     status,
 )
+from fastlbp.errors import InputError
 from fastlbp.loading import load
+from fastlbp.writers import format_probability, safe_name
 
 
 class SimFormat(StrEnum):
@@ -41,9 +45,10 @@ class SimFormat(StrEnum):
 @handles_errors
 def simulate(
     graph: GraphArg,
-    oracle: Annotated[Path, typer.Option("--oracle", "-o", help="True alarms, one name per line "
-                                         "(Bingo's oracle_queries.txt); every other alarm is false.",
-                                         show_default=False)],
+    oracle: Annotated[Path | None, typer.Option(
+        "--oracle", help="True alarms, one name per line (Bingo's oracle_queries.txt); every other alarm "
+                         "is false. Default: the graph's own ground truth (\"truth\" in derivation.json, "
+                         "oracle_queries.txt in a Bingo directory).", show_default=False)] = None,
     format: Annotated[SimFormat, typer.Option("--format", "-f", help="table or json.")] = SimFormat.table,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write roc.png and "
                                               "true_alarms_over_time.png into this directory "
@@ -60,17 +65,26 @@ def simulate(
     samples: SamplesOpt = DEFAULTS.samples,
     seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    output: OutputOpt = None,
 ) -> None:
     """Replay Bingo's experiment: an oracle labels the top alarm until all true alarms are found.
 
     Reports Rank-100%-T (labels until every true alarm was seen), Rank-90%-T,
     Inversions (false alarms ranked above true ones), AUC, TotalTime and
-    AverageTime (seconds of inference per round), as in the FastLBP paper.
+    AverageTime (seconds of inference per round), as in the FastLBP paper. A
+    run cut short by --max-rounds reports what it did not decide as "not
+    reached" (null in JSON, with "complete": false); AUC is "undefined" (null)
+    without true or without false alarms.
 
     JSON: {"rank_100_t", "rank_90_t", "inversions", "auc", "total_time_s",
-    "average_time_s", ..., "labels": [{"alarm", "truth", "probability", "round_s"}, ...]}.
+    "average_time_s", "num_true", "found", "complete", ..., "labels": [{"alarm",
+    "truth", "probability", "round_s"}, ...]}.
 
-    Example: fastlbp simulate bingo_dir/ --oracle bingo_dir/oracle_queries.txt --schedule seqfix
+    Examples:
+
+      fastlbp simulate data/weblech.json --schedule seqfix
+
+      fastlbp simulate bingo_dir/ --oracle true_alarms.txt --max-rounds 50 -f json -o run.json
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
@@ -82,30 +96,40 @@ def simulate(
         except sim.PlotsUnavailable as err:
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
+    output = output_target(output, graph, oracle)
     model = load(graph, settings)
-    truth = sim.read_oracle(oracle, model)
+    if oracle is not None:
+        truth = sim.read_oracle(oracle, model)
+    else:
+        truth = sim.graph_truth(model)
+        if truth is None:
+            raise InputError(str(graph), None, "the graph records no ground truth (\"truth\" in "
+                             "derivation.json, oracle_queries.txt in a Bingo directory): give the true "
+                             "alarms with --oracle FILE, one name per line")
     live = sys.stderr.isatty()
 
     def progress(i: int, step) -> None:
         if live:
-            sys.stderr.write(f"\rround {i}: {'true ' if step.truth else 'false'} "
-                             f"{step.round_s * 1e3:.1f} ms  {step.alarm[:60]}\033[K")
+            sys.stderr.write(f"\rround {i}: found {step.found}/{step.num_true}  "
+                             f"{'true ' if step.truth else 'false'} P={format_probability(step.probability)} "
+                             f"{step.round_s * 1e3:.1f} ms  {safe_name(step.alarm[:60])}\033[K")
             sys.stderr.flush()
 
     result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=progress, settings=settings)
     if live:
         sys.stderr.write("\r\033[K")
     if format is SimFormat.json:
-        emit(json.dumps(result.as_dict(), indent=1))
+        emit(json.dumps(result.as_dict(), indent=1), output)
     else:
-        emit(sim.to_table(result))
+        emit(sim.to_table(result), output)
     if plot is not None:
-        for p in sim.plot(result, plot):
+        for p in sim.plot(result, plot, graph=graph, settings=settings):
             status(f"wrote {p}")
     dropped = [s.alarm for s in result.steps if s.evidence_dropped]
     if dropped:
         status(f"warning: {len(dropped)} label(s) of the oracle contradict the model's hard constraints and "
                f"were not used as evidence: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
     m = result.metrics
-    status(f"{len(result.steps)} rounds, TotalTime {m.total_time_s:.3f} s, "
-           f"AverageTime {m.average_time_s * 1e3:.2f} ms, compile {result.compile_s:.3f} s")
+    done = "" if result.complete else f" (stopped by --max-rounds: {m.found} of {m.num_true} true found)"
+    status(f"{len(result.steps)} rounds{done}, {m.elapsed_s:.3f} s in rounds, "
+           f"compile {result.compile_s:.3f} s")
