@@ -65,6 +65,13 @@ def test_max_rounds_stops_early(tmp_path):
     assert "(stopped after 2 rounds)" in table
 
 
+def test_progress_line_counts_true_alarms_found():
+    from fastlbp.cli.simulate import progress_line
+
+    step = sim.Step("race(\x1b[2J)", 3, True, 3e-9, 0.0031, 7, True, found=9, num_true=43)
+    assert progress_line(12, step) == r"round 12: found 9/43  true   P=3.000e-09  3.1 ms  race(\x1b[2J)"
+
+
 def test_metrics_undefined_without_true_alarms():
     model = demo_model()
     result = sim.simulate(model, set())

@@ -42,6 +42,13 @@ class SimFormat(StrEnum):
     json = "json"
 
 
+def progress_line(i: int, step: sim.Step) -> str:
+    """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)`: the live line on a terminal."""
+    return (f"round {i}: found {step.found}/{step.num_true}  {'true ' if step.truth else 'false'}  "
+            f"P={format_probability(step.probability)}  {step.round_s * 1e3:.1f} ms  "
+            f"{safe_name(step.alarm[:60])}")
+
+
 @handles_errors
 def simulate(
     graph: GraphArg,
@@ -108,11 +115,9 @@ def simulate(
                              "alarms with --oracle FILE, one name per line")
     live = sys.stderr.isatty()
 
-    def progress(i: int, step) -> None:
+    def progress(i: int, step: sim.Step) -> None:
         if live:
-            sys.stderr.write(f"\rround {i}: found {step.found}/{step.num_true}  "
-                             f"{'true ' if step.truth else 'false'} P={format_probability(step.probability)} "
-                             f"{step.round_s * 1e3:.1f} ms  {safe_name(step.alarm[:60])}\033[K")
+            sys.stderr.write(f"\r{progress_line(i, step)}\033[K")
             sys.stderr.flush()
 
     result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=progress, settings=settings)
