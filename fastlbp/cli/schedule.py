@@ -8,9 +8,7 @@ from typing import Annotated
 
 import typer
 
-import schedules
 from fastlbp.cli.app import DEFAULTS, CyclesOpt, GraphArg, emit, handles_errors, settings_from_options
-from fastlbp.loading import load
 
 
 class AnalysisChoice(StrEnum):
@@ -51,6 +49,9 @@ def schedule(
 
     Example: fastlbp schedule graph.causal_fg --schedule topo --analysis algorithm3
     """
+    import schedules  # here, not at the top: the other commands need no schedule analysis
+    from fastlbp.loading import load
+
     model = load(graph, settings_from_options(cycles=cycles))
     emit(json.dumps(schedules.describe(model, schedule,
                                        analysis=analysis.value if analysis else None)))
