@@ -56,7 +56,7 @@ def shown_keys(line: str) -> str:
 
 
 def _plain(text: str) -> str:
-    return "".join(CONTROL_KEYS.get(c, c) for c in safe_name(text)) if text else ""
+    return "".join(CONTROL_KEYS[c] if c in CONTROL_KEYS else safe_name(c) for c in text)
 
 
 class LineReader:
@@ -132,7 +132,8 @@ class LineReader:
 
     def _remember(self, line: str) -> None:
         rl = self._readline
-        if not line.strip():
+        line = line.strip()  # Tab completion leaves a space after a command
+        if not line:
             return
         n = rl.get_current_history_length()
         if n and rl.get_history_item(n) == line:
