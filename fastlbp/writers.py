@@ -74,7 +74,10 @@ def format_probability(p: float, log_odds: float = math.nan) -> str:
         # P = sigmoid(lo) ~ e^lo: too small for a float, not for its decimal exponent.
         exp10 = log_odds / math.log(10.0)
         e = math.floor(exp10)
-        return f"{10.0 ** (exp10 - e):.3f}e{e:03d}" if e < 0 else f"{p:.6f}"
+        mantissa = round(10.0 ** (exp10 - e), 3)
+        if mantissa >= 10.0:  # 9.9996 rounds up: 1.000 of the next decade, never "10.000e-349"
+            mantissa, e = mantissa / 10.0, e + 1
+        return f"{mantissa:.3f}e{e:03d}"
     return f"{p:.6f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
 
 

@@ -4,8 +4,12 @@
 import csv
 import io
 import json
+import math
+import re
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from triage_support import load_demo, write_demo
 from typer.testing import CliRunner
 
@@ -146,3 +150,37 @@ def test_ranking_orders_by_log_odds():
     p = np.array([0.0, 0.0, 0.0])
     lo = np.array([-900.0, -800.0, -850.0])
     assert [a.alarm for a in rank_alarms(model, p, {}, log_odds=lo).alarms] == ["y", "z", "x"]
+
+
+def _decimal_log10(text: str) -> float:
+    """log10 of a printed probability, exact for any exponent ("3.668e-348" is below float64)."""
+    from decimal import Decimal
+
+    return float(Decimal(text).log10())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_format_probability_against_the_number(p, q):
+    """What is printed reads back as P (6 decimals, or 4 significant digits below 1e-4), in order."""
+    text = writers.format_probability(p)
+    back = float(text)
+    if p >= 1e-4 or p == 0.0:
+        assert "e" not in text and abs(back - p) <= 5e-7
+    else:
+        assert re.fullmatch(r"[1-9]\.\d{3}e-\d\d\d?", text), text
+        assert abs(back - p) <= 5e-4 * p
+    lo, hi = sorted((p, q))
+    assert float(writers.format_probability(lo)) <= float(writers.format_probability(hi))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-5000.0, -746.0))
+@example(-746.0376)  # mantissa 9.9996: printed "10.000e-325" before rounding carried into the exponent
+def test_format_probability_below_float64_from_the_log_odds(log_odds):
+    """P = sigmoid(lo) ~ e^lo rounds to 0.0 in float64: the log-odds give mantissa and exponent."""
+    text = writers.format_probability(0.0, log_odds)
+    assert re.fullmatch(r"[1-9]\.\d{3}e-\d{3,4}", text), text
+    exact = log_odds / math.log(10.0)
+    assert abs(_decimal_log10(text) - exact) <= 2.2e-4  # 3 decimals of the mantissa: log10(1.0005)
+    assert float(writers.format_probability(0.0, log_odds - 1.0).split("e")[1]) <= float(text.split("e")[1])
