@@ -1,4 +1,4 @@
-"""`fastlbp marginals`: every variable's P(=1) after one round, as JSON or CSV."""
+"""`fastlbp marginals`: every tuple's P(=1) after one round, as JSON or CSV (`--all`: every variable)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import json
 from enum import StrEnum
 from typing import Annotated
 
+import numpy as np
 import typer
 
+from datalog.bayesnet import rebuild, tuple_marginals
 from fastlbp import session
 from fastlbp.cli.app import (
     DEFAULTS,
@@ -34,7 +36,7 @@ from fastlbp.cli.app import (
     status,
     summary,
 )
-from fastlbp.loading import load, read_labels
+from fastlbp.loading import load, load_labels
 
 
 class OutputFormat(StrEnum):
@@ -59,16 +61,25 @@ def marginals(
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = (
         OutputFormat.json),
     output: OutputOpt = None,
+    all_variables: Annotated[bool, typer.Option(
+        "--all", help="Also list the clause and auxiliary variables (R1#3, name@input).")] = False,
 ) -> None:
-    """Print every variable's P(=1) after one round of loopy belief propagation.
+    """Print every tuple's P(=1) after one round of loopy belief propagation.
+
+    Every tuple of the input graph is listed, in the input's order: a tuple
+    compression removed as a certain input fact has 1.0, one cycle elimination
+    removed 0.0 (it is in no least fixpoint), one compression pruned (no alarm
+    depends on it) LBP's belief from its parents, which is what LBP on the
+    whole graph gives; with --method exact or sample nothing is pruned.
+    --all adds the clause and auxiliary variables after the tuples.
 
     JSON: {"marginals": {"<name>": p, ...}, "iterations": n, "converged": bool, "remedy": null or
     what produced the numbers when LBP alone did not converge}.
-    CSV: a header `variable,probability` and one row per variable.
+    CSV: a header `variable,probability` and one row per tuple (or variable).
 
-    Labels from --labels replace the graph's own.
+    Labels from --labels replace the graph's own; they may name any tuple of the graph.
 
-    Example: fastlbp marginals data/weblech.causal_fg --labels labels.txt --format csv
+    Example: fastlbp marginals data/weblech.json --labels labels.txt --format csv
     """
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
@@ -76,12 +87,17 @@ def marginals(
                                      cycles=cycles)
     output = output_target(output, graph, labels)
     model = load(graph, settings)
-    known = read_labels(labels, model) if labels else None
+    if settings.method != "lbp" and "derivation" in model.meta:
+        # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
+        model = rebuild(model, prune=False)
+    known = None
+    if labels:
+        model, known = load_labels(labels, model)
     rnd = session.marginals(model, known, settings)
-    names = model.var_names
+    names, values = _listed(model, rnd.marginals, all_variables)
     if format is OutputFormat.json:
         emit(json.dumps({
-            "marginals": dict(zip(names, rnd.marginals.tolist(), strict=True)),
+            "marginals": dict(zip(names, values, strict=True)),
             "iterations": rnd.iterations,
             "converged": rnd.converged,
             "remedy": rnd.remedy,
@@ -90,7 +106,19 @@ def marginals(
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["variable", "probability"])
-        for name, p in zip(names, rnd.marginals.tolist(), strict=True):
+        for name, p in zip(names, values, strict=True):
             w.writerow([name, repr(p)])
         emit(buf.getvalue(), output)
     status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds, rnd.remedy, rnd.method))
+
+
+def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:
+    """(names, P) of every tuple of the input graph, then (`all_variables`) the other variables."""
+    names = list(model.tuple_names)
+    values = tuple_marginals(model, marginals).tolist()
+    if all_variables:
+        tuples = set(names)
+        extra = [v for v, name in enumerate(model.var_names) if name not in tuples]
+        names += [model.var_names[v] for v in extra]
+        values += np.asarray(marginals, np.float64)[extra].tolist()
+    return names, values
