@@ -10,6 +10,8 @@ keyword options `cycles`, `compress` and `max_decompressed`):
     json        derivation.json, optionally gzip-compressed   (`datalog.formats`)
     bingo       a Bingo directory (named_cons_all.txt, ...)   (`datalog.formats`)
     causal_fg   libDAI's causal factor-graph text format      (`datalog.causal_fg`)
+    datalog     a Datalog program (.dl), grounded with clingo (`datalog.grounding`;
+                its options travel in `datalog=GroundOptions(...)`)
 
 Derivation graphs (json, bingo) go through cycle elimination (`cycles`) and,
 when `compress`, exact chain compression (`datalog.bayesnet.to_model`); a
@@ -27,7 +29,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from datalog import causal_fg, formats
+from datalog import causal_fg, formats, grounding
 from fastlbp.errors import InputError, check_path
 from fastlbp.model import Model
 
@@ -39,26 +41,39 @@ def _load_causal_fg(path: Path, *, cycles: str = "cycles", compress: bool = True
     return causal_fg.load(path, max_decompressed=max_decompressed)
 
 
-# name -> loader(path, *, cycles, compress, max_decompressed) -> Model.
+def _load_datalog(path: Path, *, cycles: str = "cycles", compress: bool = True,
+                  max_decompressed: int | None = None,
+                  datalog: grounding.GroundOptions | None = None) -> Model:
+    """`grounding.load_program`: the program grounded over its facts (`datalog` options), then a model."""
+    return grounding.load_program(path, cycles=cycles, compress=compress, max_decompressed=max_decompressed,
+                                  options=datalog)
+
+
+# name -> loader(path, *, cycles, compress, max_decompressed) -> Model ("datalog" also takes `datalog`).
 FORMATS: dict[str, Callable[..., Model]] = {
     "json": formats.load_json,
     "bingo": formats.load_bingo,
     "causal_fg": _load_causal_fg,
+    "datalog": _load_datalog,
 }
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """The format `path` holds: a directory is Bingo's, `.json`/`.json.gz` derivation.json, else causal_fg."""
+    """The format `path` holds: a directory is Bingo's, `.json`/`.json.gz` derivation.json, `.dl` a
+    Datalog program, else causal_fg."""
     p = Path(path)
     if p.is_dir():
         return "bingo"
+    if p.name.lower().endswith(".dl"):
+        return "datalog"
     if p.name.lower().endswith((".json", ".json.gz")):
         return "json"
     return "causal_fg"
 
 
 def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "cycles",
-         compress: bool = True, max_decompressed: int | None = None) -> Model:
+         compress: bool = True, max_decompressed: int | None = None,
+         datalog: grounding.GroundOptions | None = None) -> Model:
     """Loads a graph file or directory into a `Model`.
 
     Args:
@@ -71,6 +86,9 @@ def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "c
         compress: for derivation graphs, exact chain compression.
         max_decompressed: the most bytes a gzip-compressed file (or a pipe)
             may yield; None for max(256 MiB, 64 x its compressed size).
+        datalog: for a Datalog program, how to ground it (facts directory,
+            rule probabilities, alarms, priors, a progress callback); None
+            for `GroundOptions()`. Given with another format: an error.
 
     Returns:
         The model; for derivation graphs `meta["warnings"]` and
@@ -87,4 +105,9 @@ def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "c
     loader = FORMATS.get(fmt)
     if loader is None:
         raise InputError(str(p), None, f"no loader for format {fmt!r} (known: {', '.join(FORMATS)})")
+    if fmt == "datalog":
+        return loader(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed, datalog=datalog)
+    if datalog is not None:
+        raise InputError(str(p), None, f"is a {fmt} graph, not a Datalog program (.dl): the grounding "
+                         "options (facts, rule probabilities, alarms, priors) do not apply to it")
     return loader(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed)

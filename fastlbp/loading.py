@@ -6,8 +6,11 @@
     model, labels = fastlbp.loading.load_labels("labels.txt", model)   # any tuple, model kept whole
 
 The formats and their detection live in `datalog.io` (derivation.json, Bingo
-directories, libDAI causal factor graphs); the options of loading (`cycles`,
-`compress`) travel in `Settings` with the inference options.
+directories, libDAI causal factor graphs, Datalog programs); the options of
+loading (`cycles`, `compress`) travel in `Settings` with the inference options,
+a Datalog program's grounding options in `datalog=GroundOptions(...)`:
+
+    model = fastlbp.loading.load("taint.dl", datalog=GroundOptions(facts="facts/"))
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datalog import io as datalog_io
+from datalog.grounding import GroundOptions
 from fastlbp.errors import InputError, check_path, read_text, text_lines
 from fastlbp.model import UNDERIVABLE, Model, Resolved
 from fastlbp.settings import Settings
@@ -27,7 +31,7 @@ detect_format = datalog_io.detect_format
 
 def load(path: str | os.PathLike, settings: Settings | None = None, *, format: str | None = None,
          max_decompressed: int | None = None, cache_dir: str | os.PathLike | None = None,
-         progress: Callable[[str], None] | None = None) -> Model:
+         progress: Callable[[str], None] | None = None, datalog: GroundOptions | None = None) -> Model:
     """Loads a graph file or directory into a `Model`, from the model cache when it holds it.
 
     Args:
@@ -47,6 +51,11 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
             and building it again. None: no cache.
         progress: called with the name of each stage as it starts ("model cache
             hit", "loading", "storing in the model cache"); never prints.
+        datalog: for a Datalog program (`.dl`), how to ground it
+            (`datalog.grounding.GroundOptions`: facts directory, rule
+            probabilities, alarms, priors, and its own progress callback for
+            grounding's steps); None for the defaults. A program is never
+            taken from the model cache: its facts live in other files.
 
     Raises:
         InputError: the path is missing ("no such file or directory"), a
@@ -57,9 +66,9 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
 
     def fresh() -> Model:
         return datalog_io.load(path, format, cycles=settings.cycles, compress=settings.compress,
-                               max_decompressed=max_decompressed)
+                               max_decompressed=max_decompressed, datalog=datalog)
 
-    if cache_dir is None:
+    if cache_dir is None or (format or detect_format(path)) == "datalog":
         if progress is not None:
             progress("loading")
         return fresh()

@@ -26,7 +26,7 @@ def err(fn, *args, **kwargs) -> InputError:
 
 
 def test_the_table_names_every_format():
-    assert set(datalog_io.FORMATS) == {"json", "bingo", "causal_fg"}
+    assert set(datalog_io.FORMATS) == {"json", "bingo", "causal_fg", "datalog"}
     assert loading.detect_format is datalog_io.detect_format
 
 
@@ -36,6 +36,8 @@ def test_detect_format(tmp_path):
         assert loading.detect_format(tmp_path / name) == "json", name
     for name in ("g.causal_fg", "g.fg", "g.txt", "json", "g.json.bak"):
         assert loading.detect_format(tmp_path / name) == "causal_fg", name
+    for name in ("taint.dl", "T.DL"):
+        assert loading.detect_format(tmp_path / name) == "datalog", name
 
 
 def test_each_detected_format_loads():

@@ -10,10 +10,11 @@ Every command is registered here, in the order `fastlbp --help` lists them:
     info        fastlbp.cli.graphs     what a graph holds
     schedule    fastlbp.cli.schedule   the batches a schedule makes on a graph
     convert     fastlbp.cli.graphs     graphs between derivation.json, Bingo and causal_fg
+    ground      fastlbp.cli.ground     a Datalog program and its facts to a derivation graph
 
 The order is the order of use: the everyday commands first (rank, triage),
 then evaluating the ranking (simulate, marginals, check), then looking at
-and preparing graphs (info, schedule, convert).
+and preparing graphs (info, schedule, convert, ground).
 
 The module `fastlbp.cli.app` holds the typer app (`fastlbp.cli.app.app`, also
 `get_app()`), its error handling and the shared option types; the command
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import typer
 
-from fastlbp.cli import check, graphs, marginals, rank, schedule, simulate, triage
+from fastlbp.cli import check, graphs, ground, marginals, rank, schedule, simulate, triage
 from fastlbp.cli.app import app as typer_app
 
 typer_app.command("rank")(rank.rank)
@@ -36,6 +37,7 @@ typer_app.command("check")(check.check)
 typer_app.command("info")(graphs.info)
 typer_app.command("schedule")(schedule.schedule)
 typer_app.command("convert")(graphs.convert)
+typer_app.command("ground")(ground.ground)
 
 
 def get_app() -> typer.Typer:

@@ -20,8 +20,6 @@ import functools
 import os
 import sys
 import tempfile
-import threading
-import time
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
@@ -31,6 +29,9 @@ import jax
 import typer
 from typer.core import TyperGroup
 
+from datalog.grounding import GroundOptions
+from datalog.io import detect_format
+from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.graph import GraphError
 from fastlbp.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
@@ -120,11 +121,9 @@ def compilation_cache() -> Path | None:
     H200). JAX keys entries by the computation, its options and the JAX version.
     A folder that cannot be made leaves the cache off, with a warning.
     """
-    raw = os.environ.get("FASTLBP_CACHE")
-    if raw is not None and raw.strip().lower() in ("", "off", "0", "no", "none"):
+    path = cache_folder()
+    if path is None:
         return None
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = Path(raw).expanduser() if raw else base / "fastlbp" / "jax"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -134,6 +133,18 @@ def compilation_cache() -> Path | None:
     # Our loops compile in 0.2-2.5 s; JAX caches only those above a second by default.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     return path
+
+
+def cache_folder() -> Path | None:
+    """The cache folder (`compilation_cache`'s rules; not made here), or None when FASTLBP_CACHE is off.
+
+    JAX's compiled loops live in it, loaded models under `models/` (`fastlbp.model_cache`).
+    """
+    raw = os.environ.get("FASTLBP_CACHE")
+    if raw is not None and raw.strip().lower() in ("", "off", "0", "no", "none"):
+        return None
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(raw).expanduser() if raw else base / "fastlbp" / "jax"
 
 
 def handles_errors(fn):
@@ -254,34 +265,105 @@ def summary(iterations: int, converged: bool, delta: float, seconds: float, reme
 
 
 class Ticker:
-    """Shows elapsed time on stderr while a long call runs (only on a terminal, after 1 s)."""
+    """Shows elapsed time on stderr while a long call runs (only on a terminal, after 1 s).
 
-    def __init__(self, what: str):
+    One stage of `progress` (a command's `Progress`, which --quiet silences and
+    --timings times), or of a `Progress` of its own.
+    """
+
+    def __init__(self, what: str, progress: Progress | None = None):
         self.what = what
-        self.done = threading.Event()
-        self.thread = None
+        self.progress = progress
+        self.own = progress is None
 
     def __enter__(self):
-        if sys.stderr.isatty():
-            self.thread = threading.Thread(target=self._tick, daemon=True)
-            self.thread.start()
+        if self.progress is None:
+            self.progress = Progress(show=visible())
+        self.progress(self.what)
         return self
 
-    def _tick(self):
-        start = time.perf_counter()
-        shown = False
-        while not self.done.wait(1.0):
-            shown = True
-            sys.stderr.write(f"\r{self.what}... {time.perf_counter() - start:.0f} s")
-            sys.stderr.flush()
-        if shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
     def __exit__(self, *exc):
-        self.done.set()
-        if self.thread is not None:
-            self.thread.join()
+        self.progress.done()
+        if self.own:
+            self.progress.close()
+
+
+# Progress, caches and timings -------------------------------------------------
+# Every command that loads a graph takes --quiet and --no-cache; --timings (hidden) is for
+# benchmarks/bench_e2e.py.
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (it is shown only on "
+                                                              "a terminal, for stages over a second).")]
+NoCacheOpt = Annotated[bool, typer.Option(
+    "--no-cache", help="Load the graph afresh, neither reading nor writing the model cache (loaded models "
+                       "are kept under the cache folder's models/; FASTLBP_CACHE=off turns off it and the "
+                       "compiled-loop cache).")]
+TimingsOpt = Annotated[bool, typer.Option("--timings", hidden=True,
+                                          help="Print the seconds of each stage and the peak memory on "
+                                               "stderr (benchmarks/bench_e2e.py reads them).")]
+
+
+def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
+    """A command's `Progress`: drawn on a terminal unless --quiet; with --timings it also records the
+    start-up before the command (`imports`) and JAX's trace, lower and compile times."""
+    progress = Progress(show=visible(quiet))
+    if timings:
+        age = process_age()
+        if age is not None:
+            progress.add("imports", age)
+        jax_compile_listener(progress)
+    return progress
+
+
+def load_graph(graph: Path, settings: Settings, *, no_cache: bool = False, progress: Progress | None = None,
+               **kwargs):
+    """`fastlbp.loading.load` through the model cache (in `cache_folder()`, unless --no-cache or
+    FASTLBP_CACHE=off), its stages reported to `progress` as `load: STAGE`."""
+    from fastlbp.loading import load
+
+    folder = None if no_cache else cache_folder()
+    hear = None if progress is None else (lambda stage: progress(f"load: {stage}"))
+    model = load(graph, settings, cache_dir=folder, progress=hear, **kwargs)
+    if progress is not None:
+        progress.done()
+    return model
+
+
+def finish_progress(progress: Progress, timings: bool, model=None) -> None:
+    """Stops drawing; with --timings writes `timings: STAGE S s, ...` and `memory: ...` to stderr."""
+    progress.close()
+    if not timings:
+        return
+    status(progress.report())
+    facts = {"host_peak_rss_bytes": peak_rss()}
+    if model is not None:
+        facts["edges"] = model.graph.num_edges
+        facts["variables"] = model.num_vars
+    device = device_peak_bytes()
+    if device is not None:
+        facts["device_peak_bytes"] = device
+    status("memory: " + ", ".join(f"{name} {value}" for name, value in facts.items()))
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024  # Linux counts KiB
+
+
+def device_peak_bytes() -> int | None:
+    """Peak bytes in use on JAX's first device, where it reports them (GPUs; not the CPU)."""
+    if "jax" not in sys.modules:
+        return None
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+    except Exception:  # noqa: BLE001  a backend without memory statistics
+        return None
+    return stats.get("peak_bytes_in_use")
 
 
 # Option types ------------------------------------------------------------
@@ -295,8 +377,9 @@ Method = StrEnum("Method", {m: m for m in METHODS})
 
 GraphArg = Annotated[
     Path,
-    typer.Argument(metavar="GRAPH", help="A derivation.json file, a Bingo directory, or a libDAI causal "
-                                         "factor-graph file (.causal_fg / .fg).", show_default=False),
+    typer.Argument(metavar="GRAPH", help="A derivation.json file, a Bingo directory, a libDAI causal "
+                                         "factor-graph file (.causal_fg / .fg), or a Datalog program "
+                                         "(.dl; grounded first, see --facts).", show_default=False),
 ]
 ScheduleOpt = Annotated[
     str,
@@ -344,12 +427,61 @@ LabelsOpt = Annotated[
     Path | None,
     typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false'."),
 ]
+# A Datalog program's grounding options (`fastlbp ground`, and every command given a .dl file).
+FactsOpt = Annotated[
+    Path | None,
+    typer.Option("--facts", metavar="DIR", show_default="the current directory",
+                 help="For a Datalog program (.dl): the directory of its input relations' REL.facts files "
+                      "(one tuple per line, fields separated by tabs, as Soufflé reads them)."),
+]
+RuleProbOpt = Annotated[
+    Path | None,
+    typer.Option("--rule-prob", metavar="FILE", show_default=False,
+                 help="For a .dl program: rule probabilities, lines 'Rk: p' (rule k in file order, from 0; "
+                      "Bingo's rule-prob.txt); rules not named get 0.999."),
+]
+AlarmsOpt = Annotated[
+    str | None,
+    typer.Option("--alarms", metavar="REL[,REL...]", show_default="every .output relation",
+                 help="For a .dl program: the relations whose tuples are the alarms."),
+]
+PriorsOpt = Annotated[
+    Path | None,
+    typer.Option("--priors", metavar="FILE", show_default=False,
+                 help="For a .dl program: priors of input tuples, lines 'TUPLE p' (default 1.0)."),
+]
 OutputOpt = Annotated[
     Path | None,
     typer.Option("--output", "-o", metavar="FILE", show_default=False,
                  help="Write the result to FILE instead of stdout, atomically (a temporary file renamed "
                       "into place: never half a file); '-' is stdout."),
 ]
+
+
+def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | None = None,
+                    alarms: str | None = None, priors: Path | None = None, *,
+                    program: bool = False) -> GroundOptions | None:
+    """The grounding options for `graph` when it is a Datalog program (or `program`), else None.
+
+    Grounding's progress goes to stderr (`status`).
+
+    Raises:
+        SettingsError: a grounding option given for a graph that is not a
+            program, or --alarms naming no relation.
+    """
+    given = [name for name, value in (("--facts", facts), ("--rule-prob", rule_prob), ("--alarms", alarms),
+                                      ("--priors", priors)) if value is not None]
+    if not program and detect_format(graph) != "datalog":
+        if given:
+            raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
+                                f"{detect_format(graph)} graph")
+        return None
+    rels = None
+    if alarms is not None:
+        rels = tuple(r.strip() for r in alarms.split(",") if r.strip())
+        if not rels:
+            raise SettingsError("--alarms: name at least one relation (REL[,REL...])")
+    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors, progress=status)
 
 
 def degenerate_warning(probabilities, graph) -> str | None:

@@ -11,20 +11,25 @@ import typer
 from fastlbp import check as checking
 from fastlbp.cli.app import (
     DEFAULTS,
+    AlarmsOpt,
     BackendOpt,
     CyclesOpt,
     DampingOpt,
+    FactsOpt,
     GraphArg,
     LabelsOpt,
     MaxItersOpt,
     OutputOpt,
     PrecisionOpt,
+    PriorsOpt,
+    RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
     SeedOpt,
     Ticker,
     TolOpt,
     backend_or_env,
+    datalog_options,
     emit,
     handles_errors,
     output_target,
@@ -59,6 +64,10 @@ def check(
     samples: SamplesOpt = DEFAULTS.samples,
     seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    facts: FactsOpt = None,
+    rule_prob: RuleProbOpt = None,
+    alarms: AlarmsOpt = None,
+    priors: PriorsOpt = None,
     labels: LabelsOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -86,7 +95,7 @@ def check(
                                      precision=precision, backend=backend_or_env(backend), cycles=cycles,
                                      samples=samples, seed=seed)
     output = output_target(output, graph, labels)
-    model = load(graph, settings)
+    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     known = dict(model.labels)
     if labels:
         known.update(read_labels(labels, model))

@@ -12,12 +12,18 @@ import typer
 
 import schedules
 from datalog import causal_fg, formats
+from datalog.grounding import GroundOptions
 from datalog.summary import describe, to_text
 from fastlbp.cli.app import (
     DEFAULTS,
+    AlarmsOpt,
     CompressOpt,
     CyclesOpt,
+    FactsOpt,
     GraphArg,
+    PriorsOpt,
+    RuleProbOpt,
+    datalog_options,
     emit,
     handles_errors,
     settings_from_options,
@@ -199,9 +205,11 @@ def convert(
         typer.echo(line, err=True)
 
 
-def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None) -> dict:
-    """`describe` of the graph loaded with `settings`; with `schedule`, also `schedules.describe`."""
-    model = load(graph, settings)
+def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None,
+              datalog: GroundOptions | None = None) -> dict:
+    """`describe` of the graph loaded with `settings` (`datalog`: a program's grounding options); with
+    `schedule`, also `schedules.describe`."""
+    model = load(graph, settings, datalog=datalog)
     out = describe(model)
     if schedule is not None:
         try:
@@ -222,6 +230,10 @@ def info(
         "--schedule", "-s", help="Also analyse this update strategy (parall, seqfix, seqrnd, topo, or a "
                                  "file): batches per iteration, batch sizes, analysis time.")] = None,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    facts: FactsOpt = None,
+    rule_prob: RuleProbOpt = None,
+    alarms: AlarmsOpt = None,
+    priors: PriorsOpt = None,
 ) -> None:
     """Show what a graph holds: tuples, clauses, rules, alarms, labels, network and factor-graph sizes.
 
@@ -232,7 +244,8 @@ def info(
     Example: fastlbp info data/weblech.json --format json
     """
     try:
-        data = info_dict(graph, schedule, settings_from_options(cycles=cycles))
+        data = info_dict(graph, schedule, settings_from_options(cycles=cycles),
+                         datalog_options(graph, facts, rule_prob, alarms, priors))
     except ScheduleUnavailable as err:
         raise typer.BadParameter(str(err), param_hint="'--schedule'") from None
     emit(json.dumps(data, indent=2, default=str) if format is InfoFormat.json else to_text(data))

@@ -7,24 +7,28 @@ from typing import Annotated
 
 import typer
 
-from fastlbp import ranking, sarif, writers
 from fastlbp.cli.app import (
     DEFAULTS,
+    AlarmsOpt,
     BackendOpt,
     CyclesOpt,
     DampingOpt,
+    FactsOpt,
     GraphArg,
     LabelsOpt,
     MaxItersOpt,
     MethodOpt,
     OutputOpt,
     PrecisionOpt,
+    PriorsOpt,
+    RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
     SeedOpt,
     Ticker,
     TolOpt,
     backend_or_env,
+    datalog_options,
     degenerate_warning,
     emit,
     handles_errors,
@@ -33,8 +37,6 @@ from fastlbp.cli.app import (
     status,
     summary,
 )
-from fastlbp.loading import load
-from fastlbp.triage.labels import read_labels_or_session
 
 
 class RankFormat(StrEnum):
@@ -59,6 +61,10 @@ def rank(
     precision: PrecisionOpt = DEFAULTS.precision,
     backend: BackendOpt = None,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    facts: FactsOpt = None,
+    rule_prob: RuleProbOpt = None,
+    alarms: AlarmsOpt = None,
+    priors: PriorsOpt = None,
     labels: LabelsOpt = None,
     method: MethodOpt = DEFAULTS.method,
     samples: SamplesOpt = DEFAULTS.samples,
@@ -86,19 +92,27 @@ def rank(
 
       fastlbp rank bingo_dir/ --schedule seqfix --format sarif -o alarms.sarif
     """
+    # Imported here, not at the top: `fastlbp --help` and the other commands need none of them.
+    from fastlbp import ranking, writers
+    from fastlbp.loading import load
+
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      cycles=cycles, method=method, samples=samples, seed=seed)
     output = output_target(output, graph, labels)
-    model = load(graph, settings)
+    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
     known = dict(model.labels)
     if labels:
+        from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
+
         known.update(read_labels_or_session(labels, model))  # a labels file, or a triage session
     with Ticker("running inference"):
         result = ranking.rank(model, known, top=top, settings=settings)
     if format is RankFormat.sarif:
+        from fastlbp import sarif  # 0.5 s of imports: only for SARIF
+
         emit(sarif.dumps(sarif.to_sarif(result, model, source=str(graph))), output)
     else:
         emit(writers.WRITERS[format.value](result), output)

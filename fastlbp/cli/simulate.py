@@ -13,19 +13,24 @@ import typer
 from fastlbp import simulate as sim
 from fastlbp.cli.app import (
     DEFAULTS,
+    AlarmsOpt,
     BackendOpt,
     CyclesOpt,
     DampingOpt,
+    FactsOpt,
     GraphArg,
     MaxItersOpt,
     MethodOpt,
     OutputOpt,
     PrecisionOpt,
+    PriorsOpt,
+    RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
     SeedOpt,
     TolOpt,
     backend_or_env,
+    datalog_options,
     emit,
     handles_errors,
     output_target,
@@ -72,6 +77,10 @@ def simulate(
     samples: SamplesOpt = DEFAULTS.samples,
     seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    facts: FactsOpt = None,
+    rule_prob: RuleProbOpt = None,
+    alarms: AlarmsOpt = None,
+    priors: PriorsOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Replay Bingo's experiment: an oracle labels the top alarm until all true alarms are found.
@@ -104,7 +113,7 @@ def simulate(
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
     output = output_target(output, graph, oracle)
-    model = load(graph, settings)
+    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     if oracle is not None:
         truth = sim.read_oracle(oracle, model)
     else:

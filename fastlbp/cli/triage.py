@@ -15,19 +15,24 @@ import typer
 
 from fastlbp.cli.app import (
     DEFAULTS,
+    AlarmsOpt,
     BackendOpt,
     CyclesOpt,
     DampingOpt,
+    FactsOpt,
     GraphArg,
     MaxItersOpt,
     MethodOpt,
     PrecisionOpt,
+    PriorsOpt,
+    RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
     SeedOpt,
     Ticker,
     TolOpt,
     backend_or_env,
+    datalog_options,
     emit,
     handles_errors,
     settings_from_options,
@@ -130,6 +135,10 @@ def triage(
     samples: SamplesOpt = DEFAULTS.samples,
     seed: SeedOpt = DEFAULTS.seed,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    facts: FactsOpt = None,
+    rule_prob: RuleProbOpt = None,
+    alarms: AlarmsOpt = None,
+    priors: PriorsOpt = None,
 ) -> None:
     """Label alarms one at a time, most likely first, in the terminal.
 
@@ -179,7 +188,7 @@ def triage(
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
     if resume or recover:
         settings = stored_loading_settings(path, settings, "cycles" in given)
-    model = load(graph, settings)
+    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     with Ticker("first round"):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
                         recover=recover, settings=settings)
