@@ -577,6 +577,10 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     if dropped:
         warnings.append(f"{dropped} alarms/labels name tuples that are in no clause; Bingo's files cannot "
                         "hold them, left out")
+    unsaid = sum(not v and t not in set(alarm_list) for t, v in truth.items())
+    if unsaid:  # oracle_queries.txt lists true alarms; reading it makes every alarm false but those
+        warnings.append(f"{unsaid} ground-truth entries say false for a tuple that is not an alarm; "
+                        f"{BINGO_ORACLE} lists only true ones, left out")
     return warnings
 
 

@@ -245,3 +245,14 @@ def test_info_counts_true_labels_and_rounds(monkeypatch):
     for words in ("analysis_seconds: 21.9 ms", "slot_fill: 0.338", "big_seconds: 12.3 s", "edges: 1,663",
                   "batch_size: min 3, median 11, histogram [1,2): 5, [2,4): 2"):
         assert words in text, words
+
+
+def test_convert_to_bingo_names_truth_it_cannot_hold(tmp_path):
+    doc = json.loads(WEBLECH.read_text())
+    doc["truth"][doc["tuples"][0]] = False  # not an alarm: oracle_queries.txt lists true alarms only
+    (tmp_path / "g.json").write_text(json.dumps(doc))
+    r = cli("convert", tmp_path / "g.json", f"{tmp_path / 'b'}/")
+    assert r.exit_code == 0, r.output
+    assert "1 ground-truth entries say false for a tuple that is not an alarm" in r.stderr
+    r = cli("convert", WEBLECH, f"{tmp_path / 'plain'}/")
+    assert r.exit_code == 0 and "warning" not in r.stderr  # weblech's truth names alarms only
