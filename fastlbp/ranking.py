@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
 
 
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,
-         settings: Settings | None = None) -> Ranking:
+         settings: Settings | None = None, progress: Callable[[str], None] | None = None) -> Ranking:
     """Runs one cold round on `model` and ranks its alarms.
 
     Args:
@@ -119,10 +120,16 @@ def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None
         top: list at most this many unlabelled alarms (`Ranking.total_unlabelled`
             still counts them all).
         settings: inference settings (default `Settings()`).
+        progress: called with "session" (the engine's set-up) and "first round"
+            (compiling or loading the compiled loop, then the round) as each starts.
     """
+    if progress is not None:
+        progress("session")
     session = Session(model, settings)
     if labels is not None:
         session.labels = dict(labels)
+    if progress is not None:
+        progress("first round")
     rnd = session.run(warm=False)
     return rank_alarms(model, rnd.marginals, session.labels, top=top, iterations=rnd.iterations,
                        converged=rnd.converged, delta=rnd.delta, seconds=rnd.seconds, log_odds=rnd.log_odds,
