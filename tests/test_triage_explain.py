@@ -107,3 +107,24 @@ def test_why_explains_any_tuple_even_one_compression_removed():
     assert explain_name(model, p, "race") == explain(model, p, model.index["race"])
     with pytest.raises(KeyError):
         explain_name(model, p, "nosuch")
+
+
+def test_triage_jump_and_why_take_any_tuple_name(tmp_path):
+    """`jump race(1, 2)`-style names find the alarm; a tuple that is no alarm is named as such; `why X`
+    explains any tuple, one compression pruned included."""
+    import io
+
+    from fastlbp.settings import Settings
+    from fastlbp.triage import Terminal, Triage
+
+    t = Triage.open(_four_ways(), tmp_path / "s.db", settings=Settings(max_iters=300))
+    assert t.find(" race ") == t.model.index["race"]
+    out = t.jump("other(1)")
+    assert not out.accepted and "other(1) is a tuple of the graph but not an alarm" in out.message
+    assert "pruned by compression" in out.message and "`why other(1)`" in out.message
+    assert t.explain("other(1)").derivations[0].rule == "R6"
+    stdout = io.StringIO()
+    Terminal(t, io.StringIO("why other(1)\nwhy nosuch\nq\n"), stdout).run()
+    text = stdout.getvalue()
+    assert "other(1)   P(true) = 0.125000" in text and "R6" in text and "no tuple 'nosuch'" in text
+    t.close()

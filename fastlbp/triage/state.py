@@ -47,7 +47,7 @@ from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
 from fastlbp.session import CONTROL_FIELDS, Session
 from fastlbp.settings import Settings
-from fastlbp.triage.explain import Explanation, clause_index, explain
+from fastlbp.triage.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.triage.journal import (
     Contents,
     Journal,
@@ -523,17 +523,34 @@ class Triage:
         return ""
 
     def find(self, query: str) -> int | None:
-        """An alarm by exact name, or by its 1-based rank among open alarms."""
+        """An alarm by name (`Model.resolve`: spaces the name lacks are forgiven), or by its 1-based rank
+        among open alarms."""
         q = query.strip()
-        if q in self.model.index and self.model.index[q] in self.alarm_set:
-            return self.model.index[q]
+        try:
+            var = self.model.resolve(q).var
+        except KeyError:
+            var = -1
+        if var in self.alarm_set:
+            return var
         if q.isdigit() and 1 <= int(q) <= len(self._ranking):
             return int(self._ranking[int(q) - 1])
         return None
 
+    def _not_an_alarm(self, query: str) -> str:
+        """Why `query` is no alarm to jump to: a tuple that is not one (and what became of it), or unknown."""
+        try:
+            r = self.model.resolve(query.strip())
+        except KeyError:
+            return ""
+        what = f"; it is {r.reason}" if r.reason else ""
+        return f": {r.name} is a tuple of the graph but not an alarm{what} (`why {r.name}` explains it)"
+
     def jump(self, query: str) -> Outcome:
         var = self.find(query)
         if var is None:
+            known = self._not_an_alarm(query)
+            if known:
+                return Outcome(False, f"no alarm {query!r}{known}")
             hits = self.search(query, limit=5)
             hint = f"; did you mean {', '.join(self.model.var_names[v] for v in hits)}?" if hits else ""
             return Outcome(False, f"no alarm {query!r}{hint}")
@@ -554,10 +571,17 @@ class Triage:
         hits += [v for _, v in self.order if t in names[v].lower()]
         return hits[:limit]
 
-    def explain(self, var: int, k: int = 3) -> Explanation:
+    def explain(self, var: int | str, k: int = 3) -> Explanation:
+        """The `k` strongest derivations of a variable, or of any tuple of the graph by name.
+
+        Raises:
+            KeyError: an unknown name.
+        """
         dg = self.model.meta.get("derivation")
         if dg is not None and self._clauses_by_head is None:
             self._clauses_by_head = clause_index(dg)
+        if isinstance(var, str):
+            return explain_name(self.model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
         return explain(self.model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
 
     def stats(self) -> dict:

@@ -21,7 +21,7 @@ from fastlbp.triage.explain import format_explanation
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
-from fastlbp.writers import safe_name
+from fastlbp.writers import format_probability, safe_name
 
 PAGE = 20  # lines a search or `more` shows at once
 MOVED_SHOWN = 2  # alarms named in the "moved:" line
@@ -38,7 +38,7 @@ commands (a letter or the word, then Enter):
   /TEXT, search T  find alarms whose name contains TEXT (add --all for every hit)
   l, list [N|all]  show the top N open alarms (default 10)
   more             the next page of the last search or list
-  w, why           show the derivations of the current alarm again
+  w, why [X]       show the derivations of the current alarm again (or of any tuple X)
   export FILE      write the labels to FILE ('NAME true|false' lines; `fastlbp rank -l FILE`)
   stats            labels so far, round times
   h, help, ?       this help
@@ -155,7 +155,7 @@ class Terminal:
             (("j", "jump", "g", "goto"), self._jump),
             (("search", "find"), self._search),
             (("l", "list", "ls"), self._list),
-            (("w", "why"), lambda a: self.show_current() or True),
+            (("w", "why"), self._why),
             (("stats",), self._stats),
             (("more",), self._more),
             (("export",), self._export),
@@ -231,6 +231,20 @@ class Terminal:
             self.show_current()
         else:
             self.say(f"! {out.message}")
+        return True
+
+    def _why(self, arg: str) -> bool:
+        """`why`: the current alarm again; `why X`: any tuple of the graph, with or without a variable."""
+        if not arg:
+            self.show_current()
+            return True
+        try:
+            ex = self.t.explain(arg, self.why)
+        except KeyError:
+            self.say(f"! no tuple {arg!r} in this graph (`/TEXT` searches the alarms)")
+            return True
+        self.say(f"{ex.alarm}   P(true) = {format_probability(ex.probability)}")
+        self.say(format_explanation(ex))
         return True
 
     def _jump(self, arg: str) -> bool:
