@@ -7,14 +7,15 @@ Every command is registered here, in the order `fastlbp --help` lists them:
     simulate    fastlbp.cli.simulate   Bingo's oracle experiment and its metrics
     marginals   fastlbp.cli.marginals  every variable's P(=1) (JSON, CSV)
     check       fastlbp.cli.check      LBP against exact inference or sampling
+    ground      fastlbp.cli.ground     a Datalog program and its facts to a derivation graph
     info        fastlbp.cli.graphs     what a graph holds
     schedule    fastlbp.cli.schedule   the batches a schedule makes on a graph
     convert     fastlbp.cli.graphs     graphs between derivation.json, Bingo and causal_fg
-    ground      fastlbp.cli.ground     a Datalog program and its facts to a derivation graph
 
 The order is the order of use: the everyday commands first (rank, triage),
-then evaluating the ranking (simulate, marginals, check), then looking at
-and preparing graphs (info, schedule, convert, ground).
+then evaluating the ranking (simulate, marginals, check), then making a graph
+from a Datalog program (ground), then looking at and converting graphs (info,
+schedule, convert).
 
 The module `fastlbp.cli.app` holds the typer app (`fastlbp.cli.app.app`, also
 `get_app()`), its error handling and the shared option types; the command
@@ -34,10 +35,10 @@ typer_app.command("triage")(triage.triage)
 typer_app.command("simulate")(simulate.simulate)
 typer_app.command("marginals")(marginals.marginals)
 typer_app.command("check")(check.check)
+typer_app.command("ground")(ground.ground)
 typer_app.command("info")(graphs.info)
 typer_app.command("schedule")(schedule.schedule)
 typer_app.command("convert")(graphs.convert)
-typer_app.command("ground")(ground.ground)
 
 
 def get_app() -> typer.Typer:
