@@ -2,6 +2,7 @@
 `fastlbp rank --labels SESSION`) and where sessions live (`fastlbp.triage.paths`, the data folder)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -204,3 +205,25 @@ def test_load_of_the_graph_matches_the_sessions_hash(tmp_path):
     t = Triage.open(load(graph), default_session(tmp_path, graph), resume=True)
     assert len(t.labels) == 1
     t.close()
+
+
+def test_a_programs_session_is_named_after_its_facts_too(tmp_path):
+    import shutil
+
+    taint = Path(__file__).resolve().parents[1] / "data" / "taint"
+    shutil.copytree(taint, tmp_path / "taint")
+    program, facts = tmp_path / "taint" / "taint.dl", tmp_path / "taint" / "facts"
+    opts = ["--facts", facts, "--rule-prob", tmp_path / "taint" / "rule_prob.txt", "--max-iters", "300"]
+    assert invoke("triage", program, *opts, input="t\nq\n").exit_code == 0
+    folder = tmp_path / "data" / "fastlbp" / "sessions"
+    first = sorted(folder.glob("taint.dl-*.triage.db"))
+    assert len(first) == 1
+    res = invoke("triage", program, *opts, "--resume", input="stats\nq\n")
+    assert res.exit_code == 0 and "labelled 1 (1 true" in res.stdout, res.output
+    res = invoke("triage", program, *opts, "--resume", "--alarms", "leak")  # other alarms: another graph
+    assert res.exit_code == 2 and "no triage session here" in res.stderr
+    some = sorted(facts.glob("*.facts"))[0]
+    some.write_text(some.read_text() + some.read_text().splitlines()[0] + "\n")  # a fact repeated
+    res = invoke("triage", program, *opts, "--resume")
+    assert res.exit_code == 2 and "sessions of graphs named taint.dl with other content" in res.stderr
+    assert sorted(folder.glob("taint.dl-*.triage.db")) == first

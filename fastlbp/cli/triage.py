@@ -68,10 +68,12 @@ def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if given(n)]
 
 
-def session_path(graph: Path, session: Path | None, folder: Path, *, existing: bool) -> Path:
+def session_path(graph: Path, session: Path | None, folder: Path, *, existing: bool,
+                 inputs: tuple = ()) -> Path:
     """The session file: `--session`, else the graph's in `folder` (or an old one beside the graph).
 
     Args:
+        inputs: more files the graph is made of (a Datalog program's facts, ...): part of its name.
         existing: the command needs the session to exist (resume, recover, export):
             a missing one is an error naming sessions of graphs with this name.
 
@@ -81,7 +83,7 @@ def session_path(graph: Path, session: Path | None, folder: Path, *, existing: b
     if session is not None:
         path = session
     else:
-        path, note = locate(graph, folder)
+        path, note = locate(graph, folder, inputs)
         if note:
             status(note)
     if existing and not (path.exists() or path.is_symlink()):
@@ -177,14 +179,15 @@ def triage(
         raise typer.BadParameter("--export reads a session: it excludes --fresh and --recover")
     data = data_folder()
     folder = data / "sessions"
+    inputs = program_inputs(graph, facts, rule_prob, alarms, priors)
     if export is not None:
-        export_labels(graph, session_path(graph, session, folder, existing=True), export)
+        export_labels(graph, session_path(graph, session, folder, existing=True, inputs=inputs), export)
         return
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      method=method, samples=samples, seed=seed,
                                      cycles=cycles)
-    path = session_path(graph, session, folder, existing=resume or recover)
+    path = session_path(graph, session, folder, existing=resume or recover, inputs=inputs)
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
     if resume or recover:
         settings = stored_loading_settings(path, settings, "cycles" in given)
@@ -207,12 +210,28 @@ def triage(
             if out.round is not None:
                 status(f"{out.message}; saved in the session ({format_round(out.round)})")
             else:
-                status(f"note: the session runs with {', '.join('--' + n.replace('_', '-') for n in changes)} "
-                       f"as given already")
+                given_text = ", ".join("--" + n.replace("_", "-") for n in changes)
+                status(f"note: the session runs with {given_text} as given already")
         code = Terminal(t, why=why, history=data / "triage_history").run()
     finally:
         t.close()
     raise typer.Exit(code)
+
+
+def program_inputs(graph: Path, facts: Path | None, rule_prob: Path | None, alarms: str | None,
+                   priors: Path | None) -> tuple:
+    """What a Datalog program's graph is made of besides the program: its REL.facts files, rule
+    probabilities, priors and alarm relations (part of its session's name). Empty for other graphs."""
+    if graph.suffix != ".dl":
+        return ()
+    folder = facts if facts is not None else Path(".")
+    try:
+        found = sorted(folder.glob("*.facts")) if folder.is_dir() else []
+    except OSError:
+        found = []  # grounding reports the folder
+    given = (("--rule-prob", rule_prob), ("--priors", priors))
+    tagged = [x for tag, p in given if p is not None and p.is_file() for x in (tag, p)]
+    return (*found, *tagged, f"--alarms={alarms or ''}")
 
 
 def stored_loading_settings(path: Path, settings, cycles_given: bool):

@@ -28,30 +28,50 @@ BINGO_GRAPH_FILES = (BINGO_CLAUSES, BINGO_ALARMS, BINGO_RULE_PROBS, BINGO_INPUT_
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
-def graph_digest(graph: str | os.PathLike) -> str:
+def graph_digest(graph: str | os.PathLike, inputs: tuple = ()) -> str:
     """The first `DIGEST_CHARS` hex digits of the sha256 of the graph's content.
 
     A file: its bytes (compressed ones as stored). A directory (Bingo): the
     names and bytes of the files of the graph that are present.
 
+    Args:
+        inputs: more of what the graph is made of: files or folders (a
+            Datalog program's facts, rule probabilities; a folder counts with
+            every file under it), and text (options such as its alarm relations).
+
     Raises:
-        InputError: the graph cannot be read.
+        InputError: the graph or an input cannot be read.
     """
     p = Path(graph)
     h = hashlib.sha256()
     try:
         if p.is_dir():
-            for name in BINGO_GRAPH_FILES:
-                f = p / name
-                if f.is_file():
-                    h.update(name.encode() + b"\0")
-                    _update_from_file(h, f)
-                    h.update(b"\0")
+            _update_from_files(h, [p / name for name in BINGO_GRAPH_FILES if (p / name).is_file()], p)
         else:
             _update_from_file(h, p)
     except OSError as err:
         raise InputError(str(p), None, f"cannot be read: {err.strerror or err}") from None
+    for extra in inputs:
+        h.update(b"\1")
+        if isinstance(extra, str):
+            h.update(extra.encode("utf-8", "surrogatepass") + b"\0")
+            continue
+        q = Path(extra)
+        try:
+            if q.is_dir():
+                _update_from_files(h, sorted(f for f in q.rglob("*") if f.is_file()), q)
+            else:
+                _update_from_file(h, q)
+        except OSError as err:
+            raise InputError(str(q), None, f"cannot be read: {err.strerror or err}") from None
     return h.hexdigest()[:DIGEST_CHARS]
+
+
+def _update_from_files(h, files: list[Path], root: Path) -> None:
+    for f in files:
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        _update_from_file(h, f)
+        h.update(b"\0")
 
 
 def _update_from_file(h, path: Path) -> None:
@@ -67,9 +87,13 @@ def graph_name(graph: str | os.PathLike) -> str:
     return _UNSAFE.sub("_", name)[:80]
 
 
-def default_session_path(graph: str | os.PathLike, folder: str | os.PathLike) -> Path:
-    """`FOLDER/NAME-DIGEST.triage.db`: the session of this graph (by name and content) in `folder`."""
-    return Path(folder) / f"{graph_name(graph)}-{graph_digest(graph)}{SUFFIX}"
+def default_session_path(graph: str | os.PathLike, folder: str | os.PathLike, inputs: tuple = ()) -> Path:
+    """`FOLDER/NAME-DIGEST.triage.db`: the session of this graph (by name and content) in `folder`.
+
+    Args:
+        inputs: more files or folders the graph is made of (`graph_digest`).
+    """
+    return Path(folder) / f"{graph_name(graph)}-{graph_digest(graph, inputs)}{SUFFIX}"
 
 
 def legacy_session_path(graph: str | os.PathLike) -> Path:
@@ -78,13 +102,14 @@ def legacy_session_path(graph: str | os.PathLike) -> Path:
     return p.with_name(p.name.rstrip("/") + SUFFIX)
 
 
-def locate(graph: str | os.PathLike, folder: str | os.PathLike) -> tuple[Path, str | None]:
+def locate(graph: str | os.PathLike, folder: str | os.PathLike,
+           inputs: tuple = ()) -> tuple[Path, str | None]:
     """The session a command on `graph` uses when none is named, and a note when it is an old one.
 
     The one in `folder` if it exists; else one beside the graph (the old
     default), with a note saying how to move it; else the one in `folder`.
     """
-    new = default_session_path(graph, folder)
+    new = default_session_path(graph, folder, inputs)
     old = legacy_session_path(graph)
     if not _exists(new) and _exists(old):
         return old, (f"note: using the session beside the graph, {old}; new sessions are kept in "
