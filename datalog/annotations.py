@@ -190,13 +190,13 @@ def parse_relations(value, path) -> dict[str, dict]:
 
 
 def parse_annotations(doc: dict, tuple_index: dict[str, int], path) -> dict:
-    """{"locations": ..., "relations": ...} of a derivation.json document (only the sections it has)."""
+    """{"locations": ..., "relations": ...} of a derivation.json document (only the non-empty sections)."""
     out = {}
     if "locations" in doc:
         out["locations"] = parse_locations(doc["locations"], tuple_index, path)
     if "relations" in doc:
         out["relations"] = parse_relations(doc["relations"], path)
-    return out
+    return {k: v for k, v in out.items() if v}
 
 
 class LocationIndex:

@@ -416,3 +416,33 @@ def test_the_derivation_schema_accepts_the_race_example_and_refuses_bad_sections
         if not any(x in json.dumps(change) for x in reader_only):
             with pytest.raises(jsonschema.ValidationError):
                 validator.validate({**DOC, **change})
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**20) | st.floats() | st.text(max_size=6),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                  max_size=3),
+                     max_leaves=8)
+_location = st.dictionaries(
+    st.sampled_from(["file", "line", "column", "endLine", "endColumn", "message", "x"]),
+    _json | st.sampled_from(["a.c", "src/b c.java", "/abs", "C:x", 1, 3]), max_size=5)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["acc(1)", "acc(*)", "race(1,2)", "race(*,2)", "zz(*)", "nope"]),
+                       st.lists(_location, max_size=3) | _json, max_size=3),
+       st.dictionaries(st.sampled_from(["race", "acc"]),
+                       st.dictionaries(st.sampled_from(["description", "help", "security", "severity", "y"]),
+                                       _json, max_size=4) | _json, max_size=2))
+def test_any_locations_and_relations_read_cleanly_or_are_an_input_error(locations, relations):
+    """Whatever the sections hold, reading gives a graph whose SARIF is valid, or an InputError."""
+    from fastlbp.errors import InputError
+
+    text = json.dumps({**DOC, "locations": locations, "relations": relations})
+    try:
+        dg, where = formats.parse_json(text, "fuzz.json")
+    except InputError as err:
+        assert str(err).startswith("fuzz.json")
+        return
+    assert formats.parse_json(formats.dumps_json(dg), "again.json")[0].annotations == dg.annotations
+    model = formats.model_from_derivation(dg, where)
+    check(sarif.to_sarif(ranking.rank(model), model))
