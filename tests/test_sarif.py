@@ -427,7 +427,7 @@ _location = st.dictionaries(
     _json | st.sampled_from(["a.c", "src/b c.java", "/abs", "C:x", 1, 3]), max_size=5)
 
 
-@hsettings(max_examples=150, deadline=None)
+@hsettings(max_examples=50, deadline=None)
 @given(st.dictionaries(st.sampled_from(["acc(1)", "acc(*)", "race(1,2)", "race(*,2)", "zz(*)", "nope"]),
                        st.lists(_location, max_size=3) | _json, max_size=3),
        st.dictionaries(st.sampled_from(["race", "acc"]),
