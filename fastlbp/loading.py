@@ -49,8 +49,9 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
             entries under `cache_dir/models`): a later load of the same bytes
             with the same settings reads the model's arrays instead of parsing
             and building it again. None: no cache.
-        progress: called with the name of each stage as it starts ("model cache
-            hit", "loading", "storing in the model cache"); never prints.
+        progress: called with the name of each stage as it starts: "checking the
+            model cache" (hashing the input, reading an entry), then on a miss
+            "loading" and "storing in the model cache"; never prints.
         datalog: for a Datalog program (`.dl`), how to ground it
             (`datalog.grounding.GroundOptions`: facts directory, rule
             probabilities, alarms, priors, and its own progress callback for
@@ -75,6 +76,8 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
     from fastlbp import model_cache
 
     check_path(path)  # a missing path is an InputError, not a cache miss
+    if progress is not None:
+        progress("checking the model cache")
     fmt = format or detect_format(path)
     key = model_cache.lookup_key(path, fmt, {"cycles": settings.cycles, "compress": settings.compress,
                                              "max_decompressed": max_decompressed})

@@ -455,22 +455,20 @@ def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable
            model_type: type | None = None, progress: Progress | None = None) -> Any:
     """`read(cache_dir, key)` if it holds an entry, else `fresh()`, stored under `key`.
 
-    `cache_dir` or `key` None: `fresh()` alone. `progress` hears "model cache hit",
-    "loading" (a miss) and "storing in the model cache".
+    `cache_dir` or `key` None: `fresh()` alone. On a miss `progress` hears
+    "loading", then "storing in the model cache"; on a hit nothing.
     """
-    if cache_dir is None or key is None:
-        return fresh()
-    hit = read(cache_dir, key, model_type)
-    if hit is not None:
-        if progress is not None:
-            progress("model cache hit")
-        return hit
+    if cache_dir is not None and key is not None:
+        hit = read(cache_dir, key, model_type)
+        if hit is not None:
+            return hit
     if progress is not None:
         progress("loading")
     obj = fresh()
-    if progress is not None:
-        progress("storing in the model cache")
-    store(cache_dir, key, obj)
+    if cache_dir is not None and key is not None:
+        if progress is not None:
+            progress("storing in the model cache")
+        store(cache_dir, key, obj)
     return obj
 
 

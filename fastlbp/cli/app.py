@@ -160,13 +160,16 @@ def handles_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (InputError, GraphError, ContradictoryEvidence, SettingsError, KeyError) as err:
-            msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-            typer.echo(f"error: {msg}", err=True)
-            raise typer.Exit(2) from None
-        except InferenceError as err:  # not the input's fault: a numerical failure, reported plainly
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(1) from None
+        except BaseException as err:
+            Progress.close_all()  # erase a live progress line before any message (or traceback)
+            if isinstance(err, InputError | GraphError | ContradictoryEvidence | SettingsError | KeyError):
+                msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+                typer.echo(f"error: {msg}", err=True)
+                raise typer.Exit(2) from None
+            if isinstance(err, InferenceError):  # a numerical failure, not the input's: reported plainly
+                typer.echo(f"error: {err}", err=True)
+                raise typer.Exit(1) from None
+            raise
 
     return wrapper
 

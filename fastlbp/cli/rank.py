@@ -18,22 +18,27 @@ from fastlbp.cli.app import (
     LabelsOpt,
     MaxItersOpt,
     MethodOpt,
+    NoCacheOpt,
     OutputOpt,
     PrecisionOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
     SeedOpt,
-    Ticker,
+    TimingsOpt,
     TolOpt,
     backend_or_env,
     datalog_options,
     degenerate_warning,
     emit,
+    finish_progress,
     handles_errors,
+    load_graph,
     output_target,
     settings_from_options,
+    start_progress,
     status,
     summary,
 )
@@ -70,6 +75,9 @@ def rank(
     samples: SamplesOpt = DEFAULTS.samples,
     seed: SeedOpt = DEFAULTS.seed,
     output: OutputOpt = None,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
+    timings: TimingsOpt = False,
 ) -> None:
     """Rank alarms by P(alarm is true), most likely first.
 
@@ -92,30 +100,33 @@ def rank(
 
       fastlbp rank bingo_dir/ --schedule seqfix --format sarif -o alarms.sarif
     """
+    progress = start_progress(quiet, timings)
     # Imported here, not at the top: `fastlbp --help` and the other commands need none of them.
     from fastlbp import ranking, writers
-    from fastlbp.loading import load
 
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      cycles=cycles, method=method, samples=samples, seed=seed)
     output = output_target(output, graph, labels)
-    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
+                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
     known = dict(model.labels)
     if labels:
+        progress("labels")
         from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
 
         known.update(read_labels_or_session(labels, model))  # a labels file, or a triage session
-    with Ticker("running inference"):
-        result = ranking.rank(model, known, top=top, settings=settings)
+    result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
+    progress("output")
     if format is RankFormat.sarif:
         from fastlbp import sarif  # 0.5 s of imports: only for SARIF
 
         emit(sarif.dumps(sarif.to_sarif(result, model, source=str(graph))), output)
     else:
         emit(writers.WRITERS[format.value](result), output)
+    finish_progress(progress, timings, model)
     status(summary(result.iterations, result.converged, result.delta, result.seconds, result.remedy,
                    result.method))
     warning = None
