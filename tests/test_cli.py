@@ -124,7 +124,7 @@ def test_cache_off_and_unwritable_cache_still_run(tmp_path):
     assert res.stdout == off.stdout
 
 
-COMMANDS = ("rank", "triage", "simulate", "marginals", "check", "info", "schedule", "convert")
+COMMANDS = ("rank", "triage", "simulate", "marginals", "check", "ground", "info", "schedule", "convert")
 INFERENCE = ("rank", "triage", "simulate", "marginals")
 ROOT = Path(__file__).resolve().parents[1]
 NO_GPU = jax.default_backend() != "gpu"
