@@ -175,7 +175,8 @@ class Contents:
         rows: (seq, kind, alarm, truth, at) the events up to the first bad one, in order.
         total: how many events the file has (None when they cannot be counted).
         version: the journal version, or None when missing or not a number.
-        structure: a problem of the tables themselves (unreadable, missing), or None.
+        structure: a problem of the tables themselves (unreadable, missing, pages failing SQLite's
+            quick_check), or None.
         meta_problem: the first problem of the meta entries, or None.
         events_problem: the first problem of the events, or None.
         recognised: an SQLite database with both tables and a version or fingerprint in its
@@ -211,12 +212,28 @@ def read_contents(conn: sqlite3.Connection, names: Mapping[str, int] | None = No
     missing = [t for t in TABLES if t not in tables]
     if missing:
         out.structure = f"it has no {' and no '.join(missing)} table"
+    else:
+        # A damaged page the reads below skip (an index, the AUTOINCREMENT counter) still fails every
+        # write: fuzzing found sessions that read cleanly and then refused each label.
+        out.structure = _integrity_problem(conn)
     if "meta" in tables:
         _read_meta(conn, out)
     if "events" in tables:
         _read_events(conn, out, names)
     out.recognised = not missing and ("version" in out.meta or "fingerprint" in out.meta)
     return out
+
+
+def _integrity_problem(conn: sqlite3.Connection) -> str | None:
+    """What SQLite's quick_check finds wrong with the file's pages, or None (0.09 s for 10^5 events)."""
+    try:
+        found = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
+    except UNREADABLE as err:
+        found = [str(err)]
+    if found == ["ok"]:
+        return None
+    text = "; ".join(" ".join(f.replace("*** in database main ***", "").split()) for f in found)
+    return f"it fails SQLite's integrity check ({text[:200]})"
 
 
 def _read_meta(conn: sqlite3.Connection, out: Contents) -> None:
