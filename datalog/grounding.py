@@ -302,7 +302,9 @@ class _Ground:
     heads: np.ndarray      # (R,) int64 head atom of each rule
     offsets: np.ndarray    # (R+1,) int64 CSR into lits
     lits: np.ndarray       # (B,) int64 body literals
-    names: dict[int, str]  # atom -> clingo symbol text, for atoms named p*/k*
+    atoms: np.ndarray      # (N,) int64 the shown atoms (predicates p*, k): clingo's numbers
+    preds: list[str]       # (N,) their predicates, "p3" or "k"
+    args: list[str]        # (N,) their arguments as clingo writes them, "(1,\"a\")", or "" (nullary)
     externals: np.ndarray  # (E,) int64 external atoms
 
 
@@ -352,16 +354,14 @@ def _parse_aspif(data: bytes) -> _Ground:
     if rest != lines.count(b"0") + lines.count(b""):
         bad = next(x for x in lines[1:] if x[:2] not in (b"1 ", b"4 ", b"5 ") and x not in (b"0", b""))
         raise RuntimeError(f"unexpected aspif statement {bad[:80]!r}")
-    names: dict[int, str] = {}
-    for x in outputs:  # only shown atoms (p*, k*), never facts: `4 LEN NAME 1 ATOM`
-        head, atom = x.rsplit(b" ", 1)
-        cut = head.index(b" ", 2)
-        name = head[cut + 1:-2]
-        if head[-2:] != b" 1" or len(name) != int(head[2:cut]):
-            raise RuntimeError(f"unexpected aspif output statement {x[:80]!r}")
-        names[int(atom)] = name.decode("utf-8")
+    # Only shown atoms (p*, k), never facts: `4 LEN PRED(ARGS) 1 ATOM`; one regex pass over them all
+    # (a loop splitting each line took 4x as long).
+    found = _OUTPUT.findall(b"\n".join(outputs))
+    if len(found) != len(outputs):
+        raise RuntimeError("unexpected aspif output statements (not `4 LEN NAME 1 ATOM` of a p* or k atom)")
+    shown = _Shown(found)
     if not rule_lines:
-        return _Ground(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), names,
+        return _Ground(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), *shown.columns(),
                        np.array(externals, np.int64))
     joined = b"\n".join(rule_lines)
     del lines, rule_lines
@@ -388,7 +388,28 @@ def _parse_aspif(data: bytes) -> _Ground:
         in_body[s + k] = False
     offsets = np.zeros(per_line.size + 1, np.int64)
     np.cumsum(n_body, out=offsets[1:])
-    return _Ground(tokens[s + 3], offsets, tokens[in_body], names, np.array(externals, np.int64))
+    return _Ground(tokens[s + 3], offsets, tokens[in_body], *shown.columns(), np.array(externals, np.int64))
+
+
+_OUTPUT = re.compile(rb"^4 ([0-9]+) ([pk][0-9]*)((?:\(.*\))?) 1 ([0-9]+)$", re.MULTILINE)
+
+
+class _Shown:
+    """The (length, predicate, arguments, atom) matches of aspif output statements, checked."""
+
+    def __init__(self, found: list[tuple[bytes, bytes, bytes, bytes]]):
+        self.found = found
+
+    def columns(self) -> tuple[np.ndarray, list[str], list[str]]:
+        n = len(self.found)
+        if not n:
+            return np.zeros(0, np.int64), [], []
+        length, pred, args, atom = (list(col) for col in zip(*self.found, strict=True))
+        sizes = np.fromiter(map(len, pred), np.int64, n) + np.fromiter(map(len, args), np.int64, n)
+        if (np.array(length).astype(np.int64) != sizes).any():
+            raise RuntimeError("an aspif output statement's length does not match its name")
+        return (np.array(atom).astype(np.int64), list(map(bytes.decode, pred)),
+                [a.decode("utf-8") for a in args])
 
 
 def _ground_observer(text: str, seconds: dict[str, float]) -> _Ground:
@@ -422,16 +443,18 @@ def _ground_observer(text: str, seconds: dict[str, float]) -> _Ground:
     _run(ctl, text, log)
     t1 = time.perf_counter()
     seconds["clingo"] = t1 - t0
-    names = {}
+    atoms, preds, args = [], [], []
     for atom, sym in obs.names.items():
-        args = ",".join(str(a.number) if a.type == clingo.SymbolType.Number else _quote(a.string)
-                        for a in sym.arguments)
-        names[atom] = f"{sym.name}({args})" if sym.arguments else sym.name
+        atoms.append(atom)
+        preds.append(sym.name)
+        args.append("(" + ",".join(str(a.number) if a.type == clingo.SymbolType.Number else _quote(a.string)
+                                   for a in sym.arguments) + ")" if sym.arguments else "")
     offsets = np.zeros(len(obs.heads) + 1, np.int64)
     np.cumsum([len(b) for b in obs.bodies], out=offsets[1:])
     lits = np.fromiter((x for b in obs.bodies for x in b), np.int64, int(offsets[-1]))
     seconds["read"] = time.perf_counter() - t1
-    return _Ground(np.array(obs.heads, np.int64), offsets, lits, names, np.array(obs.externals, np.int64))
+    return _Ground(np.array(obs.heads, np.int64), offsets, lits, np.array(atoms, np.int64), preds, args,
+                   np.array(obs.externals, np.int64))
 
 
 _ARG = re.compile(r'"((?:[^"\\]|\\.)*)"|(-?[0-9]+)')
@@ -444,29 +467,36 @@ def _unquote(text: str) -> str:
     return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
 
 
-def _tuple_names(program: souffle.Program, names: dict[int, str]) -> tuple[dict[int, str], dict[int, int],
-                                                                            dict[int, int]]:
-    """Atom -> tuple name `rel(v1,...)`, atom -> relation index, marker atom -> rule index."""
+def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.ndarray, np.ndarray,
+                                                                          np.ndarray]:
+    """By atom (arrays of `size`): its tuple name `rel(v1,...)` (object, None if none), its relation
+    index and the rule it marks (-1 if none)."""
     rels = list(program.decls)
-    preds = {f"p{i}": i for i in range(len(rels))}
-    plain = [all(t == souffle.NUMBER for t in program.decls[r].types) for r in rels]
-    tuple_name, rel_of, marker = {}, {}, {}
-    for atom, text in names.items():
-        pred, paren, args = text.partition("(")
-        i = preds.get(pred)
-        if i is None:
-            if pred == "k":
-                marker[atom] = int(args[:-1])
+    name_of = np.full(size, None, object)
+    rel_of = np.full(size, -1, np.int64)
+    rule_of = np.full(size, -1, np.int64)
+    if not g.preds:
+        return name_of, rel_of, rule_of
+    pred_arr = np.array(g.preds)
+    for pred in np.unique(pred_arr).tolist():
+        idx = np.flatnonzero(pred_arr == pred)
+        atoms = g.atoms[idx]
+        args = [g.args[i] for i in idx.tolist()]
+        if pred == "k":
+            rule_of[atoms] = [int(a[1:-1]) for a in args]
             continue
-        rel_of[atom] = i
-        if not paren:
-            tuple_name[atom] = rels[i] + "()"
-        elif plain[i]:
-            tuple_name[atom] = rels[i] + "(" + args  # clingo writes numbers as we do
+        i = int(pred[1:])
+        rel = rels[i]
+        rel_of[atoms] = i
+        if program.decls[rel].arity == 0:
+            names = [rel + "()"] * len(args)
+        elif all(t == souffle.NUMBER for t in program.decls[rel].types):
+            names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
-            vals = [_unquote(q) if n == "" else n for q, n in _ARG.findall(args[:-1])]
-            tuple_name[atom] = f"{rels[i]}({','.join(vals)})"
-    return tuple_name, rel_of, marker
+            names = [f"{rel}({','.join(_unquote(q) if n == '' else n for q, n in _ARG.findall(a[1:-1]))})"
+                     for a in args]
+        name_of[atoms] = names
+    return name_of, rel_of, rule_of
 
 
 # The derivation graph -------------------------------------------------------
@@ -517,13 +547,10 @@ def _priors(path, input_names: dict[str, int]) -> dict[int, float]:
 
 def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tuple[DerivationGraph, int]:
     """The derivation graph of a ground program, and how many rule instances it came from."""
-    tuple_name, rel_of, marker = _tuple_names(program, g.names)
     path = program.path
-    max_atom = max(max(g.names, default=0), int(g.heads.max(initial=0)), int(np.abs(g.lits).max(initial=0)),
-                   int(g.externals.max(initial=0)))
-    rule_of = np.full(max_atom + 1, -1, np.int64)
-    for atom, k in marker.items():
-        rule_of[atom] = k
+    max_atom = max(int(g.atoms.max(initial=0)), int(g.heads.max(initial=0)),
+                   int(np.abs(g.lits).max(initial=0)), int(g.externals.max(initial=0)))
+    name_of, rel_of, rule_of = _tuple_names(program, g, max_atom + 1)
     if g.lits.size and g.lits.min() <= 0:
         raise RuntimeError("a negation was left open by grounding (a negative body literal)")
     owner = np.repeat(np.arange(g.heads.size), np.diff(g.offsets))
@@ -545,17 +572,18 @@ def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tupl
     offsets = np.zeros(heads.size + 1, np.int64)
     np.cumsum(np.bincount(body_owner, minlength=heads.size), out=offsets[1:])
 
-    externals = set(g.externals.tolist())
-    input_names = {tuple_name[a]: a for a in externals if a in tuple_name}
+    externals = g.externals[np.not_equal(name_of[g.externals], None)]
     rels = list(program.decls)
     alarm_rels = options.alarms if options.alarms is not None else tuple(program.outputs)
     for rel in alarm_rels:
         if rel not in program.decls:
             raise InputError(str(path), None, f"alarm relation {rel!r} is not declared in the program "
                              f"(relations: {', '.join(rels)})")
-    alarm_index = {rels.index(r) for r in alarm_rels}
-    alarm_atoms = sorted(a for a, i in rel_of.items() if i in alarm_index)
-    priors_given = _priors(options.priors, input_names) if options.priors else {}
+    alarm_atoms = np.flatnonzero(np.isin(rel_of, [rels.index(r) for r in alarm_rels]))
+    priors_given = {}
+    if options.priors:
+        priors_given = _priors(options.priors, dict(zip(name_of[externals].tolist(), externals.tolist(),
+                                                        strict=True)))
 
     used = np.zeros(max_atom + 1, bool)
     used[heads] = True
@@ -564,34 +592,33 @@ def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tupl
     derived = np.zeros(max_atom + 1, bool)
     derived[heads] = True
     atoms = np.flatnonzero(used)
-    missing = [int(a) for a in atoms if int(a) not in tuple_name]
-    if missing:
-        raise RuntimeError(f"clingo introduced auxiliary atoms in the clauses (atom {missing[0]})")
+    names = name_of[atoms].tolist()
+    if None in names:
+        raise RuntimeError("clingo introduced auxiliary atoms in the clauses (atom "
+                           f"{atoms[names.index(None)]})")
     tuple_of = np.full(max_atom + 1, -1, np.int64)
     tuple_of[atoms] = np.arange(atoms.size)
-    names = [tuple_name[a] for a in atoms.tolist()]
     if len(set(names)) != len(names):
         seen: dict[str, int] = {}
+        where = {a: i for i, a in enumerate(g.atoms.tolist())}
         for a, n in zip(atoms.tolist(), names, strict=True):
             if n in seen:
-                first, second = (rels[rel_of[x]] + "".join(g.names[x].partition("(")[1:])
-                                 for x in (seen[n], a))
+                first, second = (rels[rel_of[x]] + g.args[where[x]] for x in (seen[n], a))
                 raise InputError(str(path), None, f"two different tuples, {first} and {second}, are both "
                                  f"named {shown(n)}: a symbol value holds ','; tuple names must tell tuples "
                                  "apart")
             seen[n] = a
     # An input tuple that clauses also derive needs its prior written down (else it counts as derived only).
     priors = {int(tuple_of[a]): p for a, p in priors_given.items() if used[a]}
-    for a in externals:
-        if a <= max_atom and derived[a] and int(tuple_of[a]) not in priors:
-            priors[int(tuple_of[a])] = DEFAULT_INPUT_PRIOR
+    for a in externals[derived[externals]].tolist():
+        priors.setdefault(int(tuple_of[a]), DEFAULT_INPUT_PRIOR)
     probs = _rule_probabilities(options.rule_prob, program) if options.rule_prob else {}
     rules = [Rule(r.name, probs.get(r.index, DEFAULT_RULE_PROBABILITY), r.text) for r in program.rules]
     return DerivationGraph(
         tuples=names, rules=rules, clause_rule=c_rule.astype(np.int32),
         clause_head=tuple_of[heads].astype(np.int32), body_offsets=offsets,
         body=tuple_of[body_atoms].astype(np.int32), priors=priors,
-        alarms=tuple_of[np.array(alarm_atoms, np.int64)].astype(np.int32), source=path), int(clause.sum())
+        alarms=tuple_of[alarm_atoms].astype(np.int32), source=path), int(clause.sum())
 
 
 def ground(program: souffle.Program, options: GroundOptions | None = None) -> Grounding:
