@@ -19,9 +19,11 @@ from fastlbp.cli.app import (
     GraphArg,
     LabelsOpt,
     MaxItersOpt,
+    NoCacheOpt,
     OutputOpt,
     PrecisionOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -32,11 +34,13 @@ from fastlbp.cli.app import (
     datalog_options,
     emit,
     handles_errors,
+    load_graph,
     output_target,
     settings_from_options,
+    start_progress,
     status,
 )
-from fastlbp.loading import load, read_labels
+from fastlbp.loading import read_labels
 
 Reference = StrEnum("Reference", {r: r for r in checking.REFERENCES})
 
@@ -70,6 +74,8 @@ def check(
     priors: PriorsOpt = None,
     labels: LabelsOpt = None,
     output: OutputOpt = None,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Compare LBP's alarm marginals with a reference: exact inference where the graph allows, else sampling.
 
@@ -95,11 +101,13 @@ def check(
                                      precision=precision, backend=backend_or_env(backend), cycles=cycles,
                                      samples=samples, seed=seed)
     output = output_target(output, graph, labels)
-    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    progress = start_progress(quiet)
+    model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
+                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     known = dict(model.labels)
     if labels:
         known.update(read_labels(labels, model))
-    with Ticker("running LBP and the reference"):
+    with Ticker("running LBP and the reference", progress):
         report = checking.check(model, known, settings, reference=reference.value)
     if format is CheckFormat.json:
         emit(json.dumps(report.as_dict(worst), indent=1), output)

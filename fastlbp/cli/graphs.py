@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-import schedules
 from datalog import causal_fg, formats
 from datalog.grounding import GroundOptions
 from datalog.summary import describe, to_text
@@ -21,12 +20,16 @@ from fastlbp.cli.app import (
     CyclesOpt,
     FactsOpt,
     GraphArg,
+    NoCacheOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     datalog_options,
     emit,
     handles_errors,
+    load_graph,
     settings_from_options,
+    start_progress,
 )
 from fastlbp.errors import InputError, check_path
 from fastlbp.loading import detect_format, load
@@ -206,12 +209,14 @@ def convert(
 
 
 def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None,
-              datalog: GroundOptions | None = None) -> dict:
+              datalog: GroundOptions | None = None, *, no_cache: bool = True, progress=None) -> dict:
     """`describe` of the graph loaded with `settings` (`datalog`: a program's grounding options); with
     `schedule`, also `schedules.describe`."""
-    model = load(graph, settings, datalog=datalog)
+    model = load_graph(graph, settings or Settings(), no_cache=no_cache, progress=progress, datalog=datalog)
     out = describe(model)
     if schedule is not None:
+        import schedules  # only for --schedule: info alone needs no schedule analysis
+
         try:
             describe_schedule = schedules.describe
         except AttributeError:
@@ -234,6 +239,8 @@ def info(
     rule_prob: RuleProbOpt = None,
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Show what a graph holds: tuples, clauses, rules, alarms, labels, network and factor-graph sizes.
 
@@ -245,7 +252,8 @@ def info(
     """
     try:
         data = info_dict(graph, schedule, settings_from_options(cycles=cycles),
-                         datalog_options(graph, facts, rule_prob, alarms, priors))
+                         datalog_options(graph, facts, rule_prob, alarms, priors), no_cache=no_cache,
+                         progress=start_progress(quiet))
     except ScheduleUnavailable as err:
         raise typer.BadParameter(str(err), param_hint="'--schedule'") from None
     emit(json.dumps(data, indent=2, default=str) if format is InfoFormat.json else to_text(data))

@@ -22,8 +22,10 @@ from fastlbp.cli.app import (
     LabelsOpt,
     MaxItersOpt,
     MethodOpt,
+    NoCacheOpt,
     OutputOpt,
     PrecisionOpt,
+    QuietOpt,
     SamplesOpt,
     ScheduleOpt,
     SeedOpt,
@@ -31,12 +33,14 @@ from fastlbp.cli.app import (
     backend_or_env,
     emit,
     handles_errors,
+    load_graph,
     output_target,
     settings_from_options,
+    start_progress,
     status,
     summary,
 )
-from fastlbp.loading import load, load_labels
+from fastlbp.loading import load_labels
 
 
 class OutputFormat(StrEnum):
@@ -63,6 +67,8 @@ def marginals(
     output: OutputOpt = None,
     all_variables: Annotated[bool, typer.Option(
         "--all", help="Also list the clause and auxiliary variables (R1#3, name@input).")] = False,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Print every tuple's P(=1) after one round of loopy belief propagation.
 
@@ -86,7 +92,8 @@ def marginals(
                                      method=method, samples=samples, seed=seed,
                                      cycles=cycles)
     output = output_target(output, graph, labels)
-    model = load(graph, settings)
+    progress = start_progress(quiet)
+    model = load_graph(graph, settings, no_cache=no_cache, progress=progress)
     if settings.method != "lbp" and "derivation" in model.meta:
         # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
         model = rebuild(model, prune=False)

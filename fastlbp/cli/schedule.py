@@ -8,7 +8,18 @@ from typing import Annotated
 
 import typer
 
-from fastlbp.cli.app import DEFAULTS, CyclesOpt, GraphArg, emit, handles_errors, settings_from_options
+from fastlbp.cli.app import (
+    DEFAULTS,
+    CyclesOpt,
+    GraphArg,
+    NoCacheOpt,
+    QuietOpt,
+    emit,
+    handles_errors,
+    load_graph,
+    settings_from_options,
+    start_progress,
+)
 
 
 class AnalysisChoice(StrEnum):
@@ -27,6 +38,8 @@ def schedule(
     analysis: Annotated[AnalysisChoice | None, typer.Option(
         help="Dependency analysis (default levelling; overrides the spec).")] = None,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Print, as JSON, the batches a schedule makes on a graph.
 
@@ -50,8 +63,8 @@ def schedule(
     Example: fastlbp schedule graph.causal_fg --schedule topo --analysis algorithm3
     """
     import schedules  # here, not at the top: the other commands need no schedule analysis
-    from fastlbp.loading import load
 
-    model = load(graph, settings_from_options(cycles=cycles))
+    model = load_graph(graph, settings_from_options(cycles=cycles), no_cache=no_cache,
+                       progress=start_progress(quiet))
     emit(json.dumps(schedules.describe(model, schedule,
                                        analysis=analysis.value if analysis else None)))

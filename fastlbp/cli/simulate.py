@@ -21,9 +21,11 @@ from fastlbp.cli.app import (
     GraphArg,
     MaxItersOpt,
     MethodOpt,
+    NoCacheOpt,
     OutputOpt,
     PrecisionOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -33,12 +35,14 @@ from fastlbp.cli.app import (
     datalog_options,
     emit,
     handles_errors,
+    load_graph,
     output_target,
     settings_from_options,
+    start_progress,
     status,
 )
+from fastlbp.cli.progress import visible
 from fastlbp.errors import InputError
-from fastlbp.loading import load
 from fastlbp.writers import format_probability, safe_name
 
 
@@ -82,6 +86,8 @@ def simulate(
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
     output: OutputOpt = None,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Replay Bingo's experiment: an oracle labels the top alarm until all true alarms are found.
 
@@ -113,7 +119,8 @@ def simulate(
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
     output = output_target(output, graph, oracle)
-    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    model = load_graph(graph, settings, no_cache=no_cache, progress=start_progress(quiet),
+                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     if oracle is not None:
         truth = sim.read_oracle(oracle, model)
     else:
@@ -122,7 +129,7 @@ def simulate(
             raise InputError(str(graph), None, "the graph records no ground truth (\"truth\" in "
                              "derivation.json, oracle_queries.txt in a Bingo directory): give the true "
                              "alarms with --oracle FILE, one name per line")
-    live = sys.stderr.isatty()
+    live = visible(quiet)  # per-round progress: on a terminal, not with --quiet
 
     def progress(i: int, step: sim.Step) -> None:
         if live:

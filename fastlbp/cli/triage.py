@@ -23,8 +23,10 @@ from fastlbp.cli.app import (
     GraphArg,
     MaxItersOpt,
     MethodOpt,
+    NoCacheOpt,
     PrecisionOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     SamplesOpt,
     ScheduleOpt,
@@ -35,11 +37,12 @@ from fastlbp.cli.app import (
     datalog_options,
     emit,
     handles_errors,
+    load_graph,
     settings_from_options,
+    start_progress,
     status,
 )
 from fastlbp.errors import InputError
-from fastlbp.loading import load
 from fastlbp.triage import Terminal, Triage, locate, session_labels, write_labels
 from fastlbp.triage.labels import format_labels
 from fastlbp.triage.paths import namesakes
@@ -141,6 +144,8 @@ def triage(
     rule_prob: RuleProbOpt = None,
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
+    quiet: QuietOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Label alarms one at a time, most likely first, in the terminal.
 
@@ -191,8 +196,10 @@ def triage(
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
     if resume or recover:
         settings = stored_loading_settings(path, settings, "cycles" in given)
-    model = load(graph, settings, datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
-    with Ticker("first round"):
+    progress = start_progress(quiet)
+    model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
+                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    with Ticker("first round", progress):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
                         recover=recover, settings=settings)
     try:
@@ -202,7 +209,7 @@ def triage(
             status(note)
         changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS}
         if (resume or recover) and changes:
-            with Ticker("a round with the new settings"):
+            with Ticker("a round with the new settings", progress):
                 out = t.change_settings(changes)
             if not out.accepted:
                 raise InputError(str(path), None, f"{out.message}. Resume without those options to keep the "
