@@ -128,3 +128,15 @@ def test_triage_jump_and_why_take_any_tuple_name(tmp_path):
     text = stdout.getvalue()
     assert "other(1)   P(true) = 0.125000" in text and "R6" in text and "no tuple 'nosuch'" in text
     t.close()
+
+
+def test_why_names_the_prior_of_a_derived_tuple_that_is_also_an_input():
+    from datalog.bayesnet import to_model
+    from datalog.derivation import from_clauses
+
+    model = to_model(from_clauses([("R0", "a", ["b"])], rules={"R0": 0.5}, priors={"a": 0.2, "b": 0.5},
+                                  alarms=["a"]), compress=True)
+    p = Session(model).run().marginals
+    ex = explain(model, p, model.index["a"])
+    assert ex.prior == 0.2 and "also an input tuple with prior 0.200000" in format_explanation(ex)
+    assert explain(model, p, model.index["b"]).prior is None

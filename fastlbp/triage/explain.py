@@ -43,6 +43,7 @@ class Explanation:
     zero: int = 0  # derivations that hold with probability 0 (never listed)
     dropped: int = 0  # derivations cycle elimination dropped (they depend on the tuple itself)
     note: str = ""  # what compression or cycle elimination made of a tuple without a variable
+    prior: float | None = None  # a derived tuple that is also an input: its prior (`name@input`)
 
 
 class _TupleP:
@@ -115,7 +116,7 @@ def _explain_tuple(model: Model, marginals: np.ndarray, t: int, k: int,
     note = "" if r.var >= 0 else r.reason
     return Explanation(dg.tuples[t], tuple_p(t), ders, len(clauses), "derivation",
                        zero=int(np.count_nonzero(kept & (p <= 0))), dropped=int(np.count_nonzero(~kept)),
-                       note=note)
+                       note=note, prior=dg.priors.get(t) if clauses.size else None)
 
 
 def explain_name(model: Model, marginals: np.ndarray, name: str, k: int = 3, *,
@@ -198,6 +199,8 @@ def format_explanation(ex: Explanation) -> str:
         lines.append(f"  {ex.alarm}: {ex.note}")
     if ex.kind == "derivation":
         lines.append(_derivation_header(ex))
+        if ex.prior is not None:
+            lines.append(f"    (also an input tuple with prior {format_probability(ex.prior)})")
         for d in ex.derivations:
             text = f"  {d.rule_text}" if d.rule_text else ""
             lines.append(f"    {d.rule}{text}   P(clause) = {format_probability(d.probability)}")
