@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog import formats, souffle
+from datalog import formats, ground_inputs, souffle
 from datalog.derivation import (
     DEFAULT_INPUT_PRIOR,
     DEFAULT_RULE_PROBABILITY,
@@ -63,8 +63,9 @@ from datalog.derivation import (
     Rule,
     merge_duplicates,
 )
-from datalog.reading import Once, check_probability, shown
-from fastlbp.errors import InputError, check_path, read_text, text_lines
+from datalog.ground_inputs import read_facts  # noqa: F401  (part of this module's API)
+from datalog.reading import shown
+from fastlbp.errors import InputError
 from fastlbp.model import Model
 
 READERS = ("aspif", "observer")
@@ -114,82 +115,6 @@ class Grounding:
     facts: int
     ground_rules: int
     seconds: dict[str, float]
-
-
-# Facts ----------------------------------------------------------------------
-
-_NUMBER = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)")
-
-
-def _number(text: str, path: str, line: int, attr: str) -> int:
-    s = text.strip()
-    if not _NUMBER.fullmatch(s):
-        raise InputError(path, line, f"attribute {attr!r} is a number, got {shown(text)}")
-    body = s.lstrip("+-")
-    value = int(s, 0) if body[:2].lower() in ("0x", "0b") else int(s, 10)
-    if not souffle.INT_MIN <= value <= souffle.INT_MAX:
-        raise InputError(path, line, f"number {s} of attribute {attr!r} is out of range (32-bit signed: "
-                         f"{souffle.INT_MIN}..{souffle.INT_MAX})")
-    return value
-
-
-def read_facts(program: souffle.Program, directory: str | os.PathLike | None) -> dict[str, list[tuple]]:
-    """The input tuples of every relation: `.input` relations' `DIR/REL.facts` plus the program's facts.
-
-    A facts file holds one tuple per line, fields separated by tabs (as
-    Soufflé writes them); symbol fields are taken as they are, number fields
-    are integers (decimal, 0x.., 0b..; 32-bit signed). Empty lines are
-    skipped; a nullary relation holds when its file has any line.
-
-    Returns:
-        {relation: [tuple of values (int or str)]}, each tuple once, in
-        order of first appearance; relations without facts are absent.
-
-    Raises:
-        InputError: a missing directory or file, or a malformed line (file and line).
-    """
-    d = Path(directory) if directory is not None else Path(".")
-    out: dict[str, dict[tuple, None]] = {}
-    if program.inputs:
-        check_path(d)
-        if not d.is_dir():
-            raise InputError(str(d), None, "is not a directory (--facts names the directory of the "
-                             "REL.facts files)")
-    for rel, pos in program.inputs.items():
-        decl = program.decls[rel]
-        path = d / f"{rel}.facts"
-        if not os.path.lexists(path):
-            raise InputError(str(path), None, f"no such file: the facts of input relation {rel!r} (.input at "
-                             f"{program.path}:{pos.line}); an empty file means no facts")
-        spath = str(path)
-        lines = text_lines(read_text(path))
-        seen = out.setdefault(rel, {})
-        if decl.arity == 0:
-            if lines:
-                if any(line for line in lines):
-                    ln = next(i for i, line in enumerate(lines, 1) if line)
-                    raise InputError(spath, ln, f"relation {rel!r} has no attributes, so its lines must be "
-                                     "empty")
-                seen[()] = None
-            continue
-        conv = [(name, ty == souffle.NUMBER) for name, ty in decl.attrs]
-        arity = decl.arity
-        all_symbols = not any(n for _, n in conv)
-        for ln, line in enumerate(lines, 1):
-            if not line:
-                continue
-            fields = line.split("\t")
-            if len(fields) != arity:
-                raise InputError(spath, ln, f"expected {arity} tab-separated field{'s' if arity > 1 else ''} "
-                                 f"({', '.join(a for a, _ in conv)}), got {len(fields)}: {shown(line)}")
-            if all_symbols:
-                seen[tuple(fields)] = None
-            else:
-                seen[tuple(_number(f, spath, ln, a) if num else f
-                           for f, (a, num) in zip(fields, conv, strict=True))] = None
-    for fact in program.facts:
-        out.setdefault(fact.atom.relation, {})[fact.values] = None
-    return {rel: list(ts) for rel, ts in out.items() if ts}
 
 
 # Translation ----------------------------------------------------------------
@@ -501,50 +426,6 @@ def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.nd
 
 # The derivation graph -------------------------------------------------------
 
-def _rule_probabilities(path, program: souffle.Program) -> dict[int, float]:
-    p = Path(path)
-    once = Once(p, "the probability of rule")
-    n = len(program.rules)
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, sep, value = s.rpartition(":")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
-        m = re.fullmatch(r"R(\d+)", name)
-        if m is None or int(m.group(1)) >= n:
-            have = f"R0..R{n - 1}" if n else "none"
-            raise InputError(str(p), ln, f"no rule {shown(name)} in {program.path} (its rules, in file "
-                             f"order: {have})")
-        once.set(int(m.group(1)), check_probability(value.strip(), str(p), ln, None,
-                                                    f"probability of rule {name}"), ln, name)
-    return once.values
-
-
-def _priors(path, input_names: dict[str, int]) -> dict[int, float]:
-    """{atom: prior} from lines `TUPLE p`; each must name an input tuple."""
-    p = Path(path)
-    once = Once(p, "the prior of")
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, _, value = s.rpartition(" ")
-        if not name.strip():
-            name, _, value = s.rpartition("\t")
-        name = name.strip()
-        if not name:
-            raise InputError(str(p), ln, f"malformed line, expected 'TUPLE probability', got {shown(s)}")
-        atom = input_names.get(name)
-        if atom is None:
-            raise InputError(str(p), ln, f"{shown(name)} is not an input tuple (a fact of the program or "
-                             "of a facts file)")
-        once.set(atom, check_probability(value, str(p), ln, None, f"prior of {name}"), ln, name)
-    return once.values
-
-
 def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tuple[DerivationGraph, int]:
     """The derivation graph of a ground program, and how many rule instances it came from."""
     path = program.path
@@ -582,8 +463,8 @@ def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tupl
     alarm_atoms = np.flatnonzero(np.isin(rel_of, [rels.index(r) for r in alarm_rels]))
     priors_given = {}
     if options.priors:
-        priors_given = _priors(options.priors, dict(zip(name_of[externals].tolist(), externals.tolist(),
-                                                        strict=True)))
+        inputs = dict(zip(name_of[externals].tolist(), externals.tolist(), strict=True))
+        priors_given = ground_inputs.priors(options.priors, inputs)
 
     used = np.zeros(max_atom + 1, bool)
     used[heads] = True
@@ -612,7 +493,7 @@ def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tupl
     priors = {int(tuple_of[a]): p for a, p in priors_given.items() if used[a]}
     for a in externals[derived[externals]].tolist():
         priors.setdefault(int(tuple_of[a]), DEFAULT_INPUT_PRIOR)
-    probs = _rule_probabilities(options.rule_prob, program) if options.rule_prob else {}
+    probs = ground_inputs.rule_probabilities(options.rule_prob, program) if options.rule_prob else {}
     rules = [Rule(r.name, probs.get(r.index, DEFAULT_RULE_PROBABILITY), r.text) for r in program.rules]
     return DerivationGraph(
         tuples=names, rules=rules, clause_rule=c_rule.astype(np.int32),
@@ -634,7 +515,7 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     say = options.progress or (lambda msg: None)
     seconds = {}
     t0 = time.perf_counter()
-    facts = read_facts(program, options.facts)
+    facts = ground_inputs.read_facts(program, options.facts)
     n_facts = sum(map(len, facts.values()))
     t1 = time.perf_counter()
     seconds["facts"] = t1 - t0

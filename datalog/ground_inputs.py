@@ -1,0 +1,137 @@
+"""The files a grounding reads besides the program: facts, rule probabilities, input priors.
+
+    facts = datalog.ground_inputs.read_facts(program, "facts/")     # {relation: [tuple]}
+    probs = datalog.ground_inputs.rule_probabilities("rule_prob.txt", program)   # {rule index: p}
+
+Each names the file and the line of a problem (`fastlbp.errors.InputError`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from datalog import souffle
+from datalog.reading import Once, check_probability, shown
+from fastlbp.errors import InputError, check_path, read_text, text_lines
+
+_NUMBER = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)")
+
+
+def _number(text: str, path: str, line: int, attr: str) -> int:
+    s = text.strip()
+    if not _NUMBER.fullmatch(s):
+        raise InputError(path, line, f"attribute {attr!r} is a number, got {shown(text)}")
+    body = s.lstrip("+-")
+    value = int(s, 0) if body[:2].lower() in ("0x", "0b") else int(s, 10)
+    if not souffle.INT_MIN <= value <= souffle.INT_MAX:
+        raise InputError(path, line, f"number {s} of attribute {attr!r} is out of range (32-bit signed: "
+                         f"{souffle.INT_MIN}..{souffle.INT_MAX})")
+    return value
+
+
+def read_facts(program: souffle.Program, directory: str | os.PathLike | None) -> dict[str, list[tuple]]:
+    """The input tuples of every relation: `.input` relations' `DIR/REL.facts` plus the program's facts.
+
+    A facts file holds one tuple per line, fields separated by tabs (as
+    Soufflé writes them); symbol fields are taken as they are, number fields
+    are integers (decimal, 0x.., 0b..; 32-bit signed). Empty lines are
+    skipped; a nullary relation holds when its file has any line.
+
+    Returns:
+        {relation: [tuple of values (int or str)]}, each tuple once, in
+        order of first appearance; relations without facts are absent.
+
+    Raises:
+        InputError: a missing directory or file, or a malformed line (file and line).
+    """
+    d = Path(directory) if directory is not None else Path(".")
+    out: dict[str, dict[tuple, None]] = {}
+    if program.inputs:
+        check_path(d)
+        if not d.is_dir():
+            raise InputError(str(d), None, "is not a directory (--facts names the directory of the "
+                             "REL.facts files)")
+    for rel, pos in program.inputs.items():
+        decl = program.decls[rel]
+        path = d / f"{rel}.facts"
+        if not os.path.lexists(path):
+            raise InputError(str(path), None, f"no such file: the facts of input relation {rel!r} (.input at "
+                             f"{program.path}:{pos.line}); an empty file means no facts")
+        spath = str(path)
+        lines = text_lines(read_text(path))
+        seen = out.setdefault(rel, {})
+        if decl.arity == 0:
+            if lines:
+                if any(line for line in lines):
+                    ln = next(i for i, line in enumerate(lines, 1) if line)
+                    raise InputError(spath, ln, f"relation {rel!r} has no attributes, so its lines must be "
+                                     "empty")
+                seen[()] = None
+            continue
+        conv = [(name, ty == souffle.NUMBER) for name, ty in decl.attrs]
+        arity = decl.arity
+        all_symbols = not any(n for _, n in conv)
+        for ln, line in enumerate(lines, 1):
+            if not line:
+                continue
+            fields = line.split("\t")
+            if len(fields) != arity:
+                raise InputError(spath, ln, f"expected {arity} tab-separated field{'s' if arity > 1 else ''} "
+                                 f"({', '.join(a for a, _ in conv)}), got {len(fields)}: {shown(line)}")
+            if all_symbols:
+                seen[tuple(fields)] = None
+            else:
+                seen[tuple(_number(f, spath, ln, a) if num else f
+                           for f, (a, num) in zip(fields, conv, strict=True))] = None
+    for fact in program.facts:
+        out.setdefault(fact.atom.relation, {})[fact.values] = None
+    return {rel: list(ts) for rel, ts in out.items() if ts}
+
+
+
+# Rule probabilities and priors -----------------------------------------------
+
+def rule_probabilities(path, program: souffle.Program) -> dict[int, float]:
+    p = Path(path)
+    once = Once(p, "the probability of rule")
+    n = len(program.rules)
+    for ln, line in enumerate(text_lines(read_text(p)), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        name, sep, value = s.rpartition(":")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
+        m = re.fullmatch(r"R(\d+)", name)
+        if m is None or int(m.group(1)) >= n:
+            have = f"R0..R{n - 1}" if n else "none"
+            raise InputError(str(p), ln, f"no rule {shown(name)} in {program.path} (its rules, in file "
+                             f"order: {have})")
+        once.set(int(m.group(1)), check_probability(value.strip(), str(p), ln, None,
+                                                    f"probability of rule {name}"), ln, name)
+    return once.values
+
+
+def priors(path, input_names: dict[str, int]) -> dict[int, float]:
+    """{atom: prior} from lines `TUPLE p`; each must name an input tuple."""
+    p = Path(path)
+    once = Once(p, "the prior of")
+    for ln, line in enumerate(text_lines(read_text(p)), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        name, _, value = s.rpartition(" ")
+        if not name.strip():
+            name, _, value = s.rpartition("\t")
+        name = name.strip()
+        if not name:
+            raise InputError(str(p), ln, f"malformed line, expected 'TUPLE probability', got {shown(s)}")
+        atom = input_names.get(name)
+        if atom is None:
+            raise InputError(str(p), ln, f"{shown(name)} is not an input tuple (a fact of the program or "
+                             "of a facts file)")
+        once.set(atom, check_probability(value, str(p), ln, None, f"prior of {name}"), ln, name)
+    return once.values

@@ -1,0 +1,167 @@
+"""The AST of the Soufflé subset (`datalog.souffle` parses into it) and its error type."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fastlbp.errors import InputError
+
+NUMBER = "number"
+SYMBOL = "symbol"
+TYPES = (NUMBER, SYMBOL)
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+ORDER = ("<", "<=", ">", ">=")
+
+
+class ProgramError(InputError):
+    """A problem in a Datalog program: `path`, 1-based `line` and `column`, and a message."""
+
+    def __init__(self, path: str | None, line: int | None, column: int | None, message: str):
+        self.column = column
+        super().__init__(path, line, message)
+
+    def __str__(self) -> str:
+        where = str(self.path) if self.path else "<program>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.message}"
+
+
+# AST ------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Pos:
+    line: int
+    column: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Var:
+    name: str
+    pos: Pos
+
+
+@dataclasses.dataclass(frozen=True)
+class Const:
+    value: int | str  # int for number, str for symbol
+    pos: Pos
+
+    @property
+    def type(self) -> str:
+        return NUMBER if isinstance(self.value, int) else SYMBOL
+
+
+@dataclasses.dataclass(frozen=True)
+class Wildcard:
+    pos: Pos
+
+
+Term = Var | Const | Wildcard
+
+
+@dataclasses.dataclass(frozen=True)
+class Atom:
+    relation: str
+    args: tuple[Term, ...]
+    pos: Pos
+    negated: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    op: str
+    left: Term
+    right: Term
+    pos: Pos
+
+
+Literal = Atom | Comparison
+
+
+@dataclasses.dataclass(frozen=True)
+class Decl:
+    name: str
+    attrs: tuple[tuple[str, str], ...]  # (attribute name, type)
+    pos: Pos
+
+    @property
+    def arity(self) -> int:
+        return len(self.attrs)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for _, t in self.attrs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """Rule `index` in file order (named `R{index}`): head :- body."""
+
+    index: int
+    head: Atom
+    body: tuple[Literal, ...]
+    text: str
+    pos: Pos
+
+    @property
+    def name(self) -> str:
+        return f"R{self.index}"
+
+    @property
+    def positive(self) -> tuple[Atom, ...]:
+        return tuple(x for x in self.body if isinstance(x, Atom) and not x.negated)
+
+    @property
+    def negative(self) -> tuple[Atom, ...]:
+        return tuple(x for x in self.body if isinstance(x, Atom) and x.negated)
+
+    @property
+    def comparisons(self) -> tuple[Comparison, ...]:
+        return tuple(x for x in self.body if isinstance(x, Comparison))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    atom: Atom
+
+    @property
+    def values(self) -> tuple[int | str, ...]:
+        return tuple(a.value for a in self.atom.args)
+
+
+@dataclasses.dataclass
+class Program:
+    """A checked program.
+
+    Attributes:
+        path: the source file (for messages).
+        decls: {relation: Decl} in declaration order.
+        inputs: {relation: Pos of its .input}.
+        outputs: {relation: Pos of its .output}.
+        rules: rules in file order (rule k is `Rk`).
+        facts: facts of the program text, in file order.
+        strata: relations stratum by stratum (each a list), lowest first:
+            a relation is in a stratum above every relation it negates.
+    """
+
+    path: str | None
+    decls: dict[str, Decl]
+    inputs: dict[str, Pos]
+    outputs: dict[str, Pos]
+    rules: list[Rule]
+    facts: list[Fact]
+    strata: list[list[str]] = dataclasses.field(default_factory=list)
+
+    def depends(self) -> dict[str, set[str]]:
+        """{relation: relations its rules' bodies name (positively or negated)}."""
+        deps: dict[str, set[str]] = {r: set() for r in self.decls}
+        for rule in self.rules:
+            deps[rule.head.relation].update(a.relation for a in rule.body if isinstance(a, Atom))
+        return deps
+
+    def negated(self) -> set[str]:
+        """Relations that some rule negates."""
+        return {a.relation for r in self.rules for a in r.negative}
