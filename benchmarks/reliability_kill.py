@@ -40,6 +40,9 @@ from fastlbp.triage import Triage  # noqa: E402
 
 ACCEPTED = re.compile(r"accepted: (\S+) = (true|false)")
 UNDID = re.compile(r"undid label of (\S+)")
+# The prompt at the start of a line ("moved: race(1) 0.12 -> 0.81" holds "> " too), after any mode
+# switch readline writes first (bracketed paste: ESC [ ? 2004 h).
+PROMPT = r"\n(?:\x1b\[[0-9;?]*[a-zA-Z])*> "
 
 
 def spawn(cwd: Path, *args: str) -> pexpect.spawn:
@@ -70,24 +73,24 @@ def one_life(child: pexpect.spawn, rng: random.Random, expected: list[str]) -> i
     """
     acknowledged = 0
     for _ in range(rng.randint(1, 6)):
-        child.expect("> ")
+        child.expect(PROMPT)
         key = rng.choices(["t", "f", "s", "u"], weights=[4, 4, 1, 1])[0]
         child.sendline(key)
         if key in "tf":
-            i = child.expect([ACCEPTED, "refused", "> ", pexpect.TIMEOUT], timeout=120)
+            i = child.expect([ACCEPTED, "refused", PROMPT, pexpect.TIMEOUT], timeout=120)
             if i == 0:
                 expected.append(f"{child.match.group(1)}={child.match.group(2)}")
                 acknowledged += 1
             if i == 2:
                 child.sendline("")
         elif key == "u":
-            i = child.expect([UNDID, "nothing to undo", "undid", "> "], timeout=120)
+            i = child.expect([UNDID, "nothing to undo", "undid", PROMPT], timeout=120)
             if i == 0 and expected and expected[-1].startswith(child.match.group(1) + "="):
                 expected.pop()
     # The kill: right after the last acknowledgement, or in the middle of the next command.
     when = rng.choice(["now", "mid-command", "mid-round"])
     if when != "now":
-        child.expect("> ")
+        child.expect(PROMPT)
         child.sendline(rng.choice("tf"))
         if when == "mid-round":
             time.sleep(rng.uniform(0.0, 0.3))

@@ -63,6 +63,9 @@ def test_format_round():
 # Through a real pseudo-terminal ------------------------------------------------
 
 pexpect = pytest.importorskip("pexpect")
+# The prompt at the start of a line ("moved: race(1) 0.12 -> 0.81" holds "> " too), after any mode
+# switch readline writes first (bracketed paste: ESC [ ? 2004 h).
+PROMPT = r"\n(?:\x1b\[[0-9;?]*[a-zA-Z])*> "
 
 
 def spawn(tmp_path, *args):
@@ -79,11 +82,11 @@ pytestmark_pty = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 def test_pty_session_kill_and_resume(tmp_path):
     graph, _ = write_demo(tmp_path)
     child = spawn(tmp_path, str(graph), "--max-iters", "300")
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendline("t")
     child.expect(r"accepted: (\S+) = true")
     first = child.match.group(1)
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendline("f")
     child.expect(r"accepted: (\S+) = false")
     second = child.match.group(1)
@@ -97,10 +100,10 @@ def test_pty_session_kill_and_resume(tmp_path):
 
     child = spawn(tmp_path, str(graph), "--resume")
     child.expect(r"resumed 2 label\(s\)")
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendline("u")
     child.expect_exact(f"undid label of {second}")
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendline("q")
     child.expect("saved:")
     child.expect(pexpect.EOF)
@@ -114,11 +117,11 @@ def test_pty_kill_mid_round_loses_no_acknowledged_label(tmp_path):
     child = spawn(tmp_path, str(graph), "--max-iters", "300")
     acknowledged = []
     for key in "tftf":
-        child.expect("> ")
+        child.expect(PROMPT)
         child.sendline(key)
         child.expect(r"accepted: (\S+) = ")
         acknowledged.append(child.match.group(1))
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendline("t")  # killed while this label may or may not be journaled
     child.kill(signal.SIGKILL)
     child.wait()
@@ -132,10 +135,10 @@ def test_pty_kill_mid_round_loses_no_acknowledged_label(tmp_path):
 def test_pty_ctrl_c_exits_cleanly(tmp_path):
     graph, _ = write_demo(tmp_path)
     child = spawn(tmp_path, str(graph), "--max-iters", "300")
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendline("t")
     child.expect("accepted:")
-    child.expect("> ")
+    child.expect(PROMPT)
     child.sendintr()
     child.expect("interrupted; saved:")
     child.expect(pexpect.EOF)
@@ -158,11 +161,11 @@ def test_a_session_in_use_is_refused_to_a_second_process(tmp_path):
     graph, _ = write_demo(tmp_path)
     session = default_session(tmp_path, graph)
     holder = spawn(tmp_path, str(graph), "--max-iters", "300")
-    holder.expect("> ")
+    holder.expect(PROMPT)
     holder.sendline("t")
     holder.expect(r"accepted: (\S+) = true")
     first = holder.match.group(1)
-    holder.expect("> ")
+    holder.expect(PROMPT)
     before = session.read_bytes()
     for flags in (("--fresh",), ("--resume",)):  # the others: test_triage_state.py, in one process
         res = run_triage(tmp_path, str(graph), *flags, input="t\nq\n")
