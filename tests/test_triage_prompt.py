@@ -181,3 +181,14 @@ def test_arrow_keys_edit_and_history_is_kept_across_sessions(tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_tab_completes_commands_and_alarm_names(tmp_path):
+    t = Triage.open(demo_model(), tmp_path / "s.db", settings=FAST)
+    term = Terminal(t, io.StringIO(""), io.StringIO())
+    term.run()
+    assert "stats " in term._complete("st", "") and "export " in term._complete("ex", "")
+    names = term._complete("race(", "j ")
+    assert names == [t.model.var_names[v] for v in t.ranking.tolist()]  # open alarms, by rank
+    assert term._complete("race(", "search ") == names and term._complete("x", "t ") == []
+    t.close()
