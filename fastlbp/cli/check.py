@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from fastlbp import check as checking
 from fastlbp.cli.app import (
     DEFAULTS,
     AlarmsOpt,
@@ -42,7 +41,9 @@ from fastlbp.cli.app import (
 )
 from fastlbp.loading import read_labels
 
-Reference = StrEnum("Reference", {r: r for r in checking.REFERENCES})
+# fastlbp.check.REFERENCES, written out: importing fastlbp.check (scipy, the session and engines: 2-3 s)
+# for an option type would slow every command down. tests/test_cli_startup.py checks that they agree.
+Reference = StrEnum("Reference", {r: r for r in ("auto", "exact", "sample")})
 
 
 class CheckFormat(StrEnum):
@@ -97,6 +98,8 @@ def check(
 
       fastlbp check race.json --labels labels.txt --reference sample --samples 1000000 -f json
     """
+    from fastlbp import check as checking  # scipy, the session and engines: only when the command runs
+
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend), cycles=cycles,
                                      samples=samples, seed=seed)

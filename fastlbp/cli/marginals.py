@@ -12,7 +12,6 @@ import numpy as np
 import typer
 
 from datalog.bayesnet import rebuild, tuple_marginals
-from fastlbp import session
 from fastlbp.cli.app import (
     DEFAULTS,
     BackendOpt,
@@ -100,6 +99,8 @@ def marginals(
     known = None
     if labels:
         model, known = load_labels(labels, model)
+    from fastlbp import session  # the session and engines: imported when the command runs
+
     rnd = session.marginals(model, known, settings)
     names, values = _listed(model, rnd.marginals, all_variables)
     if format is OutputFormat.json:

@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-from fastlbp import simulate as sim
 from fastlbp.cli.app import (
     DEFAULTS,
     AlarmsOpt,
@@ -43,7 +42,6 @@ from fastlbp.cli.app import (
 )
 from fastlbp.cli.progress import visible
 from fastlbp.errors import InputError
-from fastlbp.writers import format_probability, safe_name
 
 
 class SimFormat(StrEnum):
@@ -51,8 +49,10 @@ class SimFormat(StrEnum):
     json = "json"
 
 
-def progress_line(i: int, step: sim.Step) -> str:
-    """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)`: the live line on a terminal."""
+def progress_line(i: int, step) -> str:
+    """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)` of a `fastlbp.simulate.Step`: the live
+    line on a terminal."""
+    from fastlbp.writers import format_probability, safe_name
     return (f"round {i}: found {step.found}/{step.num_true}  {'true ' if step.truth else 'false'}  "
             f"P={format_probability(step.probability)}  {step.round_s * 1e3:.1f} ms  "
             f"{safe_name(step.alarm[:60])}")
@@ -108,6 +108,8 @@ def simulate(
 
       fastlbp simulate bingo_dir/ --oracle true_alarms.txt --max-rounds 50 -f json -o run.json
     """
+    from fastlbp import simulate as sim  # the session and engines: imported when the command runs
+
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      method=method, samples=samples, seed=seed,

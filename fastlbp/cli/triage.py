@@ -43,11 +43,9 @@ from fastlbp.cli.app import (
     status,
 )
 from fastlbp.errors import InputError
-from fastlbp.triage import Terminal, Triage, locate, session_labels, write_labels
-from fastlbp.triage.labels import format_labels
-from fastlbp.triage.paths import namesakes
-from fastlbp.triage.stored import loading_of
-from fastlbp.triage.terminal import format_round
+
+# fastlbp.triage (the session, its journal and the terminal: 0.15-0.45 s of imports) is imported by
+# the functions below when they run, so other commands and `fastlbp --help` do not pay for it.
 
 # The options that decide a round's numbers: given on a resume, they change the session's settings.
 INFERENCE_OPTIONS = ("schedule", "tol", "max_iters", "damping", "precision", "backend", "method", "samples",
@@ -83,6 +81,9 @@ def session_path(graph: Path, session: Path | None, folder: Path, *, existing: b
     Raises:
         InputError: a missing session (`existing`), a data folder that cannot be made.
     """
+    from fastlbp.triage import locate
+    from fastlbp.triage.paths import namesakes
+
     if session is not None:
         path = session
     else:
@@ -178,6 +179,9 @@ def triage(
 
       fastlbp rank race.json --labels SESSION.triage.db   (a session as labels)
     """
+    from fastlbp.triage import Terminal, Triage
+    from fastlbp.triage.terminal import format_round
+
     if resume + fresh + recover > 1:
         raise typer.BadParameter("--resume, --fresh and --recover exclude each other")
     if export is not None and (fresh or recover):
@@ -247,6 +251,8 @@ def stored_loading_settings(path: Path, settings, cycles_given: bool):
     Raises:
         InputError: --cycles given and not the session's (it would change the graph's variables).
     """
+    from fastlbp.triage.stored import loading_of
+
     stored = loading_of(path)
     if stored is None:
         return settings
@@ -260,6 +266,9 @@ def stored_loading_settings(path: Path, settings, cycles_given: bool):
 
 def export_labels(graph: Path, path: Path, target: Path) -> None:
     """Writes the labels of the session at `path` to `target` (`-`: stdout)."""
+    from fastlbp.triage import session_labels, write_labels
+    from fastlbp.triage.labels import format_labels
+
     labels = session_labels(path)
     if str(target) == "-":
         emit(format_labels(labels, str(path)))
