@@ -109,6 +109,23 @@ def test_rank_warns_when_every_alarm_is_below_1e_12():
     assert "same probability" in degenerate_warning([0.3, 0.3], "g")  # presto's two alarms, say
 
 
+def test_rank_top_does_not_warn_when_only_the_shown_alarms_are_equal(tmp_path):
+    # a(0), a(1) derived alike (equal P), a(2) by a weaker rule: the top 2 are equal, the ranking is not.
+    graph = {"format": "fastlbp-derivation", "version": 1,
+             "rules": {"R0": {"probability": 0.9}, "R1": {"probability": 0.5}},
+             "tuples": ["in(0)", "a(0)", "a(1)", "a(2)"],
+             "clauses": [["R0", 1, [0]], ["R0", 2, [0]], ["R1", 3, [0]]],
+             "alarms": ["a(0)", "a(1)", "a(2)"]}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(graph))
+    res = invoke("rank", path, "--top", "2")
+    assert res.exit_code == 0 and "same probability" not in res.stderr, res.stderr
+    graph["rules"]["R1"]["probability"] = 0.9  # now every alarm is equal
+    path.write_text(json.dumps(graph))
+    res = invoke("rank", path, "--top", "2")
+    assert res.exit_code == 0 and "same probability" in res.stderr, res.stderr
+
+
 def test_a_session_of_each_method_agrees_on_a_tree():
     model = load(DATA / "presto.json")
     lbp = Session(model, tol=1e-12).run().marginals

@@ -131,6 +131,11 @@ def rank(
                    result.method))
     warning = None
     if result.method == "lbp":
-        warning = degenerate_warning([a.probability for a in result.alarms], graph)
+        # Every unlabelled alarm, not only the `--top` shown: the top few of a good ranking may be equal.
+        shown = [a.probability for a in result.alarms]
+        if result.marginals is not None:
+            unlabelled = [int(a) for a in ranking.alarm_vars(model) if int(a) not in known]
+            shown = result.marginals[unlabelled]
+        warning = degenerate_warning(shown, graph)
     if warning:
         status(warning)
