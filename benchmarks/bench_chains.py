@@ -55,7 +55,7 @@ from common import environment, write_json  # noqa: E402
 
 import fastlbp  # noqa: E402, F401  (float64 on)
 import schedules  # noqa: E402
-from fastlbp import engines, kernels, segments  # noqa: E402
+from fastlbp import engines, kernels  # noqa: E402
 from fastlbp.engines import chunked, relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
 from fastlbp.graph import AND, Factor, evidence_from_labels, from_factors  # noqa: E402
@@ -98,16 +98,11 @@ def _best(fn, repeats=3):
 
 def pass_cost_us(graph, layout, ev, passes: int = 10) -> float:
     """µs of one relaxation pass (`passes` in a jitted loop, after compiling)."""
-    plan = layout.plan
 
     @jax.jit
     def many(g, lay, msgs, ev):
-        old_fo = kernels.split_infinite(msgs)
-        old_totals = segments.segment_sum(lay.sums.var, msgs, transform=kernels.split_infinite)
-        base = (old_totals + kernels.split_infinite(ev))[plan.vgraph.edge_var] - old_fo[plan.own]
-        params = kernels.factor_params(plan.vgraph, msgs.dtype)
-        return jax.lax.fori_loop(0, passes, lambda _, m: relaxed.relax_pass(
-            g, lay, old_fo[plan.read_order], old_totals, base, m, params), msgs)
+        inputs = relaxed.pass_inputs(g, lay, msgs, ev)
+        return jax.lax.fori_loop(0, passes, lambda _, m: relaxed.relax_pass(g, lay, inputs, m), msgs)
 
     msgs = init(graph)
     jax.block_until_ready(many(graph, layout, msgs, ev))

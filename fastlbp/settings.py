@@ -20,12 +20,14 @@ from fastlbp.errors import SettingsError
 PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
 
 # Kernel backends for PARALL (and, for "fused", the persistent kernel of sequential schedules):
-#   xla       segment sums as dense gathers and row sums (`fastlbp.segments`); the default
+#   auto      the default: "fused" where it measured faster, else "xla"
+#             (`fastlbp.engines.auto_backend`; always "xla" on a CPU)
+#   xla       segment sums as dense gathers and row sums (`fastlbp.segments`)
 #   scatter   XLA's scatter-add (one atomic per element; for comparison)
 #   pallas    a Pallas segment-sum kernel (GPU; slower than xla, kept for comparison)
 #   fused     two Pallas kernels per PARALL sweep, one persistent kernel per sequential sweep (GPU)
 #   *_interpret  the same Pallas kernels in the interpreter (CPU; tests)
-BACKENDS = ("xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
+BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
 # How marginals are computed: loopy belief propagation, exact (bucket elimination), or sampling.
 METHODS = ("lbp", "exact", "sample")
 GPU_BACKENDS = ("pallas", "fused")
@@ -43,7 +45,9 @@ class Settings:
         tol: a round stops when no marginal changes by this much or more (0: after max_iters).
         max_iters: most iterations per round.
         damping: weight of the old message in [0, 1), in the log domain.
-        backend: kernel backend (`BACKENDS`); "xla" runs on every device.
+        backend: kernel backend (`BACKENDS`); "auto" (the default) picks one by device,
+            schedule and graph size (`fastlbp.engines.auto_backend`); "xla" runs on every
+            device.
         cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
             criterion on the clauses on a cycle) or "bingo" (on every clause).
         compress: exact chain compression of derivation graphs.
@@ -68,7 +72,7 @@ class Settings:
     tol: float = 1e-6
     max_iters: int = 1000
     damping: float = 0.0
-    backend: str = "xla"
+    backend: str = "auto"
     cycles: str = "cycles"
     compress: bool = True
     method: str = "lbp"

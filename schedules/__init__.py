@@ -4,6 +4,7 @@
     spec = schedules.parse_spec("seqfix")
     compiled = schedules.compile_schedule(model, spec)     # orders, analysis, chunk plan (numpy)
     relax = schedules.relaxation_plan(model, spec)         # or the relaxation plan of one order
+    relax = schedules.finish(model.graph, relax)           # ... with its levelling and chunk plan
     schedules.describe(model, "topo:algorithm3")           # JSON-able statistics
 
 The device engines that run these plans live in `fastlbp.engines`
@@ -197,33 +198,50 @@ class Relaxation:
     """The relaxation plan of a single-order spec, and what building it took.
 
     Attributes:
-        budget: the most passes a relaxed sweep runs (`plan.max_passes`): the number of
-            levels, or fewer when `chunks` finishes the sweeps that do not settle in them.
-        chunks: the order's chunk plan (`compile_schedule`, the same analysis) when the
-            order has more levels than the budget, else None.
+        order: the order relaxed.
+        bound: an upper bound on its levels (`relax_plan.level_bound`, O(E log E)).
+        budget: the most passes a relaxed sweep runs (`plan.max_passes`).
+        analysis: the exact levelling (None until `finish` builds the chunk plan).
+        chunks: the order's chunk plan, which finishes the sweeps that `budget` passes do
+            not settle; None when `budget` covers the levels (or the bound), or before
+            `finish`.
+        open: the budget is below the bound and no chunk plan is built yet: a sweep that
+            does not settle within it is not exact, the engine reports it
+            (`RunResult.unsettled`) and the runner calls `finish`.
     """
 
     spec: Spec
-    analysis: Analysis
+    order: Order
     plan: _relax_plan.RelaxPlan
     order_seconds: float
-    analysis_seconds: float
     plan_seconds: float
-    budget: int = 0
+    bound: int
+    budget: int
+    analysis: Analysis | None = None
+    analysis_seconds: float = 0.0
     chunks: Compiled | None = None
+    open: bool = False
 
 
-def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | None:
+def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, **overrides: Any) -> Relaxation | None:
     """The relaxation plan of a single-order spec (`schedules.relax_plan`), or None.
 
     None when the spec has several orders (SEQRND) or its order splits the
     factors into too many reader groups; those run chunk by chunk
-    (`compile_schedule`). The dependency analysis gives the number of levels,
-    the most passes a relaxed sweep needs to be exact. A sweep runs at most
-    `spec.budget` passes (default `relax_plan.pass_budget`: as many as cost
-    one chunk-loop sweep); an order with more levels than that also gets its
-    chunk plan, which finishes exactly, level by level, the sweeps that the
-    budget does not settle (a chain: one level per link, and a pass per level).
+    (`compile_schedule`).
+
+    Relaxation needs no levels: a sweep iterates passes until no message
+    moves (the sweep's unique fixed point, the sequential sweep itself), and
+    pass L + 1 is exact when the order has L levels, so any cap at or above
+    the levels keeps sweeps exact. The plan takes the cheap bound
+    `relax_plan.level_bound` (O(E log E), where the exact levelling walks the
+    order) and caps sweeps at `min(bound, budget)`, the budget being `spec.budget`
+    or `relax_plan.first_budget`. Below the bound the plan is *open*: a sweep
+    that has not settled within the budget is not taken (the round stops before
+    it) and `finish` builds what finishes it exactly, the levelling and the
+    chunk plan, which the runner then uses for the rest of the session. With
+    `analyse` that happens here, open or not (the exact levels cap the sweeps:
+    tests, `describe`).
     """
     sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
@@ -232,35 +250,49 @@ def relaxation_plan(model, spec: str | Spec, **overrides: Any) -> Relaxation | N
     if len(ords) != 1:
         return None
     t1 = time.perf_counter()
-    an = _analysis.analyse(graph, ords[0], sp.analysis)
-    return _relaxation(graph, sp, an, t1 - t0, time.perf_counter() - t1)
-
-
-def _relaxation(graph: FactorGraph, sp: Spec, an: Analysis, order_seconds: float,
-                analysis_seconds: float) -> Relaxation | None:
-    """`relaxation_plan` after the analysis of its one order."""
-    t2 = time.perf_counter()
-    levels = max(an.num_batches, 1)
-    rplan = _relax_plan.build(graph, an.order, levels)
+    bound = _relax_plan.level_bound(graph, ords[0])
+    rplan = _relax_plan.build(graph, ords[0], bound)
     if rplan is None:
         return None
-    t3 = time.perf_counter()
+    budget = min(bound, sp.budget or _relax_plan.first_budget(graph.num_edges, rplan.virtual_edges,
+                                                               jax.default_backend() == "gpu"))
+    if budget < bound:
+        rplan = dataclasses.replace(rplan, max_passes=jnp.asarray(budget, jnp.int32))
+    rel = Relaxation(sp, ords[0], rplan, t1 - t0, time.perf_counter() - t1, bound, budget,
+                     open=budget < bound)
+    return finish(graph, rel) if analyse else rel
+
+
+def finish(graph: FactorGraph, rel: Relaxation, analysis: Analysis | None = None) -> Relaxation:
+    """`rel` with the exact levelling of its order and, when it has more levels than the budget,
+    the chunk plan that finishes the sweeps the budget does not settle (a chain: one level per
+    link, and a pass per level).
+
+    The budget becomes `spec.budget` or `relax_plan.pass_budget` (as many passes as cost one
+    chunk-loop sweep), at most the levels; with no more levels than that the plan caps sweeps
+    at the levels and carries no chunk plan.
+    """
+    t1 = time.perf_counter()
+    an = analysis or _analysis.analyse(graph, rel.order, rel.spec.analysis)
+    analysis_seconds = time.perf_counter() - t1
+    sp = rel.spec
+    levels = max(an.num_batches, 1)
     gpu = jax.default_backend() == "gpu"
-    virtual = rplan.virtual_edges
+    virtual = rel.plan.virtual_edges
     # A chunk sweep takes at least one chunk per level: the budget of that many chunks of the
     # narrowest width first, and the real plan's only when the order is deeper than that.
     budget = sp.budget or _relax_plan.pass_budget(levels, 2, virtual, gpu)
     chunks = None
     if levels > budget:
-        chunks = _pack(graph, sp, [an], order_seconds)
+        chunks = _pack(graph, sp, [an], rel.order_seconds)
         budget = sp.budget or _relax_plan.pass_budget(chunks.plan.num_chunks, chunks.plan.width,
                                                       virtual, gpu)
         if levels <= budget:
             chunks = None
     budget = min(budget, levels)
-    if budget < levels:
-        rplan = dataclasses.replace(rplan, max_passes=jnp.asarray(budget, jnp.int32))
-    return Relaxation(sp, an, rplan, order_seconds, analysis_seconds, t3 - t2, budget, chunks)
+    rplan = dataclasses.replace(rel.plan, max_passes=jnp.asarray(budget, jnp.int32))
+    return dataclasses.replace(rel, plan=rplan, analysis=an, analysis_seconds=analysis_seconds,
+                               budget=budget, chunks=chunks, open=False)
 
 
 def _histogram(sizes: np.ndarray) -> dict[str, list[int]]:
@@ -280,7 +312,9 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes", "engine"
         ("parall", "relaxed" or "chunked": what `fastlbp.engines.make_runner` runs), "virtual_edges" (relaxed:
         edges of the reader-group graph), "pass_budget" (relaxed: most passes a sweep runs before the
-        chunk loop redoes it; the number of levels when the order is no deeper)}.
+        chunk loop redoes it; the number of levels when the order is no deeper), "first_budget"
+        (relaxed: the passes a sweep may take before the runner builds the levelling and chunk
+        plan at all), "level_bound" (relaxed: `relax_plan.level_bound`)}.
     """
     sp = parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
@@ -291,12 +325,15 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
                 "batch_size": {"min": e, "median": e, "max": e, "histogram": _histogram(np.array([e]))},
                 "analysis_seconds": 0.0, "order_seconds": 0.0, "pack_seconds": 0.0,
                 "chunks_per_iteration": 1, "chunk_width": e, "slot_fill": 1.0, "passes": 0,
-                "engine": "parall", "virtual_edges": 0, "pass_budget": 0}
+                "engine": "parall", "virtual_edges": 0, "pass_budget": 0, "first_budget": 0,
+                "level_bound": 0}
     c = compile_schedule(model, sp)
-    engine_name, virtual, budget = "chunked", 0, 0
+    engine_name, virtual, budget, first, bound = "chunked", 0, 0, 0, 0
     if sp.engine == "relaxed" and len(c.analyses) == 1:
-        rel = _relaxation(graph, sp, c.analyses[0], c.order_seconds, c.analyses[0].seconds)
+        rel = relaxation_plan(model, sp)
         if rel is not None:
+            first, bound = rel.budget, rel.bound
+            rel = finish(graph, rel, c.analyses[0])
             engine_name, virtual, budget = "relaxed", rel.plan.virtual_edges, rel.budget
     sizes = np.concatenate([lay.batch_sizes for lay in c.layouts])
     batches = [a.num_batches for a in c.analyses]
@@ -322,9 +359,11 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
         "engine": engine_name,
         "virtual_edges": virtual,
         "pass_budget": budget,
+        "first_budget": first,
+        "level_bound": bound,
     }
 
 
-__all__ = ["describe", "parse_spec", "compile_schedule", "relaxation_plan", "Relaxation", "orders_for",
-           "Spec", "Order", "Analysis", "levelling", "algorithm3", "ANALYSES", "BUILTIN",
+__all__ = ["describe", "parse_spec", "compile_schedule", "relaxation_plan", "finish", "Relaxation",
+           "orders_for", "Spec", "Order", "Analysis", "levelling", "algorithm3", "ANALYSES", "BUILTIN",
            "ORDER_FILE_HELP"]

@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from fastlbp.graph import FactorGraph
-from schedules.orders import Order
+from schedules.orders import Order, unique
 
 ANALYSES = ("levelling", "algorithm3")
 
@@ -452,7 +452,7 @@ def levelling(graph: FactorGraph, order: Order, window: int = 1024,
     G = _Arrays.of(graph, order)
     num_edges = G.ef.size
     starts = np.flatnonzero(G.cut_ok)
-    cuts = np.unique(starts[np.minimum(np.searchsorted(starts, np.arange(0, num_edges, window)),
+    cuts = unique(starts[np.minimum(np.searchsorted(starts, np.arange(0, num_edges, window)),
                                        starts.size - 1)])
     bounds = np.append(cuts, num_edges)
     local_of = np.full(num_edges, -1, np.int64)
@@ -501,7 +501,7 @@ def algorithm3(graph: FactorGraph, order: Order) -> Analysis:
     if s.unit is None:
         keys, need = s.rank, newest
     else:
-        keys = np.unique(s.rank)
+        keys = unique(s.rank)
         need = np.full(keys.size, -1, np.int64)
         np.maximum.at(need, s.unit, newest)
     cut = _greedy_cuts(keys.tolist(), need.tolist())
@@ -545,7 +545,7 @@ def group_var_to_factor(graph: FactorGraph, batch: np.ndarray) -> list[np.ndarra
     out = []
     for b in range(int(batch.max(initial=-1)) + 1):
         s = np.flatnonzero(batch == b)
-        touched = np.unique(ef[s])
+        touched = unique(ef[s])
         sizes = off[touched + 1] - off[touched]
         t = np.repeat(off[touched] - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
         # Own edge excluded only where a factor updates a single edge of its own in the batch.

@@ -36,6 +36,18 @@ from fastlbp.graph import FactorGraph
 BUILTIN = ("parall", "seqfix", "seqrnd", "topo")
 
 
+def unique(x: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array, by one sort.
+
+    numpy 2.4's `np.unique` without return_* options hashes its input, which took
+    4.5-6 s for 2M int64 values on this project's 2-core CPU (a sort: 0.08 s).
+    """
+    s = np.sort(np.asarray(x).ravel())
+    keep = np.ones(s.size, bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
+
+
 @dataclasses.dataclass(frozen=True)
 class Order:
     """A strict weak order on the E edges of a graph.
@@ -50,7 +62,7 @@ class Order:
 
     @property
     def is_total(self) -> bool:
-        return bool(np.unique(self.rank).size == self.rank.size)
+        return bool(unique(self.rank).size == self.rank.size)
 
 
 def _edge_arrays(graph: FactorGraph):
@@ -72,7 +84,9 @@ def parall(graph: FactorGraph) -> Order:
 def seqfix(graph: FactorGraph) -> Order:
     """libDAI's SEQFIX: factors in file order, each factor's variables by ascending index."""
     ef, ev, _, _ = _edge_arrays(graph)
-    return Order(_rank_of_sequence(np.lexsort((ev, ef))), "seqfix")
+    # One key instead of a two-key lexsort (0.5-1.6 s at 2M edges on this CPU); edges are
+    # stored factor by factor, so the keys are nearly sorted.
+    return Order(_rank_of_sequence(np.argsort(ef * max(graph.num_vars, 1) + ev, kind="stable")), "seqfix")
 
 
 def seqrnd(graph: FactorGraph, seed: int = 0, cycle: int = 8) -> list[Order]:
@@ -117,7 +131,7 @@ def topological_positions(graph: FactorGraph) -> np.ndarray:
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
         targets = dst[idx]
         np.subtract.at(indeg, targets, 1)
-        cand = np.unique(targets)
+        cand = unique(targets)
         frontier = cand[(indeg[cand] <= 0) & ~done[cand]]
         d += 1
     pos = np.empty(num_vars, np.int64)
@@ -287,7 +301,7 @@ def _layer_pairs(src: np.ndarray, dst: np.ndarray, num_edges: int) -> np.ndarray
         idx = np.repeat(off[frontier] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
         targets = dst[idx]
         np.subtract.at(indeg, targets, 1)
-        cand = np.unique(targets)
+        cand = unique(targets)
         frontier = cand[indeg[cand] == 0]
         d += 1
     return rank if seen == num_edges else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fastlbp.graph import FactorGraph, from_arrays
@@ -29,42 +28,44 @@ MAX_VIRTUAL_RATIO = 3.0
 class RelaxPlan:
     """How one order reads old and new messages (host-built, a jit argument).
 
+    The engine gathers each virtual edge's row start (lo = var_offsets[edge_var]) and
+    whether `split` is the row's end from the graph once per sweep
+    (`fastlbp.engines.relaxed.pass_inputs`); they are not stored.
+
     Attributes:
-        vgraph: the reader groups as factors (Ev edges); the graph itself when
-            every factor's edges are one run of the order.
+        vgraph: the reader groups as factors (Ev edges); None when every factor's
+            edges are one run of the order (SEQFIX: the virtual graph is the graph,
+            and no second copy of it goes to the device).
         out_edge: (E,) int32 virtual edge that computes each edge's new message
             (None when the virtual graph is the graph).
         read_order: (E,) int32 the rows laid end to end: each variable's
             incoming edges by rank, variables in order (rows are var_offsets).
         row_last: (V,) int32 read_order position of each row's last edge (E for
             an empty row).
-        lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
         split: (Ev,) int32 first row position whose rank is not before the reader
             group's (positions [lo, split) hold new messages).
-        whole: (Ev,) bool, split is the row's end (the prefix includes its last edge).
-        own: (Ev,) int32 the virtual edge's own (real) edge.
+        own: (Ev,) int32 the virtual edge's own (real) edge; None when the virtual graph
+            is the graph (the identity).
         own_pos: (Ev,) int32 read_order position of the own edge.
         own_new: (Ev,) bool, whether the own edge is in [lo, split).
-        max_passes: () int32, the most passes a sweep runs: the number of levels (passes
-            that make the sweep exact), or a budget below it when the chunk loop finishes
-            the sweeps it does not settle (`schedules.relaxation_plan`).
+        max_passes: () int32, the most passes a sweep runs: at least the number of levels
+            (passes that make the sweep exact: the levels or `level_bound`), or a budget
+            below it (`schedules.relaxation_plan`).
     """
 
-    vgraph: FactorGraph
-    out_edge: jax.Array
+    vgraph: FactorGraph | None
+    out_edge: jax.Array | None
     read_order: jax.Array
     row_last: jax.Array
-    lo: jax.Array
     split: jax.Array
-    whole: jax.Array
-    own: jax.Array
+    own: jax.Array | None
     own_pos: jax.Array
     own_new: jax.Array
     max_passes: jax.Array
 
     @property
     def virtual_edges(self) -> int:
-        return self.vgraph.num_edges
+        return int(self.split.shape[0])
 
 
 # The cost model of `pass_budget`, in microseconds: (PASS_FIXED, PASS_PER_EDGE, STEP_FIXED,
@@ -82,6 +83,62 @@ GPU_COSTS = (100.0, 0.0003, 20.0, 0.07)
 # Cold SEQFIX sweeps of Bingo-like graphs settle in 3 passes and warm ones in 3-12
 # (BENCHMARKS.md): never fewer than 8 passes, whatever the model says.
 MIN_BUDGET = 8
+# Host microseconds per edge of what `first_budget` defers: the exact levelling and the chunk
+# plan. This 2-core CPU (`python benchmarks/bench_schedules.py --setup-only`): synthetic 0.5M
+# edges 1.4-1.9 s levelling + 1.0-1.5 s packing unloaded (5.7 + 2.5 s with the machine shared), a
+# 10^4-link chain 0.05 s.
+PLAN_US_PER_EDGE = 5.0
+
+
+def level_bound(graph: FactorGraph, order: Order) -> int:
+    """An upper bound on the levels of `order` (`schedules.analysis.levelling`), in O(E log E).
+
+    A *block* is a maximal run of one factor's edges that are consecutive in the
+    order (one rank in a weak order). An edge depends on (reads the new value
+    of) an edge of another factor with a smaller rank, so along a chain of
+    dependencies ranks fall strictly and the factor changes at every step: the
+    chain leaves every block it enters for good and never steps inside one. A
+    chain of d dependencies thus visits d + 1 distinct blocks (and d + 1
+    distinct ranks), and relaxation pass d + 1 is exact for its last edge.
+    Levelling's own constraints (an earlier reader of an edge's old value, a
+    factor's earlier blocks) never step inside a block either, so its levels
+    obey the same bound. SEQFIX: one block per factor.
+
+    Returns:
+        min(number of blocks, number of distinct ranks), at least 1.
+    """
+    g = graph.to_numpy()
+    ef = np.asarray(g.edge_factor, np.int64)
+    rank = np.asarray(order.rank, np.int64)
+    if ef.size == 0:
+        return 1
+    seq = np.lexsort((ef, rank))
+    f_seq, r_seq = ef[seq], rank[seq]
+    stage = r_seq[1:] != r_seq[:-1]
+    stages = 1 + int(np.count_nonzero(stage))
+    # A total order's block spans ranks; a weak order's is one factor in one stage.
+    new_block = f_seq[1:] != f_seq[:-1]
+    if stages < ef.size:
+        new_block |= stage
+    return max(1, min(1 + int(np.count_nonzero(new_block)), stages))
+
+
+def first_budget(edges: int, virtual_edges: int, gpu: bool) -> int:
+    """Passes a relaxed sweep may take before the exact levelling and chunk plan are built.
+
+    The same ski rental as `pass_budget`, one level up: a sweep that has not
+    settled after b passes makes the runner build the chunk plan (about
+    `PLAN_US_PER_EDGE` per edge on the host) and redo the sweep with it, so
+    b = the passes that cost as much as building the plan keeps that sweep
+    within about twice the cheaper choice, and graphs whose sweeps settle
+    (Bingo-like ones: 3-12 passes) never pay for the plan. This CPU: 5 us per
+    edge against 0.17 us per virtual edge and pass, about 29 passes at any
+    size above 10^4 edges; a GPU: thousands.
+    """
+    pass_fixed, per_edge, _, _ = GPU_COSTS if gpu else CPU_COSTS
+    return max(MIN_BUDGET, int(PLAN_US_PER_EDGE * edges / (pass_fixed + per_edge * virtual_edges)))
+
+
 def pass_budget(chunk_steps: int, width: int, virtual_edges: int, gpu: bool) -> int:
     """Relaxation passes worth running before the chunk loop finishes a sweep.
 
@@ -111,7 +168,9 @@ def reader_groups(graph: FactorGraph, order: Order) -> tuple[np.ndarray, np.ndar
     """Splits every factor's edges into runs that read the same state.
 
     Two edges of one factor read the same state iff the same number of
-    other factors' edges precede them.
+    other factors' edges precede them. In a total order those are the
+    factor's *blocks* (maximal runs of its edges consecutive in the order),
+    found by one sort (SEQFIX: one per factor).
 
     Returns:
         group: (E,) int64 group of each edge, groups sorted by (factor, run).
@@ -120,8 +179,20 @@ def reader_groups(graph: FactorGraph, order: Order) -> tuple[np.ndarray, np.ndar
     g = graph.to_numpy()
     ef = np.asarray(g.edge_factor, np.int64)
     rank = np.asarray(order.rank, np.int64)
+    seq = np.argsort(rank, kind="stable")  # time order; SEQFIX's ranks are nearly sorted
+    r_seq = rank[seq]
+    if not np.any(r_seq[1:] == r_seq[:-1]):
+        f_seq = ef[seq]
+        start = np.ones(seq.size, bool)
+        start[1:] = f_seq[1:] != f_seq[:-1]
+        by_factor = np.argsort(f_seq[start], kind="stable")  # blocks by (factor, time)
+        gid = np.empty(by_factor.size, np.int64)
+        gid[by_factor] = np.arange(by_factor.size)
+        group = np.empty(seq.size, np.int64)
+        group[seq] = gid[np.cumsum(start) - 1]
+        return group, r_seq[start][by_factor]
     span = int(rank.max(initial=0)) + 1
-    below_all = np.searchsorted(np.sort(rank), rank, side="left")
+    below_all = np.searchsorted(r_seq, rank, side="left")
     key = ef * span + rank
     below_own = np.searchsorted(np.sort(key), key, side="left") - np.asarray(g.factor_offsets, np.int64)[ef]
     cut = below_all - below_own
@@ -166,19 +237,30 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
     v_group = np.repeat(np.arange(num_groups), sizes) if vgraph is not graph else group
     v_var = ev[v_own]
 
-    read_order = np.lexsort((rank, ev))  # incoming edges of each variable, by rank
+    # Incoming edges of each variable, by rank. Sorted from the variable order (rows by
+    # factor), which SEQFIX's ranks already follow, and queried in the virtual graph's
+    # variable order: (nearly) sorted keys sort and search in O(E), where random ones took
+    # 0.5-1.4 s per call at 2M edges on this CPU.
     span = int(rank.max(initial=0)) + 1
-    read_key = ev[read_order] * span + rank[read_order]  # sorted
+    var_edges = np.asarray(g.var_edges, np.int64)
+    read_key = ev[var_edges] * span + rank[var_edges]
+    o = np.argsort(read_key, kind="stable")
+    read_order, read_key = var_edges[o], read_key[o]
     v_off_var = np.asarray(g.var_offsets, np.int64)
-    lo = v_off_var[v_var]
-    split = np.searchsorted(read_key, v_var * span + group_rank[v_group], side="left")
+    query = v_var * span + group_rank[v_group]
+    q_order = np.asarray(vgraph.to_numpy().var_edges, np.int64)
+    q_order = q_order[np.argsort(query[q_order], kind="stable")]
+    split = np.empty(query.size, np.int64)
+    split[q_order] = np.searchsorted(read_key, query[q_order], side="left")
     row_last = np.where(np.diff(v_off_var) > 0, v_off_var[1:] - 1, num_edges)
     own_new = rank[v_own] < group_rank[v_group]
     read_pos = np.empty(num_edges, np.int64)
     read_pos[read_order] = np.arange(num_edges)
-    i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
-    return RelaxPlan(vgraph=vgraph, out_edge=None if vgraph is graph else i32(out_edge),
+    # numpy int32 on the host (a jnp conversion compiled one op per shape); the engine's
+    # layout puts them on the device once.
+    i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
+    same = vgraph is graph
+    return RelaxPlan(vgraph=None if same else vgraph, out_edge=None if same else i32(out_edge),
                      read_order=i32(read_order), own_pos=i32(read_pos[v_own]),
-                     row_last=i32(row_last), lo=i32(lo), split=i32(split),
-                     whole=jnp.asarray(split == v_off_var[v_var + 1]), own=i32(v_own),
-                     own_new=jnp.asarray(own_new), max_passes=jnp.asarray(max(int(max_passes), 1), jnp.int32))
+                     row_last=i32(row_last), split=i32(split), own=None if same else i32(v_own),
+                     own_new=np.asarray(own_new), max_passes=np.asarray(max(int(max_passes), 1), np.int32))

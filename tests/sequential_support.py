@@ -27,7 +27,8 @@ def runner_for(model, spec: str, **settings) -> loop.Runner:
 
 
 def analyses(runner: loop.Runner) -> list[schedules.Analysis]:
-    """The dependency analyses a sequential runner was built from (relaxed: one; chunked: one per order)."""
+    """The dependency analyses a sequential runner was built from (relaxed: one, None until a sweep
+    needed the chunk plan; chunked: one per order)."""
     compiled = runner.info["compiled"]
     return list(compiled.analyses) if isinstance(compiled, schedules.Compiled) else [compiled.analysis]
 

@@ -123,3 +123,32 @@ def test_no_recompilation_when_evidence_or_settings_change(spec):
         sizes.append(jitted._cache_size())
     # At most one compilation (none if an earlier test compiled these shapes), then none.
     assert sizes[0] - before <= 1 and sizes[-1] == sizes[0]
+
+
+@pytest.mark.parametrize("schedule", ["parall", "seqfix", "seqrnd"])
+def test_backend_auto_is_the_default_and_xla_on_a_cpu(schedule):
+    assert Settings().backend == "auto"
+    runner = engines.make_runner(_weblech(), Settings(schedule=schedule))
+    assert runner.info["backend"] == "xla" and runner.info["backend_reason"].startswith("auto: xla")
+    assert "backend xla (auto: xla" in engines.describe_runner(runner)
+    if schedule == "parall":
+        assert runner.name == "parall/xla"
+    # Named, it is taken as it is (and said so without a reason).
+    named = engines.make_runner(_weblech(), Settings(schedule=schedule, backend="scatter"))
+    assert named.info["backend"] == "scatter" and named.info["backend_reason"] is None
+
+
+@pytest.mark.parametrize("platform, strategy, edges, want", [
+    ("cpu", "parall", 10**8, "xla"),
+    ("tpu", "parall", 10**8, "xla"),
+    ("gpu", "parall", engines.FUSED_MIN_EDGES - 1, "xla"),
+    ("gpu", "parall", engines.FUSED_MIN_EDGES, "fused"),
+    ("gpu", "parall", 688_090, "fused"),
+    ("gpu", "parall", 10**8, "fused"),
+    ("gpu", "seqfix", 10**8, "xla"),
+    ("gpu", "topo", 688_090, "xla"),
+    ("gpu", "file", 688_090, "xla"),
+])
+def test_auto_backend_rule(platform, strategy, edges, want):
+    backend, reason = engines.auto_backend(platform, strategy, edges)
+    assert backend == want and reason.startswith(f"auto: {want}")

@@ -147,7 +147,7 @@ def test_a_budgeted_sweep_equals_the_sequential_sweep(seed, strategy, budget):
         factors = random_factors(rng, int(rng.integers(2, 10)), int(rng.integers(1, 10)))
     graph = from_factors(factors)
     labels = random_labels(rng, graph.num_vars) if rng.random() < 0.5 else {}
-    rel = schedules.relaxation_plan(graph, f"{strategy}:budget={budget}")
+    rel = schedules.relaxation_plan(graph, f"{strategy}:budget={budget}", analyse=True)
     levels = rel.analysis.num_batches
     assert rel.budget == min(budget, levels) and int(rel.plan.max_passes) == max(rel.budget, 1)
     assert (rel.chunks is not None) == (levels > budget)
@@ -173,7 +173,7 @@ def test_a_chain_deeper_than_the_budget_is_finished_by_the_chunk_loop():
     start = np.zeros(graph.num_edges)
     want = _sequential_sweep(factors, graph.num_vars, orders.seqfix(graph), {}, _pairs(start))
     ev = jnp.zeros(graph.num_vars)
-    rel = schedules.relaxation_plan(graph, "seqfix:budget=5")
+    rel = schedules.relaxation_plan(graph, "seqfix:budget=5", analyse=True)
     assert rel.budget == 5 and rel.chunks is not None and rel.analysis.num_batches >= 39
     layout = relaxed.layout_for(graph, rel.plan, rel.chunks.plan)
     got, passes, redone = relaxed.sweep_with_stats(graph, layout, jnp.asarray(start), ev)
@@ -196,7 +196,7 @@ def test_budgeted_runner_equals_sequential_reference():
 
 def test_default_budget_carries_no_chunk_plan_on_a_shallow_order():
     model = causal_fg.load(WEBLECH / "graph.causal_fg")
-    rel = schedules.relaxation_plan(model, "seqfix:budget=1000")
+    rel = schedules.relaxation_plan(model, "seqfix:budget=1000", analyse=True)
     assert rel.chunks is None and rel.budget == rel.analysis.num_batches == int(rel.plan.max_passes)
     runner = runner_for(model, "seqfix:budget=1000")
     assert runner.layout.chunks is None and runner.run is relaxed.run
@@ -225,10 +225,14 @@ def test_a_chain_of_ten_thousand_links_through_a_session():
     model = to_model(dg, compress=True)  # chain merging keeps the n + 1 tuples as variables
     assert model.graph.num_vars == n + 1
     session = Session(model, schedule="seqfix")
-    assert session.runner.name == "seqfix/relaxed" and session.runner.layout.chunks is not None
-    assert session.runner.info["budget"] < n
+    # No levelling before a sweep needs it: the plan is open, a budget below the level bound.
+    assert session.runner.name == "seqfix/relaxed" and session.runner.layout.chunks is None
+    assert session.runner.layout.open and session.runner.info["level_bound"] >= n
     first = session.run()
     assert first.converged
+    # The first cold sweep did not settle within the budget: the runner built the chunk plan.
+    assert session.runner.finish is None and session.runner.layout.chunks is not None
+    assert session.runner.info["budget"] < n and not session.runner.layout.open
     chunk = Session(model, schedule="seqfix:chunked")
     ref = chunk.run()
     assert first.iterations == ref.iterations
@@ -318,3 +322,83 @@ def test_cli_marginals_seqfix_matches_libdai():
     out = json.loads(res.stdout)
     ref = causal_fg.load_marginals(WEBLECH / "seqfix.marg")
     assert max(abs(out["marginals"][k] - v) for k, v in ref.items()) < 1e-6
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(["seqfix", "topo", "seqrnd", "stages", "chain"]))
+def test_level_bound_is_at_least_the_levels(seed, kind):
+    # The relaxation caps sweeps at the bound without levelling: it must never be below the levels.
+    rng = np.random.default_rng(seed)
+    factors = _random_chain(rng) if kind == "chain" else random_factors(rng, int(rng.integers(1, 12)),
+                                                                        int(rng.integers(1, 12)))
+    graph = from_factors(factors)
+    if kind == "stages":
+        order = orders.Order(rng.integers(0, int(rng.integers(1, 6)), graph.num_edges), "stages")
+    elif kind == "chain":
+        order = orders.seqfix(graph)
+    else:
+        order = schedules.orders_for(graph, schedules.parse_spec(kind))[0]
+    bound = relax_plan.level_bound(graph, order)
+    levels = analysis.levelling(graph, order).num_batches
+    assert levels <= bound <= graph.num_edges
+    if order.is_total:  # the definition's levels (exact N_E) too
+        assert int(analysis.brute_levelling(graph, order).max(initial=0)) + 1 <= bound
+
+
+def test_level_bound_is_tight_on_a_chain_and_one_for_parall():
+    graph = from_factors(_chain(30))
+    assert relax_plan.level_bound(graph, orders.seqfix(graph)) == 30
+    assert analysis.levelling(graph, orders.seqfix(graph)).num_batches == 30
+    assert relax_plan.level_bound(graph, orders.parall(graph)) == 1
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(["seqfix", "topo"]), budget=st.integers(1, 3))
+def test_an_open_plan_finishes_exactly_through_the_runner(seed, strategy, budget):
+    # The runner starts without levels or chunk plan; a round whose sweep does not settle within
+    # the budget stops before that sweep, builds the chunk plan and finishes: whole rounds equal
+    # the sequential reference either way, and the round counts its iterations once.
+    rng = np.random.default_rng(seed)
+    factors = _random_chain(rng) if rng.random() < 0.7 else random_factors(rng, int(rng.integers(2, 10)),
+                                                                             int(rng.integers(1, 10)))
+    graph = from_factors(factors)
+    labels = random_labels(rng, graph.num_vars) if rng.random() < 0.3 else {}
+    runner = runner_for(graph, f"{strategy}:budget={budget}")
+    rel = runner.info["compiled"]
+    assert rel.analysis is None and rel.open == (budget < rel.bound) == (runner.finish is not None)
+    iters = int(rng.integers(1, 4))
+    order = rel.order
+    lbp = SequentialLBP(factors, graph.num_vars)
+    ev_pairs = _evidence_pairs(graph.num_vars, labels)
+    msgs = lbp.uniform()
+    try:
+        for _ in range(iters):
+            sweep_by_rank(lbp, msgs, ev_pairs, order.rank)
+    except Contradiction:
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log(msgs[:, 1]) - np.log(msgs[:, 0])
+        if np.isnan(lbp.marginals(msgs, ev_pairs)).any():
+            return
+    ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
+    res = runner(graph, jnp.zeros(graph.num_edges), ev, loop.controls(0.0, iters, 0.0))
+    assert int(res.iterations) == iters and not bool(res.conflict)
+    _assert_same(res.messages, want)
+    if runner.finish is None and rel.open:  # finished: levels known, plan closed
+        assert runner.info["compiled"].analysis is not None and not runner.layout.open
+
+
+def test_an_open_sweep_is_reported_not_taken():
+    # Five passes of a 40-link chain are visibly wrong (see above): the open layout's loop must not
+    # take them, and says so.
+    graph = from_factors(_chain(40))
+    rel = schedules.relaxation_plan(graph, "seqfix:budget=5")
+    assert rel.open and rel.bound == 40
+    layout = relaxed.layout_for(graph, rel.plan, open=True)
+    start = jnp.zeros(graph.num_edges)
+    ev = jnp.zeros(graph.num_vars)
+    _, passes, unsettled = relaxed.sweep_with_stats(graph, layout, start, ev)
+    assert int(passes) == 5 and bool(unsettled)
+    res = relaxed.run(graph, layout, start, ev, loop.controls(0.0, 3, 0.0))
+    assert bool(res.unsettled) and int(res.iterations) == 0 and not bool(res.converged)
+    np.testing.assert_array_equal(np.asarray(res.messages), np.zeros(graph.num_edges))

@@ -40,11 +40,12 @@ def test_custom_weak_orders_equal_definition(tmp_path, kind):
             lines = ["order pairs"] + [f"#{perm[i]} < #{perm[j]}" for i in range(num_edges)
                                        for j in range(i + 1, num_edges) if rng.random() < 0.3]
         path.write_text("\n".join(lines) + "\n")
-        for method in ("levelling", "algorithm3"):
+        # The analyses decide the chunk loop's batches; relaxation needs none (its level bound).
+        for method in ("levelling:chunked", "algorithm3:chunked", "relaxed"):
             runner = runner_for(graph, f"{path}:{method}")
             (an,) = analyses(runner)
-            assert an.method == method
-            rank = an.order.rank
+            assert an.method == method.split(":")[0] or method == "relaxed" and an is None
+            rank = schedules.orders_for(graph, runner.info["compiled"].spec)[0].rank
             try:
                 ref_p, _ = stage_reference(SequentialLBP(factors, graph.num_vars), labels,
                                            lambda it, rank=rank: rank, 2)
@@ -106,7 +107,7 @@ def test_levelling_a_deep_chain_walks_it():
 
 def test_levelling_and_algorithm3_give_the_same_results():
     for _rng, _, graph, labels in cases(8, seed0=300):
-        lev, a3 = runner_for(graph, "seqfix"), runner_for(graph, "seqfix:algorithm3")
+        lev, a3 = runner_for(graph, "seqfix:chunked"), runner_for(graph, "seqfix:algorithm3:chunked")
         assert [an.method for an in analyses(lev) + analyses(a3)] == ["levelling", "algorithm3"]
         a = call(lev, graph, labels, 3)
         b = call(a3, graph, labels, 3)
@@ -247,14 +248,20 @@ def test_pass_budget_option_and_what_describe_says():
     model = _weblech()
     few = schedules.describe(model, "seqfix:budget=5")
     assert few["pass_budget"] == 5 < few["batches_per_iteration"]
+    assert few["first_budget"] == 5 and few["level_bound"] >= few["batches_per_iteration"]
     rel = schedules.relaxation_plan(model, "seqfix:budget=5")
-    # A budget below the levels: the relaxation plan carries the order's chunk plan, from the same
+    # A budget below the bound: an open plan without levels or chunk plan until a sweep needs them.
+    assert rel.open and rel.analysis is None and rel.chunks is None and int(rel.plan.max_passes) == 5
+    rel = schedules.finish(model.graph, rel)
+    # Below the levels: the relaxation plan carries the order's chunk plan, from the same
     # analysis (no second levelling).
-    assert rel.chunks is not None and rel.chunks.analyses == [rel.analysis]
+    assert rel.chunks is not None and rel.chunks.analyses == [rel.analysis] and not rel.open
     assert int(rel.plan.max_passes) == 5
     deep = schedules.describe(model, "seqfix:budget=100000")
     assert deep["pass_budget"] == deep["batches_per_iteration"]
-    assert schedules.relaxation_plan(model, "seqfix:budget=100000").chunks is None
+    shallow = schedules.relaxation_plan(model, "seqfix:budget=100000")
+    assert shallow.chunks is None and not shallow.open and shallow.budget == shallow.bound
+    assert schedules.relaxation_plan(model, "seqfix:budget=100000", analyse=True).chunks is None
     assert schedules.describe(model, "seqfix:chunked")["pass_budget"] == 0
 
 

@@ -27,7 +27,9 @@ def test_seqfix_plan_is_the_graph_topo_plan_a_virtual_graph():
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
     g = model.graph
     seqfix = relax_plan.build(g, orders.seqfix(g), 5)
-    assert seqfix.vgraph is g and seqfix.out_edge is None and seqfix.virtual_edges == g.num_edges
+    # The graph serves as its own virtual graph: no second copy of it, nor of the identity `own`.
+    assert seqfix.vgraph is None and seqfix.out_edge is None and seqfix.own is None
+    assert seqfix.virtual_edges == g.num_edges
     assert int(seqfix.max_passes) == 5
     topo = relax_plan.build(g, orders.topo(g), 0)
     assert topo.virtual_edges > g.num_edges and topo.out_edge.shape == (g.num_edges,)

@@ -41,14 +41,11 @@ def main():
     n = args.reps
     ev = jnp.zeros(g.num_vars)
     msgs = runner(g, init(g), ev, controls(0.0, 3, 0.0)).messages
-    old_fo = kernels.split_infinite(msgs)
-    old_split = old_fo[plan.read_order]
-    old_totals = segments.segment_sum(sums.var, msgs, transform=kernels.split_infinite)
-    base = (old_totals + kernels.split_infinite(ev))[plan.vgraph.edge_var] - old_fo[plan.own]
-    laid = old_split
+    inputs = relaxed.pass_inputs(g, lay, msgs, ev)
+    laid = inputs.old_split
 
     stages = {
-        "whole pass": lambda m: relaxed.relax_pass(g, lay, old_split, old_totals, base, m),
+        "whole pass": lambda m: relaxed.relax_pass(g, lay, inputs, m),
         "PARALL sweep (parall.step)": lambda m: parall.step(g, sums, m, ev),
         "factor side (kernels.factor_to_var)": lambda m: kernels.factor_to_var(g, sums, m),
         "row totals (segment_sum plan)": lambda m: m + segments.segment_sum(

@@ -62,11 +62,7 @@ def _relaxed(model, spec: schedules.Spec, settings: Settings) -> Runner | None:
     rel = schedules.relaxation_plan(model, spec)
     if rel is None:
         return None
-    info = {"compiled": rel, "order_seconds": rel.order_seconds, "analysis_seconds": rel.analysis_seconds,
-            "budget": rel.budget}
-    chunks = None if rel.chunks is None else rel.chunks.plan
-    return relaxed.make_runner(_graph(model), rel.plan, f"{spec.strategy}/relaxed", chunks=chunks,
-                               unroll=_gpu_unroll(spec), info=info)
+    return relaxed.make_runner(_graph(model), rel, f"{spec.strategy}/relaxed", unroll=_gpu_unroll(spec))
 
 
 def _chunked(model, spec: schedules.Spec, settings: Settings) -> Runner:
@@ -99,6 +95,50 @@ ENGINES: dict[str, Callable[..., Runner | None]] = {
 }
 
 
+# Backend "auto" (the default): the fused Pallas kernels for PARALL on a GPU from this many edges.
+# Measured (BENCHMARKS.md, "PARALL" and "Interactive rounds"), µs per PARALL iteration, XLA / fused:
+#   H200 f64  50K 48.4 / 14.1, 0.5M 103.2 / 34.6, 5M 556.8 / 321.8 (f32: 39.3 / 14.7, 80.6 / 22.9,
+#             417.1 / 178.4); H100 f64 56.7 / 15.3, 115.8 / 36.8, 648.0 / 345.7; 20M edges, a cold
+#             round 0.21 / 0.14 s (issue 21);
+#   triage at the ftp size (H200): cold round 10.36 / 6.05 ms, warm max 7.68 / 5.09 ms, TotalTime
+#             0.176 / 0.134 s.
+# Set-up is not the difference: the fused layout is host numpy like the XLA segment plans (this
+# 2-core CPU: 0.66 vs 0.61 s at 0.5M edges, 2.1 vs 2.5 s at 2M). Compilation is: the fused loop
+# 1.8-3.1 s in a fresh process against 0.7-1.4 s, which a single process without the persistent
+# compilation cache repays only after ~15,000 iterations at 0.5M (69 µs each), while the CLI's
+# cache makes both a 0.06 s hit. Below 50K edges nothing was measured and both are launch-bound,
+# so the smaller compile keeps XLA. Sequential orders: relaxation on XLA (1.0 ms per SEQFIX
+# iteration at the ftp size) beats the persistent fused kernel (144 ms), so auto never picks it.
+FUSED_MIN_EDGES = 50_000
+
+
+def auto_backend(platform: str, strategy: str, edges: int) -> tuple[str, str]:
+    """The backend "auto" runs, and why.
+
+    Args:
+        platform: `jax.default_backend()` ("cpu", "gpu", "tpu").
+        strategy: the schedule's strategy (`schedules.Spec.strategy`: "parall", "seqfix", ...).
+        edges: factor-graph edges.
+
+    Returns:
+        ("fused" or "xla", a short reason for `--verbose` and `runner.info["backend_reason"]`).
+    """
+    if platform != "gpu":
+        return "xla", f"auto: xla on {platform} (the Pallas kernels need a GPU)"
+    if strategy != "parall":
+        return "xla", "auto: xla (sequential orders: relaxation on XLA beats the persistent kernel)"
+    if edges < FUSED_MIN_EDGES:
+        return "xla", f"auto: xla ({edges:,} edges < {FUSED_MIN_EDGES:,}: launch-bound, cheaper compile)"
+    return "fused", f"auto: fused ({edges:,} edges >= {FUSED_MIN_EDGES:,} on a GPU: 1.7-3.4x per iteration)"
+
+
+def describe_runner(runner: Runner) -> str:
+    """One line for `--verbose`: the engine and the backend (and why, when "auto" chose it)."""
+    reason = runner.info.get("backend_reason")
+    backend = runner.info.get("backend", "?")
+    return f"engine {runner.name}, backend {backend}" + (f" ({reason})" if reason else "")
+
+
 def check_backend(backend: str) -> None:
     """Raises `SettingsError` when `backend` needs a GPU and JAX runs elsewhere."""
     if backend in GPU_BACKENDS and jax.default_backend() != "gpu":
@@ -118,6 +158,9 @@ def engine_keys(spec: schedules.Spec, backend: str) -> tuple[str, ...]:
 def make_runner(model, settings: Settings | None = None) -> Runner:
     """The runner of `settings.schedule` and `settings.backend` for a model (or a bare graph).
 
+    Backend "auto" becomes a concrete one here (`auto_backend`); `runner.info["backend"]`
+    says which, `runner.info["backend_reason"]` why (None when the settings named it).
+
     Host work (dependency analysis, plans, kernel layouts) happens here, once;
     rounds only run the jitted loop.
 
@@ -127,13 +170,18 @@ def make_runner(model, settings: Settings | None = None) -> Runner:
     """
     settings = settings or Settings()
     spec = schedules.parse_spec(settings.schedule)
+    reason = None
+    if settings.backend == "auto":
+        backend, reason = auto_backend(jax.default_backend(), spec.strategy, _graph(model).num_edges)
+        settings = settings.replace(backend=backend)
     check_backend(settings.backend)
     for key in engine_keys(spec, settings.backend):
         runner = ENGINES[key](model, spec, settings)
         if runner is not None:
+            runner.info.update(backend=settings.backend, backend_reason=reason)
             return runner
     raise AssertionError(f"no engine ran {settings.schedule!r}")  # the last key always returns a runner
 
 
-__all__ = ["make_runner", "ENGINES", "engine_keys", "check_backend", "Runner", "RunResult", "Controls",
-           "controls", "init"]
+__all__ = ["make_runner", "ENGINES", "engine_keys", "check_backend", "auto_backend", "describe_runner",
+           "FUSED_MIN_EDGES", "Runner", "RunResult", "Controls", "controls", "init"]

@@ -47,6 +47,11 @@ class RunResult:
         converged: () bool, largest marginal change < tol at the end.
         delta: () largest marginal change in the last iteration (`logspace.log_odds_change`).
         conflict: () bool, contradictory evidence (some marginal is NaN).
+        unsettled: () bool or None: a relaxed sweep ran out of its pass budget and the
+            layout had no chunk plan to finish it exactly, so the round stopped *before*
+            that sweep (`messages` are its start, `iterations` the sweeps completed);
+            `Runner.__call__` builds the chunk plan and finishes the round. None for
+            engines whose sweeps are always exact.
     """
 
     messages: jax.Array
@@ -56,6 +61,7 @@ class RunResult:
     converged: jax.Array
     delta: jax.Array
     conflict: jax.Array
+    unsettled: jax.Array | None = None
 
 
 class Controls(NamedTuple):
@@ -74,7 +80,8 @@ def controls(tol: float = 1e-6, max_iters: int = 1000, damping: float = 0.0, dty
 RunFn = Callable[[FactorGraph, Any, jax.Array, jax.Array, Controls], RunResult]
 
 
-class Runner(NamedTuple):
+@dataclasses.dataclass(eq=False)
+class Runner:
     """An engine prepared for one graph.
 
     Attributes:
@@ -84,16 +91,32 @@ class Runner(NamedTuple):
             messages (E,) and evidence (V,) are log-odds in the round's dtype.
         info: host-side facts about the preparation (schedule analysis, timings), for
             `fastlbp info` and benchmarks.
+        finish: None, or host work deferred until a round needs it: `finish() -> (layout,
+            run, info)`, called once when a round comes back `unsettled` (the relaxation
+            engine's chunk plan, `fastlbp.engines.relaxed`); the runner then holds the new
+            layout and run and finishes that round with them.
     """
 
     name: str
     layout: Any
     run: RunFn
     info: dict
+    finish: Callable[[], tuple[Any, RunFn, dict]] | None = None
 
     def __call__(self, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
                  controls: Controls) -> RunResult:
-        return self.run(graph, self.layout, messages, evidence, controls)
+        result = self.run(graph, self.layout, messages, evidence, controls)
+        # Only a runner with deferred work asks the device whether it is needed (one
+        # scalar transfer per round until then).
+        if self.finish is None or result.unsettled is None or not bool(result.unsettled):
+            return result
+        self.layout, self.run, extra = self.finish()
+        self.finish = None
+        self.info = {**self.info, **extra}
+        done = result.iterations
+        rest = self.run(graph, self.layout, result.messages, evidence,
+                        controls._replace(max_iters=controls.max_iters - done))
+        return dataclasses.replace(rest, iterations=rest.iterations + done)
 
 
 def init(graph: FactorGraph, dtype=jnp.float64) -> jax.Array:
@@ -114,7 +137,7 @@ Sweep = Callable[[FactorGraph, Any, jax.Array, jax.Array, jax.Array, jax.Array],
 
 
 def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summation, messages: jax.Array,
-            evidence: jax.Array, ctl: Controls, *, unroll: int = 1) -> RunResult:
+            evidence: jax.Array, ctl: Controls, *, unroll: int = 1, flagged: bool = False) -> RunResult:
     """Runs `sweep` to convergence on the device: the loop every engine but the fused one uses.
 
     A round stops when the largest change of any marginal is below `tol`, at
@@ -135,6 +158,8 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
         evidence: (V,) evidence log-odds.
         ctl: tol, max_iters, damping.
         unroll: sweeps per while-loop trip (static).
+        flagged: the sweep returns (messages, unsettled): an unsettled sweep is not taken,
+            the round stops before it and says so (`RunResult.unsettled`).
     """
     dtype = messages.dtype
     tol = jnp.asarray(ctl.tol, dtype)
@@ -145,16 +170,23 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
     lo0 = kernels.combine(agg0)
 
     def one(state):
-        msgs, agg, lo, it, _, _ = state
-        new = damp(sweep(graph, layout, msgs, agg, evidence, it), msgs, damping)
+        msgs, agg, lo, it, _, _, _ = state
+        out = sweep(graph, layout, msgs, agg, evidence, it)
+        new, halt = out if flagged else (out, None)
+        new = damp(new, msgs, damping)
         agg_new = kernels.var_aggregates(graph, sums, new, evidence)
         lo_new = kernels.combine(agg_new)
         change, bad = logspace.log_odds_change(lo_new, lo)
-        return new, agg_new, lo_new, it + 1, jnp.max(change, initial=0.0), jnp.any(bad)
+        nxt = (new, agg_new, lo_new, it + 1, jnp.max(change, initial=0.0), jnp.any(bad), state[6])
+        if not flagged:
+            return nxt
+        # An unsettled sweep is not exact: keep the state it started from and stop.
+        stopped = state[:6] + (jnp.asarray(True),)
+        return jax.tree_util.tree_map(lambda a, b: jnp.where(halt, a, b), stopped, nxt)
 
     def active(state):
-        _, _, _, it, delta, conflict = state
-        return (it < max_iters) & (delta >= tol) & ~conflict
+        _, _, _, it, delta, conflict, unsettled = state
+        return (it < max_iters) & (delta >= tol) & ~conflict & ~unsettled
 
     def body(state):
         for _ in range(unroll):
@@ -167,10 +199,11 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
         return state
 
     state = (messages, agg0, lo0, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype),
-             jnp.any(jnp.isnan(lo0)))
-    msgs, agg, lo, it, delta, conflict = jax.lax.while_loop(active, body, state)
+             jnp.any(jnp.isnan(lo0)), jnp.asarray(False))
+    msgs, agg, lo, it, delta, conflict, unsettled = jax.lax.while_loop(active, body, state)
     return RunResult(messages=msgs, log_odds=lo, marginals=jax.nn.sigmoid(lo), iterations=it,
-                     converged=(delta < tol) & ~conflict, delta=delta, conflict=conflict)
+                     converged=(delta < tol) & ~conflict & ~unsettled, delta=delta, conflict=conflict,
+                     unsettled=unsettled if flagged else None)
 
 
 __all__ = ["RunResult", "Controls", "controls", "Runner", "RunFn", "Sweep", "init", "damp", "iterate"]

@@ -74,9 +74,10 @@ def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = 1) -> R
     dispatcher keeps 1 unless the schedule spec says `:unroll=N`.
     """
     start = time.perf_counter()
-    sums = jax.device_put(kernels.summation(graph, settings.backend))
-    return Runner(name=f"parall/{settings.backend}", layout=sums, run=jitted_run(unroll),
-                  info={"unroll": unroll, "layout_seconds": time.perf_counter() - start})
+    backend = "xla" if settings.backend == "auto" else settings.backend  # this engine's auto choice
+    sums = jax.device_put(kernels.summation(graph, backend))
+    return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll),
+                  info={"unroll": unroll, "layout_seconds": time.perf_counter() - start, "backend": backend})
 
 
 def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,

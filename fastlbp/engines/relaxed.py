@@ -55,10 +55,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+import schedules
 from fastlbp import kernels, segments
 from fastlbp.engines import chunked
 from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
@@ -75,43 +77,90 @@ class RelaxLayout:
     Attributes:
         plan: who reads new and old messages (`schedules.relax_plan.build`).
         sums: segment sums of the graph (its variables' rows).
-        vsums: segment sums of the plan's virtual graph (its factors); `sums` when
-            the virtual graph is the graph.
+        vsums: segment sums of the plan's virtual graph (its factors); None when the
+            virtual graph is the graph (`sums` serves both, one copy on the device).
         chunks: the order's chunk plan (`schedules.compile_schedule`), which finishes the
-            sweeps that `plan.max_passes` passes do not settle; None when the budget is the
-            number of levels.
+            sweeps that `plan.max_passes` passes do not settle; None when the budget covers
+            the levels, or when the plan is open.
+        open: (static) `plan.max_passes` is a budget below the level bound and there is no
+            chunk plan: a sweep the budget does not settle is reported, not taken
+            (`RunResult.unsettled`), and the runner builds the chunk plan.
     """
 
     plan: RelaxPlan
     sums: kernels.Summation
-    vsums: kernels.Summation
+    vsums: kernels.Summation | None
     chunks: P.Plan | None = None
+    open: bool = dataclasses.field(default=False, metadata={"static": True})
 
 
-def relax_pass(graph: FactorGraph, layout: RelaxLayout, old_split: jax.Array, old_totals: jax.Array,
-               base: jax.Array, guess: jax.Array, params: kernels.FactorParams | None = None) -> jax.Array:
+class PassInputs(NamedTuple):
+    """What every pass of one sweep reads besides the guess (computed once per sweep).
+
+    Attributes:
+        old_split: (E, 3) `kernels.split_infinite` of the old messages in read order.
+        old_totals: (V, 3) per-variable sums of old_split.
+        base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old state
+            (evidence included, own message left out).
+        params: `kernels.factor_params` of the virtual graph.
+        lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
+        whole: (Ev,) bool, `plan.split` is the row's end (the prefix includes its last edge).
+    """
+
+    old_split: jax.Array
+    old_totals: jax.Array
+    base: jax.Array
+    params: kernels.FactorParams
+    lo: jax.Array
+    whole: jax.Array
+
+
+def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
+                evidence: jax.Array) -> PassInputs:
+    """`PassInputs` of a sweep from `messages` (E,) and `evidence` (V,), in the messages' dtype.
+
+    The row bounds are gathered from the graph here rather than stored in the plan (5 bytes
+    per virtual edge less on the device, two gathers per sweep).
+    """
+    plan = layout.plan
+    vg = vgraph(graph, plan)
+    dtype = messages.dtype
+    old_fo = kernels.split_infinite(messages)
+    old_totals = segments.segment_sum(layout.sums.var, messages, transform=kernels.split_infinite)
+    agg_rel = old_totals + kernels.split_infinite(evidence.astype(dtype))
+    own = old_fo if plan.own is None else old_fo[plan.own]
+    u = vg.edge_var
+    return PassInputs(old_split=old_fo[plan.read_order], old_totals=old_totals, base=agg_rel[u] - own,
+                      params=kernels.factor_params(vg, dtype), lo=graph.var_offsets[u],
+                      whole=plan.split == graph.var_offsets[u + 1])
+
+
+def vgraph(graph: FactorGraph, plan: RelaxPlan) -> FactorGraph:
+    """The plan's virtual graph: `graph` itself when the plan has none of its own (SEQFIX)."""
+    return graph if plan.vgraph is None else plan.vgraph
+
+
+def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, guess: jax.Array) -> jax.Array:
     """One relaxation pass: every edge recomputed from `guess` (earlier edges) and the old state.
 
     Args:
-        old_split: (E, 3) `kernels.split_infinite` of the old messages in read order.
-        old_totals: (V, 3) per-variable sums of old_split.
-        base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old
-            state (evidence included, own message left out).
+        inputs: the sweep's `pass_inputs`.
         guess: (E,) log-odds, factor order.
-        params: `kernels.factor_params(plan.vgraph, dtype)` (None: computed here).
 
     Returns:
         (E,) new log-odds, factor order.
     """
     plan = layout.plan
-    change = kernels.split_infinite(guess[plan.read_order]) - old_split  # (E, 3) read order
-    row_change = segments.segment_sum(layout.sums.var, guess, transform=kernels.split_infinite) - old_totals
+    vg = vgraph(graph, plan)
+    change = kernels.split_infinite(guess[plan.read_order]) - inputs.old_split  # (E, 3) read order
+    row_change = (segments.segment_sum(layout.sums.var, guess, transform=kernels.split_infinite)
+                  - inputs.old_totals)
     closed = change.at[plan.row_last].add(-row_change, mode="drop", unique_indices=True)
     run = jnp.concatenate([jnp.zeros((1, 3), change.dtype), jnp.cumsum(closed, axis=0)])
-    u = plan.vgraph.edge_var
-    before = (run[plan.split] - run[plan.lo] + jnp.where(plan.whole[:, None], row_change[u], 0)
+    before = (run[plan.split] - run[inputs.lo] + jnp.where(inputs.whole[:, None], row_change[vg.edge_var], 0)
               - jnp.where(plan.own_new[:, None], change[plan.own_pos], 0))
-    msgs = kernels.factor_to_var(plan.vgraph, layout.vsums, kernels.combine(base + before), params=params)
+    vsums = layout.sums if layout.vsums is None else layout.vsums
+    msgs = kernels.factor_to_var(vg, vsums, kernels.combine(inputs.base + before), params=inputs.params)
     return msgs if plan.out_edge is None else msgs[plan.out_edge]
 
 
@@ -147,17 +196,14 @@ def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, agg=None,
         unroll: chunks per loop trip of the chunk loop (static).
 
     Returns:
-        ((E,) new log-odds, () int32 passes run, () bool whether the chunk loop redid the sweep).
+        ((E,) new log-odds, () int32 passes run, () bool whether the chunk loop redid the sweep);
+        with an open layout the bool says the sweep did not settle, and the log-odds are then
+        the last pass's guess, not the sweep.
     """
     plan = layout.plan
     dtype = messages.dtype
     tol = jnp.asarray(inner_tolerance(dtype) if inner_tol is None else inner_tol, dtype)
-    old_fo = kernels.split_infinite(messages)
-    old_split = old_fo[plan.read_order]
-    old_totals = segments.segment_sum(layout.sums.var, messages, transform=kernels.split_infinite)
-    agg_rel = old_totals + kernels.split_infinite(evidence.astype(dtype))
-    base = agg_rel[plan.vgraph.edge_var] - old_fo[plan.own]
-    params = kernels.factor_params(plan.vgraph, dtype)  # the same in every pass
+    inputs = pass_inputs(graph, layout, messages, evidence)  # the same in every pass
 
     def cond(state):
         _, moved, k = state
@@ -165,15 +211,18 @@ def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, agg=None,
 
     def body(state):
         guess, _, k = state
-        new = relax_pass(graph, layout, old_split, old_totals, base, guess, params)
+        new = relax_pass(graph, layout, inputs, guess)
         return new, _moved(new, guess), k + 1
 
     state = (messages, jnp.asarray(jnp.inf, dtype), jnp.asarray(0, jnp.int32))
     new, moved, passes = jax.lax.while_loop(cond, body, state)
-    if layout.chunks is None:
-        # max_passes is the number of levels: exact by construction.
-        return new, passes, jnp.asarray(False)
     unsettled = moved > tol
+    if layout.open:
+        # Not exact when unsettled: the caller must not take it (`iterate(flagged=True)`).
+        return new, passes, unsettled
+    if layout.chunks is None:
+        # max_passes is at least the number of levels: exact by construction.
+        return new, passes, jnp.asarray(False)
     if agg is None:
         agg = kernels.var_aggregates(graph, layout.sums, messages, evidence.astype(dtype))
 
@@ -190,9 +239,10 @@ def _run(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array, evidence:
     # subtracting the evidence from the loop's aggregates, which would round soft evidence;
     # the loop's aggregates are the chunk loop's start when it redoes a sweep.
     def relaxed(g, lay, msgs, agg, ev, it):
-        return sweep(g, lay, msgs, ev, agg, it, unroll=unroll)[0]
+        new, _, unsettled = sweep(g, lay, msgs, ev, agg, it, unroll=unroll)
+        return (new, unsettled) if lay.open else new
 
-    return iterate(relaxed, graph, layout, layout.sums, messages, evidence, ctl)
+    return iterate(relaxed, graph, layout, layout.sums, messages, evidence, ctl, flagged=layout.open)
 
 
 @functools.cache
@@ -217,30 +267,56 @@ def sweep_with_stats(graph: FactorGraph, layout: RelaxLayout, messages, evidence
     return sweep(graph, layout, messages, evidence, unroll=unroll)
 
 
-def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None) -> RelaxLayout:
+def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None, *,
+               open: bool = False) -> RelaxLayout:
     """The device layout of a relaxation plan and, for a budget below the levels, the order's chunk
-    plan (host work, once per graph and order)."""
+    plan (host work, once per graph and order); `open`: a budget below the level bound and no
+    chunk plan yet (`schedules.Relaxation.open`)."""
     sums = kernels.summation(graph, "xla")
-    vsums = sums if plan.vgraph is graph else kernels.summation(plan.vgraph, "xla")
-    return jax.device_put(RelaxLayout(plan, sums, vsums, chunks))
+    vsums = None if plan.vgraph is None else kernels.summation(plan.vgraph, "xla")
+    return jax.device_put(RelaxLayout(plan, sums, vsums, chunks, open and chunks is None))
 
 
-def make_runner(graph: FactorGraph, plan: RelaxPlan, name: str, *, chunks: P.Plan | None = None,
-                unroll: int = 1, info: dict | None = None) -> Runner:
+def _info(rel, layout_seconds: float) -> dict:
+    return {"compiled": rel, "order_seconds": rel.order_seconds, "analysis_seconds": rel.analysis_seconds,
+            "plan_seconds": rel.plan_seconds, "budget": rel.budget, "level_bound": rel.bound,
+            "open": rel.open, "layout_seconds": layout_seconds, "virtual_edges": rel.plan.virtual_edges,
+            "max_passes": int(rel.plan.max_passes),
+            "chunk_steps": 0 if rel.chunks is None else rel.chunks.plan.num_chunks}
+
+
+def make_runner(graph: FactorGraph, rel, name: str, *, unroll: int = 1) -> Runner:
     """A `Runner` for a relaxation plan built by the dispatcher (`schedules.relaxation_plan`).
 
+    An open plan (`rel.open`: a budget below the level bound, no chunk plan) gets the
+    runner's `finish`: the first round with a sweep the budget does not settle builds the
+    levelling and chunk plan (`schedules.finish`) and finishes with them; rounds whose
+    sweeps settle never pay for it.
+
     Args:
-        chunks: the chunk plan that finishes sweeps the budget (`plan.max_passes`) does not settle.
-        unroll: chunks per loop trip of that chunk loop.
+        rel: `schedules.Relaxation`.
+        unroll: chunks per loop trip of the chunk loop (if any).
     """
     start = time.perf_counter()
-    layout = layout_for(graph, plan, chunks)
-    unroll = unroll if chunks is not None else 1
-    return Runner(name=name, layout=layout, run=jitted_run(unroll),
-                  info={**(info or {}), "layout_seconds": time.perf_counter() - start,
-                        "virtual_edges": plan.virtual_edges, "max_passes": int(plan.max_passes),
-                        "chunk_steps": 0 if chunks is None else chunks.num_chunks, "unroll": unroll})
+    chunks = None if rel.chunks is None else rel.chunks.plan
+    layout = layout_for(graph, rel.plan, chunks, open=rel.open)
+    info = {**_info(rel, time.perf_counter() - start), "unroll": unroll if chunks is not None else 1}
+
+    def finish():
+        t0 = time.perf_counter()
+        done = schedules.finish(graph, rel)
+        plan_chunks = None if done.chunks is None else done.chunks.plan
+        # The graph's segment sums and the plan's index arrays are on the device already.
+        new = dataclasses.replace(layout, plan=dataclasses.replace(layout.plan, max_passes=jnp.asarray(
+            done.budget, jnp.int32)), chunks=None if plan_chunks is None else jax.device_put(plan_chunks),
+            open=False)
+        use = unroll if plan_chunks is not None else 1
+        return new, jitted_run(use), {**_info(done, info["layout_seconds"]), "unroll": use,
+                                      "finish_seconds": time.perf_counter() - t0}
+
+    return Runner(name=name, layout=layout, run=jitted_run(info["unroll"]), info=info,
+                  finish=finish if rel.open else None)
 
 
-__all__ = ["RelaxLayout", "relax_pass", "inner_tolerance", "sweep", "sweep_with_passes", "sweep_with_stats",
-           "run", "jitted_run", "layout_for", "make_runner"]
+__all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
+           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner"]
