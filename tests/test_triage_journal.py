@@ -40,7 +40,8 @@ def test_meta_holds_the_inference_settings(tmp_path):
     meta = Journal.open(tmp_path / "s.db").meta()
     assert json.loads(meta["settings"]) == settings.inference()
     assert set(json.loads(meta["settings"])) == {"schedule", "precision", "tol", "max_iters", "damping",
-                                                 "backend", "method", "samples", "seed", "min_accepted"}
+                                                 "backend", "method", "samples", "max_samples", "seed",
+                                                 "min_accepted"}
     assert meta["version"] == str(JOURNAL_VERSION) and meta["fingerprint"] == fingerprint(demo_model())
     assert meta["graph"] == str((tmp_path / "g.json").resolve())
 

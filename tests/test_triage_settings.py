@@ -5,6 +5,7 @@ the cycle mode a session's graph was read with is stored and used again."""
 import json
 import sqlite3
 
+import jax
 import numpy as np
 import pytest
 from triage_support import FAST, FailingConnection, data_home, default_session, demo_model, tamper, write_demo
@@ -78,12 +79,18 @@ def test_no_change_writes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("changes, words", [
-    ({"backend": "fused"}, ["refused the settings change (backend xla -> fused)", "needs a GPU",
-                            "the session is unchanged (schedule parall"]),
+    pytest.param({"backend": "fused"}, [f"refused the settings change (backend {FAST.backend} -> fused)",
+                                        "needs a GPU", "the session is unchanged (schedule parall"],
+                 marks=pytest.mark.skipif(jax.default_backend() == "gpu", reason="fused runs on a GPU")),
+    ({"schedule": "BAD_ORDER"}, ["refused the settings change (the custom order replaced, schedule parall -> "
+                                 "custom-order)", "bad.order:2: edge 999999 is out of range"]),
     ({"schedule": "no-such-order-file"}, ["the settings cannot be changed", "no-such-order-file"]),
     ({"damping": 1.5}, ["the settings cannot be changed", "damping"]),
 ])
 def test_settings_that_cannot_run_are_refused_and_nothing_changes(tmp_path, changes, words):
+    if changes.get("schedule") == "BAD_ORDER":
+        (tmp_path / "bad.order").write_text("order total\n#999999\n")
+        changes = {"schedule": str(tmp_path / "bad.order")}
     t = Triage.open(demo_model(), tmp_path / "s.db", settings=FAST)
     assert t.label(True).accepted
     before = state(t)

@@ -599,7 +599,8 @@ class Triage:
 
 
 def _text(err: Exception) -> str:
-    return err.message if isinstance(err, InputError) else str(err)
+    """An error for a message: an input error names its file and line (a custom order's)."""
+    return str(err)
 
 
 def _copy(session: Session) -> Session:
