@@ -1,50 +1,56 @@
-"""The two passes of bucket elimination over log-space tables.
+"""The two passes of bucket elimination over log-space tables, host and device (`program.Program`).
 
 Tables hold log probabilities (float64, -inf for 0), so a product of many
 tables is a sum and never underflows: weblech's buckets combine factors
 whose products reach 1e-165 and below, and linear tables scaled only per
-table can still round a whole bucket to 0. Each bucket's table is shifted so
-its largest entry is 0 (log 1) and the shift added to log P(evidence).
+table can still round a whole bucket to 0. A host bucket's table is shifted
+so its largest entry is 0 and the shift added to log P(evidence); a device
+bucket's is not (logs do not overflow; skipping the shift saves the device a
+pass over every table).
 
 Forward (elimination, `order.Plan` order): bucket i's table B_i is the sum of
-its input tables and the messages of its children, broadcast to its scope by
-a reshape (axes are already in the bucket's relative order); its message
-m_i = logsumexp of B_i over the last axis (the eliminated variable,
-contiguous) goes to its parent. B_i and m_i are kept.
+its input tables and the messages of its children, each read at its bucket
+index's bits (axes are in the bucket's relative order); its message m_i =
+logsumexp of B_i over the eliminated variable (bit 0: two neighbours) goes to
+its parent. B_i and m_i are kept.
 
 Backward (reverse order, the Hugin update of the bucket tree): a root's
 belief is B_i; a child's is B_i + (logsumexp of its parent's belief over the
-parent's other variables - m_i). Where m_i is -inf, B_i is -inf for both
-values of the eliminated variable, so the quotient 0/0 may be anything and is
-taken as 0 (-inf), no division by zero reaches a result. The marginal of the
-eliminated variable is its belief summed over the rest of the bucket.
+parent's other variables - m_i), in place of B_i. Where m_i is -inf, B_i is
+-inf for both values of the eliminated variable, so the quotient 0/0 may be
+anything and is taken as 0 (-inf). Every belief then has the same total mass
+(the root's), so beliefs need no shift. The marginal of the eliminated
+variable is its belief summed over the rest of the bucket, each value with
+its own maximum first (a value of probability 1e-300 next to 1 keeps its
+log). log P(evidence) = the host shifts + the constants + the logsumexp of
+each root's marginal.
 
-On a GPU, buckets under `HOST_BELOW` entries run in numpy on the host and
-larger ones on the device, as jitted XLA kernels keyed by ranks only: a device
-dispatch costs ~10-50 us while a 3-variable bucket takes ~1 us in numpy, and a
-binarised model is mostly such buckets. On a CPU the "device" is the same
-processor, so every bucket runs in numpy unless `host_below` says otherwise
-(the tests run the device kernels on the CPU with host_below=0).
+On a GPU, buckets under `HOST_BELOW` entries run in numpy on the host, with
+gathers precomputed in the program (a device dispatch costs ~10-50 us while a
+3-variable bucket takes ~1 us in numpy, and a binarised model is mostly such
+buckets), and larger ones as the device kernels of `kernels`. On a CPU the
+"device" is the same processor, so every bucket runs in numpy unless
+`host_below` says otherwise (the tests run the device kernels on the CPU with
+host_below=0).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp.engines.exact.order import Plan
+from fastlbp.engines.exact import kernels
+from fastlbp.engines.exact.program import Program
 
 # Entries from which a bucket runs on a GPU (2^14 = a 14-variable bucket, 128 KiB in float64).
 HOST_BELOW = 2**14
 
 
 def default_host_below() -> int:
-    """`HOST_BELOW` on a GPU; on a CPU no bucket leaves numpy (the device is the same processor, and
-    each XLA kernel costs 0.1-0.4 s to compile on this 2-core machine against ~1 ms to run)."""
+    """`HOST_BELOW` on a GPU; on a CPU no bucket leaves numpy (the device is the same processor)."""
     return HOST_BELOW if jax.default_backend() == "gpu" else 2**62
 
 
@@ -64,178 +70,116 @@ class Eliminated:
     device_buckets: int
 
 
-def _lse(xp, x, axis):
-    m = xp.max(x, axis=axis, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, 0.0)
-    return xp.log(xp.sum(xp.exp(x - m), axis=axis)) + xp.squeeze(m, axis=axis)
+class Arena:
+    """The device arena and descriptor table, kept between runs so their shapes (and so the compiled
+    kernels) stay the same: both only grow, the arena by at most 25 % steps (2^k times 1, 1.25, 1.5 or
+    1.75), the descriptor rows by powers of two."""
+
+    def __init__(self):
+        self.buffer = None
+        self.rows = 0
+        self._programs: dict[int, tuple[object, jax.Array]] = {}
+
+    @staticmethod
+    def size_class(n: int) -> int:
+        k = max(int(n) - 1, 1).bit_length() - 1
+        base = 1 << k
+        for q in (4, 5, 6, 7, 8):
+            if base * q // 4 >= n:
+                return base * q // 4
+        return 2 * base
+
+    def reserve(self, entries: int, rows: int) -> None:
+        """At least `entries` entries and `rows` descriptor rows (a new buffer when it grows)."""
+        if self.buffer is None or self.buffer.shape[0] < entries:
+            size = self.size_class(max(entries, 64))
+            self.buffer = jnp.zeros(size, jnp.float64)
+            self._programs.clear()
+        if rows > self.rows:
+            self.rows = max(16, 1 << (rows - 1).bit_length())
+            self._programs.clear()
+
+    def descriptors(self, program: Program) -> jax.Array:
+        """The program's rows on the device (uploaded once per program and arena shape)."""
+        hit = self._programs.get(id(program))
+        if hit is not None and hit[0] is program:
+            return hit[1]
+        dtype = kernels.index_dtype(self.buffer.shape[0])
+        rows = np.zeros((self.rows, kernels.WIDTH), dtype)
+        rows[:len(program.rows)] = program.rows
+        dev = jnp.asarray(rows)
+        if len(self._programs) >= 16:
+            self._programs.pop(next(iter(self._programs)))
+        self._programs[id(program)] = (program, dev)
+        return dev
 
 
-def _forward(xp, inputs, shapes, full):
-    """Bucket table, its message and its shift: (full) (full[:-1]) () float64."""
-    b = xp.zeros(full)
-    for x, s in zip(inputs, shapes, strict=True):
-        b = b + xp.reshape(x, s)
-    top = xp.max(b)
-    shift = xp.where(xp.isfinite(top), top, 0.0)
-    b = b - shift
-    # The eliminated variable is the last axis, of length 2: its sum-out is one logaddexp of two
-    # contiguous halves (1.3x faster than a general logsumexp in numpy).
-    return b, xp.logaddexp(b[..., 0], b[..., 1]), top
+_KERNEL = {"forward": kernels.forward, "reduce": kernels.reduce, "belief": kernels.belief}
 
 
-def _backward(xp, b, m, parent_belief, axes, sep_shape):
-    """Belief of a child bucket (shifted to max 0) and the log marginal of its variable (2,)."""
-    sep = _lse(xp, parent_belief, axes) if axes else parent_belief
-    sep = xp.reshape(sep, sep_shape)
-    ratio = xp.where(xp.isneginf(m), -xp.inf, sep - xp.where(xp.isneginf(m), 0.0, m))
-    belief = b + ratio[..., None]
-    top = xp.max(belief)
-    belief = belief - xp.where(xp.isfinite(top), top, 0.0)
-    return belief, _marginal(xp, belief)
+def _lse_rows(x: np.ndarray) -> np.ndarray:
+    """logsumexp over the last axis, each row with its own maximum first."""
+    top = x.max(axis=-1)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return np.log(np.exp(x - top[..., None]).sum(axis=-1)) + top
 
 
-def _marginal(xp, belief):
-    axes = tuple(range(belief.ndim - 1))
-    return _lse(xp, belief, axes) if axes else belief
-
-
-# Device kernels take the axis pattern as a traced mask, so XLA compiles one per combination of ranks
-# (bucket, input) or (child, parent), not one per pattern: the broadcast of an input into its bucket
-# and the gather that makes a parent's other variables contiguous for the backward sum-out are index
-# computations inside the kernel. A 12 x 12 grid compiled ~60 static-pattern kernels (14.6 s cold on
-# this CPU, 0.03 s warm); keyed by ranks alone it compiles a handful.
-
-def _extract(mask, r: int):
-    """(2^r,) int32: for each entry of a rank-r table, its index in the sub-table over the axes in `mask`."""
-    # `+ mask[-1]` (0 at run time, unknown to the compiler): an index computed from constants alone is
-    # constant-folded by XLA at compile time, which took seconds to minutes per kernel for 2^20+ entries
-    # (360 s cold for a 16 x 16 grid on the H200; `0 * x` would be simplified to a constant too).
-    e = jnp.arange(2**r, dtype=jnp.int32) + mask[-1]
-    idx = jnp.zeros_like(e)
-    for j in range(r):
-        idx = jnp.where(mask[j] > 0, idx * 2 + ((e >> (r - 1 - j)) & 1), idx)
-    return idx
-
-
-@jax.jit
-def _add_device(b, x, mask):
-    """b + x broadcast: x's axes are the axes of b where `mask` (traced, (r + 1,) int32, last 0) is 1."""
-    idx = _extract(mask, b.ndim)
-    return b + jnp.reshape(jnp.ravel(x)[idx], b.shape)
-
-
-@jax.jit
-def _finish_device(b):
-    top = jnp.max(b)
-    b = b - jnp.where(jnp.isfinite(top), top, 0.0)
-    return b, jnp.logaddexp(b[..., 0], b[..., 1]), top
-
-
-@jax.jit
-def _down_device(b, m, parent_belief, mask):
-    """`_backward` for a parent whose axes in the child's separator are `mask` (traced, as `_add_device`)."""
-    rs, rp = b.ndim - 1, parent_belief.ndim
-    ro = rp - rs
-    zero = mask[-1]  # 0, not constant-folded (see `_extract`)
-    s = jnp.arange(2**rs, dtype=jnp.int32)[:, None] + zero
-    o = jnp.arange(2**ro, dtype=jnp.int32)[None, :] + zero
-    idx = jnp.zeros((2**rs, 2**ro), jnp.int32)
-    cs = co = jnp.int32(0)
-    for j in range(rp):
-        sb = (s >> jnp.maximum(rs - 1 - cs, 0)) & 1
-        ob = (o >> jnp.maximum(ro - 1 - co, 0)) & 1
-        idx = idx * 2 + jnp.where(mask[j] > 0, sb, ob)
-        cs = cs + mask[j]
-        co = co + 1 - mask[j]
-    # The parent's other variables now form the contiguous last axis of the gathered table.
-    sep = _lse(jnp, jnp.ravel(parent_belief)[idx], -1)
-    return _backward(jnp, b, m, jnp.reshape(sep, b.shape[:-1]), (), b.shape[:-1])
-
-
-_marginal_device = jax.jit(functools.partial(_marginal, jnp))
-
-
-def _mask(scope, subset) -> np.ndarray:
-    """(len(scope) + 1,) int32: 1 where scope's variable is in `subset`, and a final 0 (see `_extract`)."""
-    return np.array([v in subset for v in scope] + [0], dtype=np.int32)
-
-
-def eliminate(plan: Plan, tables: list[np.ndarray], scopes: list[tuple[int, ...]],
-              host_below: int | None = None) -> Eliminated:
-    """Forward and backward passes over the bucket tree.
+def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated:
+    """Forward and backward passes of `program` on input log tables `inputs` (N,) (see the module doc).
 
     Args:
-        plan: the bucket tree (`order.plan` of `scopes`).
-        tables: log tables, (2,) * len(scopes[t]) float64, axes latest-eliminated first.
-        scopes: each table's variables in that order.
-        host_below: buckets with fewer entries run in numpy (0: every bucket on the device; None:
-            `default_host_below()`).
+        program: the layout (`program.build`).
+        inputs: the clamped log tables, concatenated in table order (`Program.src`).
+        arena: the device arena (needed when the program has device buckets).
     """
-    if host_below is None:
-        host_below = default_host_below()
-    n = len(plan.order)
-    log_z = 0.0
-    for t in plan.constants:
-        log_z += float(tables[t])
-    incoming: list[list[tuple]] = [[(tables[t], scopes[t]) for t in plan.tables[i]] for i in range(n)]
-    kept_b: list = [None] * n
-    kept_m: list = [None] * n
-    tops = []
-    device = 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for i in range(n):
-            scope = plan.scopes[i]
-            full = (2,) * len(scope)
-            shapes = tuple(tuple(2 if v in s else 1 for v in scope) for _, s in incoming[i])
-            on_device = 2 ** len(scope) >= host_below
-            if on_device:
-                device += 1
-                b = jnp.zeros(full)
-                for x, sc in incoming[i]:
-                    b = _add_device(b, x, _mask(scope, sc))
-                b, m, top = _finish_device(b)
-            else:
-                b, m, top = _forward(np, [np.asarray(x) for x, _ in incoming[i]], shapes, full)
-            incoming[i] = None
-            tops.append(top)
-            kept_b[i], kept_m[i] = b, m
-            if plan.parent[i] >= 0:
-                incoming[int(plan.parent[i])].append((m, scope[:-1]))
-        tops_host = np.array([float(t) for t in tops]) if tops else np.zeros(0)
-        if not np.all(np.isfinite(tops_host)):
-            return Eliminated(np.full((n, 2), -np.inf), -np.inf, device)
-        roots = np.flatnonzero(plan.parent < 0)
-        log_z += float(tops_host.sum()) + sum(float(np.asarray(kept_m[r])) for r in roots)
-
-        children_left = np.bincount(plan.parent[plan.parent >= 0], minlength=n)
-        belief: dict[int, object] = {}
-        marginals: list = [None] * n
-        for i in reversed(range(n)):
-            p = int(plan.parent[i])
-            scope = plan.scopes[i]
-            on_device = 2 ** len(scope) >= host_below
-            if p < 0:
-                b = kept_b[i]
-                belief[i] = b
-                marginals[i] = _marginal_device(b) if on_device else _marginal(np, b)
-            else:
-                pscope = plan.scopes[p]
-                sep = set(scope[:-1])
-                axes = tuple(k for k, v in enumerate(pscope) if v not in sep)
-                sep_shape = (2,) * (len(scope) - 1)
-                if on_device or not isinstance(belief[p], np.ndarray):
-                    mask = _mask(pscope, sep)
-                    belief[i], marginals[i] = _down_device(kept_b[i], kept_m[i], belief[p], mask)
-                else:
-                    belief[i], marginals[i] = _backward(np, kept_b[i], kept_m[i], belief[p], axes, sep_shape)
-                children_left[p] -= 1
-                if children_left[p] == 0:
-                    del belief[p]
-            kept_b[i] = kept_m[i] = None
-            if children_left[i] == 0:
-                del belief[i]
-    out = np.stack([np.asarray(m, np.float64) for m in marginals]) if n else np.zeros((0, 2))
-    return Eliminated(out, log_z, device)
+    n = len(program.plan.order)
+    ha = np.empty(program.host_size)
+    ha[0] = 0.0
+    ha[1:1 + len(inputs)] = inputs
+    log_z = float(ha[program.constants].sum())
+    lm = np.empty((n, 2))
+    dead = Eliminated(np.full((n, 2), -np.inf), -np.inf, program.device_buckets)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if not np.isfinite(log_z):
+            return dead
+        for b_off, entries, m_off, gather in program.host_forward:
+            b = ha[gather].sum(axis=0) if len(gather) > 1 else ha[gather[0]]
+            top = b.max()
+            if top == -np.inf:
+                return dead  # every entry of a bucket is 0: so is P(evidence)
+            b -= top
+            log_z += top
+            ha[b_off:b_off + entries] = b
+            ha[m_off:m_off + entries // 2] = np.logaddexp(b[0::2], b[1::2])
+        if program.device_buckets:
+            arena.reserve(program.device_size, len(program.rows))
+            prog = arena.descriptors(program)
+            block = np.zeros(kernels.io_size(len(program.upload)))
+            block[:len(program.upload)] = ha[program.upload]
+            dtype = prog.dtype
+            buf = kernels.write(arena.buffer, jnp.asarray(block), jnp.asarray(program.upload_off, dtype))
+            pc = jnp.zeros((), dtype)
+            for kind, chunk in program.calls:
+                buf, pc = _KERNEL[kind](buf, prog, pc, chunk=chunk)
+            size = kernels.io_size(program.download)
+            down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=size))
+            arena.buffer = buf
+            lm[program.device] = down[:2 * program.device_buckets].reshape(-1, 2)
+            for h_off, d_off, entries in program.outbox:
+                ha[h_off:h_off + entries] = down[d_off:d_off + entries]
+        for i, b_off, entries, m_off, sep in program.host_backward:
+            b = ha[b_off:b_off + entries].reshape(-1, 2)
+            if sep is not None:
+                s = _lse_rows(ha[sep]) if isinstance(sep, np.ndarray) else ha[sep:sep + entries // 2]
+                m = ha[m_off:m_off + entries // 2]
+                b = b + np.where(m == -np.inf, -np.inf, s - m)[:, None]
+                ha[b_off:b_off + entries] = b.ravel()
+            lm[i] = _lse_rows(b.T)
+        roots = np.flatnonzero(program.plan.parent < 0)
+        log_z += float(_lse_rows(lm[roots]).sum()) if len(roots) else 0.0
+    if not np.isfinite(log_z):
+        return dead
+    return Eliminated(lm, log_z, program.device_buckets)
 
 
-__all__ = ["Eliminated", "HOST_BELOW", "default_host_below", "eliminate"]
+__all__ = ["Eliminated", "HOST_BELOW", "Arena", "default_host_below", "run"]

@@ -156,6 +156,17 @@ def plan(scopes: Sequence[Sequence[int]], variables: Sequence[int], heuristic: s
     order = elimination_order(scopes, variables, heuristic, max_scope)
     if order is None:
         return None
+    return bucket_tree(scopes, order, heuristic)
+
+
+def bucket_tree(scopes: Sequence[Sequence[int]], order: Sequence[int], heuristic: str = "min-fill") -> Plan:
+    """The bucket tree of a given elimination `order` (every variable of every scope in it).
+
+    A min-fill order of the unlabelled graph, with the labelled variables left out, is an order of the
+    labelled graph (`derived_order`): its buckets are those of the unlabelled plan less the labelled
+    variables, so its width is never larger than the unlabelled width.
+    """
+    order = np.asarray(order, dtype=np.int64)
     pos = {int(v): i for i, v in enumerate(order)}
     n = len(order)
     # Bucket scopes by symbolic elimination: a bucket holds its variable and the variables of every
@@ -184,4 +195,12 @@ def plan(scopes: Sequence[Sequence[int]], variables: Sequence[int], heuristic: s
     return Plan(heuristic, order, scopes_out, parent, tables, constants, width)
 
 
-__all__ = ["Plan", "HEURISTICS", "elimination_order", "plan"]
+def derived_order(order: np.ndarray, labelled) -> np.ndarray:
+    """`order` without the variables in `labelled` (a set)."""
+    if not labelled:
+        return order
+    keep = np.fromiter((int(v) not in labelled for v in order), bool, len(order))
+    return order[keep]
+
+
+__all__ = ["Plan", "HEURISTICS", "elimination_order", "plan", "bucket_tree", "derived_order"]

@@ -1,0 +1,244 @@
+"""Device kernels of bucket elimination over one flat arena, keyed by a chunk size only.
+
+Every table, message and belief of the device's buckets lives in one float64
+buffer, the arena (a 1-D array, donated to every kernel so it is updated in
+place). A kernel reads its work from a row of `prog` (an int array of
+descriptors on the device) at the program counter `pc`, a device scalar it
+returns incremented: offsets, ranks and axis masks are traced values, so the
+shapes a kernel sees are the arena's length, the program's shape and its
+chunk size C. It walks its bucket in chunks of C entries (a traced number of
+chunks; a bucket smaller than C is one chunk with the rest masked), so a
+rank-26 bucket and a rank-14 one run the same compiled kernel. The host picks
+C per bucket from a few classes (`CHUNKS`): the largest class not above the
+bucket's entries.
+
+Why: the kernels of the first version were keyed by the ranks of a bucket and
+of each input (or of child and parent): a 12 x 12 grid compiled 60 kernels, a
+14 x 14 one 113, each 1-2 s on a CPU and up to minutes on the H200 (364 s
+first call for a 16 x 16 grid), and a new label set changed the ranks and
+compiled again in the middle of a triage session.
+
+A table over variables (v_0 .. v_{r-1}) stores entry (x_0 .. x_{r-1}) at flat
+index sum x_a 2^(r-1-a): axis a is bit r-1-a, the eliminated variable (the
+last axis) bit 0, so its two values are neighbours. An input whose variables
+are a subset of a bucket's (same relative order) is read at `pext(e, mask)`,
+the bits of the bucket index e selected by `mask`.
+
+Descriptor rows (int, `WIDTH` columns, unused columns 0):
+
+* forward: r, b_off, m_off, accumulate, K input offsets, K input masks. The
+  bucket table B (2^r) is the sum of up to K inputs (+ B itself when
+  accumulating: a bucket with more inputs takes several rows); its message
+  m = logaddexp(B[2i], B[2i+1]) (2^(r-1)) is written with it.
+* reduce: p, p_off, sepmask, ro, out_off. For a child whose separator is the
+  parent's variables in `sepmask` (ro others), out[s] = logsumexp over the
+  others of the parent's belief: the parent is read permuted so that the
+  others are the low ro bits (contiguous segments of 2^ro), and each chunk is
+  reduced by a max tree and a sum tree with the max of each segment taken
+  before exp (a segment of tiny probabilities, 1e-300 next to 1, keeps its
+  own scale). Segments longer than a chunk are combined across chunks by
+  logaddexp.
+* belief: r, b_off, m_off, sep_off, has_parent, mg_off. The Hugin update in
+  place: B + (sep - m) (-inf where m is -inf: the 0/0 of an impossible
+  separator value), and the log marginal of the eliminated variable (2,) at
+  mg_off, each value's sum with its own running max.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+K = 4  # input slots of a forward row
+WIDTH = 4 + 2 * K
+CHUNKS = (2**14, 2**18, 2**22)  # chunk classes on a GPU: at most 16 chunks per pass up to 2^26 entries
+
+
+def index_dtype(arena_size: int):
+    return jnp.int32 if arena_size < 2**31 else jnp.int64
+
+
+def _bits(n: int) -> int:
+    return max(1, (n - 1).bit_length())
+
+
+def _pext(e, mask, bits: int):
+    """The bits of e selected by mask, packed (highest first): an input's index inside its bucket."""
+    out = jnp.zeros_like(e)
+    for j in reversed(range(bits)):
+        out = jnp.where((mask >> j) & 1 > 0, (out << 1) | ((e >> j) & 1), out)
+    return out
+
+
+def _pdep(src, mask, bits: int):
+    """The low bits of src spread to the positions of mask's bits (the inverse of `_pext`)."""
+    out = jnp.zeros_like(src)
+    for j in range(bits):
+        sel = (mask >> j) & 1 > 0
+        out = out | jnp.where(sel, (src & 1) << j, 0)
+        src = jnp.where(sel, src >> 1, src)
+    return out
+
+
+def _finite(x):
+    return jnp.where(jnp.isfinite(x), x, 0.0)
+
+
+def _masked_write(arena, values, start, count):
+    """arena[start : start + len(values)] = values where index < count (the rest kept)."""
+    old = lax.dynamic_slice(arena, (start,), values.shape)
+    keep = lax.iota(start.dtype, values.shape[0]) < count
+    return lax.dynamic_update_slice(arena, jnp.where(keep, values, old), (start,))
+
+
+def _take(arena, idx):
+    return arena.at[idx].get(mode="clip")
+
+
+def _loop_bounds(r, chunk: int):
+    n = jnp.left_shift(jnp.ones_like(r), r)
+    return jnp.maximum(n // chunk, 1), jnp.minimum(n, chunk)
+
+
+@functools.partial(jax.jit, static_argnames="chunk", donate_argnums=0)
+def forward(arena, prog, pc, *, chunk: int):
+    """Bucket table and message of the forward row at `pc` (see the module docstring)."""
+    row = prog[pc]
+    r, b_off, m_off, acc = row[0], row[1], row[2], row[3]
+    bits = _bits(arena.shape[0])
+    iota = lax.iota(row.dtype, chunk)
+    nchunks, valid = _loop_bounds(r, chunk)
+    half = chunk // 2
+
+    def body(c, arena):
+        base = c * chunk
+        e = base + iota
+        old = lax.dynamic_slice(arena, (b_off + base,), (chunk,))
+        b = jnp.where(acc > 0, old, 0.0)
+        for k in range(K):
+            b = b + _take(arena, row[4 + k] + _pext(e, row[4 + K + k], bits))
+        arena = _masked_write(arena, b, b_off + base, valid)
+        pairs = b.reshape(half, 2)
+        m = jnp.logaddexp(pairs[:, 0], pairs[:, 1])
+        return _masked_write(arena, m, m_off + c * half, valid // 2)
+
+    return lax.fori_loop(0, nchunks, body, arena), pc + 1
+
+
+def _tree(x, op):
+    """x (C,) and its pairwise reductions down to one entry, concatenated (2C - 1,)."""
+    levels = [x]
+    while levels[-1].shape[0] > 1:
+        levels.append(op(levels[-1].reshape(-1, 2), axis=1))
+    return jnp.concatenate(levels)
+
+
+@functools.partial(jax.jit, static_argnames="chunk", donate_argnums=0)
+def reduce(arena, prog, pc, *, chunk: int):
+    """The separator table of the reduce row at `pc`: a parent's belief summed over its other variables."""
+    row = prog[pc]
+    p, p_off, sepmask, ro, out_off = row[0], row[1], row[2], row[3], row[4]
+    bits = _bits(arena.shape[0])
+    log_chunk = chunk.bit_length() - 1
+    one = jnp.ones_like(p)
+    iota = lax.iota(row.dtype, chunk)
+    nchunks, valid = _loop_bounds(p, chunk)
+    others = ((one << p) - 1) & ~sepmask
+    low = (one << ro) - 1
+    lc = jnp.minimum(ro, log_chunk)
+    level = 2 * chunk - ((2 * chunk) >> lc)  # where segments of 2^lc start in `_tree`'s output
+    long = ro > log_chunk  # a segment spans several chunks
+
+    def body(c, state):
+        arena, carry = state
+        e = c * chunk + iota
+        idx = p_off + (_pdep(e >> ro, sepmask, bits) | _pdep(e & low, others, bits))
+        x = jnp.where(iota < valid, _take(arena, idx), -jnp.inf)
+        tmax = _tree(x, jnp.max)
+        top = _finite(tmax[level + (iota >> lc)])
+        tsum = _tree(jnp.exp(x - top), jnp.sum)
+        seg = jnp.minimum(iota, (chunk >> lc) - 1)
+        val = jnp.log(tsum[level + seg]) + _finite(tmax[level + seg])
+        start = ((c * chunk) & low) == 0
+        carry = jnp.logaddexp(jnp.where(start, -jnp.inf, carry), val[0])
+        out = jnp.where(long & (iota == 0), carry, val)
+        count = jnp.where(long, 1, valid >> lc)
+        return _masked_write(arena, out, out_off + ((c * chunk) >> ro), count), carry
+
+    arena, _ = lax.fori_loop(0, nchunks, body, (arena, jnp.float64(-jnp.inf)))
+    return arena, pc + 1
+
+
+def _combine(m, s, x):
+    """Running (max, sum of exp(x - max)) of a stream, updated with the entries x."""
+    cm = jnp.max(x)
+    cs = jnp.sum(jnp.exp(x - _finite(cm)))
+    new = jnp.maximum(m, cm)
+    nf = _finite(new)
+    return new, s * jnp.exp(m - nf) + cs * jnp.exp(_finite(cm) - nf)
+
+
+@functools.partial(jax.jit, static_argnames="chunk", donate_argnums=0)
+def belief(arena, prog, pc, *, chunk: int):
+    """Belief (in place of the bucket table) and log marginal of the belief row at `pc`."""
+    row = prog[pc]
+    r, b_off, m_off, sep_off, has_parent, mg_off = row[0], row[1], row[2], row[3], row[4], row[5]
+    iota = lax.iota(row.dtype, chunk)
+    nchunks, valid = _loop_bounds(r, chunk)
+
+    def body(c, state):
+        arena, m0, s0, m1, s1 = state
+        base = c * chunk
+        half = (base + iota) >> 1
+        old = lax.dynamic_slice(arena, (b_off + base,), (chunk,))
+        m = _take(arena, m_off + half)
+        ratio = jnp.where(jnp.isneginf(m), -jnp.inf, _take(arena, sep_off + half) - m)
+        bel = jnp.where(has_parent > 0, old + ratio, old)
+        arena = _masked_write(arena, bel, b_off + base, valid)
+        pairs = jnp.where(iota < valid, bel, -jnp.inf).reshape(-1, 2)
+        m0, s0 = _combine(m0, s0, pairs[:, 0])
+        m1, s1 = _combine(m1, s1, pairs[:, 1])
+        return arena, m0, s0, m1, s1
+
+    ninf, zero = jnp.float64(-jnp.inf), jnp.float64(0.0)
+    arena, m0, s0, m1, s1 = lax.fori_loop(0, nchunks, body, (arena, ninf, zero, ninf, zero))
+    lm = jnp.stack([jnp.log(s0) + _finite(m0), jnp.log(s1) + _finite(m1)])
+    return lax.dynamic_update_slice(arena, lm, (mg_off,)), pc + 1
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def write(arena, block, off):
+    """arena[off : off + len(block)] = block (the host's inputs, one transfer)."""
+    return lax.dynamic_update_slice(arena, block, (off,))
+
+
+@functools.partial(jax.jit, static_argnames="size")
+def read(arena, off, *, size: int):
+    """arena[off : off + size] (the results the host needs, one transfer)."""
+    return lax.dynamic_slice(arena, (off,), (size,))
+
+
+KERNELS = {"forward": forward, "reduce": reduce, "belief": belief, "write": write, "read": read}
+
+
+def compiled() -> dict[str, int]:
+    """How many programs each device kernel has compiled so far in this process."""
+    return {name: fn._cache_size() for name, fn in KERNELS.items()}
+
+
+def io_size(n: int) -> int:
+    """The transfer size class of n entries: a power of two, at least 64 (so few `read`/`write` compile)."""
+    return max(64, 1 << (max(int(n), 1) - 1).bit_length())
+
+
+def chunk_of(entries: int, chunks: tuple[int, ...]) -> int:
+    """The chunk class of a bucket: the largest class not above its entries (the smallest for less)."""
+    fit = [c for c in chunks if c <= entries]
+    return max(fit) if fit else min(chunks)
+
+
+__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled", "io_size",
+           "chunk_of", "index_dtype"]

@@ -1,0 +1,276 @@
+"""A bucket tree laid out for one run: host arena, device arena, gather indices and device descriptors.
+
+Built once per graph and labelled set (the label *values* only change the input tables' entries, not
+the layout), so a repeated call does no planning and no index computation: `eliminate.run` fills the
+inputs, walks the host buckets with precomputed gathers and replays the device rows.
+
+Host arena (numpy float64): [0] = 0 (what an empty input reads), the clamped log tables (in table order),
+then each host bucket's table (2^r, later its belief) and message (2^(r-1)), then the separator tables
+that device parents send down to host children.
+
+Device arena (`kernels`): [0] = 0, the download region (log marginals of the device buckets, 2 each, then
+the separator tables for host children), the upload region (the input tables of device buckets and the
+messages of host children to device parents, one transfer), each device bucket's table and message, a
+scratch separator table, and slack for the last chunk's window.
+
+Which buckets run where: a bucket with at least `host_below` entries runs on the device, and so does every
+ancestor of one, so the host's forward pass never waits for the device (a host bucket has no device
+descendant): host forward, one upload, the device's passes, one download, host backward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from fastlbp.engines.exact import kernels
+from fastlbp.engines.exact.order import Plan
+
+
+@functools.lru_cache(maxsize=4096)
+def _pext_table(r: int, mask: int) -> np.ndarray:
+    """(2^r,) int64: the index of each entry of a rank-r table in its sub-table over the bits of `mask`."""
+    e = np.arange(2**r, dtype=np.int64)
+    out = np.zeros_like(e)
+    for j in reversed(range(r)):
+        if (mask >> j) & 1:
+            out = (out << 1) | ((e >> j) & 1)
+    out.flags.writeable = False
+    return out
+
+
+def _pdep(src: np.ndarray, mask: int, r: int) -> np.ndarray:
+    out = np.zeros_like(src)
+    for j in range(r):
+        if (mask >> j) & 1:
+            out |= (src & 1) << j
+            src = src >> 1
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _separator_table(p: int, sepmask: int) -> np.ndarray:
+    """(2^rs, 2^ro) int64: entry (s, o) of a rank-p parent with separator bits `sepmask`, other bits o."""
+    rs = bin(sepmask).count("1")
+    s = _pdep(np.arange(2**rs, dtype=np.int64), sepmask, p)
+    o = _pdep(np.arange(2 ** (p - rs), dtype=np.int64), ((1 << p) - 1) & ~sepmask, p)
+    out = s[:, None] | o[None, :]
+    out.flags.writeable = False
+    return out
+
+
+def _mask(scope: tuple[int, ...], subset) -> int:
+    r = len(scope)
+    sub = set(subset)
+    return sum(1 << (r - 1 - a) for a, v in enumerate(scope) if v in sub)
+
+
+@dataclasses.dataclass
+class Program:
+    """Everything a run needs besides the input values (see the module docstring).
+
+    Attributes:
+        plan: the bucket tree.
+        src, lab_var, lab_stride: (N,), (N, 3), (N, 3) int64: input entry j is logflat[src[j] +
+            sum_k labels[lab_var[j, k]] * lab_stride[j, k]] (lab_var -1: none; the label array has 0 last).
+        constants: (c,) int64 host-arena indices of the inputs with no variable left.
+        host_size: entries of the host arena.
+        host_forward: per host bucket in order: (b_off, entries, m_off, gather (k, entries) int64).
+        host_backward: per host bucket in reverse order: (bucket, b_off, entries, m_off, sep) with sep
+            None (a root), a (2^rs, 2^ro) gather of the parent's belief, or an int (its separator table's
+            offset, sent down by the device).
+        device: the buckets on the device, in order; device_marginal: their rows in the download.
+        upload: host-arena indices of the upload block; upload_off: its device-arena offset.
+        rows: (R, kernels.WIDTH) int64 descriptors; calls: (kernel name, chunk) per row.
+        download: (n,) entries read back from device-arena offset 1; outbox: (host offset, download
+            offset, entries) of the separator tables for host children.
+        device_size: entries of the device arena needed.
+    """
+
+    plan: Plan
+    src: np.ndarray
+    lab_var: np.ndarray
+    lab_stride: np.ndarray
+    constants: np.ndarray
+    host_size: int
+    host_forward: list
+    host_backward: list
+    device: np.ndarray
+    upload: np.ndarray
+    upload_off: int
+    rows: np.ndarray
+    calls: list
+    download: int
+    outbox: list
+    device_size: int
+
+    @property
+    def device_buckets(self) -> int:
+        return len(self.device)
+
+
+def _inputs(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset):
+    """Clamped tables in the plan's layout: their scopes (latest-eliminated first) and value sources."""
+    pos = {int(v): i for i, v in enumerate(plan.order)}
+    scopes, src, lab_var, lab_stride, starts = [], [], [], [], []
+    n = 1
+    for t, scope in enumerate(unclamped):
+        k = len(scope)
+        strides = [1 << (k - 1 - a) for a in range(k)]
+        rem = sorted((a for a in range(k) if scope[a] not in labelled), key=lambda a: -pos[scope[a]])
+        lab = [(scope[a], strides[a]) for a in range(k) if scope[a] in labelled]
+        scopes.append(tuple(scope[a] for a in rem))
+        e = np.arange(2 ** len(rem), dtype=np.int64)
+        base = np.full_like(e, offsets[t])
+        for j, a in enumerate(rem):
+            base += ((e >> (len(rem) - 1 - j)) & 1) * strides[a]
+        src.append(base)
+        lv = np.full((len(e), 3), -1, np.int64)
+        ls = np.zeros((len(e), 3), np.int64)
+        for j, (v, st) in enumerate(lab):
+            lv[:, j], ls[:, j] = v, st
+        lab_var.append(lv)
+        lab_stride.append(ls)
+        starts.append(n)
+        n += len(e)
+    return scopes, np.concatenate(src), np.concatenate(lab_var), np.concatenate(lab_stride), starts, n
+
+
+def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset,
+          host_below: int, chunks: tuple[int, ...]) -> Program:
+    """Lay out `plan` for a run.
+
+    Args:
+        plan: the bucket tree of the tables clamped at the `labelled` variables.
+        unclamped: each table's variables before clamping (the binarised model's scopes; at most 3, so the
+            label and stride columns have 3).
+        offsets: (T,) int64 where each table's log values (row-major over `unclamped[t]`) start in logflat.
+        labelled: the labelled variables.
+        host_below: buckets with fewer entries run on the host.
+        chunks: the device's chunk classes (`kernels.CHUNKS`).
+    """
+    scopes, src, lab_var, lab_stride, starts, n_host = _inputs(plan, unclamped, offsets, labelled)
+    n = len(plan.order)
+    bscopes = plan.scopes
+    parent = [int(x) for x in plan.parent]
+    ranks = [len(s) for s in bscopes]
+    on_device = np.array([2.0 ** r >= host_below for r in ranks], bool)
+    for i in range(n):  # ancestors of device buckets run there too (parents come later in the order)
+        if on_device[i] and parent[i] >= 0:
+            on_device[parent[i]] = True
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        if parent[i] >= 0:
+            children[int(parent[i])].append(i)
+    constants = np.array([starts[t] for t in plan.constants], dtype=np.int64)
+
+    # Host arena: inputs, then each host bucket's table and message.
+    b_off = np.zeros(n, np.int64)
+    m_off = np.zeros(n, np.int64)
+    for i in np.flatnonzero(~on_device):
+        b_off[i] = n_host
+        m_off[i] = n_host + 2 ** ranks[i]
+        n_host += 2 ** ranks[i] + 2 ** (ranks[i] - 1)
+
+    def table_inputs(i):
+        return [(starts[t], scopes[t]) for t in plan.tables[i]]
+
+    host_forward = []
+    for i in np.flatnonzero(~on_device):
+        r = int(ranks[i])
+        ins = table_inputs(i) + [(int(m_off[c]), bscopes[c][:-1]) for c in children[i]]
+        gather = np.stack([off + _pext_table(r, _mask(bscopes[i], sc)) for off, sc in ins]) if ins else \
+            np.zeros((1, 2**r), np.int64)
+        host_forward.append((int(b_off[i]), 2**r, int(m_off[i]), gather))
+
+    # Device arena: [0] zero, download (marginals, outbox), upload, tables and messages, scratch.
+    device = np.flatnonzero(on_device)
+    dev_row = {int(i): j for j, i in enumerate(device)}
+    host_kids = [c for i in device for c in children[i] if not on_device[c]]
+    download = 2 * len(device)
+    outbox = []
+    sep_at = {}
+    for c in host_kids:
+        entries = 2 ** (ranks[c] - 1)
+        sep_at[c] = n_host
+        outbox.append((n_host, download, entries))
+        download += entries
+        n_host += entries
+    upload_off = 1 + kernels.io_size(download)
+    upload: list[np.ndarray] = []
+    d_off = np.zeros(n, np.int64)
+    d_moff = np.zeros(n, np.int64)
+    ins_dev: dict[int, list[tuple[int, tuple]]] = {}
+    nu = 0
+    for i in device:
+        ins = []
+        for off, sc in table_inputs(i):
+            ins.append((upload_off + nu, sc))
+            upload.append(np.arange(off, off + 2 ** len(sc), dtype=np.int64))
+            nu += 2 ** len(sc)
+        for c in children[i]:
+            if not on_device[c]:
+                entries = 2 ** (ranks[c] - 1)
+                ins.append((upload_off + nu, bscopes[c][:-1]))
+                upload.append(np.arange(m_off[c], m_off[c] + entries, dtype=np.int64))
+                nu += entries
+        ins_dev[int(i)] = ins
+    end = upload_off + kernels.io_size(nu) if len(device) else 1
+    for i in device:
+        d_off[i] = end
+        d_moff[i] = end + 2 ** ranks[i]
+        end += 2 ** ranks[i] + 2 ** (ranks[i] - 1)
+    scratch = end
+    end += max([2 ** (ranks[i] - 1) for i in device if parent[i] >= 0], default=1)
+
+    rows, calls = [], []
+
+    def add(kind, entries, values):
+        row = np.zeros(kernels.WIDTH, np.int64)
+        row[:len(values)] = values
+        rows.append(row)
+        calls.append((kind, kernels.chunk_of(entries, chunks)))
+
+    for i in device:
+        r = int(ranks[i])
+        ins = ins_dev[int(i)] + [(int(d_moff[c]), bscopes[c][:-1]) for c in children[i] if on_device[c]]
+        groups = [ins[k:k + kernels.K] for k in range(0, max(len(ins), 1), kernels.K)]
+        for g, group in enumerate(groups):
+            offs = [off for off, _ in group] + [0] * (kernels.K - len(group))
+            masks = [_mask(bscopes[i], sc) for _, sc in group] + [0] * (kernels.K - len(group))
+            add("forward", 2**r, [r, d_off[i], d_moff[i], int(g > 0), *offs, *masks])
+
+    def reduce_row(c, out):
+        p = int(parent[c])
+        sepmask = _mask(bscopes[p], bscopes[c][:-1])
+        add("reduce", 2 ** ranks[p], [ranks[p], d_off[p], sepmask, ranks[p] - (ranks[c] - 1), out])
+
+    for i in device[::-1]:
+        r = int(ranks[i])
+        if parent[i] >= 0:
+            reduce_row(i, scratch)
+        add("belief", 2**r, [r, d_off[i], d_moff[i], scratch, int(parent[i] >= 0), 1 + 2 * dev_row[int(i)]])
+    for c, (_, dl, _) in zip(host_kids, outbox, strict=True):
+        reduce_row(c, 1 + dl)
+
+    host_backward = []
+    for i in np.flatnonzero(~on_device)[::-1]:
+        p = int(parent[i])
+        if p < 0:
+            sep = None
+        elif on_device[p]:
+            sep = sep_at[int(i)]
+        else:
+            sep = b_off[p] + _separator_table(int(ranks[p]), _mask(bscopes[p], bscopes[i][:-1]))
+        host_backward.append((int(i), int(b_off[i]), 2 ** int(ranks[i]), int(m_off[i]), sep))
+    slack = max([c for _, c in calls], default=0)
+    device_size = int(max(end + slack, 1 + kernels.io_size(download), upload_off + kernels.io_size(nu)) \
+        if len(device) else 0)
+    return Program(plan, src, lab_var, lab_stride, constants, n_host, host_forward, host_backward, device,
+                   np.concatenate(upload) if upload else np.zeros(0, np.int64), upload_off,
+                   np.array(rows, np.int64).reshape(-1, kernels.WIDTH), calls, int(download), outbox, device_size)
+
+
+__all__ = ["Program", "build"]
