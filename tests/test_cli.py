@@ -376,3 +376,23 @@ def test_marginals_lists_every_tuple_and_all_adds_clause_variables(tmp_path):
     names = [r.rsplit(",", 1)[0].strip('"') for r in rows]
     assert names[:305] == list(model.tuple_names) and any("#" in n for n in names[305:])
     assert len(names) == 305 + sum(n not in model.tuple_index for n in model.var_names)
+
+
+def test_rank_and_check_take_a_label_on_a_pruned_tuple(tmp_path):
+    """The issue's reproduction: `rank data/weblech.json -l l.txt` with `aliased(3,2) false` (pruned:
+    no alarm depends on it) failed; the label keeps the tuple and acts as the same label in "labels"."""
+    labels = tmp_path / "l.txt"
+    labels.write_text("aliased(3,2) false\n")
+    res = invoke("rank", EXAMPLE_WEBLECH, "-l", str(labels), "-f", "json", "--tol", "1e-9")
+    assert res.exit_code == 0, res.output
+    ranked = json.loads(res.stdout)
+    graph = json.loads(Path(EXAMPLE_WEBLECH).read_text())
+    graph["labels"] = {"aliased(3,2)": False}
+    same = tmp_path / "g.json"
+    same.write_text(json.dumps(graph))
+    res = invoke("rank", str(same), "-f", "json", "--tol", "1e-9")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["alarms"] == ranked["alarms"]
+    res = invoke("check", EXAMPLE_WEBLECH, "-l", str(labels), "--samples", "2000", "--reference", "sample",
+                 "-f", "json")
+    assert res.exit_code == 0, res.output

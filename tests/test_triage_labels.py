@@ -72,10 +72,10 @@ def test_a_session_is_told_by_its_bytes_not_its_name(tmp_path):
     path = made_session(tmp_path, name="labels.txt")
     assert is_session_file(path) and not is_session_file(tmp_path) and not is_session_file(tmp_path / "x")
     expected = {model.index[n]: x for n, x in session_labels(path)}
-    assert read_labels_or_session(path, model) == expected and len(expected) == 3
+    assert read_labels_or_session(path, model) == (model, expected) and len(expected) == 3
     text = tmp_path / "s.db"
     text.write_text(f"{model.var_names[model.alarms[0]]} true\n")
-    assert read_labels_or_session(text, model) == {int(model.alarms[0]): True}
+    assert read_labels_or_session(text, model) == (model, {int(model.alarms[0]): True})
     # A session of another graph: its names are not variables here.
     with pytest.raises(InputError, match="not a variable of this graph"):
         read_labels_or_session(path, demo_model(num_inputs=3, width=4, seed=5))

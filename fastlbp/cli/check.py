@@ -39,7 +39,6 @@ from fastlbp.cli.app import (
     start_progress,
     status,
 )
-from fastlbp.loading import read_labels
 
 # fastlbp.check.REFERENCES, written out: importing fastlbp.check (scipy, the session and engines: 2-3 s)
 # for an option type would slow every command down. tests/test_cli_startup.py checks that they agree.
@@ -107,9 +106,12 @@ def check(
     progress = start_progress(quiet)
     model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
                        datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
-    known = dict(model.labels)
+    extra = {}
     if labels:
-        known.update(read_labels(labels, model))
+        from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session
+
+        model, extra = read_labels_or_session(labels, model)  # may make the model again (renumbered)
+    known = {**model.labels, **extra}
     with Ticker("running LBP and the reference", progress):
         report = checking.check(model, known, settings, reference=reference.value)
     if format is CheckFormat.json:

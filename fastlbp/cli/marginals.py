@@ -39,7 +39,6 @@ from fastlbp.cli.app import (
     status,
     summary,
 )
-from fastlbp.loading import load_labels
 
 
 class OutputFormat(StrEnum):
@@ -98,7 +97,9 @@ def marginals(
         model = rebuild(model, prune=False)
     known = None
     if labels:
-        model, known = load_labels(labels, model)
+        from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session
+
+        model, known = read_labels_or_session(labels, model)
     from fastlbp import session  # the session and engines: imported when the command runs
 
     rnd = session.marginals(model, known, settings)

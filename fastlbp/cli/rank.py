@@ -112,12 +112,15 @@ def rank(
                        datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
-    known = dict(model.labels)
+    extra = {}
     if labels:
         progress("labels")
         from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
 
-        known.update(read_labels_or_session(labels, model))  # a labels file, or a triage session
+        # A labels file or a triage session; a labelled tuple compression removed makes the model again
+        # (its variables renumbered), so the graph's own labels are read from the model returned.
+        model, extra = read_labels_or_session(labels, model)
+    known = {**model.labels, **extra}
     result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
     progress("output")
     if format is RankFormat.sarif:

@@ -2,7 +2,7 @@
 
     session_labels("race.json-3f2a9c01b4de.triage.db")   # [("race(3,4)", True), ...], oldest first
     write_labels("labels.txt", pairs, source="...")        # what `export` writes
-    read_labels_or_session(path, model)                    # {var: truth}: a labels file or a session
+    read_labels_or_session(path, model)                    # (model, {var: truth}): a file or a session
 
 A session file is told from a labels file by its first 16 bytes (SQLite's
 magic), never by its name. Reading one takes no lock and writes nothing, so
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from fastlbp.errors import InputError
-from fastlbp.loading import read_labels
+from fastlbp.loading import load_labels
 from fastlbp.model import Model
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,
@@ -82,15 +82,23 @@ def session_labels(path: str | os.PathLike) -> list[tuple[str, bool]]:
     return list(labels.items())
 
 
-def read_labels_or_session(path: str | os.PathLike, model: Model) -> dict[int, bool]:
-    """{variable index: truth} from a labels file (`fastlbp.loading.read_labels`) or a triage session.
+def read_labels_or_session(path: str | os.PathLike, model: Model) -> tuple[Model, dict[int, bool]]:
+    """Labels from a labels file (`fastlbp.loading.load_labels`) or a triage session.
+
+    A labels file may name any tuple of the input graph: one that compression
+    removed is kept by making the model again (`load_labels`), so use the
+    model returned, whose variable numbers the labels refer to.
+
+    Returns:
+        (the model, {variable index: truth}); the model is `model` itself unless a labelled tuple was
+        not a variable of it.
 
     Raises:
-        InputError: as `read_labels` or `session_labels`; a session alarm that is
+        InputError: as `load_labels` or `session_labels`; a session alarm that is
             not a variable of `model`.
     """
     if not is_session_file(path):
-        return read_labels(path, model)
+        return load_labels(path, model)
     out = {}
     for name, truth in session_labels(path):
         if name not in model.index:
@@ -98,7 +106,7 @@ def read_labels_or_session(path: str | os.PathLike, model: Model) -> dict[int, b
                                               f"variable of this graph (a session of another graph, or of "
                                               f"this one read with other --cycles?)")
         out[model.index[name]] = truth
-    return out
+    return model, out
 
 
 def format_labels(labels: list[tuple[str, bool]], source: str, path: str | os.PathLike = "-") -> str:
