@@ -396,3 +396,16 @@ def test_rank_and_check_take_a_label_on_a_pruned_tuple(tmp_path):
     res = invoke("check", EXAMPLE_WEBLECH, "-l", str(labels), "--samples", "2000", "--reference", "sample",
                  "-f", "json")
     assert res.exit_code == 0, res.output
+
+
+def test_only_the_cli_app_reads_the_environment():
+    """Configuration travels as arguments: `fastlbp/cli/app.py` is the one module that reads environment
+    variables ($FASTLBP_BACKEND, $FASTLBP_CACHE, $XDG_DATA_HOME) and hands them down."""
+    root = Path(__file__).resolve().parent.parent
+    readers = []
+    for package in ("fastlbp", "datalog", "schedules"):
+        for path in sorted((root / package).rglob("*.py")):
+            text = path.read_text()
+            if re.search(r"\bos\.environ\b|\bgetenv\(|\benviron\.get\(", text):
+                readers.append(path.relative_to(root).as_posix())
+    assert readers == ["fastlbp/cli/app.py"], readers

@@ -428,7 +428,8 @@ SamplesOpt = Annotated[int, typer.Option("--samples", help="Worlds drawn by --me
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --method sample.")]
 LabelsOpt = Annotated[
     Path | None,
-    typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false'."),
+    typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false' (any tuple of "
+                 "the graph; tab, comma or spaces between), or a triage session file."),
 ]
 # A Datalog program's grounding options (`fastlbp ground`, and every command given a .dl file).
 FactsOpt = Annotated[
@@ -506,6 +507,14 @@ def degenerate_warning(probabilities, graph) -> str | None:
         return None
     return (f"warning: {what}: LBP may be far from the model's posterior here; run `fastlbp check {graph}` "
             f"or rank with --method exact / --method sample")
+
+
+def data_folder() -> Path:
+    """$XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp (a relative $XDG_DATA_HOME is ignored, as the
+    XDG base directory specification says)."""
+    raw = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(raw) if raw and Path(raw).is_absolute() else Path.home() / ".local" / "share"
+    return base / "fastlbp"
 
 
 def backend_or_env(backend: str | None) -> str | None:

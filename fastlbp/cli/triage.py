@@ -1,13 +1,12 @@
 """`fastlbp triage`: label alarms one at a time in the terminal, with a durable session file.
 
 Sessions and the command history live in the user's data folder
-(`data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
-here and handed to the library, which reads no environment.
+(`app.data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
+in the CLI and handed to the library, which reads no environment.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +33,7 @@ from fastlbp.cli.app import (
     Ticker,
     TolOpt,
     backend_or_env,
+    data_folder,
     datalog_options,
     emit,
     handles_errors,
@@ -50,14 +50,6 @@ from fastlbp.errors import InputError
 # The options that decide a round's numbers: given on a resume, they change the session's settings.
 INFERENCE_OPTIONS = ("schedule", "tol", "max_iters", "damping", "precision", "backend", "method", "samples",
                      "seed")
-
-
-def data_folder() -> Path:
-    """$XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp (a relative $XDG_DATA_HOME is ignored, as the
-    XDG base directory specification says)."""
-    raw = os.environ.get("XDG_DATA_HOME", "").strip()
-    base = Path(raw) if raw and Path(raw).is_absolute() else Path.home() / ".local" / "share"
-    return base / "fastlbp"
 
 
 def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
