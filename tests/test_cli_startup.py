@@ -107,7 +107,7 @@ def test_a_second_rank_reads_the_model_from_the_cache(tmp_path):
     assert second.stdout == first.stdout
     s = stages(second.stderr)
     assert "load: checking the model cache" in s and "load: loading" not in s
-    for stage in ("imports", "session", "first round", "output", "jit trace"):
+    for stage in ("imports", "jax start", "session", "first round", "output", "first round: jit trace"):
         assert stage in s, stage
     memory = [ln for ln in second.stderr.splitlines() if ln.startswith("memory: ")]
     assert memory and "edges " in memory[0] and "host_peak_rss_bytes " in memory[0]
@@ -190,7 +190,7 @@ def test_parts_within_stages_come_after_them():
     progress("output")
     progress.close()
     names = [p.rsplit(" ", 2)[0] for p in progress.report()[len("timings: "):].split(", ")]
-    assert names == ["imports", "first round", "output", "jit trace"]
+    assert names == ["imports", "first round", "output", "first round: jit trace"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc here")

@@ -103,10 +103,14 @@ class Progress:
 
     def add(self, stage: str, seconds: float, *, within: bool = False) -> None:
         """Records time measured elsewhere: a stage of its own (the imports before the command ran), or
-        with `within` a part of the stages (JAX's compile events), reported after them."""
+        with `within` a part of the current stage (JAX's compile events: `first round: jit trace`),
+        reported after the stages."""
         with self._lock:
-            times = self.within if within else self.times
-            times[stage] = times.get(stage, 0.0) + seconds
+            if within:
+                name = f"{self._current}: {stage}" if self._current else stage
+                self.within[name] = self.within.get(name, 0.0) + seconds
+            else:
+                self.times[stage] = self.times.get(stage, 0.0) + seconds
 
     def close(self) -> None:
         """Ends the current stage and stops drawing."""

@@ -121,6 +121,10 @@ def rank(
         # (its variables renumbered), so the graph's own labels are read from the model returned.
         model, extra = read_labels_or_session(labels, model)
     known = {**model.labels, **extra}
+    progress("jax start")  # the backend (on a GPU, CUDA) starts on first use: timed apart from the session
+    import jax
+
+    jax.devices()
     result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
     progress("output")
     if format is RankFormat.sarif:
