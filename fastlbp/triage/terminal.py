@@ -125,9 +125,13 @@ class Terminal:
             self.say("all alarms are labelled. `undo`, `stats` or `quit`.")
             return
         rank = t.rank_of(var)
-        p = float(t.marginals[var])
-        self.say(f"#{rank}  {t.model.var_names[var]}   P(true) = {p:.4f}")
+        self.say(f"#{rank}  {t.model.var_names[var]}   P(true) = {self._p(var)}")
         self.say(format_explanation(t.explain(var, self.why)))
+
+    def _p(self, var: int) -> str:
+        """P(var) as every table shows it (`writers.format_probability`: scientific below 1e-4)."""
+        last = self.t.session.last
+        return format_probability(float(last.marginals[var]), float(last.log_odds[var]))
 
     def run(self) -> int:
         """Runs until quit or end of input; returns the exit status (130 after Ctrl-C)."""
@@ -270,7 +274,7 @@ class Terminal:
             name = self.t.model.var_names[v]
             if v in self.t.labels:
                 return f"  labelled {'true ' if self.t.labels[v] else 'false'}  {name}"
-            return f"  #{rank[v]:<5} {float(self.t.marginals[v]):.4f}  {name}"
+            return f"  #{rank[v]:<5} {self._p(v):>10}  {name}"
 
         self.say(f"{len(hits)} alarm{'s' if len(hits) > 1 else ''} match {text!r}")
         self._page(hits, line, len(hits) if everything else PAGE, f"/{text} --all")
@@ -292,7 +296,7 @@ class Terminal:
 
         def line(v: int) -> str:
             mark = " (skipped)" if v in skipped else ""
-            return f"  #{rank[v]:<5} {float(self.t.marginals[v]):.4f}  {self.t.model.var_names[v]}{mark}"
+            return f"  #{rank[v]:<5} {self._p(v):>10}  {self.t.model.var_names[v]}{mark}"
 
         self._page(ranking, line, n, "list all")
         return True
