@@ -130,8 +130,10 @@ def compilation_cache() -> Path | None:
         typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
-    # Our loops compile in 0.2-2.5 s; JAX caches only those above a second by default.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    # JAX caches only programs that took a second to compile by default; ours take 0.2-2.5 s, and
+    # the small ones around a round (evidence, zeros, conversions) 0.01-0.1 s each, which a warm
+    # `fastlbp rank data/ftp.json.gz` paid again every run (0.1-0.2 s of its start on a 2-core CPU).
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
 
 
