@@ -159,8 +159,9 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
             dtype = prog.dtype
             buf = kernels.write(arena.buffer, jnp.asarray(block), jnp.asarray(program.upload_off, dtype))
             pc = jnp.zeros((), dtype)
+            luts = kernels.byte_tables()
             for kind, chunk in program.calls:
-                buf, pc = _KERNEL[kind](buf, prog, pc, chunk=chunk)
+                buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk)
             size = kernels.io_size(program.download)
             down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=size))
             arena.buffer = buf

@@ -198,7 +198,9 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         outbox.append((n_host, download, entries))
         download += entries
         n_host += entries
-    upload_off = 1 + kernels.io_size(download)
+    # A reduce row's last chunk writes up to a chunk past its separator table (padding the next slot
+    # overwrites later): a guard of the largest chunk keeps it out of the upload region.
+    upload_off = 1 + max(kernels.io_size(download), download + max(chunks))
     upload: list[np.ndarray] = []
     d_off = np.zeros(n, np.int64)
     d_moff = np.zeros(n, np.int64)
@@ -218,10 +220,11 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
                 nu += entries
         ins_dev[int(i)] = ins
     end = upload_off + kernels.io_size(nu) if len(device) else 1
-    for i in device:
+    for i in device:  # each table and message padded to its chunk: kernels write whole chunks
+        entries = max(2 ** ranks[i], kernels.chunk_of(2 ** ranks[i], chunks))
         d_off[i] = end
-        d_moff[i] = end + 2 ** ranks[i]
-        end += 2 ** ranks[i] + 2 ** (ranks[i] - 1)
+        d_moff[i] = end + entries
+        end += entries + entries // 2
     scratch = end
     end += max([2 ** (ranks[i] - 1) for i in device if parent[i] >= 0], default=1)
 
@@ -265,12 +268,14 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         else:
             sep = b_off[p] + _separator_table(int(ranks[p]), _mask(bscopes[p], bscopes[i][:-1]))
         host_backward.append((int(i), int(b_off[i]), 2 ** int(ranks[i]), int(m_off[i]), sep))
-    slack = max([c for _, c in calls], default=0)
-    device_size = int(max(end + slack, 1 + kernels.io_size(download), upload_off + kernels.io_size(nu)) \
-        if len(device) else 0)
+    device_size = 0
+    if len(device):
+        device_size = int(max(end + max(chunks), 1 + kernels.io_size(download),
+                              upload_off + kernels.io_size(nu)))
     return Program(plan, src, lab_var, lab_stride, constants, n_host, host_forward, host_backward, device,
                    np.concatenate(upload) if upload else np.zeros(0, np.int64), upload_off,
-                   np.array(rows, np.int64).reshape(-1, kernels.WIDTH), calls, int(download), outbox, device_size)
+                   np.array(rows, np.int64).reshape(-1, kernels.WIDTH), calls, int(download), outbox,
+                   device_size)
 
 
 __all__ = ["Program", "build"]
