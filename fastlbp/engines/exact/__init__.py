@@ -180,7 +180,7 @@ class Engine:
         if full is not None and full.bytes_needed <= budget:
             big = self.program(frozenset(), most)
             if BYTES * big.device_size <= 2 * budget:
-                self.arena.reserve(big.device_size, len(big.rows))
+                self.arena.reserve(big)
 
     def inputs(self, prog: program.Program, labels: dict[int, bool]) -> np.ndarray:
         """The clamped log tables of `prog` at these label values."""

@@ -71,13 +71,15 @@ class Eliminated:
 
 
 class Arena:
-    """The device arena and descriptor table, kept between runs so their shapes (and so the compiled
-    kernels) stay the same: both only grow, the arena by at most 25 % steps (2^k times 1, 1.25, 1.5 or
-    1.75), the descriptor rows by powers of two."""
+    """The device arena and descriptor table, kept between runs so that their shapes (and so the
+    compiled kernels) stay the same: they only grow, the arena by at most 25 % steps (2^k times 1, 1.25,
+    1.5 or 1.75), the descriptor rows and the transfer sizes by powers of two."""
 
     def __init__(self):
         self.buffer = None
         self.rows = 0
+        self.read = 0
+        self.write = 0
         self._programs: dict[int, tuple[object, jax.Array]] = {}
 
     @staticmethod
@@ -89,14 +91,16 @@ class Arena:
                 return base * q // 4
         return 2 * base
 
-    def reserve(self, entries: int, rows: int) -> None:
-        """At least `entries` entries and `rows` descriptor rows (a new buffer when it grows)."""
+    def reserve(self, program: Program) -> None:
+        """Room for `program`: arena entries, descriptor rows and transfer sizes (a new buffer to grow)."""
+        self.read = max(self.read, kernels.io_size(program.download))
+        self.write = max(self.write, kernels.io_size(len(program.upload)))
+        entries = max(program.device_size, 1 + self.read, program.upload_off + self.write, 64)
         if self.buffer is None or self.buffer.shape[0] < entries:
-            size = self.size_class(max(entries, 64))
-            self.buffer = jnp.zeros(size, jnp.float64)
+            self.buffer = jnp.zeros(self.size_class(entries), jnp.float64)
             self._programs.clear()
-        if rows > self.rows:
-            self.rows = max(16, 1 << (rows - 1).bit_length())
+        if len(program.rows) > self.rows:
+            self.rows = max(16, 1 << (len(program.rows) - 1).bit_length())
             self._programs.clear()
 
     def descriptors(self, program: Program) -> jax.Array:
@@ -152,9 +156,9 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
             ha[b_off:b_off + entries] = b
             ha[m_off:m_off + entries // 2] = np.logaddexp(b[0::2], b[1::2])
         if program.device_buckets:
-            arena.reserve(program.device_size, len(program.rows))
+            arena.reserve(program)
             prog = arena.descriptors(program)
-            block = np.zeros(kernels.io_size(len(program.upload)))
+            block = np.zeros(arena.write)
             block[:len(program.upload)] = ha[program.upload]
             dtype = prog.dtype
             buf = kernels.write(arena.buffer, jnp.asarray(block), jnp.asarray(program.upload_off, dtype))
@@ -162,8 +166,7 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
             luts = kernels.byte_tables()
             for kind, chunk in program.calls:
                 buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk)
-            size = kernels.io_size(program.download)
-            down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=size))
+            down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=arena.read))
             arena.buffer = buf
             lm[program.device] = down[:2 * program.device_buckets].reshape(-1, 2)
             for h_off, d_off, entries in program.outbox:

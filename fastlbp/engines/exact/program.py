@@ -200,7 +200,8 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         n_host += entries
     # A reduce row's last chunk writes up to a chunk past its separator table (padding the next slot
     # overwrites later): a guard of the largest chunk keeps it out of the upload region.
-    upload_off = 1 + max(kernels.io_size(download), download + max(chunks))
+    big = kernels.chunk_of(max([2 ** ranks[i] for i in device], default=1), chunks)  # the largest chunk
+    upload_off = 1 + max(kernels.io_size(download), download + big)
     upload: list[np.ndarray] = []
     d_off = np.zeros(n, np.int64)
     d_moff = np.zeros(n, np.int64)
@@ -270,7 +271,7 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         host_backward.append((int(i), int(b_off[i]), 2 ** int(ranks[i]), int(m_off[i]), sep))
     device_size = 0
     if len(device):
-        device_size = int(max(end + max(chunks), 1 + kernels.io_size(download),
+        device_size = int(max(end + big, 1 + kernels.io_size(download),
                               upload_off + kernels.io_size(nu)))
     return Program(plan, src, lab_var, lab_stride, constants, n_host, host_forward, host_backward, device,
                    np.concatenate(upload) if upload else np.zeros(0, np.int64), upload_off,
