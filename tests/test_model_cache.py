@@ -100,7 +100,9 @@ def test_cached_load_is_the_fresh_load(tmp_path_factory, seed, inputs, layers, w
     assert second.index == fresh.index  # cached properties are rebuilt on use
 
 
-@pytest.mark.parametrize("name", ["weblech", "weblech.json", "weblech.causal_fg", "presto.json", "presto"])
+# race.json carries source locations and relation descriptions in its meta.
+@pytest.mark.parametrize("name", ["weblech", "weblech.json", "weblech.causal_fg", "presto.json", "presto",
+                                  "race.json"])
 def test_shipped_examples(tmp_path, name):
     fresh, first, second, heard = load_twice(EXAMPLES / name, cache=tmp_path)
     same(fresh, second)
