@@ -73,6 +73,7 @@ class Progress:
         self._current: str | None = None
         self._since = 0.0
         self._drawn = False
+        self._line = ""  # what is on the terminal now
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         _LIVE.add(self)
@@ -150,6 +151,7 @@ class Progress:
         if self._drawn:
             self._write("\r\033[K")
             self._drawn = False
+        self._line = ""
 
     def _write(self, text: str) -> None:
         try:
@@ -164,9 +166,10 @@ class Progress:
                 if self._current is None:
                     continue
                 elapsed = time.perf_counter() - self._since
-                if elapsed >= self.delay:
-                    self._write(f"\r{self._current}... {elapsed:.0f} s\033[K")
-                    self._drawn = True
+                line = f"\r{self._current}... {elapsed:.0f} s\033[K"
+                if elapsed >= self.delay and line != self._line:  # redrawn when the seconds change
+                    self._write(line)
+                    self._drawn, self._line = True, line
 
 
 # Open `Progress` objects: `handles_errors` closes them when a command fails.
