@@ -44,8 +44,10 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import stat
+import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -207,7 +209,9 @@ class _Encoder:
         if type(obj) is int:
             return obj
         if type(obj) is float:
-            # repr round-trips every float; JSON's NaN/Infinity are read back by Python's json.
+            if math.isnan(obj):  # JSON's NaN has no sign or payload: the 8 bytes, exactly
+                return {"$": "nan", "v": struct.pack("<d", obj).hex()}
+            # repr round-trips every other float; JSON's Infinity is read back by Python's json.
             return obj
         if type(obj) in (list, tuple):
             if len(obj) >= BLOB_MIN and all(type(s) is str for s in obj):
@@ -281,6 +285,8 @@ class _Decoder:
             return {k: self(v) for k, v in node.items()}
         if tag == "array":
             return self.arrays[node["i"]]
+        if tag == "nan":
+            return struct.unpack("<d", bytes.fromhex(node["v"]))[0]
         if tag == "scalar":
             return self.arrays[node["i"]][()]
         if tag == "strs":
