@@ -95,12 +95,13 @@ class Arena:
         """Room for `program`: arena entries, descriptor rows and transfer sizes (a new buffer to grow)."""
         self.read = max(self.read, kernels.io_size(program.download))
         self.write = max(self.write, kernels.io_size(len(program.upload)))
-        entries = max(program.device_size, 1 + self.read, program.upload_off + self.write, 64)
+        # At least 2^12 entries and 64 rows (32 KiB and 3 KiB): small graphs share one compiled shape.
+        entries = max(program.device_size, 1 + self.read, program.upload_off + self.write, 2**12)
         if self.buffer is None or self.buffer.shape[0] < entries:
             self.buffer = jnp.zeros(self.size_class(entries), jnp.float64)
             self._programs.clear()
         if len(program.rows) > self.rows:
-            self.rows = max(16, 1 << (len(program.rows) - 1).bit_length())
+            self.rows = max(64, 1 << (len(program.rows) - 1).bit_length())
             self._programs.clear()
 
     def descriptors(self, program: Program) -> jax.Array:
