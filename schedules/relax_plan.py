@@ -28,9 +28,10 @@ MAX_VIRTUAL_RATIO = 3.0
 class RelaxPlan:
     """How one order reads old and new messages (host-built, a jit argument).
 
-    The engine gathers each virtual edge's row start (lo = var_offsets[edge_var]) and
-    whether `split` is the row's end from the graph once per sweep
-    (`fastlbp.engines.relaxed.pass_inputs`); they are not stored.
+    The engine derives each virtual edge's row start (lo = var_offsets[edge_var]), whether
+    `split` is the row's end, each row's last position and (SEQFIX) the own edges' read
+    positions from the graph once per sweep (`fastlbp.engines.relaxed.pass_inputs`); they
+    are not stored.
 
     Attributes:
         vgraph: the reader groups as factors (Ev edges); None when every factor's
@@ -40,13 +41,12 @@ class RelaxPlan:
             (None when the virtual graph is the graph).
         read_order: (E,) int32 the rows laid end to end: each variable's
             incoming edges by rank, variables in order (rows are var_offsets).
-        row_last: (V,) int32 read_order position of each row's last edge (E for
-            an empty row).
         split: (Ev,) int32 first row position whose rank is not before the reader
             group's (positions [lo, split) hold new messages).
         own: (Ev,) int32 the virtual edge's own (real) edge; None when the virtual graph
             is the graph (the identity).
-        own_pos: (Ev,) int32 read_order position of the own edge.
+        own_pos: (Ev,) int32 read_order position of the own edge; None when the virtual
+            graph is the graph (the inverse of read_order).
         own_new: (Ev,) bool, whether the own edge is in [lo, split).
         max_passes: () int32, the most passes a sweep runs: at least the number of levels
             (passes that make the sweep exact: the levels or `level_bound`), or a budget
@@ -56,10 +56,9 @@ class RelaxPlan:
     vgraph: FactorGraph | None
     out_edge: jax.Array | None
     read_order: jax.Array
-    row_last: jax.Array
     split: jax.Array
     own: jax.Array | None
-    own_pos: jax.Array
+    own_pos: jax.Array | None
     own_new: jax.Array
     max_passes: jax.Array
 
@@ -246,21 +245,20 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
     read_key = ev[var_edges] * span + rank[var_edges]
     o = np.argsort(read_key, kind="stable")
     read_order, read_key = var_edges[o], read_key[o]
-    v_off_var = np.asarray(g.var_offsets, np.int64)
     query = v_var * span + group_rank[v_group]
     q_order = np.asarray(vgraph.to_numpy().var_edges, np.int64)
     q_order = q_order[np.argsort(query[q_order], kind="stable")]
     split = np.empty(query.size, np.int64)
     split[q_order] = np.searchsorted(read_key, query[q_order], side="left")
-    row_last = np.where(np.diff(v_off_var) > 0, v_off_var[1:] - 1, num_edges)
     own_new = rank[v_own] < group_rank[v_group]
-    read_pos = np.empty(num_edges, np.int64)
-    read_pos[read_order] = np.arange(num_edges)
+    if vgraph is not graph:
+        read_pos = np.empty(num_edges, np.int64)
+        read_pos[read_order] = np.arange(num_edges)
     # numpy int32 on the host (a jnp conversion compiled one op per shape); the engine's
     # layout puts them on the device once.
     i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
     same = vgraph is graph
     return RelaxPlan(vgraph=None if same else vgraph, out_edge=None if same else i32(out_edge),
-                     read_order=i32(read_order), own_pos=i32(read_pos[v_own]),
-                     row_last=i32(row_last), split=i32(split), own=None if same else i32(v_own),
+                     read_order=i32(read_order), own_pos=None if same else i32(read_pos[v_own]),
+                     split=i32(split), own=None if same else i32(v_own),
                      own_new=np.asarray(own_new), max_passes=np.asarray(max(int(max_passes), 1), np.int32))

@@ -19,8 +19,8 @@ stops changing after a few passes (measured on the H200 benchmarks: 3 per
 cold SEQFIX iteration on 0.05M-0.7M-edge graphs, 3-12 after a label; TOPO,
 whose sweeps carry evidence forward by design, 40-160). The loop stops
 when no message moves by more than `inner_tol` (relative to 1 + |log-odds|)
-or after L passes; the result matches the levelled engine and the sequential
-reference to ~1e-12 (tests/test_engines_relaxed.py).
+or after its cap (below); the result matches the levelled engine and the
+sequential reference to ~1e-12 (tests/test_engines_relaxed.py).
 
 Each pass is a PARALL-like sweep. Variable side: the reader of edge e at
 variable u sees the old total of u, less its own old message, plus the change
@@ -34,20 +34,33 @@ forward, the body edges backward) reads different states per run, so each
 run (a *reader group*) becomes one copy of the factor in a virtual graph; for
 SEQFIX the virtual graph is the graph.
 
+Why a sweep is exact without knowing L: the sweep is the unique solution of
+its triangular system, and a pass that moves no message has reached it (the
+loop's stop, up to `inner_tolerance`); any cap at or above L is also exact,
+since pass L is. The plan needs no levelling for either: it caps sweeps at
+`schedules.relax_plan.level_bound` (the order's blocks, O(E log E), never
+below L) when that is within the budget.
+
 The worst case is L passes per iteration, O(E L): a chain that carries
 information all the way (a path of 10^5 links updated in path order takes
 10^5 passes), where the chunk loop (`fastlbp/engines/chunked.py`) is exact in
 L steps of O(W). So a sweep runs at most `plan.max_passes` passes, a budget
-below L when the order is deeper than it (`schedules.relax_plan.pass_budget`:
-the passes that cost one chunk sweep); a sweep that has not settled by then
-is redone from its start state by the chunk loop (`lax.cond` in the same
-program), so every sweep is the exact sequential sweep and costs at most
-about twice the cheaper engine. Orders with no more levels than the budget
-carry no chunk plan. Under `jax.vmap` the condition becomes a select and
-both branches run. On this project's 2-core CPU a cold SEQFIX round on a
-chain of 10^4 links took ~77 s (10^4 passes of 7.7 ms per sweep) and takes
-0.12 s (26 passes, then the chunk loop), 10^5 links 2.4 s
-(`benchmarks/bench_chains.py`).
+below the bound when the order may be deeper than it. The plan starts *open*
+(no levels, no chunk plan, budget `relax_plan.first_budget`): a sweep that
+has not settled within the budget is not taken, the round stops before it
+(`RunResult.unsettled`), and the runner (`loop.Runner.finish`) builds the
+levelling and chunk plan once and finishes the round from there. After that
+the budget is `relax_plan.pass_budget` (the passes that cost one chunk sweep)
+and a sweep that has not settled by then is redone from its start state by
+the chunk loop (`lax.cond` in the same program), so every sweep is the exact
+sequential sweep and costs at most about twice the cheaper engine; orders
+with no more levels than the budget carry no chunk plan. Under `jax.vmap`
+the condition becomes a select and both branches run. On this project's
+2-core CPU a cold SEQFIX round on a chain of 10^4 links took ~77 s (10^4
+passes of 7.7 ms per sweep) and takes 0.12 s (26 passes, then the chunk
+loop), 10^5 links 2.4 s (`benchmarks/bench_chains.py`). Bingo-like graphs
+settle in 3-12 passes and never build the chunk plan: a SEQFIX session's
+set-up at 2M edges took 15.7-22 s with the levelling and takes ~1-2 s.
 """
 
 from __future__ import annotations
@@ -105,6 +118,8 @@ class PassInputs(NamedTuple):
         params: `kernels.factor_params` of the virtual graph.
         lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
         whole: (Ev,) bool, `plan.split` is the row's end (the prefix includes its last edge).
+        row_last: (V,) int32 read_order position of each row's last edge (E: an empty row).
+        own_pos: (Ev,) int32 read_order position of the virtual edge's own edge.
     """
 
     old_split: jax.Array
@@ -113,14 +128,18 @@ class PassInputs(NamedTuple):
     params: kernels.FactorParams
     lo: jax.Array
     whole: jax.Array
+    row_last: jax.Array
+    own_pos: jax.Array
 
 
 def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
                 evidence: jax.Array) -> PassInputs:
     """`PassInputs` of a sweep from `messages` (E,) and `evidence` (V,), in the messages' dtype.
 
-    The row bounds are gathered from the graph here rather than stored in the plan (5 bytes
-    per virtual edge less on the device, two gathers per sweep).
+    The row bounds are gathered from the graph here rather than stored in the plan, and
+    without a virtual graph (SEQFIX) the own edges' read positions are the inverse of the
+    read order, one scatter: 10 bytes per edge less on the device for a few gathers per
+    sweep, which runs several passes.
     """
     plan = layout.plan
     vg = vgraph(graph, plan)
@@ -130,9 +149,17 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
     agg_rel = old_totals + kernels.split_infinite(evidence.astype(dtype))
     own = old_fo if plan.own is None else old_fo[plan.own]
     u = vg.edge_var
+    off = graph.var_offsets
+    num_edges = plan.read_order.shape[0]
+    row_last = jnp.where(off[1:] > off[:-1], off[1:] - 1, num_edges).astype(jnp.int32)
+    if plan.own_pos is None:
+        own_pos = jnp.zeros(num_edges, jnp.int32).at[plan.read_order].set(
+            jnp.arange(num_edges, dtype=jnp.int32), unique_indices=True)
+    else:
+        own_pos = plan.own_pos
     return PassInputs(old_split=old_fo[plan.read_order], old_totals=old_totals, base=agg_rel[u] - own,
-                      params=kernels.factor_params(vg, dtype), lo=graph.var_offsets[u],
-                      whole=plan.split == graph.var_offsets[u + 1])
+                      params=kernels.factor_params(vg, dtype), lo=off[u], whole=plan.split == off[u + 1],
+                      row_last=row_last, own_pos=own_pos)
 
 
 def vgraph(graph: FactorGraph, plan: RelaxPlan) -> FactorGraph:
@@ -155,10 +182,10 @@ def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, gues
     change = kernels.split_infinite(guess[plan.read_order]) - inputs.old_split  # (E, 3) read order
     row_change = (segments.segment_sum(layout.sums.var, guess, transform=kernels.split_infinite)
                   - inputs.old_totals)
-    closed = change.at[plan.row_last].add(-row_change, mode="drop", unique_indices=True)
+    closed = change.at[inputs.row_last].add(-row_change, mode="drop", unique_indices=True)
     run = jnp.concatenate([jnp.zeros((1, 3), change.dtype), jnp.cumsum(closed, axis=0)])
     before = (run[plan.split] - run[inputs.lo] + jnp.where(inputs.whole[:, None], row_change[vg.edge_var], 0)
-              - jnp.where(plan.own_new[:, None], change[plan.own_pos], 0))
+              - jnp.where(plan.own_new[:, None], change[inputs.own_pos], 0))
     vsums = layout.sums if layout.vsums is None else layout.vsums
     msgs = kernels.factor_to_var(vg, vsums, kernels.combine(inputs.base + before), params=inputs.params)
     return msgs if plan.out_edge is None else msgs[plan.out_edge]
