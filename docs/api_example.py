@@ -12,7 +12,7 @@ README ("Python API"):
     evidence and the messages between rounds, so each `run()` after a label
     is warm-started and never recompiles; every option of a run is one
     `fastlbp.Settings` (or keywords of `Session`). `fastlbp.ranking.rank_alarms`
-    orders alarms, `fastlbp.triage.explain` says why an alarm is likely,
+    orders alarms, `fastlbp.explain` says why an alarm is likely,
     and `fastlbp.simulate.simulate` replays Bingo's oracle experiment and
     returns its metrics (Rank-100%-T, Rank-90%-T, Inversions, AUC,
     TotalTime, AverageTime).

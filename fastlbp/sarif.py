@@ -43,9 +43,9 @@ import numpy as np
 
 from datalog.annotations import LocationIndex
 from fastlbp import __version__
+from fastlbp.explain import clause_index, explain
 from fastlbp.model import Model
 from fastlbp.ranking import Ranking, alarm_vars
-from fastlbp.triage.explain import clause_index, explain
 from fastlbp.writers import format_probability, relation
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -93,7 +93,7 @@ def supporting_tuples(model: Model, marginals: np.ndarray, var: int, located, *,
     """Located tuples that `var`'s strongest derivation rests on, nearest first.
 
     The body tuples of the strongest clause deriving `var`
-    (`fastlbp.triage.explain`, k = 1); a body tuple without a location is
+    (`fastlbp.explain`, k = 1); a body tuple without a location is
     replaced by those its own strongest derivation rests on, breadth first,
     until `limit` tuples are found or `max_explained` tuples were explained.
 

@@ -43,11 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
+from fastlbp.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars, order_alarms
 from fastlbp.session import CONTROL_FIELDS, Session
 from fastlbp.settings import Settings
-from fastlbp.triage.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.triage.journal import (
     Contents,
     Journal,

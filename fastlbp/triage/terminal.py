@@ -17,7 +17,7 @@ from typing import TextIO
 import numpy as np
 
 from fastlbp.errors import InputError
-from fastlbp.triage.explain import format_explanation
+from fastlbp.explain import format_explanation
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage

@@ -1,4 +1,4 @@
-"""Explanations (`fastlbp.triage.explain`): derivations ranked by their clause's marginal, the
+"""Explanations (`fastlbp.explain`): derivations ranked by their clause's marginal, the
 factor neighbours of a graph without provenance, and the clause index a session builds once."""
 
 import numpy as np
@@ -6,10 +6,10 @@ import pytest
 from conftest import DATA
 from triage_support import demo_model, hand_model
 
+from fastlbp.explain import MAX_BODY_SHOWN, Derivation, Explanation, clause_index
 from fastlbp.loading import load
 from fastlbp.session import Session
 from fastlbp.triage import explain, format_explanation
-from fastlbp.triage.explain import MAX_BODY_SHOWN, Derivation, Explanation, clause_index
 
 
 def test_explain_ranks_derivations_by_clause_marginal():
@@ -94,7 +94,7 @@ def test_why_orders_by_contribution_and_never_lists_a_derivation_of_probability_
 
 
 def test_why_explains_any_tuple_even_one_compression_removed():
-    from fastlbp.triage.explain import explain_name
+    from fastlbp.explain import explain_name
 
     model = _four_ways()
     p = Session(model).run().marginals
