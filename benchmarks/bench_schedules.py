@@ -88,7 +88,11 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
     comp = runner.info["compiled"]  # schedules.Relaxation or schedules.Compiled
     relax = runner.name.endswith("/relaxed")
     row["engine"] = runner.name.split("/")[-1]
-    lev = comp.analysis if relax else comp.analyses[0]
+    # Relaxation plans without levels (a bound); the levels are measured here for the table.
+    lev = (comp.analysis or analysis.levelling(graph, comp.order)) if relax else comp.analyses[0]
+    if relax:
+        row["level_bound"] = comp.bound
+        row["first_budget"] = comp.budget
     row["batches_levelling"] = lev.num_batches
     row["analysis_s_levelling"] = round(lev.seconds, 3)
     a3 = analysis.algorithm3(graph, lev.order)
