@@ -17,7 +17,6 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy import stats
 
 from fastlbp.engines.marginals import Marginals
 from fastlbp.model import Model
@@ -136,6 +135,8 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     spearman = math.nan
     if len(alarms) >= 2 and np.ptp(rnd.log_odds[alarms]) > 0 and np.ptp(ref_p) > 0:
         # LBP's order is its log-odds' (probabilities may round to ties); the reference's its probabilities.
+        from scipy import stats  # 1-2 s of imports: only when there is an order to compare
+
         spearman = float(stats.spearmanr(rnd.log_odds[alarms], ref_p).statistic)
     k = min(top_k, len(alarms))
     top_lbp = set(alarms[np.argsort(-rnd.log_odds[alarms], kind="stable")[:k]].tolist())
