@@ -122,11 +122,11 @@ class Arena:
 _KERNEL = {"forward": kernels.forward, "reduce": kernels.reduce, "belief": kernels.belief}
 
 
-def _lse_rows(x: np.ndarray) -> np.ndarray:
-    """logsumexp over the last axis, each row with its own maximum first."""
-    top = x.max(axis=-1)
+def _lse(x: np.ndarray) -> np.ndarray:
+    """logsumexp over the first axis, each column with its own maximum first."""
+    top = x.max(axis=0)
     top = np.where(np.isfinite(top), top, 0.0)
-    return np.log(np.exp(x - top[..., None]).sum(axis=-1)) + top
+    return np.log(np.exp(x - top).sum(axis=0)) + top
 
 
 def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated:
@@ -175,13 +175,16 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
         for i, b_off, entries, m_off, sep in program.host_backward:
             b = ha[b_off:b_off + entries].reshape(-1, 2)
             if sep is not None:
-                s = _lse_rows(ha[sep]) if isinstance(sep, np.ndarray) else ha[sep:sep + entries // 2]
+                if not isinstance(sep, np.ndarray):
+                    s = ha[sep:sep + entries // 2]
+                else:
+                    s = _lse(ha[sep]) if sep.ndim == 2 else ha[sep]
                 m = ha[m_off:m_off + entries // 2]
                 b = b + np.where(m == -np.inf, -np.inf, s - m)[:, None]
                 ha[b_off:b_off + entries] = b.ravel()
-            lm[i] = _lse_rows(b.T)
+            lm[i] = _lse(b)
         roots = np.flatnonzero(program.plan.parent < 0)
-        log_z += float(_lse_rows(lm[roots]).sum()) if len(roots) else 0.0
+        log_z += float(_lse(lm[roots].T).sum()) if len(roots) else 0.0
     if not np.isfinite(log_z):
         return dead
     return Eliminated(lm, log_z, program.device_buckets)
