@@ -174,6 +174,24 @@ def test_engine_is_kept_per_graph():
     assert engine_for(graph, host_below=0) is not engine_for(from_factors(grid(4), 16), host_below=0)
 
 
+def test_plans_are_reused_per_labelled_set():
+    """Same labelled variables, other values: the same plan and layout; another set: a fresh min-fill plan,
+    the same one `plan` gives for the clamped tables."""
+    factors = grid(5)
+    graph = from_factors(factors, 25)
+    engine = Engine(graph, host_below=2**62)
+    a = exact_marginals(graph, {24: True, 3: False}, engine=engine)
+    programs = {id(v[1]) for v in engine._plans.values()}
+    b = exact_marginals(graph, {24: False, 3: True}, engine=engine)
+    assert {id(v[1]) for v in engine._plans.values()} == programs and len(engine._plans) == 1
+    assert not np.allclose(a.marginals, b.marginals)
+    exact_marginals(graph, {12: True}, engine=engine)
+    bz = binarize(factors, 25)
+    fresh = plan([tuple(v for v in t.scope if v != 12) for t in bz.tables], [v for v in range(25) if v != 12])
+    got = engine._plans[next(k for k in engine._plans if k[0] == frozenset({12}))][0]
+    assert np.array_equal(got.order, fresh.order) and got.scopes == fresh.scopes
+
+
 def test_device_and_host_agree_on_a_grid():
     graph = from_factors(grid(6), 36)
     host = exact_marginals(graph, {35: True, 7: False}, host_below=2**62)

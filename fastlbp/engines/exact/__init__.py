@@ -14,8 +14,15 @@ Steps (each its own module):
    implies; the induced width and the size of every table are known before any
    device work, and a plan over `Settings.exact_memory` is refused
    (`ExactTooWide`), naming the width and the memory it would need.
-4. `eliminate`: the forward and backward passes over log-space tables, each
-   table laid out with its eliminated variable as the contiguous last axis.
+4. `program`: the layout of one plan: small buckets on the host (numpy, gathers
+   precomputed), large ones and their ancestors in one device arena
+   (`kernels`: keyed by chunk size, not by ranks), each table with its
+   eliminated variable as the lowest bit (the contiguous last axis).
+5. `eliminate`: the forward and backward passes over log-space tables: host
+   forward, one upload, the device's rows, one download, host backward.
+
+`Engine` keeps steps 1, 3 and 4 per graph and labelled set, so a repeated
+call only fills the input tables and runs step 5.
 
 Marginals of every variable: the two-pass bucket tree (junction-tree style),
 not one elimination per query. With n buckets of sizes s_i (largest 2^(w+1))

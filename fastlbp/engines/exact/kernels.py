@@ -7,10 +7,13 @@ descriptors on the device) at the program counter `pc`, a device scalar it
 returns incremented: offsets, ranks and axis masks are traced values, so the
 shapes a kernel sees are the arena's length, the program's shape and its
 chunk size C. It walks its bucket in chunks of C entries (a traced number of
-chunks; a bucket smaller than C is one chunk with the rest masked), so a
-rank-26 bucket and a rank-14 one run the same compiled kernel. The host picks
-C per bucket from a few classes (`CHUNKS`): the largest class not above the
-bucket's entries.
+chunks; a bucket smaller than C is one chunk whose tail is padding: the
+program gives every region at least a chunk), so a rank-26 bucket and a
+rank-14 one run the same compiled kernel. The host picks C per bucket from a
+few classes (`CHUNKS`): the largest class not above the bucket's entries. So
+a graph compiles at most 3 kernels per chunk class it uses, plus one `read`
+and one `write`, and new labels compile nothing (`eliminate.Arena` keeps the
+shapes).
 
 Why: the kernels of the first version were keyed by the ranks of a bucket and
 of each input (or of child and parent): a 12 x 12 grid compiled 60 kernels, a

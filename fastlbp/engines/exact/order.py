@@ -169,9 +169,10 @@ def plan(scopes: Sequence[Sequence[int]], variables: Sequence[int], heuristic: s
 def bucket_tree(scopes: Sequence[Sequence[int]], order: Sequence[int], heuristic: str = "min-fill") -> Plan:
     """The bucket tree of a given elimination `order` (every variable of every scope in it).
 
-    A min-fill order of the unlabelled graph, with the labelled variables left out, is an order of the
-    labelled graph (`derived_order`): its buckets are those of the unlabelled plan less the labelled
-    variables, so its width is never larger than the unlabelled width.
+    The unlabelled graph's min-fill order with the labelled variables left out is an order of the
+    labelled graph whose width is never above the unlabelled width, but on 8 x 8 to 14 x 14 grids with
+    1-20 labels its tables took a median 1.7-3.7 times (up to 57 times) the memory of a fresh min-fill
+    order of the labelled graph, so `Engine` plans each labelled set afresh (once: plans are cached).
     """
     order = np.asarray(order, dtype=np.int64)
     pos = {int(v): i for i, v in enumerate(order)}
@@ -202,12 +203,4 @@ def bucket_tree(scopes: Sequence[Sequence[int]], order: Sequence[int], heuristic
     return Plan(heuristic, order, scopes_out, parent, tables, constants, width)
 
 
-def derived_order(order: np.ndarray, labelled) -> np.ndarray:
-    """`order` without the variables in `labelled` (a set)."""
-    if not labelled:
-        return order
-    keep = np.fromiter((int(v) not in labelled for v in order), bool, len(order))
-    return order[keep]
-
-
-__all__ = ["Plan", "HEURISTICS", "elimination_order", "plan", "bucket_tree", "derived_order"]
+__all__ = ["Plan", "HEURISTICS", "elimination_order", "plan", "bucket_tree"]
