@@ -44,7 +44,10 @@ def test_custom_weak_orders_equal_definition(tmp_path, kind):
         for method in ("levelling:chunked", "algorithm3:chunked", "relaxed"):
             runner = runner_for(graph, f"{path}:{method}")
             (an,) = analyses(runner)
-            assert an is None if method == "relaxed" else an.method == method.split(":")[0]
+            if runner.name.endswith("/relaxed"):
+                assert an is None
+            else:  # an order relaxation declines (too many reader groups) runs chunk by chunk
+                assert an.method == ("levelling" if method == "relaxed" else method.split(":")[0])
             rank = schedules.orders_for(graph, runner.info["compiled"].spec)[0].rank
             try:
                 ref_p, _ = stage_reference(SequentialLBP(factors, graph.num_vars), labels,
