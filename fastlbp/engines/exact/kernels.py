@@ -41,10 +41,13 @@ Descriptor rows (int, `WIDTH` columns, unused columns 0):
   before exp (a segment of tiny probabilities, 1e-300 next to 1, keeps its
   own scale). Segments longer than a chunk are combined across chunks by
   logaddexp.
-* belief: r, b_off, m_off, sep_off, has_parent, mg_off. The Hugin update in
-  place: B + (sep - m) (-inf where m is -inf: the 0/0 of an impossible
-  separator value), and the log marginal of the eliminated variable (2,) at
-  mg_off, each value's sum with its own running max.
+* belief: r, b_off, m_off, sep_off, has_parent, mg_off, sep_mask. The Hugin
+  update in place: B + (sep - m) (-inf where m is -inf: the 0/0 of an
+  impossible separator value), and the log marginal of the eliminated
+  variable (2,) at mg_off, each value's sum with its own running max. sep[s]
+  is read at sep_off + pdep(s, sep_mask): a reduce row's output (all ones), or
+  the parent's belief itself where the separator is the parent's whole scope
+  (no reduce row: 69 of the 101 separators of a 16 x 16 grid).
 """
 
 from __future__ import annotations
@@ -227,7 +230,8 @@ def _combine(m, s, x):
 def belief(arena, prog, pc, luts, *, chunk: int):
     """Belief (in place of the bucket table) and log marginal of the belief row at `pc`."""
     row = prog[pc]
-    r, b_off, m_off, sep_off, has_parent, mg_off = row[0], row[1], row[2], row[3], row[4], row[5]
+    r, b_off, m_off, sep_off, has_parent, mg_off, sep_mask = (row[k] for k in range(7))
+    nbytes = _nbytes(arena.shape[0])
     iota = lax.iota(row.dtype, chunk)
     nchunks, valid = _chunks(r, chunk), _valid(r, chunk)
 
@@ -236,7 +240,8 @@ def belief(arena, prog, pc, luts, *, chunk: int):
         half = (base + iota) >> 1
         old = lax.dynamic_slice(arena, (b_off + base,), (chunk,))
         m = _take(arena, m_off + half)
-        ratio = jnp.where(jnp.isneginf(m), -jnp.inf, _take(arena, sep_off + half) - m)
+        sep = _take(arena, sep_off + _pdep(half, sep_mask, luts, nbytes))
+        ratio = jnp.where(jnp.isneginf(m), -jnp.inf, sep - m)
         return lax.dynamic_update_slice(arena, jnp.where(has_parent > 0, old + ratio, old), (b_off + base,))
 
     def stats(c, state):

@@ -258,9 +258,13 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
 
     for i in device[::-1]:
         r = int(ranks[i])
-        if parent[i] >= 0:
+        p = parent[i]
+        sep_off, sep_mask = scratch, (1 << (r - 1)) - 1
+        if p >= 0 and ranks[p] == r - 1:  # the separator is the parent's scope: read its belief
+            sep_off, sep_mask = d_off[p], _mask(bscopes[p], bscopes[i][:-1])
+        elif p >= 0:
             reduce_row(i, scratch)
-        add("belief", 2**r, [r, d_off[i], d_moff[i], scratch, int(parent[i] >= 0), 1 + 2 * dev_row[int(i)]])
+        add("belief", 2**r, [r, d_off[i], d_moff[i], sep_off, int(p >= 0), 1 + 2 * dev_row[int(i)], sep_mask])
     for c, (_, dl, _) in zip(host_kids, outbox, strict=True):
         reduce_row(c, 1 + dl)
 
