@@ -122,11 +122,11 @@ class Arena:
 _KERNEL = {"forward": kernels.forward, "reduce": kernels.reduce, "belief": kernels.belief}
 
 
-def _lse(x: np.ndarray) -> np.ndarray:
-    """logsumexp over the first axis, each column with its own maximum first."""
-    top = x.max(axis=0)
+def _lse(x: np.ndarray, axis: int = 0) -> np.ndarray:
+    """logsumexp over `axis`, each of the other entries with its own maximum first."""
+    top = x.max(axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
-    return np.log(np.exp(x - top).sum(axis=0)) + top
+    return np.squeeze(np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top, axis=axis)
 
 
 def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated:
@@ -172,17 +172,17 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
             lm[program.device] = down[:2 * program.device_buckets].reshape(-1, 2)
             for h_off, d_off, entries in program.outbox:
                 ha[h_off:h_off + entries] = down[d_off:d_off + entries]
-        for i, b_off, entries, m_off, sep in program.host_backward:
-            b = ha[b_off:b_off + entries].reshape(-1, 2)
+        for _, b_off, entries, m_off, sep in program.host_backward:
             if sep is not None:
+                b = ha[b_off:b_off + entries].reshape(-1, 2)
                 if not isinstance(sep, np.ndarray):
                     s = ha[sep:sep + entries // 2]
                 else:
                     s = _lse(ha[sep]) if sep.ndim == 2 else ha[sep]
                 m = ha[m_off:m_off + entries // 2]
-                b = b + np.where(m == -np.inf, -np.inf, s - m)[:, None]
-                ha[b_off:b_off + entries] = b.ravel()
-            lm[i] = _lse(b)
+                b += np.where(m == -np.inf, -np.inf, s - m)[:, None]  # a view: the belief in place
+        for buckets, index in program.host_marginals:
+            lm[buckets] = _lse(ha[index].reshape(len(buckets), -1, 2), axis=1)
         roots = np.flatnonzero(program.plan.parent < 0)
         log_z += float(_lse(lm[roots].T).sum()) if len(roots) else 0.0
     if not np.isfinite(log_z):

@@ -86,6 +86,8 @@ class Program:
         host_backward: per host bucket in reverse order: (bucket, b_off, entries, m_off, sep) with sep
             None (a root), a (2^ro, 2^rs) gather of the parent's belief ((2^rs,) when ro = 0), or an
             int (the host offset of its separator table, sent down by the device).
+        host_marginals: (buckets (G,), indices (G, entries) of their beliefs) per host bucket size: their
+            marginals batched after the backward pass (one reduction per size, not per bucket).
         device: the buckets on the device, in order (their log marginals: the download's first 2 * len).
         upload: host-arena indices of the upload block; upload_off: its device-arena offset.
         rows: (R, kernels.WIDTH) int64 descriptors; calls: (kernel name, chunk) per row.
@@ -102,6 +104,7 @@ class Program:
     host_size: int
     host_forward: list
     host_backward: list
+    host_marginals: list
     device: np.ndarray
     upload: np.ndarray
     upload_off: int
@@ -280,11 +283,18 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
             if sep.shape[0] == 1:  # the separator is the parent's whole scope: nothing to sum
                 sep = sep[0]
         host_backward.append((int(i), int(b_off[i]), 2 ** int(ranks[i]), int(m_off[i]), sep))
+    host_marginals = []
+    host = np.flatnonzero(~on_device)
+    host_ranks = np.array([ranks[i] for i in host], dtype=np.int64)
+    for r in np.unique(host_ranks):
+        group = host[host_ranks == r]
+        host_marginals.append((group, b_off[group][:, None] + np.arange(2**int(r), dtype=np.int64)))
     device_size = 0
     if len(device):
         device_size = int(max(end + big, 1 + kernels.io_size(download),
                               upload_off + kernels.io_size(nu)))
-    return Program(plan, src, lab_var, lab_stride, constants, n_host, host_forward, host_backward, device,
+    return Program(plan, src, lab_var, lab_stride, constants, n_host, host_forward, host_backward,
+                   host_marginals, device,
                    np.concatenate(upload) if upload else np.zeros(0, np.int64), upload_off,
                    np.array(rows, np.int64).reshape(-1, kernels.WIDTH), calls, int(download), outbox,
                    device_size)
