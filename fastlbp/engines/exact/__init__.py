@@ -181,7 +181,7 @@ class Engine:
 
     def _reserve(self, prog: program.Program, most: int, budget: int) -> None:
         """Size the arena for the unlabelled plan too (when it fits), before the first device run."""
-        if self.arena.buffer is not None or not prog.device_buckets:
+        if self.arena.size or not prog.device_buckets:
             return
         full = self.plan(frozenset(), most)
         if full is not None and full.bytes_needed <= budget:

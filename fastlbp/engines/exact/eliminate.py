@@ -77,6 +77,7 @@ class Arena:
 
     def __init__(self):
         self.buffer = None
+        self.size = 0
         self.rows = 0
         self.read = 0
         self.write = 0
@@ -97,9 +98,11 @@ class Arena:
         self.write = max(self.write, kernels.io_size(len(program.upload)))
         # At least 2^12 entries and 64 rows (32 KiB and 3 KiB): small graphs share one compiled shape.
         entries = max(program.device_size, 1 + self.read, program.upload_off + self.write, 2**12)
-        if self.buffer is None or self.buffer.shape[0] < entries:
-            self.buffer = jnp.zeros(self.size_class(entries), jnp.float64)
+        if self.size < entries:
+            self.size = self.size_class(entries)
             self._programs.clear()
+        if self.buffer is None or self.buffer.shape[0] != self.size:
+            self.buffer = jnp.zeros(self.size, jnp.float64)
         if len(program.rows) > self.rows:
             self.rows = max(64, 1 << (len(program.rows) - 1).bit_length())
             self._programs.clear()
@@ -109,7 +112,7 @@ class Arena:
         hit = self._programs.get(id(program))
         if hit is not None and hit[0] is program:
             return hit[1]
-        dtype = kernels.index_dtype(self.buffer.shape[0])
+        dtype = kernels.index_dtype(self.size)
         rows = np.zeros((self.rows, kernels.WIDTH), dtype)
         rows[:len(program.rows)] = program.rows
         dev = jnp.asarray(rows)
@@ -127,6 +130,20 @@ def _lse(x: np.ndarray, axis: int = 0) -> np.ndarray:
     top = x.max(axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
     return np.squeeze(np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top, axis=axis)
+
+
+def _device(program: Program, arena: Arena, prog: jax.Array, block: np.ndarray) -> np.ndarray:
+    """Upload, the device's rows, download: the download region (host array)."""
+    dtype = prog.dtype
+    buf, arena.buffer = arena.buffer, None  # donated: if a kernel fails, the next run makes a new one
+    buf = kernels.write(buf, jnp.asarray(block), jnp.asarray(program.upload_off, dtype))
+    pc = jnp.zeros((), dtype)
+    luts = kernels.byte_tables()
+    for kind, chunk in program.calls:
+        buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk)
+    down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=arena.read))
+    arena.buffer = buf
+    return down
 
 
 def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated:
@@ -161,14 +178,7 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
             prog = arena.descriptors(program)
             block = np.zeros(arena.write)
             block[:len(program.upload)] = ha[program.upload]
-            dtype = prog.dtype
-            buf = kernels.write(arena.buffer, jnp.asarray(block), jnp.asarray(program.upload_off, dtype))
-            pc = jnp.zeros((), dtype)
-            luts = kernels.byte_tables()
-            for kind, chunk in program.calls:
-                buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk)
-            down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=arena.read))
-            arena.buffer = buf
+            down = _device(program, arena, prog, block)
             lm[program.device] = down[:2 * program.device_buckets].reshape(-1, 2)
             for h_off, d_off, entries in program.outbox:
                 ha[h_off:h_off + entries] = down[d_off:d_off + entries]
