@@ -1,7 +1,11 @@
+import ctypes
+import gc
 import os
 import sys
 from pathlib import Path
 
+import jax
+import pytest
 from hypothesis import settings
 
 import fastlbp  # noqa: F401  (turns on float64)
@@ -22,3 +26,50 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+# Memory per test process. JAX keeps every program it compiled, jitted or dispatched op by op (the
+# sequential engines' tests run small graphs op by op: a few thousand tiny executables per test), so a
+# worker grew with each test it ran: 2.06 GB after tests/test_engines_chunked.py alone, 5.9 GB for a
+# worker of the full suite. The caches are dropped after each test module (modules share few
+# programs), and after a test that leaves the process past RESIDENT_LIMIT (tests of one module often
+# share: dropping them after every test of test_engines_chunked.py doubled its CPU time, 102 -> 193 s).
+# The freed heap is handed back to the system (glibc keeps it otherwise: after a 1.1 GB test,
+# jax.clear_caches() alone left 1.11 GB resident, with malloc_trim 0.28 GB). What a test asserts never
+# depends on another test's compilations.
+RESIDENT_LIMIT = 1280 * 2**20
+
+
+def _resident() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: no limit
+        return None
+
+
+try:
+    _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+except (OSError, AttributeError):  # not glibc
+    _malloc_trim = None
+
+
+def _drop_compilations() -> None:
+    jax.clear_caches()
+    gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compilations_per_module():
+    yield
+    _drop_compilations()
+
+
+@pytest.fixture(autouse=True)
+def _bounded_compilations():
+    yield
+    resident = _resident()
+    if resident is not None and resident > RESIDENT_LIMIT:
+        _drop_compilations()
