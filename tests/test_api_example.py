@@ -10,12 +10,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_api_example_runs(capsys):
     runpy.run_path(str(ROOT / "docs" / "api_example.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "1. race(1)" in out and "Rank-100%-T" in out and "why: strongest" in out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None
                         for m in ("nbclient", "nbformat", "ipykernel", "matplotlib")),
                     reason="needs the notebooks extra (nbclient, nbformat, ipykernel, matplotlib)")

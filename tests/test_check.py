@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from graphs import random_polytree
 from typer.testing import CliRunner
 
@@ -62,6 +63,7 @@ def test_reconvergent_paths_are_measured():
     assert report.max_abs_error == max(a.error for a in report.alarms)
 
 
+@pytest.mark.slow
 def test_weblech_check_with_a_sampled_reference_warns():
     model = load(DATA / "weblech.json")
     report = check.check(model, {}, reference="auto")
@@ -74,6 +76,7 @@ def test_weblech_check_with_a_sampled_reference_warns():
                         "verdict"} and len(doc["worst"]) == 3
 
 
+@pytest.mark.slow
 def test_check_command_json_and_refusals():
     res = invoke("check", DATA / "presto.json", "-f", "json")
     assert res.exit_code == 0, res.output

@@ -26,6 +26,7 @@ def invoke(*args):
     return runner.invoke(get_app(), list(args))
 
 
+@pytest.mark.slow
 def test_marginals_json_matches_libdai():
     res = invoke("marginals", WEBLECH, "--schedule", "parall", "--tol", "1e-9", "--max-iters", "200")
     assert res.exit_code == 0, res.output
@@ -65,6 +66,7 @@ def test_unknown_variable_and_missing_file(tmp_path):
     assert res.exit_code == 2 and "no such file" in res.stderr
 
 
+@pytest.mark.slow
 def test_contradictory_labels_exit_2(tmp_path):
     fg = tmp_path / "g.causal_fg"
     fg.write_text("2\n\na\nI\n0.5\n\nb\n+1.0;0.0\n1\na\n")
@@ -98,6 +100,7 @@ def _cli(env_cache, *args):
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_a_second_run_loads_its_compiled_loop_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     args = ("marginals", WEBLECH, "--max-iters", "50")
@@ -113,6 +116,7 @@ def test_a_second_run_loads_its_compiled_loop_from_the_cache(tmp_path):
     assert "Persistent compilation cache hit" not in first.stderr
 
 
+@pytest.mark.slow
 def test_cache_off_and_unwritable_cache_still_run(tmp_path):
     off = _cli("off", "marginals", WEBLECH, "--max-iters", "5")
     assert off.returncode == 0, off.stderr
@@ -189,6 +193,7 @@ def test_backend_or_env(monkeypatch):
     assert backend_or_env("fused") == "fused"
 
 
+@pytest.mark.slow
 def test_backend_option_runs_the_named_kernels(monkeypatch):
     monkeypatch.delenv(BACKEND_ENV, raising=False)
     res = invoke("marginals", WEBLECH, "--backend", "scatter", "--tol", "1e-9", "--max-iters", "200")

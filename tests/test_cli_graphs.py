@@ -42,6 +42,7 @@ def test_convert_round_trip_and_info(tmp_path):
     assert r.exit_code == 0 and "tuples merged with their only clause: 38" in " ".join(r.stdout.split())
 
 
+@pytest.mark.slow
 def test_marginals_on_derivation_json(tmp_path):
     cli("convert", PRESTO, tmp_path / "p.json.gz")
     r = cli("marginals", tmp_path / "p.json.gz")

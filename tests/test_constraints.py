@@ -71,6 +71,7 @@ def test_propagation_never_rules_out_a_possible_label_set_and_finds_single_impos
                 assert not _possible(factors, V, core)  # the named subset is itself impossible
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), precision=st.sampled_from(["f64", "f32"]))
 def test_every_possible_label_is_accepted(seed, precision):
@@ -102,6 +103,7 @@ def test_an_impossible_pair_is_named_exactly():
     assert constraints.conflicting_labels(graph, {0: True, 1: True}) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["f64", "f32"])
 def test_derivable_alarms_of_a_hedc_size_graph_are_accepted_as_true(precision):
     # 22 of the first 30 alarms were refused in float64: an OR head whose clauses' messages were
@@ -119,6 +121,7 @@ def test_derivable_alarms_of_a_hedc_size_graph_are_accepted_as_true(precision):
     assert np.all(np.isfinite(first.log_odds))  # no soft alarm is "impossible" (log-odds -inf)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["f64", "f32"])
 def test_a_wide_and_labelled_true(precision):
     # All 10^4 inputs must then be true: probability 2^-10000, far below either precision.
@@ -140,6 +143,7 @@ def test_a_tiny_prior_labelled_true_in_float32():
     assert np.all(session.run().marginals == 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["f64", "f32"])
 def test_weblech_true_alarms_are_accepted(precision):
     # 3 of its 4 true alarms were refused in float32.
@@ -153,6 +157,7 @@ def test_weblech_true_alarms_are_accepted(precision):
         session.run(warm=False)
 
 
+@pytest.mark.slow
 def test_labels_drawn_from_a_sampled_world_are_never_refused():
     dg = generate(preset="weblech", seed=5, rule_probabilities=(0.999, 0.95, 0.9))
     model = to_model(dg)

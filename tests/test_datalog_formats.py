@@ -240,6 +240,7 @@ def _paths(value, prefix=()):
             yield from _paths(v, prefix + (i,))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_json_with_a_random_value_anywhere_is_loaded_or_reported(data):

@@ -60,6 +60,7 @@ def naive_fixpoint(dg) -> set[int]:
     return known
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["cycles", "bingo"]))
 def test_cycle_elimination_keeps_exactly_the_derivable_tuples_and_is_acyclic(seed, mode):
@@ -92,6 +93,7 @@ def _exact_by_name(model, labels=None):
     return dict(zip(model.var_names, marg.tolist(), strict=True))
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_compression_leaves_every_alarm_marginal_unchanged(seed):
@@ -191,6 +193,7 @@ def _presto(alarms=True, extra_line: str | None = None, tmp_path=None):
     return dg
 
 
+@pytest.mark.slow
 def test_presto_parses_and_converts():
     dg = _presto()
     assert (dg.num_tuples, dg.num_clauses, len(dg.rules)) == (63, 40, 9)

@@ -106,6 +106,7 @@ def test_bad_specs_are_input_errors():
             engines.make_runner(model, Settings(schedule=spec))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["seqfix", "seqfix:chunked"])
 def test_no_recompilation_when_evidence_or_settings_change(spec):
     model = _weblech()

@@ -23,11 +23,13 @@ SPECS = ["seqfix:chunked", "topo:algorithm3:chunked", "topo:bodyfirst:unroll=3:c
          "seqfix:algorithm3:width=4096:chunked"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_chunked_equals_sequential_reference(spec):
     check_equals_sequential_reference(spec, "chunked")
 
 
+@pytest.mark.slow
 def test_reading_one_batch_too_early_changes_the_result():
     # A chain x0 -> x1 -> x2 (AND factors), SEQFIX order: factor 1's head edge reads the
     # message that factor 0's head edge wrote this iteration.
@@ -52,6 +54,7 @@ def test_reading_one_batch_too_early_changes_the_result():
     assert np.max(np.abs(run_with(early) - ref)) > 1e-3
 
 
+@pytest.mark.slow
 def test_chunk_width_does_not_change_results():
     for _rng, _, graph, labels in cases(3, seed0=400):
         narrow_runner = runner_for(graph, "seqfix:width=1:chunked")
@@ -68,6 +71,7 @@ def test_chunk_width_does_not_change_results():
         assert np.max(np.abs(a[fin] - b[fin]), initial=0.0) < 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["seqfix:chunked", "seqfix:width=2:chunked"])
 def test_chunked_leave_one_out_keeps_tiny_sums_of_others(spec):
     check_leave_one_out_keeps_tiny_sums_of_others(spec, "chunked")

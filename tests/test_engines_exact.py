@@ -61,6 +61,7 @@ def test_random_factor_graphs_match_enumeration(seed, num_vars, num_factors, max
     check(factors, num_vars, labels)
 
 
+@pytest.mark.slow
 @hsettings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), labelled=st.booleans())
 def test_device_path_matches_enumeration(seed, labelled):
@@ -192,6 +193,7 @@ def test_plans_are_reused_per_labelled_set():
     assert np.array_equal(got.order, fresh.order) and got.scopes == fresh.scopes
 
 
+@pytest.mark.slow
 def test_device_and_host_agree_on_a_grid():
     graph = from_factors(grid(6), 36)
     host = exact_marginals(graph, {35: True, 7: False}, host_below=2**62)
@@ -275,6 +277,7 @@ def test_unused_variable_is_one_half():
     np.testing.assert_allclose(got.marginals, [0.3, 0.5, 0.5], atol=1e-15)
 
 
+@pytest.mark.slow
 @hsettings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), num_vars=st.integers(2, 40), labelled=st.booleans())
 def test_polytrees_match_lbp(seed, num_vars, labelled):
@@ -354,6 +357,7 @@ def test_contradictory_labels_are_named():
         exact_marginals(graph, {7: True})
 
 
+@pytest.mark.slow
 def test_weblech_is_refused_with_its_width():
     """weblech's min-fill width after binarisation is 65 (min-degree 77): 2^66 entries, refused."""
     model = load(ROOT / "data" / "weblech.json")

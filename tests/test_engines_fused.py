@@ -38,6 +38,7 @@ def _run(g, ev, runner, dtype=jnp.float64, messages=None, tol=0.0, max_iters=20,
     return runner(g, msgs, jnp.asarray(ev, dtype), loop.controls(tol, max_iters, damping, dtype))
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), tiles=st.sampled_from([(2, None), (4, 32), (8, None), (512, 2)]))
 def test_fused_matches_sequential_reference(seed, tiles):
@@ -60,6 +61,7 @@ def test_fused_matches_sequential_reference(seed, tiles):
     assert int(result.iterations) == 20
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([0.0, 0.4]), unroll=st.sampled_from([1, 2]))
 def test_fused_matches_xla_engine(seed, damping, unroll):
@@ -136,6 +138,7 @@ def test_layout_places_every_edge_once(var_tile):
     assert lay.factors.wide_chunks > 0 and (lay.variables.wide_chunks > 0) == (var_tile != 64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [AND, OR])
 def test_huge_fan_in_is_exact(kind):
     n = 10_000
@@ -150,6 +153,7 @@ def test_huge_fan_in_is_exact(kind):
     assert abs(float(res.marginals[0]) - (0.999 if kind == OR else 0.001)) < 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tile", [2, 4, 512])
 def test_tiny_sum_of_others_in_a_row(tile):
     # 2: the OR's row is wide, split in chunks; the others: one tile row.
@@ -169,6 +173,7 @@ def test_tiny_sum_of_others_in_a_row(tile):
                                atol=1e-12)
 
 
+@pytest.mark.slow
 def test_contradiction_is_reported():
     factors = [Factor(AND, 0, (1,), 1.0, 0.0), Factor(AND, 1, (), 0.5, 0.5)]
     g = from_factors(factors)
@@ -176,6 +181,7 @@ def test_contradiction_is_reported():
     assert bool(res.conflict) and not bool(res.converged)
 
 
+@pytest.mark.slow
 def test_new_evidence_never_recompiles():
     rng = np.random.default_rng(1)
     g = from_factors(random_factors(rng, 20, 25), 20)
@@ -201,6 +207,7 @@ def _pallas_grids(jaxpr):
     return grids
 
 
+@pytest.mark.slow
 def test_vmap_runs_the_problems_one_after_another():
     # A batch of evidence sets under jax.vmap: each set's result as if run alone, and the kernels
     # keep their grids (a batched grid could hold more waiting chunks than a GPU runs at once).
@@ -222,6 +229,7 @@ def test_vmap_runs_the_problems_one_after_another():
     assert grids and grids == unbatched
 
 
+@pytest.mark.slow
 def test_runner_contract_name_info_and_concrete_graph():
     rng = np.random.default_rng(2)
     g = from_factors(random_factors(rng, 8, 10), 8)
@@ -270,6 +278,7 @@ def _wide_graph(seed: int):
     return from_factors(factors, V), V
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("labels", [{}, {5: True, 800: False, 0: True}])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_production_tiles_with_wide_rows_match_xla_engine(labels, dtype):
@@ -314,6 +323,7 @@ def _lowered_for_gpu(unroll: int) -> str:
     return runner.run.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
+@pytest.mark.slow
 def test_each_kernel_is_lowered_once_whatever_the_unrolling():
     # Lowering a Pallas kernel to Triton IR was most of the fused loop's compile time: the
     # loop called its four kernels at every unrolled sweep and before the loop, and lowered

@@ -42,6 +42,7 @@ ENGINES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compress", [True, False])
 @pytest.mark.parametrize("schedule,backend", ENGINES)
 def test_evidence_reaches_the_inputs_before_the_round_stops(schedule, backend, compress):

@@ -36,6 +36,7 @@ def _engine(factors, num_vars, labels, **kw):
     return _run(g, evidence_from_labels(num_vars, labels), **kw)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), with_labels=st.booleans())
 @example(seed=226502211, with_labels=False)  # chaotic: marginals swing 0 <-> 1, rounding grows to 1e-9
@@ -55,6 +56,7 @@ def test_parall_matches_sequential_reference(seed, with_labels):
                                    lambda m: _step(g, jnp.asarray(m), jnp.asarray(ev)), iters=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([0.3, 0.7]))
 def test_damping_matches_reference(seed, damping):
@@ -68,6 +70,7 @@ def test_damping_matches_reference(seed, damping):
                              lambda m: _step(g, jnp.asarray(m), ev, damping), iters=15, damping=damping)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_exact_on_polytrees(seed):
@@ -93,6 +96,7 @@ def test_reference_can_fail():
     assert np.max(np.abs(np.asarray(result.marginals) - exact)) > 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [AND, OR])
 def test_huge_fan_in_is_finite_and_exact(kind):
     n = 10_000
@@ -114,6 +118,7 @@ def test_huge_fan_in_is_finite_and_exact(kind):
     assert p[0] == pytest.approx(0.999 if kind == OR else 0.001, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_float32_keeps_the_ranking():
     rng = np.random.default_rng(7)
     for _ in range(10):
@@ -132,6 +137,7 @@ def _libdai(name):
     return causal_fg.load_marginals(DATA / "weblech" / name)
 
 
+@pytest.mark.slow
 def test_weblech_matches_libdai_parall():
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
     result = _run(model.graph, tol=0.0, max_iters=200)
@@ -164,6 +170,7 @@ def test_graph_is_an_argument_not_a_constant():
     assert "0.9" not in lowered  # p1 is an argument, not embedded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["xla", "pallas_interpret"])
 def test_leave_one_out_keeps_tiny_sums_of_others(backend):
     # OR(x1, x2) with x1 likely (log m(0) = -23) and x2 almost surely false

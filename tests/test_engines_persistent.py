@@ -25,6 +25,7 @@ def _run(runner, g, ev, iters=12, tol=1e-10, damping=0.0):
     return runner(g, jnp.zeros(g.num_edges), jnp.asarray(ev), loop.controls(tol, iters, damping))
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        spec=st.sampled_from(["seqfix:width=4", "seqfix:width=32", "topo:width=8",
@@ -57,6 +58,7 @@ def test_persistent_kernel_matches_the_chunk_loop(seed, spec, damping):
 
 # Relaxation stays the default engine of SEQFIX with a fused backend; ":chunked" runs the
 # chunk plan, and then the persistent kernel runs it (tests/test_engines.py checks the dispatch).
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["seqfix", "seqfix:chunked"])
 def test_fused_backend_runs_seqfix_like_libdai(spec):
     from typer.testing import CliRunner

@@ -62,6 +62,7 @@ def _layout(graph, order, max_passes):
     return relaxed.layout_for(graph, plan)
 
 
+@pytest.mark.slow
 @settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(["seqfix", "topo", "topo:bodyfirst"]))
 def test_one_sweep_equals_the_sequential_reference_from_any_state(seed, strategy):
@@ -134,6 +135,7 @@ def _random_chain(rng):
 
 
 # A compile per shape (~2 s on a CPU) makes each example costly: 15 of them.
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(["seqfix", "topo", "topo:bodyfirst"]),
        budget=st.integers(1, 4))
@@ -167,6 +169,7 @@ def test_a_budgeted_sweep_equals_the_sequential_sweep(seed, strategy, budget):
     _assert_same(got, want)
 
 
+@pytest.mark.slow
 def test_a_chain_deeper_than_the_budget_is_finished_by_the_chunk_loop():
     factors = _chain(40)
     graph = from_factors(factors)
@@ -188,6 +191,7 @@ def test_a_chain_deeper_than_the_budget_is_finished_by_the_chunk_loop():
     assert int(passes) <= 2 and not bool(redone)
 
 
+@pytest.mark.slow
 def test_budgeted_runner_equals_sequential_reference():
     # Whole rounds: the loop's aggregates (of the real graph) start the chunk loop, also under
     # TOPO's virtual graph.
@@ -213,6 +217,7 @@ def test_pass_budget_is_the_passes_one_chunk_sweep_costs():
     assert relax_plan.pass_budget(100_000, 16, 2_000, gpu=True) >= relax_plan.MIN_BUDGET
 
 
+@pytest.mark.slow
 def test_a_chain_of_ten_thousand_links_through_a_session():
     # One level per link: before the budget every cold SEQFIX sweep took 10^4 passes of O(E)
     # (45 s for `fastlbp rank` on a 2-core CPU); the chunk loop now finishes it.
@@ -241,6 +246,7 @@ def test_a_chain_of_ten_thousand_links_through_a_session():
     assert abs(first.log_odds[n] - (np.log(0.5) + n * np.log(0.9))) < 1e-6 * n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["seqfix", "topo"])
 def test_relaxed_equals_chunked_on_weblech_cold_and_after_a_label(spec):
     model = causal_fg.load(WEBLECH / "graph.causal_fg")
@@ -261,6 +267,7 @@ def test_relaxed_equals_chunked_on_weblech_cold_and_after_a_label(spec):
     np.testing.assert_allclose(np.asarray(a2.marginals), np.asarray(b2.marginals), atol=1e-12)
 
 
+@pytest.mark.slow
 def test_passes_are_few_on_a_bingo_like_graph():
     from datalog.bayesnet import to_model
     from datalog.synthetic import generate
@@ -277,11 +284,13 @@ def test_passes_are_few_on_a_bingo_like_graph():
 # Relaxation is the default engine of single-order strategies (tests/test_engines_chunked.py
 # runs the chunk loop on the same cases). Jitted: relaxation loops over passes, and op by op
 # that costs more than a compile per shape.
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["seqfix", "topo:algorithm3"])
 def test_relaxed_equals_sequential_reference(spec):
     check_equals_sequential_reference(spec, "relaxed", jit=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["seqfix", "topo"])
 def test_relaxed_leave_one_out_keeps_tiny_sums_of_others(spec):
     check_leave_one_out_keeps_tiny_sums_of_others(spec, "relaxed")

@@ -88,6 +88,7 @@ def check_graph(factors, num_vars, labels, seed):
     assert_within(result, exact, accepted)
 
 
+@pytest.mark.slow
 @hsettings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(3, 13), labelled=st.integers(0, 2))
 def test_random_dags_within_five_standard_errors(seed, n, labelled):
@@ -97,6 +98,7 @@ def test_random_dags_within_five_standard_errors(seed, n, labelled):
     check_graph(factors, n, labels, seed)
 
 
+@pytest.mark.slow
 @hsettings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_polytrees_within_five_standard_errors(seed):
@@ -105,6 +107,7 @@ def test_polytrees_within_five_standard_errors(seed):
     check_graph(factors, 10, {int(rng.integers(10)): bool(rng.integers(2))}, seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 3])
 def test_derivation_graph_models(seed):
     # Bingo-like derivation graphs (clauses sharing body tuples) after cycle elimination and to_model.
@@ -185,6 +188,7 @@ def test_contradiction_propagation_cannot_prove_is_too_few():
     assert info.value.accepted == 0
 
 
+@pytest.mark.slow
 def test_deterministic_by_seed_and_batch_size():
     rng = np.random.default_rng(7)
     factors = random_dag(rng, 12)
@@ -257,6 +261,7 @@ def one_world_sampler(factors, num_vars, labels, samples, seed):
     return counts, accepted
 
 
+@pytest.mark.slow
 def test_bit_packing_matches_one_world_at_a_time():
     rng = np.random.default_rng(3)
     factors = random_dag(rng, 7, max_body=3)

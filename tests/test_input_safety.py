@@ -360,6 +360,7 @@ def _mutate(data: bytes, kind: str, draw) -> bytes | None:
     raise AssertionError(kind)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(data=st.data())

@@ -3,6 +3,7 @@ the XLA path (PARALL with backend pallas_interpret)."""
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from graphs import check_engine_against_reference, random_factors, random_labels
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ def _run(graph, evidence=None, messages=None, **settings):
     return parall.run(graph, evidence, messages, settings=Settings(**settings))
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 200), gather=st.booleans())
 def test_segment_sums_match_numpy(seed, n, gather):
@@ -49,6 +51,7 @@ def test_tiny_segment_next_to_a_large_one_is_exact():
     assert abs(out[1] + 3e-18) < 1e-32 and out[0] == -194.0
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_pallas_engine_matches_reference(seed):
@@ -74,6 +77,7 @@ def test_pallas_engine_matches_reference(seed):
         np.testing.assert_allclose(np.asarray(f32.marginals), ref.marginals, atol=2e-4)
 
 
+@pytest.mark.slow
 def test_pallas_engine_with_huge_fan_in():
     from fastlbp.graph import AND, Factor
     n = 10_000
