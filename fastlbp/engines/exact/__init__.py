@@ -186,7 +186,7 @@ class Engine:
         full = self.plan(frozenset(), most)
         if full is not None and full.bytes_needed <= budget:
             big = self.program(frozenset(), most)
-            if BYTES * big.device_size <= 2 * budget:
+            if BYTES * big.device_size <= budget:
                 self.arena.reserve(big)
 
     def inputs(self, prog: program.Program, labels: dict[int, bool]) -> np.ndarray:
@@ -209,6 +209,8 @@ def engine_for(graph: FactorGraph, host_below: int | None = None,
         _ENGINES.move_to_end(id(graph))
         return hit[3]
     engine = Engine(graph, hb, chunks)
+    for *_, other in _ENGINES.values():  # one device arena at a time (each may take the whole budget);
+        other.arena.buffer = None  # its size is kept, so a later run remakes it without compiling
     _ENGINES[id(graph)] = (weakref.ref(graph), hb, tuple(chunks), engine)
     while len(_ENGINES) > 4:
         _ENGINES.popitem(last=False)
