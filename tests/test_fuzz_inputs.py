@@ -237,6 +237,7 @@ def test_fuzz_derivation_json_and_gzip(tmp_path_factory, data):
             assert same_model(model, loading.load(source))
 
 
+@pytest.mark.slow
 @fuzz(120)
 @given(data=st.data())
 def test_fuzz_bingo_directory(tmp_path_factory, data):
@@ -324,6 +325,7 @@ READERS = {
 }
 
 
+@pytest.mark.slow
 @fuzz(150)
 @given(data=st.data())
 def test_fuzz_labels_oracle_and_order_files(tmp_path_factory, data):
@@ -374,6 +376,7 @@ def mutate_session(data: bytes, kind: str, draw) -> bytes | None:
     return mutate(data, kind, draw)
 
 
+@pytest.mark.slow
 @fuzz(60)
 @given(data=st.data())
 def test_fuzz_session_file(tmp_path_factory, session_file, data):
@@ -438,6 +441,7 @@ def demo_session(tmp_path_factory):
 CLI_FORMATS = ("json", "json.gz", "bingo", "causal_fg", "labels", "oracle", "order", "session")
 
 
+@pytest.mark.slow
 @fuzz(40)
 @given(data=st.data())
 def test_fuzz_through_the_cli(tmp_path_factory, demo_session, data):
