@@ -148,6 +148,16 @@ def test_random_graphs_compile_a_bounded_number_of_kernels():
     assert sum(grown.values()) <= 8 * len(shapes)
 
 
+def test_int64_indices_match_enumeration(monkeypatch):
+    """Arenas of 2^31 entries and more (16 GiB) index in int64: the same kernels with int64 descriptors."""
+    import jax.numpy as jnp
+
+    monkeypatch.setattr(kernels, "index_dtype", lambda size: jnp.int64)
+    rng = np.random.default_rng(3)
+    factors = random_factors(rng, 8, 11, max_body=4, hard=0.2)
+    check(factors, 8, {2: True}, host_below=0, chunks=(4,))
+
+
 def test_kernels_never_copy_the_arena():
     """A kernel that reads a chunk and writes the arena in one fusion order XLA cannot do in place makes
     it copy the whole arena per chunk (188 ms instead of 5 ms for a 2^17 bucket on a CPU)."""
