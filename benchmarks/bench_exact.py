@@ -9,7 +9,9 @@ has about 2^(n+2) entries. Both compute P(x | labels) for every variable:
 fastlbp `exact_marginals` (cold: the first call, with any compilation; warm:
 the median of `--repeats` further calls; then one call with a third label,
 a new labelled set as in a triage session: it plans again but must compile
-nothing, and the kernels compiled so far are counted), pyAgrum `LazyPropagation` (a
+nothing; "kernels" counts the device kernels compiled so far in the process,
+cumulative over the sizes; `--host-below 16384` on a CPU runs them as a GPU
+would), pyAgrum `LazyPropagation` (a
 junction tree in C++, CPU; time of a fresh engine's makeInference plus every
 posterior, median of the repeats). The largest difference between the two
 is reported too. pyAgrum is in the `bench` extra (`pip install pyagrum`).
