@@ -219,13 +219,15 @@ def test_shipped_gzip_examples_load_under_the_default_limit():
     assert loading.load(EXAMPLES / "avrora.json.gz").num_vars > 0
 
 
+# Named ids: gzip stamps the time into its header, and ids holding it made xdist's workers, collecting
+# a second apart, disagree on the tests ("Different tests were collected").
 @pytest.mark.parametrize("data, expect", [
     (b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"garbage that is not deflate", "not a valid gzip file"),
     (gzip.compress(b'{"format": "fastlbp-derivation"')[:-9], "not a valid gzip file"),  # truncated
     (gzip.compress(b"\x00\x01 not json"), "invalid JSON"),
     (gzip.compress(b"\xff\xfe\x00"), "not valid UTF-8"),
     (gzip.compress(b"[1, 2]") + b"trailing junk", "not a valid gzip file"),
-])
+], ids=["not-deflate", "truncated", "not-json", "not-utf8", "trailing-junk"])
 def test_broken_gzip_is_an_input_error(tmp_path, data, expect):
     p = tmp_path / "g.json.gz"
     p.write_bytes(data)
