@@ -107,15 +107,17 @@ class Arena:
             self.rows = max(64, 1 << (len(program.rows) - 1).bit_length())
             self._programs.clear()
 
-    def descriptors(self, program: Program) -> jax.Array:
-        """The program's rows on the device (uploaded once per program and arena shape)."""
+    def descriptors(self, program: Program) -> tuple[jax.Array, ...]:
+        """The program's rows on the device, the first program counter, its upload offset and the download
+        offset (uploaded once per program and arena shape: each transfer costs a run 10-50 us)."""
         hit = self._programs.get(id(program))
         if hit is not None and hit[0] is program:
             return hit[1]
         dtype = kernels.index_dtype(self.size)
         rows = np.zeros((self.rows, kernels.WIDTH), dtype)
         rows[:len(program.rows)] = program.rows
-        dev = jnp.asarray(rows)
+        dev = tuple(jnp.asarray(x) for x in (rows, np.array(0, dtype), np.array(program.upload_off, dtype),
+                                             np.array(1, dtype)))
         if len(self._programs) >= 16:
             self._programs.pop(next(iter(self._programs)))
         self._programs[id(program)] = (program, dev)
@@ -132,16 +134,15 @@ def _lse(x: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.squeeze(np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top, axis=axis)
 
 
-def _device(program: Program, arena: Arena, prog: jax.Array, block: np.ndarray) -> np.ndarray:
+def _device(program: Program, arena: Arena, block: np.ndarray) -> np.ndarray:
     """Upload, the device's rows, download: the download region (host array)."""
-    dtype = prog.dtype
+    prog, pc, upload_off, download_off = arena.descriptors(program)
     buf, arena.buffer = arena.buffer, None  # donated: if a kernel fails, the next run makes a new one
-    buf = kernels.write(buf, jnp.asarray(block), jnp.asarray(program.upload_off, dtype))
-    pc = jnp.zeros((), dtype)
+    buf = kernels.write(buf, jnp.asarray(block), upload_off)
     luts = kernels.byte_tables()
     for kind, chunk in program.calls:
         buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk)
-    down = np.asarray(kernels.read(buf, jnp.asarray(1, dtype), size=arena.read))
+    down = np.asarray(kernels.read(buf, download_off, size=arena.read))
     arena.buffer = buf
     return down
 
@@ -175,10 +176,9 @@ def run(program: Program, inputs: np.ndarray, arena: Arena | None) -> Eliminated
             ha[m_off:m_off + entries // 2] = np.logaddexp(b[0::2], b[1::2])
         if program.device_buckets:
             arena.reserve(program)
-            prog = arena.descriptors(program)
             block = np.zeros(arena.write)
             block[:len(program.upload)] = ha[program.upload]
-            down = _device(program, arena, prog, block)
+            down = _device(program, arena, block)
             lm[program.device] = down[:2 * program.device_buckets].reshape(-1, 2)
             for h_off, d_off, entries in program.outbox:
                 ha[h_off:h_off + entries] = down[d_off:d_off + entries]
