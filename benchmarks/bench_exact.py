@@ -139,8 +139,11 @@ def main():
         print(json.dumps(row), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_exact.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1))
-    print(f"\nexact marginals of every variable, n x n noisy-OR grids, 2 labels; device {device}")
+    copies = kernels.arena_copies(size=2**20, chunk=2**14)  # XLA's in-place updates on this backend
+    (out / "bench_exact.json").write_text(json.dumps({"device": device, "arena_copies": copies, "rows": rows},
+                                                     indent=1))
+    print(f"\nexact marginals of every variable, n x n noisy-OR grids, 2 labels; device {device}; "
+          f"whole-arena copies in the compiled kernels (0 expected): {copies}")
     head = (f"{'n':>3} {'width':>5} {'largest':>9} {'ours warm':>10} {'ours cold':>10} {'kernels':>7} "
             f"{'new labels':>10}")
     if have_agrum:

@@ -280,6 +280,21 @@ def compiled() -> dict[str, int]:
     return {name: fn._cache_size() for name, fn in KERNELS.items()}
 
 
+def arena_copies(size: int = 3 * 2**12, chunk: int = 64) -> dict[str, int]:
+    """Copies of the whole arena in each kernel as compiled for the default backend (0 expected).
+
+    XLA copies the arena when a fusion reads it after an in-place write (a 40x slowdown on a CPU, see
+    `forward`); fusion decisions differ by backend, so `benchmarks/bench_exact.py` reports this too.
+    """
+    arena = jnp.zeros(size)
+    prog = jnp.zeros((16, WIDTH), index_dtype(size))
+    out = {}
+    for name in ("forward", "reduce", "belief"):
+        text = KERNELS[name].lower(arena, prog, prog[0, 0], byte_tables(), chunk=chunk).compile().as_text()
+        out[name] = text.count(f"f64[{size}]{{0}} copy(")
+    return out
+
+
 def io_size(n: int) -> int:
     """The transfer size class of n entries: a power of two, at least 64 (so few `read`/`write` compile)."""
     return max(64, 1 << (max(int(n), 1) - 1).bit_length())
@@ -291,5 +306,6 @@ def chunk_of(entries: int, chunks: tuple[int, ...]) -> int:
     return max(fit) if fit else min(chunks)
 
 
-__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled", "io_size",
+__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled", "arena_copies",
+           "io_size",
            "chunk_of", "index_dtype", "byte_tables"]
