@@ -354,6 +354,7 @@ def test_write_atomically_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
 EXAMPLE_WEBLECH = str(Path(__file__).resolve().parents[1] / "data" / "weblech.json")
 
 
+@pytest.mark.slow
 def test_marginals_lists_every_tuple_and_all_adds_clause_variables(tmp_path):
     """Every one of weblech's 305 tuples is listed (91 have no variable: 67 constant inputs at 1.0, 24
     pruned); a label may name any of them (issue 20: `aliased(3,2) false` was an unknown variable)."""
@@ -383,6 +384,7 @@ def test_marginals_lists_every_tuple_and_all_adds_clause_variables(tmp_path):
     assert len(names) == 305 + sum(n not in model.tuple_index for n in model.var_names)
 
 
+@pytest.mark.slow
 def test_rank_and_check_take_a_label_on_a_pruned_tuple(tmp_path):
     """The issue's reproduction: `rank data/weblech.json -l l.txt` with `aliased(3,2) false` (pruned:
     no alarm depends on it) failed; the label keeps the tuple and acts as the same label in "labels"."""

@@ -71,6 +71,7 @@ def test_info_imports_no_inference_schedules_or_triage():
     assert loaded(modules, *HEAVY) == []
 
 
+@pytest.mark.slow
 def test_rank_imports_no_schedule_analysis_triage_or_sarif():
     modules = imported("rank", WEBLECH, "--top", "1")
     assert "fastlbp.session" in modules
@@ -96,6 +97,7 @@ def stages(stderr: str) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 def test_a_second_rank_reads_the_model_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     first = run("rank", WEBLECH, "--top", "3", "--timings", cache=str(cache))
@@ -131,6 +133,7 @@ def test_quiet_and_no_cache_are_options_of_every_command_that_loads_a_graph():
         assert "--timings" not in res.output  # hidden: for benchmarks
 
 
+@pytest.mark.slow
 def test_timings_are_off_by_default_and_progress_is_off_without_a_terminal(tmp_path):
     res = run("rank", WEBLECH, "--top", "2", cache=str(tmp_path / "c"))
     assert res.returncode == 0, res.stderr

@@ -72,6 +72,7 @@ def test_device_path_matches_enumeration(seed, labelled):
     check(factors, 8, labels, host_below=0)
 
 
+@pytest.mark.slow
 @hsettings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), labelled=st.booleans(), host_below=st.sampled_from([0, 4, 16, 64]),
        chunks=st.sampled_from([(2,), (2, 8), (4, 32)]))
@@ -104,6 +105,7 @@ def test_tiny_probabilities_keep_their_log_odds(host_below, chunks):
     assert got.info["device_buckets"] == (4 if host_below == 0 else 0)
 
 
+@pytest.mark.slow
 def test_new_labels_compile_nothing():
     """After the first call on a graph, calls with other label sets (other plans, other ranks) reuse the
     compiled kernels: the arena, the descriptor table and the transfers keep their shapes."""

@@ -361,6 +361,7 @@ def test_level_bound_is_tight_on_a_chain_and_one_for_parall():
     assert relax_plan.level_bound(graph, orders.parall(graph)) == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(["seqfix", "topo"]), budget=st.integers(1, 3))
 def test_an_open_plan_finishes_exactly_through_the_runner(seed, strategy, budget):

@@ -137,6 +137,7 @@ def test_too_few_accepted_is_refused():
     assert "--samples" in str(err) and "--method exact" in str(err)
 
 
+@pytest.mark.slow
 def test_rare_labels_draw_more_until_enough_agree():
     # P(x0) = 1e-3: 10,000 worlds accept about 10; drawing doubles until 1000 agree (about 10^6 worlds).
     factors = [Factor(AND, 0, (), 1e-3, 1e-3), Factor(OR, 1, (0,), 0.9, 0.2), Factor(AND, 2, (), 0.5, 0.5),

@@ -25,6 +25,7 @@ from schedules import analysis, orders
 WEBLECH = DATA / "weblech"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["stages", "pairs"])
 def test_custom_weak_orders_equal_definition(tmp_path, kind):
     for rng, factors, graph, labels in cases(8, seed0=100):
@@ -108,6 +109,7 @@ def test_levelling_a_deep_chain_walks_it():
         assert np.array_equal(lev.batch, analysis.levelling(graph, o, scan_after=10**9).batch)
 
 
+@pytest.mark.slow
 def test_levelling_and_algorithm3_give_the_same_results():
     for _rng, _, graph, labels in cases(8, seed0=300):
         lev, a3 = runner_for(graph, "seqfix:chunked"), runner_for(graph, "seqfix:algorithm3:chunked")
@@ -130,6 +132,7 @@ def test_levelling_on_a_layered_graph_is_far_below_algorithm3():
         assert np.array_equal(lev.batch, analysis.brute_levelling(g, o))
 
 
+@pytest.mark.slow
 def test_topo_exact_on_polytrees():
     for seed in range(8):
         rng = np.random.default_rng(seed)

@@ -1,11 +1,13 @@
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastlbp import kernels, segments
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), num_segments=st.integers(1, 300), permute=st.booleans())
 def test_planned_sums_match_numpy(seed, num_segments, permute):

@@ -85,6 +85,7 @@ def test_consistent_labels_never_conflict():
         assert np.all(np.isfinite(rnd.marginals))
 
 
+@pytest.mark.slow
 def test_a_session_takes_settings_or_keywords():
     model = causal_fg.load(DATA / "weblech" / "graph.causal_fg")
     by_object = Session(model, Settings(schedule="seqfix", tol=1e-9))
