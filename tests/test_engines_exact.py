@@ -369,3 +369,40 @@ def test_weblech_is_refused_with_its_width():
         exact_marginals(model, settings=Settings(exact_memory=2**30))
     message = str(err.value)
     assert "induced width at least 27" in message and "1 GiB" in message and "--method sample" in message
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 40),
+       heuristic=st.sampled_from(["min-fill", "min-degree"]), cap=st.sampled_from([None, 3, 6]))
+def test_orders_with_sets_equal_orders_with_bit_sets(seed, n, heuristic, cap):
+    # Large graphs order with Python sets (bit sets grow with the graph: avrora ran over 400 s); the
+    # order, the ties and the refusal must be the same as with bit sets.
+    from fastlbp.engines.exact.order import elimination_order
+
+    rng = np.random.default_rng(seed)
+    scopes = [tuple(int(v) for v in rng.choice(n, size=int(rng.integers(1, min(n, 4) + 1)), replace=False))
+              for _ in range(int(rng.integers(0, 2 * n)))]
+    variables = [int(v) for v in rng.permutation(n)]
+    bits = elimination_order(scopes, variables, heuristic, cap, sets=False)
+    with_sets = elimination_order(scopes, variables, heuristic, cap, sets=True)
+    assert (bits is None) == (with_sets is None)
+    if bits is not None:
+        assert bits.tolist() == with_sets.tolist()
+
+
+def test_large_graphs_order_by_min_degree(monkeypatch):
+    # min-fill is quadratic around hub tuples (avrora ran over 5 minutes); from MIN_FILL_BELOW free
+    # variables the order is min-degree's, and a refusal says so.
+    import fastlbp.engines.exact as exact
+
+    assert Engine.heuristic(exact.MIN_FILL_BELOW - 1) == "min-fill"
+    assert Engine.heuristic(exact.MIN_FILL_BELOW) == "min-degree"
+    graph = from_factors(grid(10), 100)
+    by_min_fill = exact_marginals(graph, engine=Engine(graph))
+    assert by_min_fill.info["heuristic"] == "min-fill"
+    monkeypatch.setattr(exact, "MIN_FILL_BELOW", 10)
+    with pytest.raises(ExactTooWide, match=r"\(min-degree order\)"):
+        exact_marginals(graph, settings=Settings(exact_memory=4096), engine=Engine(graph))
+    got = exact_marginals(graph, engine=Engine(graph))
+    assert got.info["heuristic"] == "min-degree"
+    np.testing.assert_allclose(got.marginals, by_min_fill.marginals, atol=1e-12)

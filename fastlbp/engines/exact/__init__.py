@@ -10,7 +10,8 @@ Steps (each its own module):
    has 33 body variables: 2^34 entries as one table).
 2. Labels clamp variables: each table is sliced at the label, so a labelled
    variable leaves the interaction graph (it lowers the width, never raises it).
-3. `order`: a min-fill elimination order on the host and the bucket tree it
+3. `order`: a min-fill elimination order (min-degree from `MIN_FILL_BELOW`
+   variables) on the host and the bucket tree it
    implies; the induced width and the size of every table are known before any
    device work, and a plan over `Settings.exact_memory` is refused
    (`ExactTooWide`), naming the width and the memory it would need.
@@ -61,18 +62,20 @@ from fastlbp.graph import FactorGraph
 from fastlbp.settings import Settings
 
 CPU_MEMORY = 2 * 2**30  # default budget where the device reports no memory (a CPU)
+MIN_FILL_BELOW = 20_000  # free variables (after binarisation) from which the order is min-degree's
 
 
 class ExactTooWide(SettingsError):
     """The elimination's tables would not fit the memory budget (`Settings.exact_memory`)."""
 
-    def __init__(self, width: int, needed: int, budget: int, *, at_least: bool = False):
+    def __init__(self, width: int, needed: int, budget: int, *, at_least: bool = False,
+                 heuristic: str = "min-fill"):
         self.width = width
         self.needed = needed
         self.budget = budget
         more = "at least " if at_least else ""
         super().__init__(
-            f"exact inference is too wide for this graph: induced width {more}{width} (min-fill order), "
+            f"exact inference is too wide for this graph: induced width {more}{width} ({heuristic} order), "
             f"its tables need {more}{_size(needed)} but exact_memory allows {_size(budget)}; "
             "use --method sample (sampling with error bars) or raise exact_memory")
 
@@ -166,11 +169,21 @@ class Engine:
             return self._plans[key][0]
         scopes = [tuple(v for v in s if v not in labelled) for s in self.scopes]
         free = [v for v in range(self.binarized.num_total) if v not in labelled]
-        p = plan(scopes, free, max_scope=most)
+        p = plan(scopes, free, self.heuristic(len(free)), max_scope=most)
         self._plans[key] = [p, None]
         if len(self._plans) > self.PLANS:
             self._plans.popitem(last=False)
         return p
+
+    @staticmethod
+    def heuristic(num_free: int) -> str:
+        """min-fill below `MIN_FILL_BELOW` free variables, else min-degree.
+
+        min-fill rescores the neighbours of every neighbour of an eliminated variable; a derivation
+        graph's hub tuples (used by thousands of clauses) make that quadratic: avrora (42,991
+        variables after binarisation) ran over 5 minutes on this CPU, min-degree refuses it in 1.0 s.
+        """
+        return "min-fill" if num_free < MIN_FILL_BELOW else "min-degree"
 
     def program(self, labelled: frozenset, most: int) -> program.Program:
         entry = self._plans[(labelled, most)]
@@ -254,7 +267,8 @@ def exact_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     if p is None or p.bytes_needed > budget:
         width = most if p is None else p.width
         needed = BYTES * 2 ** (most + 1) if p is None else p.bytes_needed
-        raise ExactTooWide(width, needed, budget, at_least=p is None)
+        raise ExactTooWide(width, needed, budget, at_least=p is None,
+                           heuristic=engine.heuristic(engine.binarized.num_total - len(labelled)))
     prog = engine.program(labelled, most)
     engine._reserve(prog, most, budget)
     plan_seconds = time.perf_counter() - start
