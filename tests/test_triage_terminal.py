@@ -149,6 +149,25 @@ def test_pty_ctrl_c_exits_cleanly(tmp_path):
     t.close()
 
 
+@pytestmark_pty
+def test_pty_ctrl_c_works_when_started_with_sigint_ignored(tmp_path):
+    # A process started with SIGINT ignored (a test runner's worker, some IDEs and background jobs)
+    # got no KeyboardInterrupt: Ctrl-C at the prompt did nothing. Triage takes the default back.
+    import signal
+
+    graph, _ = write_demo(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", COLUMNS="120")
+    child = pexpect.spawn(sys.executable, ["-m", "fastlbp", "triage", str(graph), "--max-iters", "300"],
+                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    child.expect(PROMPT)
+    child.sendintr()
+    child.expect("interrupted; saved:")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+
+
 def run_triage(tmp_path, *args, input="q\n"):
     """A second `fastlbp triage` process, run to its end."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")

@@ -7,6 +7,9 @@ in the CLI and handed to the library, which reads no environment.
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -215,10 +218,22 @@ def triage(
             else:
                 given_text = ", ".join("--" + n.replace("_", "-") for n in changes)
                 status(f"note: the session runs with {given_text} as given already")
+        interrupt_on_ctrl_c()
         code = Terminal(t, why=why, history=data / "triage_history").run()
     finally:
         t.close()
     raise typer.Exit(code)
+
+
+def interrupt_on_ctrl_c() -> None:
+    """Ctrl-C ends an interactive session (saved) even if this process was started with SIGINT ignored.
+
+    A process started with SIGINT ignored (inherited across exec: some shells' background jobs, IDE
+    runners, the workers of a test runner) gets no KeyboardInterrupt from Python, and Ctrl-C at the
+    prompt did nothing. Only for a person at a terminal, and only from the main thread.
+    """
+    if sys.stdin.isatty() and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def program_inputs(graph: Path, facts: Path | None, rule_prob: Path | None, alarms: str | None,
