@@ -117,23 +117,11 @@ def elimination_order(scopes: Iterable[Sequence[int]], variables: Sequence[int],
     if heuristic not in HEURISTICS:
         raise ValueError(f"heuristic must be one of {', '.join(HEURISTICS)}, got {heuristic!r}")
     variables = [int(v) for v in variables]
-    if sets or (sets is None and len(variables) >= SETS_FROM):
-        return _order_with_sets(scopes, variables, heuristic == "min-fill", max_scope)
     index = {v: i for i, v in enumerate(variables)}
-    adj = [0] * len(variables)
-    for s in scopes:
-        loc = [index[v] for v in s if v in index]
-        mask = sum(1 << a for a in set(loc))
-        for a in loc:
-            adj[a] |= mask
-    for i in range(len(adj)):
-        adj[i] &= ~(1 << i)
-    fill = heuristic == "min-fill"
-
-    def score(v: int) -> tuple[int, int]:
-        return (_fill(adj, v) if fill else 0, adj[v].bit_count())
-
-    current = [score(v) for v in range(len(variables))]
+    local = [[index[v] for v in sc if v in index] for sc in scopes]
+    use_sets = sets or (sets is None and len(variables) >= SETS_FROM)
+    graph = (_SetNeighbours if use_sets else _BitNeighbours)(local, len(variables), heuristic == "min-fill")
+    current = [graph.score(v) for v in range(len(variables))]
     heap = [(*current[v], v) for v in range(len(variables))]
     heapq.heapify(heap)
     done = np.zeros(len(variables), bool)
@@ -146,68 +134,78 @@ def elimination_order(scopes: Iterable[Sequence[int]], variables: Sequence[int],
             return None
         done[v] = True
         out.append(variables[v])
+        for u in graph.eliminate(v):
+            sc = graph.score(u)
+            if sc != current[u]:
+                current[u] = sc
+                heapq.heappush(heap, (*sc, u))
+    return np.array(out, dtype=np.int64)
+
+
+class _BitNeighbours:
+    """Neighbourhoods as Python ints used as bit sets (fast for small graphs)."""
+
+    def __init__(self, scopes: list[list[int]], n: int, fill: bool):
+        self.fill = fill
+        self.adj = [0] * n
+        for loc in scopes:
+            mask = sum(1 << a for a in set(loc))
+            for a in loc:
+                self.adj[a] |= mask
+        for i in range(n):
+            self.adj[i] &= ~(1 << i)
+
+    def score(self, v: int) -> tuple[int, int]:
+        """(fill-in, degree) of v (fill-in 0 for min-degree)."""
+        return (_fill(self.adj, v) if self.fill else 0, self.adj[v].bit_count())
+
+    def eliminate(self, v: int):
+        """Joins v's neighbours, removes v; returns the variables whose score may have changed."""
+        adj = self.adj
         nb = adj[v]
         gone = ~(1 << v)
         touched = nb
         for a in _bits(nb):
             adj[a] = (adj[a] | nb) & gone & ~(1 << a)
-            if fill:
+            if self.fill:
                 touched |= adj[a]
-        for u in _bits(touched):
-            s = score(u)
-            if s != current[u]:
-                current[u] = s
-                heapq.heappush(heap, (*s, u))
         adj[v] = 0
-    return np.array(out, dtype=np.int64)
+        return _bits(touched)
 
 
-def _order_with_sets(scopes, variables: list[int], fill: bool, max_scope: int | None) -> np.ndarray | None:
-    """`elimination_order` with neighbourhoods as Python sets (the same scores, ties and order)."""
-    index = {v: i for i, v in enumerate(variables)}
-    adj: list[set[int]] = [set() for _ in variables]
-    for s in scopes:
-        loc = {index[v] for v in s if v in index}
-        for a in loc:
-            adj[a] |= loc
-    for i, nb in enumerate(adj):
-        nb.discard(i)
+class _SetNeighbours:
+    """Neighbourhoods as Python sets (operations cost O(degree) whatever the graph's size)."""
 
-    def score(v: int) -> tuple[int, int]:
-        nb = adj[v]
+    def __init__(self, scopes: list[list[int]], n: int, fill: bool):
+        self.fill = fill
+        self.adj: list[set[int]] = [set() for _ in range(n)]
+        for loc in scopes:
+            members = set(loc)
+            for a in members:
+                self.adj[a] |= members
+        for i, nb in enumerate(self.adj):
+            nb.discard(i)
+
+    def score(self, v: int) -> tuple[int, int]:
+        """(fill-in, degree) of v, as `_BitNeighbours.score`."""
+        adj, nb = self.adj, self.adj[v]
         # Each neighbour a counts the neighbours it is not joined to (a itself among them, hence - 1).
-        f = sum(len(nb - adj[a]) - 1 for a in nb) // 2 if fill else 0
+        f = sum(len(nb - adj[a]) - 1 for a in nb) // 2 if self.fill else 0
         return (f, len(nb))
 
-    current = [score(v) for v in range(len(variables))]
-    heap = [(*current[v], v) for v in range(len(variables))]
-    heapq.heapify(heap)
-    done = np.zeros(len(variables), bool)
-    out = []
-    while heap:
-        f, d, v = heapq.heappop(heap)
-        if done[v] or (f, d) != current[v]:
-            continue
-        if max_scope is not None and d + 1 > max_scope:
-            return None
-        done[v] = True
-        out.append(variables[v])
-        nb = adj[v]
+    def eliminate(self, v: int):
+        """As `_BitNeighbours.eliminate`."""
+        nb = self.adj[v]
         touched = set(nb)
         for a in nb:
-            row = adj[a]
+            row = self.adj[a]
             row |= nb
             row.discard(a)
             row.discard(v)
-            if fill:
+            if self.fill:
                 touched |= row
-        for u in touched:
-            s = score(u)
-            if s != current[u]:
-                current[u] = s
-                heapq.heappush(heap, (*s, u))
-        adj[v] = set()
-    return np.array(out, dtype=np.int64)
+        self.adj[v] = set()
+        return touched
 
 
 def plan(scopes: Sequence[Sequence[int]], variables: Sequence[int], heuristic: str = "min-fill",
