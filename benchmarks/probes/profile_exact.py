@@ -1,0 +1,78 @@
+"""Where a repeat call of exact inference spends its time (n x n noisy-OR grid, 2 labels).
+
+    PYTHONPATH=. python benchmarks/probes/profile_exact.py --n 12 [--host-below N] [--repeats 20]
+
+Prints the stages of one repeat call (plan lookup and inputs, host forward,
+device: upload + kernel rows + download, host backward and marginals), the
+number of device kernel calls and host buckets, and a cProfile of the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_exact import grid  # noqa: E402
+
+from fastlbp.engines.exact import eliminate, engine_for, exact_marginals  # noqa: E402
+from fastlbp.graph import from_factors  # noqa: E402
+from fastlbp.settings import Settings  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=12)
+    ap.add_argument("--host-below", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args()
+    n = args.n
+    graph = from_factors(grid(n), n * n)
+    labels = {n * n - 1: True, n // 2: False}
+    settings = Settings(exact_memory=None)
+    t = time.perf_counter()
+    exact_marginals(graph, labels, settings, host_below=args.host_below)
+    print(f"first call {time.perf_counter() - t:.3f} s on {jax.devices()[0]}")
+    stages = {"device": []}
+    real_device = eliminate._device
+
+    def timed_device(*a):
+        t0 = time.perf_counter()
+        out = real_device(*a)
+        stages["device"].append(time.perf_counter() - t0)
+        return out
+
+    eliminate._device = timed_device
+    totals = []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        m = exact_marginals(graph, labels, settings, host_below=args.host_below)
+        totals.append(time.perf_counter() - t)
+    eng = engine_for(graph, args.host_below)
+    prog = next(e[1] for e in eng._plans.values() if e[1] is not None)
+    print(f"repeat call median {1e3 * statistics.median(totals):.2f} ms; device part "
+          f"{1e3 * statistics.median(stages['device'] or [0]):.2f} ms; plan_seconds "
+          f"{1e3 * m.info['plan_seconds']:.2f} ms")
+    print(f"buckets {len(prog.plan.order)}, device buckets {prog.device_buckets}, kernel calls "
+          f"{len(prog.calls)} ({sorted(set(prog.calls))}), host forward {len(prog.host_forward)}, "
+          f"host backward {len(prog.host_backward)}, host marginal groups {len(prog.host_marginals)}, "
+          f"inputs {len(prog.src)}, largest {m.info['largest_entries']}")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(args.repeats):
+        exact_marginals(graph, labels, settings, host_below=args.host_below)
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+    np.set_printoptions(precision=3)
+
+
+if __name__ == "__main__":
+    main()
