@@ -16,15 +16,20 @@ inverse. Variable-side reductions run over the variable order, also sorted.
 
 A `FactorGraph` holds only arrays, so it is a pytree that jitted functions
 take as an argument (never a closure constant). Sizes come from the shapes.
+It is registered as one when JAX is imported (`fastlbp.jax_setup.configure`):
+this module needs only numpy, so loading and converting graphs never start JAX.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
 
 AND = 0
 OR = 1
@@ -46,7 +51,6 @@ class Factor:
     p2: float
 
 
-@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class FactorGraph:
     """Immutable CSR arrays of a factor graph (V variables, F factors, E edges).
@@ -112,7 +116,9 @@ class FactorGraph:
         ]
 
     def to_numpy(self) -> FactorGraph:
-        return jax.tree_util.tree_map(np.asarray, self)
+        """The graph with every array on the host as numpy (the pytree's leaves, without JAX)."""
+        return dataclasses.replace(self, **{f.name: np.asarray(getattr(self, f.name))
+                                            for f in dataclasses.fields(self)})
 
 
 def from_factors(factors: Iterable[Factor], num_vars: int | None = None) -> FactorGraph:

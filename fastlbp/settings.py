@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax.numpy as jnp
-
 from fastlbp.errors import SettingsError
 
-PRECISIONS = {"f64": jnp.float64, "f32": jnp.float32}
+# Precision name -> the name of its dtype in jax.numpy (`Settings.dtype` looks it up: this module
+# imports no JAX, so the commands that run no inference never start it).
+PRECISIONS = {"f64": "float64", "f32": "float32"}
 
 # Kernel backends for PARALL (and, for "fused", the persistent kernel of sequential schedules):
 #   auto      the default: "fused" where it measured faster, else "xla"
@@ -109,8 +109,10 @@ class Settings:
 
     @property
     def dtype(self):
-        """The JAX dtype of messages and marginals."""
-        return PRECISIONS[self.precision]
+        """The JAX dtype of messages and marginals: `jax.numpy.float64` or `jax.numpy.float32`."""
+        import jax.numpy as jnp  # JAX only where a dtype is asked for: by the engines, at a run
+
+        return getattr(jnp, PRECISIONS[self.precision])
 
     def replace(self, **changes) -> Settings:
         """A copy with `changes` (None values are ignored, so CLI options left unset keep defaults)."""

@@ -25,7 +25,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
-import jax
 import typer
 from typer.core import TyperGroup
 
@@ -34,6 +33,7 @@ from datalog.io import detect_format
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.graph import GraphError
+from fastlbp.jax_setup import when_imported
 from fastlbp.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
 
 # The one source of every option's default.
@@ -120,6 +120,9 @@ def compilation_cache() -> Path | None:
     loads its compiled loops instead of compiling them again (0.7-2.5 s each on the
     H200). JAX keys entries by the computation, its options and the JAX version.
     A folder that cannot be made leaves the cache off, with a warning.
+
+    JAX is configured when a command imports it (`fastlbp.jax_setup.when_imported`),
+    not here: the commands that run no inference never import it.
     """
     path = cache_folder()
     if path is None:
@@ -129,12 +132,16 @@ def compilation_cache() -> Path | None:
     except OSError as err:
         typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
         return None
+    when_imported(functools.partial(_use_compilation_cache, path))
+    return path
+
+
+def _use_compilation_cache(path: Path, jax) -> None:
     jax.config.update("jax_compilation_cache_dir", str(path))
     # JAX caches only programs that took a second to compile by default; ours take 0.2-2.5 s, and
     # the small ones around a round (evidence, zeros, conversions) 0.01-0.1 s each, which a warm
     # `fastlbp rank data/ftp.json.gz` paid again every run (0.1-0.2 s of its start on a 2-core CPU).
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    return path
 
 
 def cache_folder() -> Path | None:
@@ -362,8 +369,10 @@ def peak_rss() -> int:
 
 def device_peak_bytes() -> int | None:
     """Peak bytes in use on JAX's first device, where it reports them (GPUs; not the CPU)."""
-    if "jax" not in sys.modules:
+    if "jax" not in sys.modules:  # a command that ran no inference: no device was used
         return None
+    import jax
+
     try:
         stats = jax.devices()[0].memory_stats() or {}
     except Exception:  # noqa: BLE001  a backend without memory statistics

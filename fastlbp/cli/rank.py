@@ -101,9 +101,6 @@ def rank(
       fastlbp rank bingo_dir/ --schedule seqfix --format sarif -o alarms.sarif
     """
     progress = start_progress(quiet, timings)
-    # Imported here, not at the top: `fastlbp --help` and the other commands need none of them.
-    from fastlbp import ranking, writers
-
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
                                      cycles=cycles, method=method, samples=samples, seed=seed)
@@ -121,8 +118,13 @@ def rank(
         # (its variables renumbered), so the graph's own labels are read from the model returned.
         model, extra = read_labels_or_session(labels, model)
     known = {**model.labels, **extra}
-    progress("jax start")  # the backend (on a GPU, CUDA) starts on first use: timed apart from the session
+    # JAX, the session and the engines are imported here, not at the top (`fastlbp --help` and the commands
+    # that run no inference never import JAX: fastlbp.jax_setup), and the backend (on a GPU, CUDA) starts
+    # on first use: both timed as this stage, apart from loading and the session.
+    progress("jax start")
     import jax
+
+    from fastlbp import ranking, writers
 
     jax.devices()
     result = ranking.rank(model, known, top=top, settings=settings, progress=progress)

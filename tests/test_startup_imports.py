@@ -1,0 +1,156 @@
+"""The commands that run no inference never import JAX; `import fastlbp` does not either, and still
+gives float64 JAX and a FactorGraph pytree once JAX is imported (`fastlbp.jax_setup`).
+
+Each case runs in a fresh interpreter (this test process imported JAX long ago) and reports
+whether `jax` ended up in `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+TAINT = DATA / "taint"
+
+# Runs `fastlbp ARGS...` in this interpreter, then prints its exit status and whether JAX was imported.
+PROBE = """
+import json, sys
+from fastlbp.cli import main
+sys.argv = ["fastlbp", *json.loads(sys.argv[1])]
+code = 0
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code or 0
+print(json.dumps({"code": code, "jax": sorted(m for m in sys.modules if m == "jax" or m.startswith("jax."))}))
+"""
+
+
+def python(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FASTLBP_CACHE": "off", "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=ROOT)
+
+
+def fastlbp_modules(*args: str) -> dict:
+    done = python("-c", PROBE, json.dumps([str(a) for a in args]))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+COMMANDS = ("rank", "triage", "simulate", "marginals", "check", "ground", "info", "schedule", "convert")
+
+
+@pytest.mark.parametrize("args", [
+    ("--help",),
+    ("--version",),
+    *((command, "--help") for command in COMMANDS),
+    ("info", DATA / "weblech.json"),
+    ("info", DATA / "weblech"),                                   # a Bingo directory
+    ("info", DATA / "weblech.json", "--format", "json"),
+], ids=lambda args: " ".join(Path(a).name if isinstance(a, Path) else a for a in args))
+def test_commands_that_run_no_inference_import_no_jax(args):
+    result = fastlbp_modules(*args)
+    assert result["code"] == 0
+    assert result["jax"] == []
+
+
+def test_convert_and_ground_import_no_jax(tmp_path):
+    out = tmp_path / "weblech.causal_fg"
+    result = fastlbp_modules("convert", DATA / "weblech.json", out)
+    assert result == {"code": 0, "jax": []}
+    assert out.stat().st_size > 0
+    out = tmp_path / "taint.json"
+    result = fastlbp_modules("ground", TAINT / "taint.dl", "--facts", TAINT / "facts",
+                             "--rule-prob", TAINT / "rule_prob.txt", "-o", out)
+    assert result == {"code": 0, "jax": []}
+    assert json.loads(out.read_text())
+
+
+def test_bad_input_is_reported_without_jax(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = fastlbp_modules("info", bad)
+    assert result == {"code": 2, "jax": []}
+
+
+def test_the_probe_sees_jax_when_a_command_runs_inference():
+    # The check above can fail: a command that runs a round imports JAX, and the probe reports it.
+    result = fastlbp_modules("rank", DATA / "race.json", "--top", "1")
+    assert result["code"] == 0
+    assert "jax" in result["jax"]
+
+
+def test_python_dash_m_fastlbp_help_imports_no_jax():
+    # The console entry itself (`python -m fastlbp`), seen by the interpreter's own import report.
+    done = python("-X", "importtime", "-m", "fastlbp", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "Usage" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "typer" in imported  # the report is read right
+    assert "jax" not in imported
+
+
+# The library: float64 and the pytree once JAX is imported, in either order ------------------------
+
+AFTER = """
+import sys
+import fastlbp
+assert "jax" not in sys.modules, "import fastlbp imported jax"
+model = fastlbp.load("data/race.json")
+assert "jax" not in sys.modules, "fastlbp.load imported jax"
+import jax, jax.numpy as jnp
+assert jax.config.jax_enable_x64
+assert jnp.zeros(3).dtype == jnp.float64 and jnp.asarray(0.5).dtype == jnp.float64
+leaves = jax.tree_util.tree_leaves(model.graph)
+assert len(leaves) == 12, len(leaves)
+assert float(jax.jit(lambda g: g.p1.sum())(model.graph)) == float(model.graph.p1.sum())
+assert fastlbp.Settings().dtype is jnp.float64 and fastlbp.Settings(precision="f32").dtype is jnp.float32
+assert jax.__spec__.loader is jax.__loader__ and type(jax.__loader__).__name__ == "SourceFileLoader"
+marginals = fastlbp.Session(model).run().marginals
+assert marginals.dtype == "float64", marginals.dtype
+print("ok")
+"""
+
+BEFORE = """
+import jax, jax.numpy as jnp
+import fastlbp
+assert jax.config.jax_enable_x64 and jnp.zeros(1).dtype == jnp.float64
+model = fastlbp.load("data/race.json")
+assert len(jax.tree_util.tree_leaves(model.graph)) == 12
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("script", [AFTER, BEFORE], ids=["jax after fastlbp", "jax before fastlbp"])
+def test_float64_and_the_pytree_whichever_is_imported_first(script):
+    done = python("-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_when_imported_runs_callbacks_in_order_after_jax_and_at_once_after():
+    script = """
+import sys
+from fastlbp import jax_setup
+seen = []
+jax_setup.when_imported(lambda jax: seen.append(("first", jax.config.jax_enable_x64)))
+jax_setup.when_imported(lambda jax: seen.append(("second", hasattr(jax, "jit"))))
+assert seen == [] and "jax" not in sys.modules
+import jax.numpy
+assert seen == [("first", True), ("second", True)], seen
+jax_setup.when_imported(lambda jax: seen.append(("later", True)))
+assert seen[-1] == ("later", True)
+assert not any(type(f).__name__ == "_JaxFinder" for f in sys.meta_path)
+print("ok")
+"""
+    done = python("-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
