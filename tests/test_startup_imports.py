@@ -29,7 +29,9 @@ try:
     main()
 except SystemExit as exit:
     code = exit.code or 0
-print(json.dumps({"code": code, "jax": sorted(m for m in sys.modules if m == "jax" or m.startswith("jax."))}))
+heavy = ("jax", "numpy", "datalog")
+print(json.dumps({"code": code, **{h: sorted(m for m in sys.modules if m == h or m.startswith(h + "."))
+                                    for h in heavy}}))
 """
 
 
@@ -62,15 +64,23 @@ def test_commands_that_run_no_inference_import_no_jax(args):
     assert result["jax"] == []
 
 
+@pytest.mark.parametrize("args", [("--help",), ("--version",)], ids=" ".join)
+def test_help_and_version_import_neither_numpy_nor_the_datalog_front_end(args):
+    # numpy (0.1 s) comes with the factor-graph arrays, datalog (0.05-0.1 s) with reading a graph:
+    # `import fastlbp` and the command modules import both only where a command reads a graph.
+    result = fastlbp_modules(*args)
+    assert result == {"code": 0, "jax": [], "numpy": [], "datalog": []}
+
+
 def test_convert_and_ground_import_no_jax(tmp_path):
     out = tmp_path / "weblech.causal_fg"
     result = fastlbp_modules("convert", DATA / "weblech.json", out)
-    assert result == {"code": 0, "jax": []}
+    assert (result["code"], result["jax"]) == (0, [])
     assert out.stat().st_size > 0
     out = tmp_path / "taint.json"
     result = fastlbp_modules("ground", TAINT / "taint.dl", "--facts", TAINT / "facts",
                              "--rule-prob", TAINT / "rule_prob.txt", "-o", out)
-    assert result == {"code": 0, "jax": []}
+    assert (result["code"], result["jax"]) == (0, [])
     assert json.loads(out.read_text())
 
 
@@ -78,14 +88,14 @@ def test_bad_input_is_reported_without_jax(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     result = fastlbp_modules("info", bad)
-    assert result == {"code": 2, "jax": []}
+    assert (result["code"], result["jax"]) == (2, [])
 
 
 def test_the_probe_sees_jax_when_a_command_runs_inference():
     # The check above can fail: a command that runs a round imports JAX, and the probe reports it.
     result = fastlbp_modules("rank", DATA / "race.json", "--top", "1")
     assert result["code"] == 0
-    assert "jax" in result["jax"]
+    assert "jax" in result["jax"] and "numpy" in result["numpy"] and result["datalog"]
 
 
 def test_python_dash_m_fastlbp_help_imports_no_jax():
@@ -154,3 +164,27 @@ print("ok")
     done = python("-c", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_graph_error_is_still_a_users_error_with_status_2(capsys):
+    # fastlbp.cli.app no longer imports fastlbp.graph (numpy) to name GraphError; it must still catch it.
+    import typer
+
+    from fastlbp.cli.app import handles_errors
+    from fastlbp.graph import GraphError
+
+    @handles_errors
+    def command():
+        raise GraphError("factor 3: p1 = 2.0 is not a probability in [0, 1]")
+
+    with pytest.raises(typer.Exit) as exit:
+        command()
+    assert exit.value.exit_code == 2
+    assert capsys.readouterr().err == "error: factor 3: p1 = 2.0 is not a probability in [0, 1]\n"
+
+    @handles_errors
+    def other():
+        raise ValueError("a bug, not the input's")
+
+    with pytest.raises(ValueError):
+        other()

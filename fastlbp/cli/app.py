@@ -23,18 +23,18 @@ import tempfile
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
 
-from datalog.grounding import GroundOptions
-from datalog.io import detect_format
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
-from fastlbp.graph import GraphError
 from fastlbp.jax_setup import when_imported
 from fastlbp.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
+
+if TYPE_CHECKING:
+    from datalog.grounding import GroundOptions
 
 # The one source of every option's default.
 DEFAULTS = Settings()
@@ -171,7 +171,8 @@ def handles_errors(fn):
             return fn(*args, **kwargs)
         except BaseException as err:
             Progress.close_all()  # erase a live progress line before any message (or traceback)
-            if isinstance(err, InputError | GraphError | ContradictoryEvidence | SettingsError | KeyError):
+            user = isinstance(err, InputError | ContradictoryEvidence | SettingsError | KeyError)
+            if user or _graph_error(err):
                 msg = err.args[0] if isinstance(err, KeyError) and err.args else err
                 typer.echo(f"error: {msg}", err=True)
                 raise typer.Exit(2) from None
@@ -181,6 +182,13 @@ def handles_errors(fn):
             raise
 
     return wrapper
+
+
+def _graph_error(err: BaseException) -> bool:
+    """Whether `err` is a `fastlbp.graph.GraphError` (only a command that imported fastlbp.graph, and
+    with it numpy, can raise one: --help and --version import neither)."""
+    graph = sys.modules.get("fastlbp.graph")
+    return graph is not None and isinstance(err, graph.GraphError)
 
 
 # Output ------------------------------------------------------------------
@@ -484,6 +492,10 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
         SettingsError: a grounding option given for a graph that is not a
             program, or --alarms naming no relation.
     """
+    # Imported here: the Datalog front end (0.05-0.1 s) is for the commands that read a graph, not --help.
+    from datalog.grounding import GroundOptions
+    from datalog.io import detect_format
+
     given = [name for name, value in (("--facts", facts), ("--rule-prob", rule_prob), ("--alarms", alarms),
                                       ("--priors", priors)) if value is not None]
     if not program and detect_format(graph) != "datalog":

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from datalog import grounding
-from datalog.formats import BINGO_CLAUSES
 from fastlbp.cli.app import (
     AlarmsOpt,
     FactsOpt,
@@ -55,6 +53,10 @@ def ground(
       fastlbp rank taint.json --top 10
     """
     start = time.perf_counter()
+    # Imported here: `fastlbp --help` and the other commands need no Datalog front end.
+    from datalog import grounding
+    from datalog.formats import BINGO_CLAUSES
+
     options = datalog_options(program, facts, rule_prob, alarms, priors, program=True)
     if not grounding.is_json(output) and output.is_dir() and any(output.iterdir()) and \
             not (output / BINGO_CLAUSES).exists():

@@ -8,10 +8,8 @@ import json
 from enum import StrEnum
 from typing import Annotated
 
-import numpy as np
 import typer
 
-from datalog.bayesnet import rebuild, tuple_marginals
 from fastlbp.cli.app import (
     DEFAULTS,
     BackendOpt,
@@ -93,6 +91,8 @@ def marginals(
     progress = start_progress(quiet)
     model = load_graph(graph, settings, no_cache=no_cache, progress=progress)
     if settings.method != "lbp" and "derivation" in model.meta:
+        from datalog.bayesnet import rebuild
+
         # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
         model = rebuild(model, prune=False)
     known = None
@@ -123,6 +123,10 @@ def marginals(
 
 def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:
     """(names, P) of every tuple of the input graph, then (`all_variables`) the other variables."""
+    import numpy as np
+
+    from datalog.bayesnet import tuple_marginals  # here: `fastlbp --help` needs no Datalog front end or numpy
+
     names = list(model.tuple_names)
     values = tuple_marginals(model, marginals).tolist()
     if all_variables:
