@@ -57,7 +57,8 @@ from jax import lax
 from fastlbp.constraints import conflicting_labels
 from fastlbp.engines import sampling_plan
 from fastlbp.engines.marginals import Marginals
-from fastlbp.engines.sampling_plan import MAX_DIGITS, ONE_COIN, ONES_ROW, NotABayesNet, Plan
+from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, threefry2x32
+from fastlbp.engines.sampling_plan import ONE_COIN, ONES_ROW, NotABayesNet, Plan
 from fastlbp.errors import ContradictoryEvidence, InferenceError
 from fastlbp.graph import AND, FactorGraph
 from fastlbp.settings import Settings
@@ -78,7 +79,6 @@ def _batch_budget() -> int:
     except Exception:  # noqa: BLE001  (a backend without memory statistics)
         stats = {}
     return max(BATCH_BYTES, int(stats.get("bytes_limit", 0)) // 8)
-_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
 class TooFewSamples(InferenceError):
@@ -96,57 +96,26 @@ def _suggest(accepted: int, drawn: int, needed: int) -> int:
     return int(min(10 ** math.ceil(math.log10(2 * needed / rate)), 10**15))
 
 
-def _rotl(x, r: int):
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-
-
-def threefry2x32(k0, k1, x0, x1):
-    """Threefry-2x32 with 20 rounds (Salmon et al. 2011, as in `jax.random`): two uint32 words."""
-    k2 = k0 ^ k1 ^ np.uint32(0x1BD11BDA)
-    ks = (k0, k1, k2)
-    x0 = x0 + k0
-    x1 = x1 + k1
-    for i in range(5):
-        for r in _ROTATIONS[4 * (i % 2): 4 * (i % 2) + 4]:
-            x0 = x0 + x1
-            x1 = _rotl(x1, r)
-            x1 = x1 ^ x0
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x0, x1
-
-
-def _bucket_coins(key, digit_masks, ids, words):
-    """(n, W) uint32 words of independent Bernoulli(p) bits (binary expansion; module docstring).
+def _coins(coin_arrays, coin_meta, key, words):
+    """(C, W) uint32 coin words of a batch: rows ZERO_COIN, ONE_COIN, then the buckets' soft coins.
 
     Args:
+        coin_arrays: per bucket (bits (2, n) uint32, ids (n,) uint32, need (n,) int32).
+        coin_meta: per bucket (pairs, coins needing more than the head's digits); with the head's
+            digits and the tail's capacity (None: from the expected count).
         key: (2,) uint32.
-        digit_masks: (K, n) uint32, 0 or all ones per binary digit of p (K even).
-        ids: (n,) uint32 coin identifiers.
-        words: (W,) uint32 global word indices of the batch.
+        words: (W,) uint32 global word indices.
     """
-    pairs = digit_masks.shape[0] // 2
-    base = ids[:, None] * np.uint32(MAX_DIGITS // 2)  # (n, 1) counter of the coin's first pair
-
-    def step(i, acc):
-        # From the last digit pair up: X_k = b_k ? (r_k | X_{k+1}) : (r_k & X_{k+1}).
-        j = pairs - 1 - i
-        r0, r1 = threefry2x32(key[0], key[1], base + j.astype(jnp.uint32), words[None, :])
-        d0, d1 = digit_masks[2 * j][:, None], digit_masks[2 * j + 1][:, None]
-        acc = (r1 & acc) | (d1 & (r1 | acc))
-        return (r0 & acc) | (d0 & (r0 | acc))
-
-    acc = jnp.zeros((ids.shape[0], words.shape[0]), jnp.uint32)
-    # A loop, not unrolled: 27 unrolled Threefry pairs per coin bucket took XLA 35 s to compile on a CPU.
-    return lax.fori_loop(0, pairs, step, acc)
+    buckets, head_digits, capacity = coin_meta
+    fixed = jnp.zeros((2, words.shape[0]), jnp.uint32).at[ONE_COIN].set(np.uint32(_ONES))
+    return jnp.concatenate([fixed] + [
+        coin_words(key, bits, ids, need, words, pairs, head_digits, long_coins, capacity)
+        for (bits, ids, need), (pairs, long_coins) in zip(coin_arrays, buckets, strict=True)])
 
 
-def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_worlds):
-    """One batch: (V+2,) popcounts of x & accepted per state row, and accepted worlds."""
-    levels, num_rows, width = meta
-    words = first_word + jnp.arange(width, dtype=jnp.uint32)  # (W,)
-    fixed = jnp.zeros((2, width), jnp.uint32).at[ONE_COIN].set(np.uint32(_ONES))
-    coins = jnp.concatenate([fixed] + [_bucket_coins(key, d, i, words) for d, i in coin_arrays])
+def _propagate(level_arrays, levels, num_rows, coins):
+    """(V+2, W) uint32 state words of a batch, level by level (module docstring)."""
+    width = coins.shape[1]
     state = jnp.zeros((num_rows, width), jnp.uint32).at[ONES_ROW].set(np.uint32(_ONES))
     for groups, arrays in zip(levels, level_arrays, strict=True):
         for (kind, start), (rows, c1, c2) in zip(groups, arrays, strict=True):
@@ -160,6 +129,12 @@ def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_world
                 cond = lax.reduce(body, init, op, (1,))
                 x = (cond & coin1) | (~cond & coins[c2])
             state = lax.dynamic_update_slice(state, x, (start, 0))
+    return state
+
+
+def _tally(state, labels, valid_worlds):
+    """(V+2,) popcounts of x & accepted per state row, and the accepted worlds of a batch."""
+    width = state.shape[1]
     lab_rows, lab_flip = labels  # (L,) int32 rows, (L,) uint32 0 (label true) or all ones (false)
     match = state[lab_rows] ^ lab_flip[:, None]  # (L, W) ones where the world has the label
     accepted = lax.reduce(match, np.uint32(_ONES), lax.bitwise_and, (0,))  # (W,)
@@ -173,6 +148,14 @@ def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_world
     return counts, lax.population_count(accepted).astype(jnp.int64).sum()
 
 
+def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_worlds):
+    """One batch: (V+2,) popcounts of x & accepted per state row, and accepted worlds."""
+    coin_meta, levels, num_rows, width = meta
+    words = first_word + jnp.arange(width, dtype=jnp.uint32)  # (W,)
+    coins = _coins(coin_arrays, coin_meta, key, words)
+    return _tally(_propagate(level_arrays, levels, num_rows, coins), labels, valid_worlds)
+
+
 class Sampler:
     """A compiled sampler for one graph: `sampler(labels, samples, seed) -> (counts, accepted, drawn)`.
 
@@ -181,9 +164,16 @@ class Sampler:
         var_names: names for error messages.
         batch_words: words (32 worlds each) per device call; None: the largest power of two that fits
             the budget (`_batch_budget`), at most MAX_BATCH_WORDS.
+        head_digits: random words drawn for every coin word (even; `sampling_coins`); the coins do
+            not depend on it, only the time does.
+        tail_capacity: words one round of the coins' tail finishes (None: the expected count plus
+            8 standard deviations); the coins do not depend on it (a small one only adds rounds).
     """
 
-    def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None):
+    def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None, *,
+                 head_digits: int = HEAD_DIGITS, tail_capacity: int | None = None):
+        if head_digits < 2 or head_digits % 2:
+            raise ValueError(f"head_digits must be even and at least 2, got {head_digits}")
         t0 = time.perf_counter()
         self.graph = graph
         self.plan: Plan = sampling_plan.build(graph, var_names)
@@ -194,7 +184,10 @@ class Sampler:
         fit = max(1, _batch_budget() // per_word)
         self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
         self._meta_levels = tuple(tuple((g.kind, g.start) for g in lv) for lv in plan.levels)
-        self._arrays = ([(jnp.asarray(b.digits), jnp.asarray(b.ids)) for b in plan.buckets],
+        longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
+        self._coin_meta = (tuple((b.pairs, n) for b, n in zip(plan.buckets, longs, strict=True)),
+                           head_digits, tail_capacity)
+        self._arrays = ([tuple(jnp.asarray(a) for a in (b.bits, b.ids, b.need)) for b in plan.buckets],
                         [[tuple(jnp.asarray(a) for a in (g.rows, g.coin1, g.coin2)) for g in lv]
                          for lv in plan.levels])
         self._runs = {}
@@ -202,10 +195,23 @@ class Sampler:
     def _run(self, width: int):
         # One compiled program per batch width (a power of two, so few widths ever occur).
         if width not in self._runs:
-            meta = (self._meta_levels, self.plan.num_rows, width)
+            meta = (self._coin_meta, self._meta_levels, self.plan.num_rows, width)
             self._runs[width] = jax.jit(lambda arrays, key, first, labels, valid: _batch(
                 arrays[0], arrays[1], meta, key, first, labels, valid))
         return self._runs[width]
+
+    def stages(self, width: int):
+        """Jitted stages of one batch of `width` words, for timing them apart (benchmarks).
+
+        Returns:
+            coins(arrays, key, first_word) -> (C, W) coin words;
+            propagate(arrays, coins) -> (V+2, W) state words.
+        """
+        coin_meta, levels, rows = self._coin_meta, self._meta_levels, self.plan.num_rows
+        coins = jax.jit(lambda arrays, key, first: _coins(
+            arrays[0], coin_meta, key, first + jnp.arange(width, dtype=jnp.uint32)))
+        propagate = jax.jit(lambda arrays, c: _propagate(arrays[1], levels, rows, c))
+        return coins, propagate
 
     def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *,
                  until_accepted: int = 0, max_samples: int | None = None):

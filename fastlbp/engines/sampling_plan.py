@@ -17,7 +17,7 @@ bitwise reduction over `w`; padding slots read a constant row (all ones for
 AND, all zeros for OR).
 
 Coins are built from random words by the binary expansion of p (see
-`fastlbp.engines.sampling`); the plan holds each coin's digits as word masks.
+`fastlbp.engines.sampling_coins`); the plan holds each coin's digits as bits.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import dataclasses
 
 import numpy as np
 
+from fastlbp.engines.sampling_coins import digit_bits
 from fastlbp.errors import InputError
 from fastlbp.graph import AND, FactorGraph
 
@@ -40,8 +41,10 @@ ZERO_COIN = 0  # coin row that is all zeros (p = 0)
 ONE_COIN = 1  # coin row that is all ones (p = 1)
 FIRST_COIN = 2
 # Coins are computed in buckets by the number of random-word pairs (two digits per Threefry call)
-# their expansion needs, so p = 1/2 (one digit) does not pay for the 27 pairs of p = 0.9.
-PAIR_BUCKETS = (1, 2, 4, 8, 16, 27, 32)
+# their expansion may need, so p = 1/2 (one digit) does not pay for more. Past the head
+# (`sampling_coins.HEAD_DIGITS`, 12 digits) a word is finished only while it has undecided bits, so
+# one bucket serves every p of more than 8 digits (0.999 and 0.9 have 53).
+PAIR_BUCKETS = (1, 2, 4, 32)
 
 
 class NotABayesNet(InputError):
@@ -75,17 +78,21 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class CoinBucket:
-    """Soft coins whose expansions need the same number of random words.
+    """Soft coins whose expansions need at most the same number of random-word pairs.
 
     Attributes:
-        digits: (K, n) uint32 word masks (0 or all ones) of the first K binary digits of each p
-            (zeros past a p's last nonzero digit, which leave the coin exact).
+        pairs: digit pairs of the bucket (2 pairs >= every need).
+        bits: (2, n) uint32 binary digits 1-64 of each p, digit 1 in bit 31 of word 0 (zeros past a
+            p's last nonzero digit, which leave the coin exact).
         ids: (n,) uint32 coin identifiers (2 v for p1 of variable v, 2 v + 1 for p2), the counters
             of their random words; coin rows follow bucket by bucket from FIRST_COIN.
+        need: (n,) int32 position of each p's last nonzero digit (`digits_needed`).
     """
 
-    digits: np.ndarray
+    pairs: int
+    bits: np.ndarray
     ids: np.ndarray
+    need: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,9 +281,8 @@ def _coins(p1, p2, need1, need2) -> tuple[np.ndarray, list[CoinBucket]]:
         ids = np.flatnonzero((need > 0) & (bucket == i))
         if not ids.size:
             continue
-        d = digits(p[ids], 2 * size)
-        buckets.append(CoinBucket(digits=np.where(d, np.uint32(0xFFFFFFFF), np.uint32(0)).astype(np.uint32),
-                                  ids=ids.astype(np.uint32)))
+        buckets.append(CoinBucket(pairs=size, bits=digit_bits(digits(p[ids], 2 * size)),
+                                  ids=ids.astype(np.uint32), need=need[ids].astype(np.int32)))
         row[ids] = next_row + np.arange(ids.size)
         next_row += ids.size
     return row, buckets
