@@ -30,7 +30,7 @@ import jax
 
 import schedules
 from fastlbp.engines import chunked, parall, relaxed
-from fastlbp.engines.loop import Controls, Runner, RunResult, controls, init
+from fastlbp.engines.loop import PARAMS, Controls, Runner, RunResult, controls, device_graph, init
 from fastlbp.errors import SettingsError
 from fastlbp.graph import FactorGraph
 from fastlbp.settings import GPU_BACKENDS, Settings
@@ -50,7 +50,10 @@ def _parall_fused(model, spec: schedules.Spec, settings: Settings) -> Runner:
     from fastlbp.engines import fused
 
     # Eight sweeps per while-loop trip (fused.UNROLL) measured fastest for the fused kernels.
-    return fused.make_runner(_graph(model), settings, unroll=spec.unroll or fused.UNROLL)
+    runner = fused.make_runner(_graph(model), settings, unroll=spec.unroll or fused.UNROLL)
+    # The kernels read the layout's rows; of the graph only the factors' parameters
+    # (`fused.factor_params`).
+    return dataclasses.replace(runner, reads=PARAMS)
 
 
 def _gpu_unroll(spec: schedules.Spec) -> int:
@@ -184,4 +187,4 @@ def make_runner(model, settings: Settings | None = None) -> Runner:
 
 
 __all__ = ["make_runner", "ENGINES", "engine_keys", "check_backend", "auto_backend", "describe_runner",
-           "FUSED_MIN_EDGES", "Runner", "RunResult", "Controls", "controls", "init"]
+           "FUSED_MIN_EDGES", "Runner", "RunResult", "Controls", "controls", "init", "device_graph"]

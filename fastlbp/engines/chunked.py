@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from fastlbp import kernels, logspace
-from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
+from fastlbp.engines.loop import PARAMS, VAR_SUMS, Controls, Runner, RunResult, iterate, xla_sums
 from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages
 from schedules import plan as P
@@ -35,7 +35,8 @@ from schedules import plan as P
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class ChunkLayout:
-    """The chunk loop's layout (a jit argument): the packed chunks and the graph's segment sums."""
+    """The chunk loop's layout (a jit argument): the packed chunks and the graph's segment sums
+    (the variables' plan only: `loop.xla_sums`)."""
 
     plan: P.Plan
     sums: kernels.Summation
@@ -141,9 +142,15 @@ def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, unroll: int = 1,
                 info: dict | None = None) -> Runner:
     """A `Runner` for a chunk plan packed by `schedules.compile_schedule`."""
     start = time.perf_counter()
-    layout = jax.device_put(ChunkLayout(plan, kernels.summation(graph, "xla")))
+    layout = jax.device_put(ChunkLayout(plan, xla_sums(graph, factor=False)))
     return Runner(name=name, layout=layout, run=jitted_run(unroll),
-                  info={**(info or {}), "unroll": unroll, "layout_seconds": time.perf_counter() - start})
+                  info={**(info or {}), "unroll": unroll, "layout_seconds": time.perf_counter() - start},
+                  reads=READS)
 
 
-__all__ = ["ChunkLayout", "sweep", "jitted_run", "make_runner"]
+# The graph's fields a round reads (`Runner.reads`): the chunks carry their edges, variables and
+# factors; the graph gives the factors' parameters and the loop's variable sums.
+READS = PARAMS | VAR_SUMS
+
+
+__all__ = ["ChunkLayout", "sweep", "jitted_run", "make_runner", "READS"]

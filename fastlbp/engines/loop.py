@@ -13,6 +13,10 @@ jitted `run` as an argument, never captured as a constant, so a new label or
 new controls never recompile. `Controls` carries tol, max_iters and damping
 as device scalars for the same reason.
 
+`Runner.reads` names the graph's fields the round reads; the session puts only
+those on the device (`device_graph`), so a field no kernel reads costs no
+device memory.
+
 `iterate` is the loop: damping in the log domain, the convergence test on
 marginals, conflict detection and the iteration cap, with the per-variable
 aggregates carried from one sweep to the next. PARALL (XLA), relaxation,
@@ -29,8 +33,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from fastlbp import kernels, logspace
+from fastlbp import kernels, logspace, segments
 from fastlbp.graph import FactorGraph
 
 
@@ -95,6 +100,8 @@ class Runner:
             run, info)`, called once when a round comes back `unsettled` (the relaxation
             engine's chunk plan, `fastlbp.engines.relaxed`); the runner then holds the new
             layout and run and finishes that round with them.
+        reads: the `FactorGraph` fields `run` reads (after `finish` too), or None for all of
+            them: `device_graph(graph, reads)` is the graph the runner needs on the device.
     """
 
     name: str
@@ -102,6 +109,7 @@ class Runner:
     run: RunFn
     info: dict
     finish: Callable[[], tuple[Any, RunFn, dict]] | None = None
+    reads: frozenset[str] | None = None
 
     def __call__(self, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
                  controls: Controls) -> RunResult:
@@ -117,6 +125,66 @@ class Runner:
         rest = self.run(graph, self.layout, result.messages, evidence,
                         controls._replace(max_iters=controls.max_iters - done))
         return dataclasses.replace(rest, iterations=rest.iterations + done)
+
+
+# The `FactorGraph` fields each part of a round reads (`Runner.reads`, `device_graph`).
+# factor_kind, p1 and p2 (`kernels.factor_params`): every engine.
+PARAMS = frozenset({"factor_kind", "p1", "p2"})
+# `kernels.var_aggregates` through the "xla" segment plans: var_offsets for `num_vars` only.
+VAR_SUMS = frozenset({"var_offsets"})
+# ... through a scatter or the Pallas segment sum: the variable order's segment ids and gather.
+VAR_SCATTER = frozenset({"slot_var", "var_edges"})
+# A PARALL-like sweep, `kernels.var_to_factor` then `kernels.factor_to_var`.
+SWEEP = PARAMS | {"factor_offsets", "edge_factor", "edge_var", "edge_is_head"}
+GRAPH_FIELDS = frozenset(f.name for f in dataclasses.fields(FactorGraph))
+
+
+def lean_graph(graph: FactorGraph, reads: frozenset[str] | None) -> FactorGraph:
+    """`graph` with the fields outside `reads` set to None (None: all kept), on the host.
+
+    factor_kind goes as int8: AND/OR compare the same (three bytes a factor less).
+
+    Raises:
+        ValueError: `reads` names a field `FactorGraph` does not have.
+    """
+    if reads is None:
+        return graph
+    unknown = set(reads) - GRAPH_FIELDS
+    if unknown:
+        raise ValueError(f"FactorGraph has no field {sorted(unknown)[0]!r}")
+    drop = {name: None for name in GRAPH_FIELDS - set(reads)}
+    lean = dataclasses.replace(graph, **drop)
+    if lean.factor_kind is not None:
+        lean = dataclasses.replace(lean, factor_kind=lean.factor_kind.astype(jnp.int8))
+    return lean
+
+
+def xla_sums(graph: FactorGraph, *, var: bool = True, factor: bool = True) -> kernels.Summation:
+    """`kernels.summation(graph, "xla")` with only the plans a round reads (the other None).
+
+    The variables' plan serves `var_aggregates` (every loop); the factors' plan only the
+    XLA factor kernels (`kernels.factor_to_var`): the chunk loops never read it, and it is
+    about 13 bytes per edge (Bingo-like graphs).
+    """
+    return kernels.Summation(
+        var=segments.build(np.asarray(graph.var_offsets), np.asarray(graph.var_edges), graph.num_edges)
+        if var else None,
+        factor=segments.build(np.asarray(graph.factor_offsets), None, graph.num_edges) if factor else None)
+
+
+def device_graph(graph: FactorGraph, reads: frozenset[str] | None = None) -> FactorGraph:
+    """The graph on the device with only the fields in `reads` (`Runner.reads`; None: all).
+
+    The others are None, so a kernel that reads one fails at trace time rather than
+    reading a stale array. At 100M Bingo-like edges the XLA engines read neither
+    `slot_var`, `edge_slot`, `var_edges` nor `factor_head` (13 bytes per edge), and the
+    fused PARALL kernels only factor_kind, p1 and p2 (their layout holds the rest).
+
+    Args:
+        graph: the factor graph (numpy or device arrays).
+        reads: field names (`Runner.reads`).
+    """
+    return jax.device_put(lean_graph(graph, reads))
 
 
 def init(graph: FactorGraph, dtype=jnp.float64) -> jax.Array:
@@ -206,4 +274,6 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
                      unsettled=unsettled if flagged else None)
 
 
-__all__ = ["RunResult", "Controls", "controls", "Runner", "RunFn", "Sweep", "init", "damp", "iterate"]
+__all__ = ["RunResult", "Controls", "controls", "Runner", "RunFn", "Sweep", "init", "damp", "iterate",
+           "device_graph", "lean_graph", "xla_sums", "PARAMS", "VAR_SUMS", "VAR_SCATTER", "SWEEP",
+           "GRAPH_FIELDS"]

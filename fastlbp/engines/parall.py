@@ -18,7 +18,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp import kernels
-from fastlbp.engines.loop import Controls, Runner, RunResult, controls, damp, init, iterate
+from fastlbp.engines.loop import (
+    SWEEP,
+    VAR_SCATTER,
+    VAR_SUMS,
+    Controls,
+    Runner,
+    RunResult,
+    controls,
+    damp,
+    init,
+    iterate,
+)
 from fastlbp.graph import FactorGraph
 from fastlbp.settings import Settings
 
@@ -77,7 +88,13 @@ def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = 1) -> R
     backend = "xla" if settings.backend == "auto" else settings.backend  # this engine's auto choice
     sums = jax.device_put(kernels.summation(graph, backend))
     return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll),
-                  info={"unroll": unroll, "layout_seconds": time.perf_counter() - start, "backend": backend})
+                  info={"unroll": unroll, "layout_seconds": time.perf_counter() - start, "backend": backend},
+                  reads=reads(backend))
+
+
+def reads(backend: str) -> frozenset[str]:
+    """The graph's fields a PARALL round with `backend`'s segment sums reads (`Runner.reads`)."""
+    return SWEEP | VAR_SUMS | (frozenset() if backend == "xla" else VAR_SCATTER)
 
 
 def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,
@@ -103,4 +120,4 @@ def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,
                   controls(settings.tol, settings.max_iters, settings.damping, dtype))
 
 
-__all__ = ["sweep", "step", "make_runner", "run", "jitted_run"]
+__all__ = ["sweep", "step", "make_runner", "run", "jitted_run", "reads"]

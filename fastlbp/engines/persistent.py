@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 
 from fastlbp import kernels
-from fastlbp.engines.chunked import ChunkLayout
-from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
+from fastlbp.engines.chunked import READS, ChunkLayout
+from fastlbp.engines.loop import Controls, Runner, RunResult, iterate, xla_sums
 from fastlbp.graph import FactorGraph
 from fastlbp.logspace import factor_messages, finite_part, floor_term, log_sigmoid, signed
 from schedules import plan as P
@@ -299,10 +299,10 @@ def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, interpret: bool 
     if atomic and interpret:
         raise ValueError("the atomic variant runs on the GPU only")
     start = time.perf_counter()
-    layout = jax.device_put(ChunkLayout(plan, kernels.summation(graph, "xla")))
+    layout = jax.device_put(ChunkLayout(plan, xla_sums(graph, factor=False)))
     return Runner(name=name, layout=layout, run=jitted_run(interpret, num_warps, atomic),
                   info={**(info or {}), "num_warps": num_warps, "atomic": atomic,
-                        "layout_seconds": time.perf_counter() - start})
+                        "layout_seconds": time.perf_counter() - start}, reads=READS)
 
 
 __all__ = ["WIDTH", "NUM_WARPS", "ATOMIC_WIDTH", "ATOMIC_WARPS", "sweep", "jitted_run", "make_runner"]

@@ -76,7 +76,17 @@ import jax.numpy as jnp
 import schedules
 from fastlbp import kernels, segments
 from fastlbp.engines import chunked
-from fastlbp.engines.loop import Controls, Runner, RunResult, iterate
+from fastlbp.engines.loop import (
+    PARAMS,
+    SWEEP,
+    VAR_SUMS,
+    Controls,
+    Runner,
+    RunResult,
+    iterate,
+    lean_graph,
+    xla_sums,
+)
 from fastlbp.graph import FactorGraph
 from schedules import plan as P
 from schedules.relax_plan import RelaxPlan
@@ -88,9 +98,11 @@ class RelaxLayout:
     """The relaxation engine's layout for one order (a jit argument).
 
     Attributes:
-        plan: who reads new and old messages (`schedules.relax_plan.build`).
-        sums: segment sums of the graph (its variables' rows).
-        vsums: segment sums of the plan's virtual graph (its factors); None when the
+        plan: who reads new and old messages (`schedules.relax_plan.build`); its virtual
+            graph holds only the fields a sweep reads (`loop.SWEEP`, the others None).
+        sums: segment sums of the graph: its variables' rows, and its factors' when the
+            virtual graph is the graph (else None).
+        vsums: segment sums of the plan's virtual graph (its factors only); None when the
             virtual graph is the graph (`sums` serves both, one copy on the device).
         chunks: the order's chunk plan (`schedules.compile_schedule`), which finishes the
             sweeps that `plan.max_passes` passes do not settle; None when the budget covers
@@ -294,13 +306,34 @@ def sweep_with_stats(graph: FactorGraph, layout: RelaxLayout, messages, evidence
     return sweep(graph, layout, messages, evidence, unroll=unroll)
 
 
+def reads(plan: RelaxPlan) -> frozenset[str]:
+    """The graph's fields a round of `plan` reads (`Runner.reads`), the chunk loop's included.
+
+    Without a virtual graph (SEQFIX) a pass is a sweep of the graph itself; with one (TOPO)
+    the passes read the virtual graph, and the graph gives only the variables' rows and the
+    chunk loop's factor parameters.
+    """
+    return SWEEP | VAR_SUMS if plan.vgraph is None else PARAMS | VAR_SUMS
+
+
 def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None, *,
                open: bool = False) -> RelaxLayout:
     """The device layout of a relaxation plan and, for a budget below the levels, the order's chunk
     plan (host work, once per graph and order); `open`: a budget below the level bound and no
-    chunk plan yet (`schedules.Relaxation.open`)."""
-    sums = kernels.summation(graph, "xla")
-    vsums = None if plan.vgraph is None else kernels.summation(plan.vgraph, "xla")
+    chunk plan yet (`schedules.Relaxation.open`).
+
+    Only what a round reads goes to the device: the virtual graph's fields of a sweep
+    (`loop.SWEEP`) and its factors' segment plan; the graph's factor plan only when the
+    graph is the virtual graph. On a 1M-edge TOPO plan that is 191 bytes per edge less
+    60 (`benchmarks/bench_memory.py --sizes 1e6 --schedules topo`).
+    """
+    own = plan.vgraph is None
+    sums = xla_sums(graph, factor=own)
+    if not own:
+        vsums = xla_sums(plan.vgraph, var=False)
+        plan = dataclasses.replace(plan, vgraph=lean_graph(plan.vgraph, SWEEP))
+    else:
+        vsums = None
     return jax.device_put(RelaxLayout(plan, sums, vsums, chunks, open and chunks is None))
 
 
@@ -342,8 +375,8 @@ def make_runner(graph: FactorGraph, rel, name: str, *, unroll: int = 1) -> Runne
                                       "finish_seconds": time.perf_counter() - t0}
 
     return Runner(name=name, layout=layout, run=jitted_run(info["unroll"]), info=info,
-                  finish=finish if rel.open else None)
+                  finish=finish if rel.open else None, reads=reads(rel.plan))
 
 
 __all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
-           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner"]
+           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner", "reads"]
