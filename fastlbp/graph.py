@@ -116,9 +116,10 @@ class FactorGraph:
         ]
 
     def to_numpy(self) -> FactorGraph:
-        """The graph with every array on the host as numpy (the pytree's leaves, without JAX)."""
-        return dataclasses.replace(self, **{f.name: np.asarray(getattr(self, f.name))
-                                            for f in dataclasses.fields(self)})
+        """The graph with every array on the host as numpy (the pytree's leaves, without JAX); fields
+        left None (a lean device graph, `fastlbp.engines.loop.lean_graph`) stay None."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return dataclasses.replace(self, **{k: v if v is None else np.asarray(v) for k, v in fields.items()})
 
 
 def from_factors(factors: Iterable[Factor], num_vars: int | None = None) -> FactorGraph:

@@ -188,3 +188,26 @@ def test_a_graph_error_is_still_a_users_error_with_status_2(capsys):
 
     with pytest.raises(ValueError):
         other()
+
+
+def test_to_numpy_without_jax_equals_the_pytree_map():
+    # FactorGraph.to_numpy no longer goes through jax.tree_util; it must give what tree_map gave,
+    # None fields (a lean device graph) included.
+    import dataclasses
+
+    import jax
+    import numpy as np
+
+    from fastlbp.graph import AND, OR, Factor, from_factors
+
+    graph = from_factors([Factor(AND, 0, (1, 2), 0.9, 0.1), Factor(OR, 1, (), 0.5, 0.5),
+                          Factor(OR, 2, (1,), 0.7, 0.2)])
+    on_device = jax.device_put(dataclasses.replace(graph, slot_var=None, edge_slot=None))
+    for g in (graph, on_device):
+        mine, theirs = g.to_numpy(), jax.tree_util.tree_map(np.asarray, g)
+        for f in dataclasses.fields(g):
+            a, b = getattr(mine, f.name), getattr(theirs, f.name)
+            assert (a is None) == (b is None), f.name
+            if a is not None:
+                assert type(a) is np.ndarray and a.dtype == b.dtype and np.array_equal(a, b), f.name
+    assert on_device.to_numpy().slot_var is None
