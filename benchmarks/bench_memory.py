@@ -7,7 +7,14 @@ and sums the `nbytes` of every device array the session holds: the graph,
 the runner's layout (segment plans, the relaxation plan, the fused rows; a
 chunk plan if one was built), the messages and the evidence. Buffers are
 counted once (arrays shared between the graph and a layout are not counted
-twice). With `--round` it also runs a cold round of each (tol 1e-6, at most
+twice). The graph on the device holds only the fields the runner reads
+(`Runner.reads`, `fastlbp.engines.device_graph`); the JSON lists them per run
+("graph_fields") beside the bytes per edge of each field of the whole graph
+("graph_whole"), and every held array's bytes per edge ("arrays_per_edge").
+`--backend fused_interpret` measures the fused PARALL layout on a CPU (without
+`--round`: the interpreter is far too slow for rounds at these sizes).
+
+With `--round` it also runs a cold round of each (tol 1e-6, at most
 `--max-iters` iterations) and reports its time and, on a GPU, JAX's
 `memory_stats` (bytes in use and the process's peak so far; PARALL runs
 first, so its peak is its own and SEQFIX's is the larger of the two).
@@ -23,6 +30,8 @@ Usage (the lead's one call on the H200, about 5-8 minutes):
     python benchmarks/bench_memory.py --sizes 1e8 --round
 
     python benchmarks/bench_memory.py --sizes 2e5 2e6 --precisions f64 f32   # this CPU
+    python benchmarks/bench_memory.py --sizes 1e6 --schedules parall seqfix topo
+    python benchmarks/bench_memory.py --sizes 1e6 --schedules parall --backend fused_interpret
 
 Details go to $OUT/bench_memory.json (rewritten after every step); a table is
 printed last.
@@ -45,6 +54,7 @@ import numpy as np  # noqa: E402
 from common import environment, write_json  # noqa: E402
 
 import fastlbp  # noqa: E402
+from fastlbp import engines  # noqa: E402
 from fastlbp.engines import describe_runner  # noqa: E402
 
 
@@ -112,11 +122,14 @@ def measure(model, schedule: str, precision: str, args, baseline: int) -> dict:
     edges = model.graph.num_edges
     row: dict = {"schedule": schedule, "precision": precision}
     t0 = time.perf_counter()
-    session = fastlbp.Session(model, schedule=schedule, precision=precision, max_iters=args.max_iters)
+    session = fastlbp.Session(model, schedule=schedule, precision=precision, max_iters=args.max_iters,
+                              backend=args.backend)
     jax.block_until_ready(session.messages)
     row["session_s"] = round(time.perf_counter() - t0, 2)
     row["engine"] = describe_runner(session.runner)
     row["device"] = device_bytes(session, edges)
+    reads = session.runner.reads
+    row["graph_fields"] = "all" if reads is None else sorted(reads)
     row["host_peak_per_edge"] = round((host_peak() - baseline) / edges, 1)
     if args.round:
         t0 = time.perf_counter()
@@ -139,6 +152,8 @@ def main(argv=None) -> None:
     p.add_argument("--schedules", nargs="+", default=["parall", "seqfix"])
     p.add_argument("--round", action="store_true", help="also run a cold round of each session")
     p.add_argument("--max-iters", type=int, default=200, help="iteration cap of --round's rounds")
+    p.add_argument("--backend", default="auto", help="Settings.backend (fused_interpret: the fused layout "
+                   "on a CPU)")
     args = p.parse_args(argv)
     from datalog.bayesnet import to_model
     from datalog.synthetic import generate
@@ -164,7 +179,9 @@ def main(argv=None) -> None:
                  "host_peak_after_generate_per_edge": round(peak_gen / edges, 1),
                  "host_peak_after_model_per_edge": round((host_peak() - report["host_baseline"]) / edges, 1),
                  "host_now_after_model_per_edge": round((host_now() - report["host_baseline"]) / edges, 1),
-                 "graph_host_bytes_per_edge": round(graph_host / edges, 2), "runs": []}
+                 "graph_host_bytes_per_edge": round(graph_host / edges, 2),
+                 "graph_whole": {name: round(np.asarray(getattr(g, name)).nbytes / edges, 3)
+                                 for name in sorted(engines.GRAPH_FIELDS)}, "runs": []}
         report["sizes"][size] = entry
         print(f"[{size}] {edges} edges, generate {gen_s:.1f} s, model {model_s:.1f} s, host peak "
               f"{entry['host_peak_after_model_per_edge']} B/edge", flush=True)

@@ -30,7 +30,16 @@ import jax
 
 import schedules
 from fastlbp.engines import chunked, parall, relaxed
-from fastlbp.engines.loop import PARAMS, Controls, Runner, RunResult, controls, device_graph, init
+from fastlbp.engines.loop import (
+    GRAPH_FIELDS,
+    PARAMS,
+    Controls,
+    Runner,
+    RunResult,
+    controls,
+    device_graph,
+    init,
+)
 from fastlbp.errors import SettingsError
 from fastlbp.graph import FactorGraph
 from fastlbp.settings import GPU_BACKENDS, Settings
@@ -187,4 +196,5 @@ def make_runner(model, settings: Settings | None = None) -> Runner:
 
 
 __all__ = ["make_runner", "ENGINES", "engine_keys", "check_backend", "auto_backend", "describe_runner",
-           "FUSED_MIN_EDGES", "Runner", "RunResult", "Controls", "controls", "init", "device_graph"]
+           "FUSED_MIN_EDGES", "Runner", "RunResult", "Controls", "controls", "init", "device_graph",
+           "GRAPH_FIELDS"]

@@ -324,8 +324,9 @@ def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None
 
     Only what a round reads goes to the device: the virtual graph's fields of a sweep
     (`loop.SWEEP`) and its factors' segment plan; the graph's factor plan only when the
-    graph is the virtual graph. On a 1M-edge TOPO plan that is 191 bytes per edge less
-    60 (`benchmarks/bench_memory.py --sizes 1e6 --schedules topo`).
+    graph is the virtual graph: a TOPO layout of 1M Bingo-like edges held 151 bytes per edge
+    with whole virtual graphs and both plans, 97 so (`benchmarks/bench_memory.py --sizes 1e6
+    --schedules topo`).
     """
     own = plan.vgraph is None
     sums = xla_sums(graph, factor=own)
