@@ -9,23 +9,25 @@ the old value otherwise. A batch is computed from the state at its start.
       level(e) >= level(e') + 1   for e' in N_E(e) that precede e (reads the new value),
       level(e) >= level(e'')      for e'' preceding e with e in N_E(e'') (read e's old value).
   For a weak order (stages) every stage gets one level, so a stage's edges read
-  each other's old values.
+  each other's old values. Computed by one walk along the order (compiled by numba
+  where installed) or, for weak orders with large stages, one vectorised step per
+  stage: `schedules.levels`, which says why (the orders are thousands of levels deep).
 * `algorithm3`: the paper's Algorithm 3, greedy cuts along the order.
 
-Algorithm 3 is vectorised; levelling is vectorised per window, and windows
-too deep for its fixpoint are walked in order (`_scan`). Time is the rank;
-the edges of a factor that are consecutive in the order form a *block*. A block reads every variable of its
-factor once (its *read events*); other factors' writes before the block's
-first rank are new to it. Levelling is a monotone fixpoint iteration from 0
-(each pass: segmented prefix maxima over every variable's writes and reads in
-time order), which reaches the least solution after about as many passes as
-there are levels; a window still moving after `SCAN_AFTER` passes is instead
-walked block by block in time order (the same least solution in one walk).
+Algorithm 3 is vectorised. `levelling(..., window=W)` (or `scan_after=`) runs the
+earlier windowed levelling, kept as the reference the tests compare with: time is
+the rank; the edges of a factor that are consecutive in the order form a *block*.
+A block reads every variable of its factor once (its *read events*); other
+factors' writes before the block's first rank are new to it. Inside a window the
+levels are a monotone fixpoint iteration from 0 (each pass: segmented prefix
+maxima over every variable's writes and reads in time order), which reaches the
+least solution after about as many passes as there are levels; a window still
+moving after `SCAN_AFTER` passes is instead walked block by block in time order
+(the same least solution in one walk).
 
-A factor split into several blocks (TOPO, SEQRND, custom orders) is treated
-conservatively by levelling: its later blocks also wait for its own earlier
-blocks' messages (a superset of N_E; results stay exact, batches may be a few
-more). Algorithm 3 uses N_E exactly.
+A factor split into several blocks (TOPO, SEQRND, custom orders) never waits for
+its own messages: its later blocks skip the writes and reads of its earlier ones
+(N_E excludes the edge's own factor). Algorithm 3 uses N_E exactly.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ import time
 import numpy as np
 
 from fastlbp.graph import FactorGraph
+from schedules import levels as _levels
+from schedules.levels import Top2 as _Top2
+from schedules.levels import loo_max as _loo_max
+from schedules.levels import seg_cummax as _seg_cummax
 from schedules.orders import Order, unique
 
 ANALYSES = ("levelling", "algorithm3")
@@ -51,8 +57,10 @@ class Analysis:
         method: "levelling" or "algorithm3".
         seconds: time the analysis took.
         order: the order analysed.
-        passes: fixpoint passes (levelling) or 1.
-        scans: windows levelled by one walk along the order (`levelling` on deep windows).
+        passes: vectorised steps: stages levelled one at a time, fixpoint passes (the windowed
+            reference), 1 (algorithm3) or 0 (a walk).
+        scans: walks along the order: 1 (`levels.walk`), or windows walked (the windowed reference).
+        how: how levelling ran: "walk", "numba" (the walk compiled), "stages" or "windows".
     """
 
     batch: np.ndarray
@@ -62,6 +70,7 @@ class Analysis:
     order: Order
     passes: int = 1
     scans: int = 0
+    how: str = ""
 
 
 @dataclasses.dataclass
@@ -124,26 +133,6 @@ class _Structure:
     b_lo: np.ndarray  # (Pb,) read-timeline ranges between those events: [b_lo, b_hi]
     b_hi: np.ndarray
     b_prefix: np.ndarray  # (n,) last read position before the first own one (-1: none)
-
-
-def _seg_cummax(x: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
-    """Segmented running maximum (segments begin where seg_start is True); x >= -1."""
-    if x.size == 0:
-        return x
-    seg = np.cumsum(seg_start) - 1
-    big = np.int64(x.max() + 2)
-    return np.maximum.accumulate(x + 2 + seg * big) - 2 - seg * big
-
-
-def _loo_max(x: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Per position, the maximum over the other positions of its segment (-1 if none)."""
-    fwd = _seg_cummax(x, first)
-    bwd = _seg_cummax(x[::-1], last[::-1])[::-1]
-    left = np.full_like(x, -1)
-    right = np.full_like(x, -1)
-    left[1:] = np.where(first[1:], -1, fwd[:-1])
-    right[:-1] = np.where(last[:-1], -1, bwd[1:])
-    return np.maximum(left, right)
 
 
 def _search_last_before(keys_var, keys_rank, var, rank, scale):
@@ -292,42 +281,6 @@ def _level_pass(s: _Structure, lev, x_ext, b_ext) -> np.ndarray:
     return lev
 
 
-class _Top2:
-    """Per variable, the highest value and the highest from a different owner (factor)."""
-
-    def __init__(self, num_vars: int):
-        self.v1 = np.full(num_vars, -1, np.int64)
-        self.o1 = np.full(num_vars, -1, np.int64)
-        self.v2 = np.full(num_vars, -1, np.int64)
-
-    def excluding(self, var: np.ndarray, owner: np.ndarray) -> np.ndarray:
-        return np.where(self.o1[var] != owner, self.v1[var], self.v2[var])
-
-    def merge(self, var: np.ndarray, val: np.ndarray, owner: np.ndarray) -> None:
-        keep = val >= 0
-        var, val, owner = var[keep], val[keep], owner[keep]
-        if var.size == 0:
-            return
-        o = np.lexsort((-val, var))
-        var, val, owner = var[o], val[o], owner[o]
-        head = np.ones(var.size, bool)
-        head[1:] = var[1:] != var[:-1]
-        grp = np.cumsum(head) - 1
-        tv, tvar, town = val[head], var[head], owner[head]
-        # Best candidate from another owner than the candidates' best, and than the old best.
-        c2 = np.full(tv.size, -1, np.int64)
-        np.maximum.at(c2, grp, np.where(owner != town[grp], val, -1))
-        cx = np.full(tv.size, -1, np.int64)
-        np.maximum.at(cx, grp, np.where(owner != self.o1[var], val, -1))
-        v1, o1, v2 = self.v1[tvar], self.o1[tvar], self.v2[tvar]
-        old_wins = v1 >= tv
-        same = o1 == town
-        self.v1[tvar] = np.where(old_wins, v1, tv)
-        self.o1[tvar] = np.where(old_wins, o1, town)
-        self.v2[tvar] = np.where(old_wins, np.maximum(v2, cx),
-                                 np.where(same, np.maximum(v2, c2), np.maximum(v1, c2)))
-
-
 def _merge_one(top: dict, var: int, val: int, owner: int) -> None:
     """`_Top2.merge` of one candidate, on a dict var -> [best, its owner, best of another owner]."""
     t = top.get(var)
@@ -435,9 +388,28 @@ def _scan(s: _Structure, x_ext: np.ndarray, b_ext: np.ndarray) -> np.ndarray:
 # 2.35 after 4; a 10^5-link chain 0.88 / 1.29 walking, 1.17 / 1.76 after 4, and its 10^4-link
 # version 4.6 / 12.0 with the fixpoint alone (0.05 / 0.08 walking).
 SCAN_AFTER = 2
-def levelling(graph: FactorGraph, order: Order, window: int = 1024,
-              scan_after: int | None = None) -> Analysis:
-    """Exact levelling (the default analysis), window by window along the order.
+
+
+def levelling(graph: FactorGraph, order: Order, window: int | None = None,
+              scan_after: int | None = None, method: str = "auto") -> Analysis:
+    """Exact levelling (the default analysis): `schedules.levels.levels`.
+
+    Args:
+        window, scan_after: given, the windowed levelling runs instead (`levelling_windows`,
+            the earlier implementation, kept as the reference the tests compare with).
+        method: `schedules.levels.levels`'s method ("auto", "walk", "numba", "stages").
+    """
+    if window is not None or scan_after is not None:
+        return levelling_windows(graph, order, 1024 if window is None else window, scan_after)
+    t0 = time.perf_counter()
+    lev, how, steps = _levels.levels(graph, order, method)
+    return Analysis(lev, int(lev.max(initial=-1)) + 1, "levelling", time.perf_counter() - t0, order,
+                    steps, int(how != "stages"), how)
+
+
+def levelling_windows(graph: FactorGraph, order: Order, window: int = 1024,
+                      scan_after: int | None = None) -> Analysis:
+    """Exact levelling window by window along the order (the reference for `levelling`).
 
     Inside a window of about `window` edges the levels are a fixpoint iteration
     from 0; what earlier windows wrote and read enters through per-variable
@@ -478,7 +450,7 @@ def levelling(graph: FactorGraph, order: Order, window: int = 1024,
         reads.merge(s.re_var, _readlev(s, lev), s.re_factor)
     lev_all = _compact(lev_all)
     return Analysis(lev_all, int(lev_all.max(initial=-1)) + 1, "levelling",
-                    time.perf_counter() - t0, order, passes, scans)
+                    time.perf_counter() - t0, order, passes, scans, "windows")
 
 
 def _compact(lev: np.ndarray) -> np.ndarray:
