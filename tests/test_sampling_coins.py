@@ -93,9 +93,13 @@ def test_tail_runs_and_capacity_rounds_agree():
     words = np.arange(64, dtype=np.uint32) + np.uint32(1000)
     expected = dense_coins(key, p, ids, words)
     bits = jnp.asarray(digit_bits(sampling_plan.digits(p, 64)))
-    acc, und = head(jnp.asarray(key), bits, jnp.asarray(ids), jnp.asarray(words), 1)
-    assert np.count_nonzero(np.asarray(und)) > COINS * 64 // 2  # the tail has work
-    assert not np.array_equal(np.asarray(acc), expected)  # and the head alone is not the answer
+    both = np.asarray(head(jnp.asarray(key), bits, jnp.asarray(ids), jnp.asarray(words), 1,
+                   long=jnp.ones(COINS, bool)))
+    acc, und = both.astype(np.uint32), (both >> np.uint64(32)).astype(np.uint32) ^ both.astype(np.uint32)
+    np.testing.assert_array_equal(acc, head(jnp.asarray(key), bits, jnp.asarray(ids), jnp.asarray(words), 1))
+    assert np.count_nonzero(und) > COINS * 64 // 2  # the tail has work
+    assert not np.array_equal(acc, expected)  # and the head alone is not the answer
+    assert np.all((acc & ~und) == (expected & ~und))  # the bits it decided are final
     for head_digits, capacity in [(2, None), (2, 3), (12, 1)]:
         np.testing.assert_array_equal(new_coins(key, p, ids, words, head_digits, capacity), expected)
 
@@ -116,9 +120,9 @@ def test_capacities_hold_the_undecided_words():
     # The count of words the head leaves undecided stays under the capacity, near the expected count.
     n, width, digits = 400, 512, 8
     bits = jnp.asarray(digit_bits(sampling_plan.digits(np.full(n, 0.999), 64)))
-    _, und = head(jnp.array([9, 9], jnp.uint32), bits, jnp.arange(n, dtype=jnp.uint32),
-                  jnp.arange(width, dtype=jnp.uint32), digits // 2)
-    und = np.asarray(und)
+    both = np.asarray(head(jnp.array([9, 9], jnp.uint32), bits, jnp.arange(n, dtype=jnp.uint32),
+                           jnp.arange(width, dtype=jnp.uint32), digits // 2, long=jnp.ones(n, bool)))
+    und = (both >> np.uint64(32)).astype(np.uint32) ^ both.astype(np.uint32)
     words = np.count_nonzero(und)
     groups = np.count_nonzero(und.reshape(n, -1, 32).any(axis=2))
     cap_groups, cap_words = capacities(n, width, digits)
