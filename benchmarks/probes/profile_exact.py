@@ -40,7 +40,11 @@ def main():
     settings = Settings(exact_memory=None)
     t = time.perf_counter()
     exact_marginals(graph, labels, settings, host_below=args.host_below)
-    print(f"first call {time.perf_counter() - t:.3f} s on {jax.devices()[0]}")
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    exact_marginals(graph, {**labels, n * n // 2 + n // 2: True}, settings, host_below=args.host_below)
+    print(f"new label set {time.perf_counter() - t:.3f} s")
+    print(f"first call {first:.3f} s on {jax.devices()[0]}")
     stages = {"device": []}
     real_device = eliminate._device
 
@@ -70,7 +74,41 @@ def main():
     for _ in range(args.repeats):
         exact_marginals(graph, labels, settings, host_below=args.host_below)
     pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+    pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+    from fastlbp.engines.exact import kernels
+    print("whole-arena copies per kernel:", kernels.arena_copies(size=2**20, chunk=2**14))
+    per_row(prog, eng.arena)
+
+
+def per_row(prog, arena):
+    """Each row as its own kernel call, timed to completion, grouped by (kind, chunk, chunks of the row)."""
+    import collections
+
+    from fastlbp.engines.exact import kernels
+    dev, _, _, _ = arena.descriptors(prog)
+    luts = kernels.byte_tables()
+    buf = arena.buffer
+    groups = collections.defaultdict(list)
+    for rep in range(3):
+        pc = jax.numpy.zeros((), dev.dtype)
+        for kind, chunk, nchunks in prog.calls:
+            t0 = time.perf_counter()
+            buf, pc = getattr(kernels, kind)(buf, dev, pc, luts, chunk=chunk, nchunks=nchunks)
+            buf.block_until_ready()
+            if rep:
+                groups[(kind, chunk, nchunks)].append(time.perf_counter() - t0)
+    arena.buffer = buf
+    t0 = time.perf_counter()
+    for _ in range(10):
+        pc = jax.numpy.zeros((), dev.dtype)
+        for kind, chunk, nchunks in prog.calls:
+            buf, pc = getattr(kernels, kind)(buf, dev, pc, luts, chunk=chunk, nchunks=nchunks)
+    buf.block_until_ready()
+    arena.buffer = buf
+    print(f"rows alone {1e3 * (time.perf_counter() - t0) / 10:.2f} ms for {len(prog.calls)} rows; "
+          f"kernels compiled {kernels.compiled()}")
+    for key, ts in sorted(groups.items()):
+        print(f"  {key}: {len(ts) // 2} rows, median {1e6 * statistics.median(ts):.0f} us")
     np.set_printoptions(precision=3)
 
 

@@ -132,21 +132,25 @@ class Engine:
     (any values) does no planning; a call with new ones plans once (a fresh min-fill order: the
     unlabelled order with the labelled variables left out keeps a valid order but, on 8 x 8 to 14 x 14
     grids with 1-20 labels, its tables took a median 1.7-3.7 times the memory and up to 57 times).
-    Device kernels are keyed by chunk class and arena shape only (`kernels`), and the arena is sized
-    for the unlabelled plan where that fits the budget, so new labels compile nothing.
+    Device kernels are keyed by size class and arena shape only (`kernels`), the arena is sized for the
+    unlabelled plan where that fits the budget, and every size class up to its largest bucket is
+    compiled before the first device run (`warm`), so new labels compile nothing.
 
     Args:
         graph: the factor graph.
         host_below: buckets with fewer entries run in numpy on the host (0: all on the device; None:
             `eliminate.default_host_below()`: large buckets on a GPU, none on a CPU).
-        chunks: the device kernels' chunk classes (`kernels.CHUNKS`; small ones in tests make every
-            bucket span several chunks).
+        chunks: the device kernels' smallest and largest chunk (`kernels.CHUNKS`, `kernels.chunk_of`;
+            small ones in tests make buckets span several chunks).
+        warm: compile every kernel up to the largest bucket before the first device run, so later label
+            sets compile nothing (`kernels.warm`); None: on a GPU only (on a CPU the device kernels run
+            only when asked for, in tests and benchmarks, where compiling dominates).
     """
 
     PLANS = 16
 
     def __init__(self, graph: FactorGraph, host_below: int | None = None,
-                 chunks: tuple[int, ...] = kernels.CHUNKS):
+                 chunks: tuple[int, ...] = kernels.CHUNKS, warm: bool | None = None):
         self.num_vars = graph.num_vars
         self.binarized = binarize(graph.factors(), self.num_vars)
         self.scopes = [t.scope for t in self.binarized.tables]
@@ -158,7 +162,7 @@ class Engine:
         self.chunks = tuple(sorted(int(c) for c in chunks))
         if any(c < 2 or c & (c - 1) for c in self.chunks) or not self.chunks:
             raise SettingsError(f"chunk sizes must be powers of two >= 2, got {chunks}")
-        self.arena = Arena()
+        self.arena = Arena(self.chunks, jax.default_backend() == "gpu" if warm is None else bool(warm))
         self._plans: OrderedDict = OrderedDict()
 
     def plan(self, labelled: frozenset, most: int) -> Plan | None:

@@ -73,9 +73,14 @@ class Eliminated:
 class Arena:
     """The device arena and descriptor table, kept between runs so that their shapes (and so the
     compiled kernels) stay the same: they only grow, the arena by at most 25 % steps (2^k times 1, 1.25,
-    1.5 or 1.75), the descriptor rows and the transfer sizes by powers of two."""
+    1.5 or 1.75), the descriptor rows and the transfer sizes by powers of two. When the shape or the
+    largest bucket grows, every kernel up to the largest bucket is compiled at once (`kernels.warm`):
+    a later program with other bucket sizes compiles nothing."""
 
-    def __init__(self):
+    def __init__(self, chunks: tuple[int, ...] = kernels.CHUNKS, warm: bool = True):
+        self.chunks = tuple(chunks)
+        self.warm = warm
+        self.warmed = (0, 0, 0)  # (size, rows, largest bucket) the kernels were compiled for (`kernels.warm`)
         self.buffer = None
         self.size = 0
         self.rows = 0
@@ -106,6 +111,10 @@ class Arena:
         if len(program.rows) > self.rows:
             self.rows = max(64, 1 << (len(program.rows) - 1).bit_length())
             self._programs.clear()
+        largest = 2 ** int(program.rows[:, 0].max())  # column 0: a row's table rank (a reduce row's parent)
+        if self.warm and (self.warmed[:2] != (self.size, self.rows) or largest > self.warmed[2]):
+            kernels.warm(self.size, self.rows, self.chunks, largest)
+            self.warmed = (self.size, self.rows, largest)
 
     def descriptors(self, program: Program) -> tuple[jax.Array, ...]:
         """The program's rows on the device, the first program counter, its upload offset and the download
@@ -140,8 +149,8 @@ def _device(program: Program, arena: Arena, block: np.ndarray) -> np.ndarray:
     buf, arena.buffer = arena.buffer, None  # donated: if a kernel fails, the next run makes a new one
     buf = kernels.write(buf, jnp.asarray(block), upload_off)
     luts = kernels.byte_tables()
-    for kind, chunk in program.calls:
-        buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk)
+    for kind, chunk, nchunks in program.calls:
+        buf, pc = _KERNEL[kind](buf, prog, pc, luts, chunk=chunk, nchunks=nchunks)
     down = np.asarray(kernels.read(buf, download_off, size=arena.read))
     arena.buffer = buf
     return down

@@ -1,25 +1,30 @@
-"""Device kernels of bucket elimination over one flat arena, keyed by a chunk size only.
+"""Device kernels of bucket elimination over one flat arena, keyed by a bucket's chunk and chunk count.
 
 Every table, message and belief of the device's buckets lives in one float64
 buffer, the arena (a 1-D array, donated to every kernel so it is updated in
 place). A kernel reads its work from a row of `prog` (an int array of
 descriptors on the device) at the program counter `pc`, a device scalar it
 returns incremented: offsets, ranks and axis masks are traced values, so the
-shapes a kernel sees are the arena's length, the program's shape and its
-chunk size C. It walks its bucket in chunks of C entries (a traced number of
-chunks; a bucket smaller than C is one chunk whose tail is padding: the
-program gives every region at least a chunk), so a rank-26 bucket and a
-rank-14 one run the same compiled kernel. The host picks C per bucket from a
-few classes (`CHUNKS`): the largest class not above the bucket's entries. So
-a graph compiles at most 3 kernels per chunk class it uses, plus one `read`
-and one `write`, and new labels compile nothing (`eliminate.Arena` keeps the
-shapes).
+shapes a kernel sees are the arena's length, the program's shape, its chunk
+size C and its number of chunks n (static: the chunk loop is unrolled; a
+longer table loops, n = 0, see `_loop`). C is
+the bucket's size class, min(CHUNKS) * 4^k, up to max(CHUNKS) (`chunk_of`): a
+bucket is one chunk whose tail is padding (the program gives every region a
+whole class), or n chunks of the largest size. So a graph compiles 3 kernels
+per size class on its device (2^14, 2^16, ... 2^22 on a GPU, then 2, 4, 8, 16
+chunks of 2^22), plus one `read` and one `write`;
+the arena, the descriptor table and the transfers keep their shapes between
+label sets (`eliminate.Arena`), and `warm` compiles every size up to the
+largest bucket before the first run, so new labels compile nothing.
 
-Why: the kernels of the first version were keyed by the ranks of a bucket and
-of each input (or of child and parent): a 12 x 12 grid compiled 60 kernels, a
-14 x 14 one 113, each 1-2 s on a CPU and up to minutes on the H200 (364 s
-first call for a 16 x 16 grid), and a new label set changed the ranks and
-compiled again in the middle of a triage session.
+Why no device control flow: on the H200 every trip of a loop with a traced
+trip count and every `lax.switch` waits for the device (the host reads the
+predicate): about 25-30 us each, against 33 us for a whole call without
+control flow (`benchmarks/probes/micro_control_flow.py`; an unrolled 4-trip
+loop took 29 us, a traced one 144 us). With traced chunk counts a 12 x 12
+grid's 102 rows took 11.6 ms. The first version keyed kernels by the ranks
+of a bucket and of each input: a 12 x 12 grid compiled 60 kernels and a
+new label set compiled again in a triage session.
 
 A table over variables (v_0 .. v_{r-1}) stores entry (x_0 .. x_{r-1}) at flat
 index sum x_a 2^(r-1-a): axis a is bit r-1-a, the eliminated variable (the
@@ -52,6 +57,8 @@ Descriptor rows (int, `WIDTH` columns, unused columns 0):
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import functools
 
 import jax
@@ -61,7 +68,7 @@ from jax import lax
 
 K = 4  # input slots of a forward row
 WIDTH = 4 + 2 * K
-CHUNKS = (2**14, 2**18, 2**22)  # chunk classes on a GPU: at most 16 chunks per pass up to 2^26 entries
+CHUNKS = (2**14, 2**22)  # the smallest and largest chunk on a GPU (`chunk_of`): 16 chunks for 2^26 entries
 
 
 def index_dtype(arena_size: int):
@@ -136,9 +143,19 @@ def _take(arena, idx):
     return arena.at[idx].get(mode="clip")
 
 
-def _chunks(r, chunk: int):
-    """Chunks of a rank-r table (one, partly padding, when it is smaller than a chunk)."""
-    return jnp.maximum(jnp.left_shift(jnp.ones_like(r), r) // chunk, 1)
+UNROLL = 16  # chunk loops up to this many trips are unrolled (no device control flow), longer ones loop
+
+
+def _loop(n: int, body, state, r, chunk: int):
+    """body(c, state) for every chunk c of a rank-r table: n static trips, unrolled (n <= `UNROLL`), or
+    n = 0: an XLA loop over a traced count (tiny chunks in tests; over 2^26 entries on a GPU, where the
+    work dwarfs a trip's wait), so one kernel serves every longer table and compiles stay few."""
+    if n:
+        for c in range(n):
+            state = body(c, state)
+        return state
+    count = jnp.maximum(jnp.left_shift(jnp.ones_like(r), r) // chunk, 1)
+    return lax.fori_loop(0, count, body, state)
 
 
 def _valid(r, chunk: int):
@@ -146,14 +163,13 @@ def _valid(r, chunk: int):
     return jnp.minimum(jnp.left_shift(jnp.ones_like(r), r), chunk)
 
 
-@functools.partial(jax.jit, static_argnames="chunk", donate_argnums=0)
-def forward(arena, prog, pc, luts, *, chunk: int):
+@functools.partial(jax.jit, static_argnames=("chunk", "nchunks"), donate_argnums=0)
+def forward(arena, prog, pc, luts, *, chunk: int, nchunks: int):
     """Bucket table and message of the forward row at `pc` (see the module docstring)."""
     row = prog[pc]
     r, b_off, m_off, acc = row[0], row[1], row[2], row[3]
     nbytes = _nbytes(arena.shape[0])
     iota = lax.iota(row.dtype, chunk)
-    nchunks = _chunks(r, chunk)
     half = chunk // 2
 
     def body(c, arena):
@@ -170,7 +186,7 @@ def forward(arena, prog, pc, luts, *, chunk: int):
         arena = lax.dynamic_update_slice(arena, m, (m_off + c * half,))
         return lax.dynamic_update_slice(arena, b, (b_off + base,))
 
-    return lax.fori_loop(0, nchunks, body, arena), pc + 1
+    return _loop(nchunks, body, arena, r, chunk), pc + 1
 
 
 def _segments(x, k: int):
@@ -182,8 +198,8 @@ def _segments(x, k: int):
     return jnp.pad(out, (0, size - (size >> k))) if k else out
 
 
-@functools.partial(jax.jit, static_argnames="chunk", donate_argnums=0)
-def reduce(arena, prog, pc, luts, *, chunk: int):
+@functools.partial(jax.jit, static_argnames=("chunk", "nchunks"), donate_argnums=0)
+def reduce(arena, prog, pc, luts, *, chunk: int, nchunks: int):
     """The separator table of the reduce row at `pc`: a parent's belief summed over its other variables."""
     row = prog[pc]
     p, p_off, sepmask, ro, out_off = row[0], row[1], row[2], row[3], row[4]
@@ -191,7 +207,7 @@ def reduce(arena, prog, pc, luts, *, chunk: int):
     log_chunk = chunk.bit_length() - 1
     one = jnp.ones_like(p)
     iota = lax.iota(row.dtype, chunk)
-    nchunks, valid = _chunks(p, chunk), _valid(p, chunk)
+    valid = _valid(p, chunk)
     others = ((one << p) - 1) & ~sepmask
     low = (one << ro) - 1
     lc = jnp.minimum(ro, log_chunk)
@@ -212,8 +228,7 @@ def reduce(arena, prog, pc, luts, *, chunk: int):
         # Entries past this chunk's segments are padding: the next chunk (or region) overwrites them.
         return lax.dynamic_update_slice(arena, out, (out_off + ((c * chunk) >> ro),)), carry
 
-    arena, _ = lax.fori_loop(0, nchunks, body, (arena, jnp.float64(-jnp.inf)))
-    return arena, pc + 1
+    return _loop(nchunks, body, (arena, jnp.float64(-jnp.inf)), p, chunk)[0], pc + 1
 
 
 def _combine(m, s, x):
@@ -225,14 +240,14 @@ def _combine(m, s, x):
     return new, s * jnp.exp(m - nf) + cs * jnp.exp(_finite(cm) - nf)
 
 
-@functools.partial(jax.jit, static_argnames="chunk", donate_argnums=0)
-def belief(arena, prog, pc, luts, *, chunk: int):
+@functools.partial(jax.jit, static_argnames=("chunk", "nchunks"), donate_argnums=0)
+def belief(arena, prog, pc, luts, *, chunk: int, nchunks: int):
     """Belief (in place of the bucket table) and log marginal of the belief row at `pc`."""
     row = prog[pc]
     r, b_off, m_off, sep_off, has_parent, mg_off, sep_mask = (row[k] for k in range(7))
     nbytes = _nbytes(arena.shape[0])
     iota = lax.iota(row.dtype, chunk)
-    nchunks, valid = _chunks(r, chunk), _valid(r, chunk)
+    valid = _valid(r, chunk)
 
     def update(c, arena):
         base = c * chunk
@@ -253,9 +268,9 @@ def belief(arena, prog, pc, luts, *, chunk: int):
 
     # Two loops: reductions over a chunk that is also written in the same loop body are fused to read
     # the old arena after the write, and XLA copies the whole arena to allow it (see `forward`).
-    arena = lax.fori_loop(0, nchunks, update, arena)
+    arena = _loop(nchunks, update, arena, r, chunk)
     ninf, zero = jnp.float64(-jnp.inf), jnp.float64(0.0)
-    m0, s0, m1, s1 = lax.fori_loop(0, nchunks, stats, (ninf, zero, ninf, zero))
+    m0, s0, m1, s1 = _loop(nchunks, stats, (ninf, zero, ninf, zero), r, chunk)
     lm = jnp.stack([jnp.log(s0) + _finite(m0), jnp.log(s1) + _finite(m1)])
     return lax.dynamic_update_slice(arena, lm, (mg_off,)), pc + 1
 
@@ -275,9 +290,45 @@ def read(arena, off, *, size: int):
 KERNELS = {"forward": forward, "reduce": reduce, "belief": belief, "write": write, "read": read}
 
 
+_COMPILES: collections.Counter = collections.Counter()  # backend compiles per kernel name, this process
+
+
+def _count_compile(event: str, duration: float, fun_name: str | None = None, **_) -> None:
+    name = (fun_name or "").removeprefix("jit(").removesuffix(")")
+    if event == "/jax/core/compile/backend_compile_duration" and name in KERNELS:
+        _COMPILES[name] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compile)
+
+
 def compiled() -> dict[str, int]:
-    """How many programs each device kernel has compiled so far in this process."""
-    return {name: fn._cache_size() for name, fn in KERNELS.items()}
+    """How many programs each device kernel has compiled so far in this process (XLA backend compiles,
+    counted by a `jax.monitoring` listener: a call served from a cache or from `warm` counts nothing)."""
+    return {name: _COMPILES[name] for name in KERNELS}
+
+
+def warm(arena_size: int, rows: int, chunks: tuple[int, ...], largest: int, workers: int = 8) -> int:
+    """Compile forward, reduce and belief for every bucket size from min(chunks) to `largest` entries.
+
+    Ahead of time, in threads (XLA compiles outside the GIL: on the H200 about 0.5 s a kernel), for the
+    arena shape (arena_size,) and descriptor shape (rows, WIDTH): a later label set whose plan has
+    other bucket sizes (labels shrink buckets) then compiles nothing. Returns the kernels compiled.
+    """
+    dtype = index_dtype(arena_size)
+    args = (jax.ShapeDtypeStruct((arena_size,), jnp.float64), jax.ShapeDtypeStruct((rows, WIDTH), dtype),
+            jax.ShapeDtypeStruct((), dtype), jax.ShapeDtypeStruct((_POP + 256,), jnp.int32))
+    keys, entries = [], min(chunks)
+    while True:
+        keys.append(chunk_of(entries, chunks))
+        if entries >= largest:
+            break
+        entries *= 2
+    jobs = [(fn, chunk, n) for chunk, n in dict.fromkeys(keys) for fn in (forward, reduce, belief)]
+    before = sum(compiled().values())
+    with concurrent.futures.ThreadPoolExecutor(min(workers, len(jobs))) as pool:
+        list(pool.map(lambda job: job[0].lower(*args, chunk=job[1], nchunks=job[2]).compile(), jobs))
+    return sum(compiled().values()) - before
 
 
 def arena_copies(size: int = 3 * 2**12, chunk: int = 64) -> dict[str, int]:
@@ -290,8 +341,10 @@ def arena_copies(size: int = 3 * 2**12, chunk: int = 64) -> dict[str, int]:
     prog = jnp.zeros((16, WIDTH), index_dtype(size))
     out = {}
     for name in ("forward", "reduce", "belief"):
-        text = KERNELS[name].lower(arena, prog, prog[0, 0], byte_tables(), chunk=chunk).compile().as_text()
+        text = KERNELS[name].lower(arena, prog, prog[0, 0], byte_tables(), chunk=chunk,
+                                  nchunks=2).compile().as_text()
         out[name] = text.count(f"f64[{size}]{{0}} copy(")
+
     return out
 
 
@@ -300,12 +353,25 @@ def io_size(n: int) -> int:
     return max(64, 1 << (max(int(n), 1) - 1).bit_length())
 
 
-def chunk_of(entries: int, chunks: tuple[int, ...]) -> int:
-    """The chunk class of a bucket: the largest class not above its entries (the smallest for less)."""
-    fit = [c for c in chunks if c <= entries]
-    return max(fit) if fit else min(chunks)
+def chunk_of(entries: int, chunks: tuple[int, ...]) -> tuple[int, int]:
+    """The chunk and the static chunk count of a bucket (or a parent's belief) of `entries` entries.
+
+    Up to max(chunks) entries the chunk is the bucket's size class, the smallest min(chunks) * 4^k not
+    below its entries: a region is padded at most 2x and a graph compiles half as many kernels as with
+    every power of two (9 instead of 15 for a 12 x 12 grid, about 1 s each on the H200). Larger
+    buckets are walked in exactly entries / max(chunks) chunks of max(chunks) (a chunk past the table
+    would write past its region): a static count up to `UNROLL`, else 0 (the kernel loops over a count
+    it reads from the row).
+    """
+    if entries > max(chunks):
+        n = int(entries) // max(chunks)
+        return max(chunks), n if n <= UNROLL else 0
+    size = min(chunks)
+    while size < entries:
+        size *= 4
+    return min(size, max(chunks)), 1
 
 
 __all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled", "arena_copies",
            "io_size",
-           "chunk_of", "index_dtype", "byte_tables"]
+           "chunk_of", "index_dtype", "byte_tables", "warm"]

@@ -90,7 +90,7 @@ class Program:
             marginals batched after the backward pass (one reduction per size, not per bucket).
         device: the buckets on the device, in order (their log marginals: the download's first 2 * len).
         upload: host-arena indices of the upload block; upload_off: its device-arena offset.
-        rows: (R, kernels.WIDTH) int64 descriptors; calls: (kernel name, chunk) per row.
+        rows: (R, kernels.WIDTH) int64 descriptors; calls: (kernel name, chunk, chunks) per row.
         download: (n,) entries read back from device-arena offset 1; outbox: (host offset, download
             offset, entries) of the separator tables for host children.
         device_size: entries of the device arena needed.
@@ -157,7 +157,7 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         offsets: (T,) int64 where each table's log values (row-major over `unclamped[t]`) start in logflat.
         labelled: the labelled variables.
         host_below: buckets with fewer entries run on the host.
-        chunks: the device's chunk classes (`kernels.CHUNKS`).
+        chunks: the device's smallest and largest chunk (`kernels.CHUNKS`, `kernels.chunk_of`).
     """
     scopes, src, lab_var, lab_stride, starts, n_host = _inputs(plan, unclamped, offsets, labelled)
     n = len(plan.order)
@@ -208,7 +208,7 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         n_host += entries
     # A reduce row's last chunk writes up to a chunk past its separator table (padding the next slot
     # overwrites later): a guard of the largest chunk keeps it out of the upload region.
-    big = kernels.chunk_of(max([2 ** ranks[i] for i in device], default=1), chunks)  # the largest chunk
+    big = kernels.chunk_of(max([2 ** ranks[i] for i in device], default=1), chunks)[0]  # the largest chunk
     upload_off = 1 + max(kernels.io_size(download), download + big)
     upload: list[np.ndarray] = []
     d_off = np.zeros(n, np.int64)
@@ -230,7 +230,7 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         ins_dev[int(i)] = ins
     end = upload_off + kernels.io_size(nu) if len(device) else 1
     for i in device:  # each table and message padded to its chunk: kernels write whole chunks
-        entries = max(2 ** ranks[i], kernels.chunk_of(2 ** ranks[i], chunks))
+        entries = max(2 ** ranks[i], kernels.chunk_of(2 ** ranks[i], chunks)[0])
         d_off[i] = end
         d_moff[i] = end + entries
         end += entries + entries // 2
@@ -243,7 +243,7 @@ def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, lab
         row = np.zeros(kernels.WIDTH, np.int64)
         row[:len(values)] = values
         rows.append(row)
-        calls.append((kind, kernels.chunk_of(entries, chunks)))
+        calls.append((kind, *kernels.chunk_of(entries, chunks)))
 
     for i in device:
         r = int(ranks[i])
