@@ -2,10 +2,13 @@
 
     python benchmarks/bench_sampling.py                   # 0.05M, 0.5M, 5M factor-graph edges
     python benchmarks/bench_sampling.py --sizes 50000 --worlds 1048576
+    python benchmarks/bench_sampling.py --sizes 500000 --head-digits 8 12 16   # the coins' head
 
 For each size: a synthetic Bingo-like graph (`datalog.synthetic.generate(factor_edges=N)`,
 `to_model(compress=False)`), the plan (host), the first call (compilation included), then the
-median of timed calls drawing `--worlds` worlds with no labels. Figures: worlds per second,
+median of timed calls drawing `--worlds` worlds with no labels, and the same batches timed stage by
+stage (`Sampler.stages`: the coin words, then the propagation over the levels; the rest of a call is
+the tally of accepted worlds). Figures: worlds per second,
 edge-worlds per second (factor-graph edges x worlds / s) and the memory floor: the bytes a batch
 must touch (each state row written once and read once per body entry that reads it, each coin
 word written and read once, 4 bytes per word of 32 worlds) over the device's copy bandwidth.
@@ -20,6 +23,8 @@ import time
 import jax
 from common import copy_bandwidth, environment, write_json
 
+from fastlbp.engines.sampling_coins import HEAD_DIGITS
+
 
 def dyadic(graph, digits: int):
     """The graph with p1, p2 rounded to `digits` binary digits (coins of at most `digits` random words)."""
@@ -33,7 +38,36 @@ def dyadic(graph, digits: int):
     return dataclasses.replace(graph, p1=r(graph.p1), p2=r(graph.p2))
 
 
-def bench_one(factor_edges: int, worlds: int, repeats: int, bandwidth: float, digits: int | None) -> dict:
+def _median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def stage_seconds(sampler, worlds: int, repeats: int) -> dict:
+    """Seconds of the coin words and of the propagation for the batches of one call of `worlds` worlds."""
+    import jax.numpy as jnp
+
+    from fastlbp.engines.sampling import WORD_BITS
+
+    words = -(-worlds // WORD_BITS)
+    width = min(sampler.batch_words, 1 << max(0, (words - 1).bit_length()))
+    batches = -(-words // width)
+    coins_fn, propagate_fn = sampler.stages(width)
+    key = jnp.array([1, 2], jnp.uint32)
+    first = jnp.uint32(0)
+    coins = jax.block_until_ready(coins_fn(sampler._arrays, key, first))  # compiles
+    jax.block_until_ready(propagate_fn(sampler._arrays, coins))
+    coin_s = _median_seconds(lambda: coins_fn(sampler._arrays, key, first), repeats)
+    propagate_s = _median_seconds(lambda: propagate_fn(sampler._arrays, coins), repeats)
+    return {"batches": batches, "coins_s": coin_s * batches, "propagate_s": propagate_s * batches}
+
+
+def bench_one(factor_edges: int, worlds: int, repeats: int, bandwidth: float, digits: int | None,
+              head_digits: int) -> dict:
     from datalog.bayesnet import to_model
     from datalog.synthetic import generate
     from fastlbp.engines.sampling import WORD_BITS, Sampler
@@ -43,7 +77,7 @@ def bench_one(factor_edges: int, worlds: int, repeats: int, bandwidth: float, di
     gen_s = time.perf_counter() - t0
     graph = model.graph if digits is None else dyadic(model.graph, digits)
     t0 = time.perf_counter()
-    sampler = Sampler(graph)
+    sampler = Sampler(graph, head_digits=head_digits)
     plan_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     sampler(None, worlds, 0)
@@ -55,6 +89,7 @@ def bench_one(factor_edges: int, worlds: int, repeats: int, bandwidth: float, di
         times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
+    stages = stage_seconds(sampler, worlds, repeats)
     plan = sampler.plan
     words = -(-worlds // WORD_BITS)
     body = graph.num_edges - graph.num_factors  # body entries: one read of a state row each
@@ -64,9 +99,10 @@ def bench_one(factor_edges: int, worlds: int, repeats: int, bandwidth: float, di
     return {
         "factor_edges": graph.num_edges, "variables": graph.num_vars, "factors": graph.num_factors,
         "levels": len(plan.levels), "groups": sum(len(lv) for lv in plan.levels), "coins": plan.coins,
-        "padded_reads_per_word": plan.edges, "digits": digits, "worlds": words * WORD_BITS,
-        "batch_words": sampler.batch_words,
+        "padded_reads_per_word": plan.edges, "digits": digits, "head_digits": head_digits,
+        "worlds": words * WORD_BITS, "batch_words": sampler.batch_words,
         "generate_s": gen_s, "plan_s": plan_s, "first_call_s": first_s, "seconds": med, "all_seconds": times,
+        **stages,
         "worlds_per_s": words * WORD_BITS / med,
         "edge_worlds_per_s": graph.num_edges * words * WORD_BITS / med,
         "floor_bytes": floor_bytes, "floor_s": floor_s, "of_floor": floor_s / med,
@@ -82,22 +118,28 @@ def main(argv=None) -> dict:
     parser.add_argument("--dyadic", type=int, default=None, metavar="K",
                         help="round every p to K binary digits first (a different model: measures what the "
                         "exact coins of 53 digits cost)")
+    parser.add_argument("--head-digits", type=int, nargs="+", default=[HEAD_DIGITS], metavar="K",
+                        help=f"random words for every coin word before its tail (default {HEAD_DIGITS})")
     args = parser.parse_args(argv)
     gpu = jax.default_backend() == "gpu"
     worlds = args.worlds or (1 << 20 if gpu else 1 << 16)
     bandwidth = copy_bandwidth(2 << 30 if gpu else 1 << 28)
-    rows = [bench_one(n, worlds, args.repeats, bandwidth, args.dyadic) for n in args.sizes]
+    rows = [bench_one(n, worlds, args.repeats, bandwidth, args.dyadic, k) for n in args.sizes
+            for k in args.head_digits]
     payload = {"environment": environment(), "copy_bandwidth_bytes_per_s": bandwidth, "dyadic": args.dyadic,
                "rows": rows}
     name = "bench_sampling.json" if args.dyadic is None else f"bench_sampling_dyadic{args.dyadic}.json"
     path = write_json(name, payload)
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s; JSON: {path}")
-    print(f"{'edges':>9} {'vars':>8} {'levels':>6} {'coins':>8} {'worlds':>9} {'first s':>8} {'s':>8} "
-          f"{'worlds/s':>10} {'edge-worlds/s':>13} {'floor s':>8} {'of floor':>8}")
+    print(f"{'edges':>9} {'vars':>8} {'levels':>6} {'coins':>8} {'head':>4} {'worlds':>9} {'first s':>8} "
+          f"{'s':>8} {'coins s':>8} {'prop s':>8} {'worlds/s':>10} {'edge-worlds/s':>13} {'floor s':>8} "
+          f"{'of floor':>8}")
     for r in rows:
-        print(f"{r['factor_edges']:>9} {r['variables']:>8} {r['levels']:>6} {r['coins']:>8} {r['worlds']:>9} "
-              f"{r['first_call_s']:>8.3f} {r['seconds']:>8.4f} {r['worlds_per_s']:>10.3g} "
-              f"{r['edge_worlds_per_s']:>13.3g} {r['floor_s']:>8.4f} {r['of_floor']:>8.1%}")
+        print(f"{r['factor_edges']:>9} {r['variables']:>8} {r['levels']:>6} {r['coins']:>8} "
+              f"{r['head_digits']:>4} {r['worlds']:>9} {r['first_call_s']:>8.3f} {r['seconds']:>8.4f} "
+              f"{r['coins_s']:>8.4f} "
+              f"{r['propagate_s']:>8.4f} {r['worlds_per_s']:>10.3g} {r['edge_worlds_per_s']:>13.3g} "
+              f"{r['floor_s']:>8.4f} {r['of_floor']:>8.1%}")
     return payload
 
 
