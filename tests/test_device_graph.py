@@ -32,21 +32,21 @@ XLA_CASES = [
 
 
 def _random_problem(seed: int):
+    """(rng, graph, (V,) evidence of random labels or none, (E,) random start with some +inf)."""
     rng = np.random.default_rng(seed)
     factors = random_factors(rng, int(rng.integers(2, 9)), int(rng.integers(1, 9)))
     graph = from_factors(factors)
     labels = random_labels(rng, graph.num_vars) if rng.random() < 0.5 else {}
     start = rng.normal(0, 3, graph.num_edges)
     start[rng.random(graph.num_edges) < 0.1] = np.inf
-    return rng, graph, labels, start
+    return rng, graph, jnp.asarray(evidence_from_labels(graph.num_vars, labels)), start
 
 
-def _round(runner, graph, labels, start, iters, jit):
-    ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
+def _round(runner, graph, evidence, start, iters, jit):
+    """A round of `runner` on `graph` (whole or lean), op by op unless `jit`, on the host."""
     ctl = loop.controls(0.0, iters, 0.0)
-    ctx = jax.disable_jit() if not jit else _nullcontext()
-    with ctx:
-        return jax.device_get(runner(graph, jnp.asarray(start), ev, ctl))
+    with jax.disable_jit() if not jit else _nullcontext():
+        return jax.device_get(runner(graph, jnp.asarray(start), evidence, ctl))
 
 
 class _nullcontext:
@@ -104,26 +104,26 @@ def test_every_runner_declares_what_it_reads(spec, backend, name):
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), case=st.sampled_from(XLA_CASES))
 def test_rounds_on_the_lean_graph_equal_rounds_on_the_whole_graph(seed, case):
     spec, backend, name = case
-    rng, graph, labels, start = _random_problem(seed)
+    rng, graph, evidence, start = _random_problem(seed)
     iters = int(rng.integers(1, 4))
     # Two runners: a relaxed runner's first unsettled round changes its layout.
-    full = _round(_runner(graph, spec, backend), jax.device_put(graph), labels, start, iters, jit=False)
+    full = _round(_runner(graph, spec, backend), jax.device_put(graph), evidence, start, iters, jit=False)
     runner = _runner(graph, spec, backend)
-    lean = _round(runner, loop.device_graph(graph, runner.reads), labels, start, iters, jit=False)
+    lean = _round(runner, loop.device_graph(graph, runner.reads), evidence, start, iters, jit=False)
     _assert_identical(full, lean)
 
 
 @pytest.mark.parametrize(("spec", "backend", "name"), XLA_CASES[:1] + XLA_CASES[2:4] + XLA_CASES[5:6])
 def test_jitted_rounds_on_the_lean_graph_are_bit_identical(spec, backend, name):
     # Compiled (int8 factor kinds, fields absent from the program): the session's path.
-    _, graph, labels, start = _random_problem(11)
-    full = _round(_runner(graph, spec, backend), jax.device_put(graph), labels, start, 6, jit=True)
+    _, graph, evidence, start = _random_problem(11)
+    full = _round(_runner(graph, spec, backend), jax.device_put(graph), evidence, start, 6, jit=True)
     runner = _runner(graph, spec, backend)
-    lean = _round(runner, loop.device_graph(graph, runner.reads), labels, start, 6, jit=True)
+    lean = _round(runner, loop.device_graph(graph, runner.reads), evidence, start, 6, jit=True)
     _assert_identical(full, lean)
 
 
@@ -198,3 +198,24 @@ def test_exact_and_sampling_sessions_hold_no_graph_on_the_device():
     session = Session(_model(2), method="exact")
     assert jax.tree_util.tree_leaves(session.graph) == []
     assert session.run().method == "exact"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("spec", "name"), [("parall", "parall/fused"),
+                                           ("seqfix:chunked", "seqfix/persistent")])
+def test_pallas_rounds_on_the_lean_graph_are_bit_identical(spec, name):
+    # The Pallas kernels in the interpreter (the same kernels as on a GPU): of the graph, the
+    # fused PARALL kernels read only the factors' parameters.
+    _, graph, evidence, start = _random_problem(21)
+    runner = _runner(graph, spec, "fused_interpret")
+    full = _round(_runner(graph, spec, "fused_interpret"), jax.device_put(graph), evidence, start, 4,
+                  jit=True)
+    assert runner.name == name
+    assert runner.reads == (loop.PARAMS if name == "parall/fused" else loop.PARAMS | loop.VAR_SUMS)
+    lean = _round(runner, loop.device_graph(graph, runner.reads), evidence, start, 4, jit=True)
+    _assert_identical(full, lean)
+    msgs, ctl = jnp.asarray(start), loop.controls(0.0, 4, 0.0)
+    for field in runner.reads:  # each one read (`test_every_field_a_runner_declares_is_read`)
+        with pytest.raises((AttributeError, TypeError, IndexError, ValueError)):
+            jax.make_jaxpr(runner.run)(loop.device_graph(graph, runner.reads - {field}), runner.layout, msgs,
+                                       evidence, ctl)
