@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from fastlbp.graph import FactorGraph, from_arrays
+from fastlbp.graph import FactorGraph
 from schedules.orders import Order
 
 # Reader groups beyond this many edges per graph edge make a pass too costly
@@ -202,6 +202,59 @@ def reader_groups(graph: FactorGraph, order: Order) -> tuple[np.ndarray, np.ndar
     return group.astype(np.int64), group_rank
 
 
+def virtual_graph(g: FactorGraph, group_factor: np.ndarray, v_off: np.ndarray,
+                  v_own: np.ndarray) -> FactorGraph:
+    """The reader groups as factors: what `fastlbp.graph.from_arrays` builds from them, in O(Ev).
+
+    Every group is a copy of its factor (groups sorted by factor), so the graph's arrays
+    follow from the real graph's without its checks or its sort by variable: each slot of
+    the real variable order becomes one slot per group of its factor, in group order,
+    which is the stable variable order of the virtual edges. At 2M edges (TOPO, 3.9M
+    virtual edges) `from_arrays` took 1.1-1.4 s of the plan's 2.0-2.6 s on this CPU.
+
+    Args:
+        g: the real graph (numpy arrays).
+        group_factor: (G,) factor of each group, non-decreasing.
+        v_off: (G + 1,) first virtual edge of each group.
+        v_own: (Ev,) the real edge of each virtual edge.
+    """
+    f_off = np.asarray(g.factor_offsets, np.int64)
+    ef = np.asarray(g.edge_factor, np.int64)
+    num_groups = group_factor.size
+    first_group = np.searchsorted(group_factor, np.arange(f_off.size - 1), side="left")
+    copies = np.bincount(group_factor, minlength=f_off.size - 1)
+    var_edges = np.asarray(g.var_edges, np.int64)
+    reps = copies[ef[var_edges]]
+    total = int(v_off[-1])
+    start = np.cumsum(reps) - reps
+    j = np.arange(total) - np.repeat(start, reps)
+    slot_edge = np.repeat(var_edges, reps)
+    v_var_edges = v_off[np.repeat(first_group[ef[var_edges]], reps) + j] + (slot_edge - f_off[ef[slot_edge]])
+    csum = np.zeros(var_edges.size + 1, np.int64)
+    np.cumsum(reps, out=csum[1:])
+    v_slot = np.empty(total, np.int64)
+    v_slot[v_var_edges] = np.arange(total)
+    sizes = np.diff(v_off)
+
+    def like(x, field):
+        return np.asarray(x).astype(np.asarray(getattr(g, field)).dtype, copy=False)
+
+    return FactorGraph(
+        factor_offsets=like(v_off, "factor_offsets"),
+        edge_factor=like(np.repeat(np.arange(num_groups), sizes), "edge_factor"),
+        edge_var=like(np.asarray(g.edge_var)[v_own], "edge_var"),
+        edge_is_head=like(np.asarray(g.edge_is_head)[v_own], "edge_is_head"),
+        var_offsets=like(csum[np.asarray(g.var_offsets, np.int64)], "var_offsets"),
+        var_edges=like(v_var_edges, "var_edges"),
+        slot_var=like(np.repeat(np.asarray(g.slot_var), reps), "slot_var"),
+        edge_slot=like(v_slot, "edge_slot"),
+        factor_kind=like(np.asarray(g.factor_kind)[group_factor], "factor_kind"),
+        factor_head=like(np.asarray(g.factor_head)[group_factor], "factor_head"),
+        p1=like(np.asarray(g.p1)[group_factor], "p1"),
+        p2=like(np.asarray(g.p2)[group_factor], "p2"),
+    )
+
+
 def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None:
     """The relaxation plan of `order`, or None when it has too many reader groups."""
     g = graph.to_numpy()
@@ -226,12 +279,7 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
         np.cumsum(sizes, out=v_off[1:])
         # The real edge of every virtual edge.
         v_own = np.repeat(starts - v_off[:-1], sizes) + np.arange(int(v_off[-1]))
-        body = ~np.asarray(g.edge_is_head, bool)[v_own]
-        body_off = np.zeros(num_groups + 1, np.int64)
-        np.cumsum(sizes - 1, out=body_off[1:])
-        vgraph = from_arrays(np.asarray(g.factor_kind)[group_factor], np.asarray(g.factor_head)[group_factor],
-                             body_off, ev[v_own[body]], np.asarray(g.p1)[group_factor],
-                             np.asarray(g.p2)[group_factor], num_vars=graph.num_vars, check_coverage=False)
+        vgraph = virtual_graph(g, group_factor, v_off, v_own)
         out_edge = v_off[group] + (np.arange(num_edges) - f_off[ef])
     v_group = np.repeat(np.arange(num_groups), sizes) if vgraph is not graph else group
     v_var = ev[v_own]
