@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 import schedules
 from fastlbp import engines
 from fastlbp.engines import loop, relaxed
-from fastlbp.graph import evidence_from_labels, from_factors
+from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
 from fastlbp.model import Model
 from fastlbp.session import Session
 from fastlbp.settings import Settings
+from schedules import orders, relax_plan
 
 # (schedule, backend, engine the dispatcher must pick): every XLA engine and its variants.
 XLA_CASES = [
@@ -219,3 +220,54 @@ def test_pallas_rounds_on_the_lean_graph_are_bit_identical(spec, name):
         with pytest.raises((AttributeError, TypeError, IndexError, ValueError)):
             jax.make_jaxpr(runner.run)(loop.device_graph(graph, runner.reads - {field}), runner.layout, msgs,
                                        evidence, ctl)
+
+
+def _kept(layout: relaxed.RelaxLayout, plan) -> relaxed.RelaxLayout:
+    """`layout` with the plan's split and own_new on the device, as before they were left out."""
+    return dataclasses.replace(layout, plan=dataclasses.replace(
+        layout.plan, split=jnp.asarray(plan.split), own_new=jnp.asarray(plan.own_new)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), staged=st.booleans())
+def test_seqfix_split_is_the_own_position(seed, staged):
+    """SEQFIX's split is each edge's own read position (the layout leaves it and own_new out);
+    an order with ties (two factors per stage) may not be, and keeps them (host only)."""
+    _, graph, _, _ = _random_problem(seed)
+    ef = np.asarray(graph.edge_factor)
+    order = (orders.Order(ef // 2 * graph.num_edges + np.arange(graph.num_edges), "staged") if staged
+             else orders.seqfix(graph))
+    plan = relax_plan.build(graph, order, 3)
+    if plan is None or plan.vgraph is not None:
+        return
+    read_pos = np.argsort(np.asarray(plan.read_order))
+    dropped = relaxed.split_is_own_position(plan)
+    assert dropped == (np.array_equal(plan.split, read_pos) and not np.any(plan.own_new))
+    assert dropped or staged
+    layout = relaxed.layout_for(graph, plan)
+    assert (layout.plan.split is None) == dropped and (layout.plan.own_new is None) == dropped
+
+
+@pytest.mark.parametrize("seed", [31])
+def test_a_seqfix_sweep_without_split_is_bit_identical(seed):
+    _, graph, evidence, start = _random_problem(seed)
+    plan = relax_plan.build(graph, orders.seqfix(graph), 3)  # three passes a sweep in both
+    layout = relaxed.layout_for(graph, plan)
+    assert layout.plan.split is None
+    g = jax.device_put(graph)
+    got = relaxed.sweep_with_stats(g, layout, jnp.asarray(start), evidence)
+    want = relaxed.sweep_with_stats(g, _kept(layout, plan), jnp.asarray(start), evidence)
+    for a, b in zip(got, want, strict=True):
+        a, b = np.atleast_1d(np.asarray(a)), np.atleast_1d(np.asarray(b))
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (a, b)
+
+
+def test_ties_keep_the_split():
+    # Factors 0 and 1 in one stage, sharing variable 0: factor 1's edge at variable 0 comes
+    # after factor 0's in the row, but reads it old (same stage), so its split is not its position.
+    graph = from_factors([Factor(AND, 0, (1,), 0.9, 0.1), Factor(OR, 2, (0,), 0.8, 0.2)])
+    ef = np.asarray(graph.edge_factor)
+    plan = relax_plan.build(graph, orders.Order(np.zeros_like(ef), "one stage"), 4)
+    assert plan.vgraph is None and not relaxed.split_is_own_position(plan)
+    assert relaxed.layout_for(graph, plan).plan.split is not None
+    assert relaxed.split_is_own_position(relax_plan.build(graph, orders.seqfix(graph), 4))

@@ -72,6 +72,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import schedules
 from fastlbp import kernels, segments
@@ -129,7 +130,8 @@ class PassInputs(NamedTuple):
             (evidence included, own message left out).
         params: `kernels.factor_params` of the virtual graph.
         lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
-        whole: (Ev,) bool, `plan.split` is the row's end (the prefix includes its last edge).
+        split: (Ev,) int32 `plan.split`, or `own_pos` where the layout left it out (SEQFIX).
+        whole: (Ev,) bool, `split` is the row's end (the prefix includes its last edge).
         row_last: (V,) int32 read_order position of each row's last edge (E: an empty row).
         own_pos: (Ev,) int32 read_order position of the virtual edge's own edge.
     """
@@ -139,6 +141,7 @@ class PassInputs(NamedTuple):
     base: jax.Array
     params: kernels.FactorParams
     lo: jax.Array
+    split: jax.Array
     whole: jax.Array
     row_last: jax.Array
     own_pos: jax.Array
@@ -151,7 +154,8 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
     The row bounds are gathered from the graph here rather than stored in the plan, and
     without a virtual graph (SEQFIX) the own edges' read positions are the inverse of the
     read order, one scatter: 10 bytes per edge less on the device for a few gathers per
-    sweep, which runs several passes.
+    sweep, which runs several passes. Where a SEQFIX layout left `plan.split` out, the
+    split is the own position (`split_is_own_position`).
     """
     plan = layout.plan
     vg = vgraph(graph, plan)
@@ -169,9 +173,10 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
             jnp.arange(num_edges, dtype=jnp.int32), unique_indices=True)
     else:
         own_pos = plan.own_pos
+    split = own_pos if plan.split is None else plan.split
     return PassInputs(old_split=old_fo[plan.read_order], old_totals=old_totals, base=agg_rel[u] - own,
-                      params=kernels.factor_params(vg, dtype), lo=off[u], whole=plan.split == off[u + 1],
-                      row_last=row_last, own_pos=own_pos)
+                      params=kernels.factor_params(vg, dtype), lo=off[u], split=split,
+                      whole=split == off[u + 1], row_last=row_last, own_pos=own_pos)
 
 
 def vgraph(graph: FactorGraph, plan: RelaxPlan) -> FactorGraph:
@@ -196,8 +201,9 @@ def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, gues
                   - inputs.old_totals)
     closed = change.at[inputs.row_last].add(-row_change, mode="drop", unique_indices=True)
     run = jnp.concatenate([jnp.zeros((1, 3), change.dtype), jnp.cumsum(closed, axis=0)])
-    before = (run[plan.split] - run[inputs.lo] + jnp.where(inputs.whole[:, None], row_change[vg.edge_var], 0)
-              - jnp.where(plan.own_new[:, None], change[inputs.own_pos], 0))
+    before = run[inputs.split] - run[inputs.lo] + jnp.where(inputs.whole[:, None], row_change[vg.edge_var], 0)
+    if plan.own_new is not None:  # None: no own edge is new (`split_is_own_position`), the term is 0
+        before = before - jnp.where(plan.own_new[:, None], change[inputs.own_pos], 0)
     vsums = layout.sums if layout.vsums is None else layout.vsums
     msgs = kernels.factor_to_var(vg, vsums, kernels.combine(inputs.base + before), params=inputs.params)
     return msgs if plan.out_edge is None else msgs[plan.out_edge]
@@ -316,6 +322,23 @@ def reads(plan: RelaxPlan) -> frozenset[str]:
     return SWEEP | VAR_SUMS if plan.vgraph is None else PARAMS | VAR_SUMS
 
 
+def split_is_own_position(plan: RelaxPlan) -> bool:
+    """Whether every edge's split is its own read position and no own edge reads new (host, O(E)).
+
+    True for SEQFIX and any order of whole factors without ties: an edge's row holds, before
+    its own edge, exactly the edges of the factors ordered before its own (a variable is in a
+    factor once), which are the new ones. Then the layout leaves `split` and `own_new` out,
+    5 bytes per edge, and a sweep takes the own positions it computes anyway. Orders with
+    ties (several factors in one stage) keep them.
+    """
+    if plan.vgraph is not None:
+        return False
+    read_order = np.asarray(plan.read_order)
+    own_pos = np.empty_like(read_order)
+    own_pos[read_order] = np.arange(read_order.size, dtype=read_order.dtype)
+    return bool(np.array_equal(np.asarray(plan.split), own_pos) and not np.asarray(plan.own_new).any())
+
+
 def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None, *,
                open: bool = False) -> RelaxLayout:
     """The device layout of a relaxation plan and, for a budget below the levels, the order's chunk
@@ -324,9 +347,10 @@ def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None
 
     Only what a round reads goes to the device: the virtual graph's fields of a sweep
     (`loop.SWEEP`) and its factors' segment plan; the graph's factor plan only when the
-    graph is the virtual graph: a TOPO layout of 1M Bingo-like edges held 151 bytes per edge
-    with whole virtual graphs and both plans, 97 so (`benchmarks/bench_memory.py --sizes 1e6
-    --schedules topo`).
+    graph is the virtual graph; no split where it is the own position
+    (`split_is_own_position`, SEQFIX: 5 bytes per edge). A TOPO layout of 1M Bingo-like
+    edges held 151 bytes per edge with whole virtual graphs and both plans, 97 so
+    (`benchmarks/bench_memory.py --sizes 1e6 --schedules topo`).
     """
     own = plan.vgraph is None
     sums = xla_sums(graph, factor=own)
@@ -335,6 +359,8 @@ def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None
         plan = dataclasses.replace(plan, vgraph=lean_graph(plan.vgraph, SWEEP))
     else:
         vsums = None
+        if split_is_own_position(plan):
+            plan = dataclasses.replace(plan, split=None, own_new=None)
     return jax.device_put(RelaxLayout(plan, sums, vsums, chunks, open and chunks is None))
 
 
@@ -380,4 +406,5 @@ def make_runner(graph: FactorGraph, rel, name: str, *, unroll: int = 1) -> Runne
 
 
 __all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
-           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner", "reads"]
+           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner", "reads",
+           "split_is_own_position"]
