@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 
 from fastlbp.graph import FactorGraph
-from schedules.orders import Order
+from schedules.orders import Order, time_order
 
 # The walk compiled by numba from this many edges plus read events (where numba is installed):
 # below it the plain walk takes under ~1 s on this CPU, while importing numba takes ~0.6 s and
@@ -97,8 +97,10 @@ def walk_arrays(graph: FactorGraph, order: Order) -> WalkArrays:
     off = np.asarray(g.factor_offsets, np.int64)
     rank = np.asarray(order.rank, np.int64)
     num_edges = ef.size
-    total = order.is_total
-    seq = np.argsort(rank, kind="stable") if total else np.lexsort((np.arange(num_edges), ef, rank))
+    seq = time_order(rank)
+    total = seq is not None or order.is_total
+    if seq is None:
+        seq = np.argsort(rank, kind="stable") if total else np.lexsort((np.arange(num_edges), ef, rank))
     f_seq, r_seq = ef[seq], rank[seq]
     new_block = np.ones(num_edges, bool)
     new_block[1:] = f_seq[1:] != f_seq[:-1]

@@ -48,6 +48,21 @@ def unique(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def time_order(rank: np.ndarray) -> np.ndarray | None:
+    """Edges in rank order when the ranks are a permutation of 0..E-1 (every built-in total
+    order and total order file), by one scatter instead of a sort; None otherwise.
+
+    A stable argsort of 2M such ranks took 0.1-0.25 s on this 2-core CPU.
+    """
+    rank = np.asarray(rank)
+    n = rank.size
+    if n == 0 or int(rank.min()) != 0 or int(rank.max()) != n - 1:
+        return None
+    seq = np.full(n, -1, np.int64)
+    seq[rank] = np.arange(n)
+    return seq if bool((seq >= 0).all()) else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Order:
     """A strict weak order on the E edges of a graph.
@@ -143,12 +158,13 @@ def topo(graph: FactorGraph, body_first: bool = False) -> Order:
     """TOPO: head edges forward in topological order, then body edges backward."""
     ef, ev, is_head, fhead = _edge_arrays(graph)
     tp = topological_positions(graph)[fhead[ef]]  # (E,) position of the edge's factor head
-    num_edges = ef.size
-    eid = np.arange(num_edges)
     heads = np.flatnonzero(is_head)
     bodies = np.flatnonzero(~is_head)
-    fwd = heads[np.lexsort((eid[heads], tp[heads]))]
-    bwd = bodies[np.lexsort((ev[bodies], ef[bodies], -tp[bodies]))]
+    fwd = heads[np.argsort(tp[heads], kind="stable")]  # heads are in edge order already
+    # By (-position, factor, variable): (factor, variable) first (nearly sorted: edges are stored
+    # factor by factor), then stably by position; a three-key lexsort sorts three times.
+    bodies = bodies[np.argsort(ef[bodies] * max(graph.num_vars, 1) + ev[bodies], kind="stable")]
+    bwd = bodies[np.argsort(-tp[bodies], kind="stable")]
     seq = np.concatenate([bwd, fwd] if body_first else [fwd, bwd])
     return Order(_rank_of_sequence(seq), "topo:bodyfirst" if body_first else "topo")
 

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from fastlbp.graph import FactorGraph
-from schedules.orders import Order
+from schedules.orders import Order, time_order
 
 # Reader groups beyond this many edges per graph edge make a pass too costly
 # (SEQRND: nearly one group per edge); those orders keep the chunked engine.
@@ -111,7 +111,9 @@ def level_bound(graph: FactorGraph, order: Order) -> int:
     rank = np.asarray(order.rank, np.int64)
     if ef.size == 0:
         return 1
-    seq = np.lexsort((ef, rank))
+    seq = time_order(rank)
+    if seq is None:
+        seq = np.lexsort((ef, rank))
     f_seq, r_seq = ef[seq], rank[seq]
     stage = r_seq[1:] != r_seq[:-1]
     stages = 1 + int(np.count_nonzero(stage))
@@ -178,7 +180,9 @@ def reader_groups(graph: FactorGraph, order: Order) -> tuple[np.ndarray, np.ndar
     g = graph.to_numpy()
     ef = np.asarray(g.edge_factor, np.int64)
     rank = np.asarray(order.rank, np.int64)
-    seq = np.argsort(rank, kind="stable")  # time order; SEQFIX's ranks are nearly sorted
+    seq = time_order(rank)  # time order
+    if seq is None:
+        seq = np.argsort(rank, kind="stable")
     r_seq = rank[seq]
     if not np.any(r_seq[1:] == r_seq[:-1]):
         f_seq = ef[seq]

@@ -129,3 +129,30 @@ def test_numba_walk_equals_the_plain_walk():
         a, how, _ = levels.levels(g, o, "numba")
         assert how == "numba"
         assert np.array_equal(a, levels.levels(g, o, "walk")[0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-2, 12), max_size=12), st.booleans())
+def test_time_order_is_the_stable_argsort_of_a_permutation(values, perm):
+    rank = np.random.default_rng(len(values)).permutation(len(values)) if perm else np.asarray(values)
+    seq = orders.time_order(rank)
+    is_perm = rank.size > 0 and np.array_equal(np.sort(rank), np.arange(rank.size))
+    assert (seq is not None) == is_perm
+    if seq is not None:
+        assert np.array_equal(seq, np.argsort(rank, kind="stable"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), body_first=st.booleans())
+def test_topo_is_heads_by_position_then_bodies_backward(seed, body_first):
+    rng = np.random.default_rng(seed)
+    g = from_factors(random_factors(rng, int(rng.integers(2, 12)), int(rng.integers(1, 12)))).to_numpy()
+    ef, ev = np.asarray(g.edge_factor), np.asarray(g.edge_var)
+    is_head = np.asarray(g.edge_is_head)
+    tp = orders.topological_positions(g)[np.asarray(g.factor_head)[ef]]
+    eid = np.arange(ef.size)
+    heads, bodies = np.flatnonzero(is_head), np.flatnonzero(~is_head)
+    fwd = heads[np.lexsort((eid[heads], tp[heads]))]
+    bwd = bodies[np.lexsort((ev[bodies], ef[bodies], -tp[bodies]))]
+    seq = np.concatenate([bwd, fwd] if body_first else [fwd, bwd])
+    assert np.array_equal(np.argsort(orders.topo(g, body_first).rank), seq)
