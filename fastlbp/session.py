@@ -71,9 +71,9 @@ class Session:
         self.runner = engines.make_runner(model, self._settings) if self._settings.method == "lbp" else None
         self._sampler = None
         # Only the graph's fields the runner reads go to the device (`engines.device_graph`):
-        # 13 bytes per edge less for the XLA engines (SEQFIX held 70.7 bytes per edge at 1M
-        # edges, now 57.6), 25 for the fused PARALL kernels; exact inference and sampling
-        # read the host graph.
+        # of the graph's 29.5 bytes per edge (1M Bingo-like edges) the XLA PARALL and SEQFIX
+        # engines hold 15.7, TOPO 5.6 and the fused PARALL kernels 4.5; exact inference and
+        # sampling read the host graph and hold none.
         reads = self.runner.reads if self.runner is not None else frozenset()
         self.graph = engines.device_graph(model.graph, reads)
         self.labels: dict[int, bool] = dict(model.labels)
