@@ -118,17 +118,20 @@ def _propagate(level_arrays, levels, num_rows, coins):
     width = coins.shape[1]
     state = jnp.zeros((num_rows, width), jnp.uint32).at[ONES_ROW].set(np.uint32(_ONES))
     for groups, arrays in zip(levels, level_arrays, strict=True):
-        for (kind, start), (rows, c1, c2) in zip(groups, arrays, strict=True):
+        xs = []
+        for (kind, _), (rows, c1, c2) in zip(groups, arrays, strict=True):
             coin1 = coins[c1]  # (n, W)
             if rows.shape[1] == 0:
-                x = coin1
-            else:
-                body = state[rows]  # (n, w, W)
-                op = lax.bitwise_and if kind == AND else lax.bitwise_or
-                init = np.uint32(_ONES if kind == AND else 0)
-                cond = lax.reduce(body, init, op, (1,))
-                x = (cond & coin1) | (~cond & coins[c2])
-            state = lax.dynamic_update_slice(state, x, (start, 0))
+                xs.append(coin1)
+                continue
+            body = state[rows]  # (n, w, W)
+            op = lax.bitwise_and if kind == AND else lax.bitwise_or
+            init = np.uint32(_ONES if kind == AND else 0)
+            cond = lax.reduce(body, init, op, (1,))
+            xs.append((cond & coin1) | (~cond & coins[c2]))
+        # A level's groups write consecutive rows: one update of the state per level, not per group.
+        x = jnp.concatenate(xs) if len(xs) > 1 else xs[0]
+        state = lax.dynamic_update_slice(state, x, (groups[0][1], 0))
     return state
 
 
@@ -168,15 +171,18 @@ class Sampler:
             not depend on it, only the time does.
         tail_capacity: words one round of the coins' tail finishes (None: the expected count plus
             8 standard deviations); the coins do not depend on it (a small one only adds rounds).
+        widths: padded body widths of the level groups (`sampling_plan.width_classes`; default powers
+            of two): fewer widths, fewer groups per level, more padding.
     """
 
     def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None, *,
-                 head_digits: int = HEAD_DIGITS, tail_capacity: int | None = None):
+                 head_digits: int = HEAD_DIGITS, tail_capacity: int | None = None,
+                 widths: tuple[int, ...] | None = None):
         if head_digits < 2 or head_digits % 2:
             raise ValueError(f"head_digits must be even and at least 2, got {head_digits}")
         t0 = time.perf_counter()
         self.graph = graph
-        self.plan: Plan = sampling_plan.build(graph, var_names)
+        self.plan: Plan = sampling_plan.build(graph, var_names, widths)
         self.plan_seconds = time.perf_counter() - t0
         plan = self.plan
         widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)

@@ -196,12 +196,30 @@ def _levels(num_vars, body_offsets, body_var, names) -> np.ndarray:
     return level
 
 
-def build(graph: FactorGraph, var_names=None) -> Plan:
+def width_classes(size: np.ndarray, widths: tuple[int, ...] | None = None) -> np.ndarray:
+    """(n,) padded body width of each body size: the smallest of `widths` (ascending) that holds it.
+
+    Args:
+        size: (n,) int body sizes.
+        widths: padded widths; None or past the last one: the next power of two (a body of 0 stays 0).
+    """
+    size = np.asarray(size, np.int64)
+    out = np.where(size == 0, 0, np.left_shift(1, np.ceil(np.log2(np.maximum(size, 1))).astype(np.int64)))
+    if widths:
+        w = np.asarray(sorted(widths), np.int64)
+        pick = np.searchsorted(w, size)
+        fits = (size > 0) & (pick < w.size)
+        out = np.where(fits, w[np.minimum(pick, w.size - 1)], out)
+    return out
+
+
+def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = None) -> Plan:
     """The sampling plan of `graph` (host, numpy; once per graph).
 
     Args:
         graph: the factor graph.
         var_names: names for error messages (index -> name); default the indices.
+        widths: padded body widths of the groups (`width_classes`; default powers of two).
 
     Raises:
         NotABayesNet: a variable heads several factors, or the factors have a cycle.
@@ -239,7 +257,7 @@ def build(graph: FactorGraph, var_names=None) -> Plan:
 
     need1 = digits_needed(p1)
     need2 = np.where(empty, 0, digits_needed(p2))
-    wclass = np.where(size == 0, 0, 1 << np.ceil(np.log2(np.maximum(size, 1))).astype(np.int64))
+    wclass = width_classes(size, widths)
     key = np.stack([level, kind, wclass, need1 > 0, need2 > 0], axis=1)
     order = np.lexsort(key.T[::-1])  # level first
     row_of = np.empty(nv, np.int64)
