@@ -28,6 +28,14 @@ levelling plan against the Algorithm 3 plan and against a plan of 2-slot
 chunks (every split of a batch must keep results).
 Details go to $OUT/bench_schedules.json (rewritten after every size); a table
 is printed last.
+
+`--setup-only` times the host side only (no rounds, no device): per size the model
+build, and per strategy the runner's set-up (what `Session(model, schedule=NAME)`
+plans), the exact levelling of its order (`schedules.analysis.levelling`, and how it
+ran: a walk, compiled by numba where installed, or stage by stage) and, for
+`NAME:chunked`, the chunk plan's analysis and packing:
+
+    python benchmarks/bench_schedules.py --setup-only --sizes 2000000 5000000
 """
 
 from __future__ import annotations
@@ -185,6 +193,49 @@ def check_exactness(model, graph_dev, name: str, plans: bool) -> dict:
     return out
 
 
+def setup_row(model, name: str) -> dict:
+    """Host-side set-up of one strategy: the runner, the exact levelling, the chunk plan."""
+    graph = model.graph if hasattr(model, "graph") else model
+    row: dict = {"strategy": name}
+    t0 = time.perf_counter()
+    runner = _runner(model, name)
+    row["setup_s"] = round(time.perf_counter() - t0, 3)
+    row["engine"] = runner.name.split("/")[-1]
+    comp = runner.info["compiled"]
+    order = comp.order if hasattr(comp, "order") else comp.analyses[0].order
+    if hasattr(comp, "pack_seconds"):
+        row["analysis_s"] = round(sum(a.seconds for a in comp.analyses), 3)
+        row["pack_s"] = round(comp.pack_seconds, 3)
+    lev = analysis.levelling(graph, order)
+    row.update(levels=lev.num_batches, levelling_s=round(lev.seconds, 3), levelling_how=lev.how)
+    return row
+
+
+def main_setup(args) -> None:
+    report = {"environment": environment(), "sizes": {}}
+    rows = []
+    for size in args.sizes:
+        t0 = time.perf_counter()
+        model, source = make_model(size)
+        graph = model.graph if hasattr(model, "graph") else model
+        entry = {"source": source, "edges": graph.num_edges, "model_s": round(time.perf_counter() - t0, 2),
+                 "strategies": {}}
+        for name in args.strategies:
+            row = setup_row(model, name)
+            row.update(size=size, edges=graph.num_edges, model_s=entry["model_s"])
+            entry["strategies"][name] = row
+            rows.append(row)
+            print(f"[{size} {name}] {row}", flush=True)
+        report["sizes"][size] = entry
+        write_json("bench_schedules_setup.json", report)
+    print(f"\n{'size':>8} {'edges':>9} {'model s':>8} {'strategy':>15} {'engine':>8} {'setup s':>8} "
+          f"{'levels':>7} {'levelling s':>11} {'how':>6} {'pack s':>7}")
+    for r in rows:
+        print(f"{r['size']:>8} {r['edges']:>9} {r['model_s']:>8} {r['strategy']:>15} {r['engine']:>8} "
+              f"{r['setup_s']:>8} {r['levels']:>7} {r['levelling_s']:>11} {r['levelling_how']:>6} "
+              f"{r.get('pack_s', '-'):>7}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", nargs="+", default=["50000", "500000", "ftp", "5000000"],
@@ -194,7 +245,11 @@ def main(argv=None) -> None:
                    help="most seconds one round may take (iterations are capped to fit)")
     p.add_argument("--quick", action="store_true", help="small budget, fewer timing iterations")
     p.add_argument("--no-check", action="store_true", help="skip the exactness check")
+    p.add_argument("--setup-only", action="store_true",
+                   help="host-side set-up times only (model, runner, levelling, packing); no rounds")
     args = p.parse_args(argv)
+    if args.setup_only:
+        return main_setup(args)
     budget = 2.0 if args.quick else args.round_budget
     report = {"environment": environment(), "sizes": {}}
     rows = []

@@ -75,7 +75,13 @@ def _runs(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
     ef = np.asarray(g.edge_factor, np.int64)
     off = np.asarray(g.factor_offsets, np.int64)
     eid = np.arange(ef.size)
-    order = np.lexsort((eid, ef, rank, batch))
+    span = int(rank.max(initial=0)) + 1
+    if total and (int(batch.max(initial=0)) + 1) * span < (1 << 62):
+        # Distinct ranks: (batch, rank) decides; one sort of one key instead of a four-key lexsort
+        # (four sorts: 0.4-0.5 s at 2M edges on this CPU).
+        order = np.argsort(batch * span + rank, kind="stable")
+    else:
+        order = np.lexsort((eid, ef, rank, batch))
     b, f, r = batch[order], ef[order], rank[order]
     new_run = np.ones(order.size, bool)
     new_run[1:] = (b[1:] != b[:-1]) | (f[1:] != f[:-1]) | (r[1:] != r[:-1] if not total else False)
@@ -128,8 +134,9 @@ def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
     # Greedy, atom by atom: a new chunk at each batch and whenever the next atom does not fit;
     # an atom wider than a chunk (a big factor, total orders) takes ceil(cost / W) chunks of
     # its own, the last one full.
-    atom_chunk = np.empty(atom_cost.size, np.int64)
-    atom_base = np.empty(atom_cost.size, np.int64)
+    # Python lists: an item of a numpy array costs ~3x from Python (0.77 s for 0.77M atoms).
+    atom_chunk = [0] * atom_cost.size
+    atom_base = [0] * atom_cost.size
     chunk, used, prev_b = -1, width, -1
     for i, (c, bb) in enumerate(zip(atom_cost.tolist(), atom_batch.tolist(), strict=True)):
         if c > width:
@@ -147,6 +154,8 @@ def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
         atom_chunk[i] = chunk
         atom_base[i] = used
         used += c
+    atom_chunk = np.asarray(atom_chunk, np.int64)
+    atom_base = np.asarray(atom_base, np.int64)
     num_chunks = chunk + 1
     # Slot of each run: atoms hold consecutive runs.
     first_run_of_atom = np.flatnonzero(new_atom)
@@ -174,13 +183,15 @@ def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
     edge = off[run_factor[r]] + (np.arange(total_slots) - np.repeat(np.cumsum(cost) - cost, cost))
     is_w = written[edge] == r
     key = np.where(is_w, 2, np.where(is_head[edge], 1, 0))
-    o = np.lexsort((edge, key, r))
+    # By (run, key, edge): a run's edges are ascending already, so one stable sort of run and key
+    # (nearly sorted) instead of a three-key lexsort.
+    o = np.argsort(r * 3 + key, kind="stable")
     edge, is_w = edge[o], is_w[o]
     lin = run_lin[r] + (np.arange(total_slots) - np.repeat(np.cumsum(cost) - cost, cost))
     c, slot = lin // width, lin % width
     head_lin = np.zeros(cost.size, np.int64)
     head_lin[r[is_head[edge]]] = lin[is_head[edge]]
-    out = np.empty((num_chunks, ROWS, width), np.int64)
+    out = np.empty((num_chunks, ROWS, width), np.int32)  # every entry fits (edges < 2^31)
     out[:, EDGE] = num_edges
     out[:, VAR] = num_vars
     out[:, FACTOR] = 0
@@ -204,7 +215,7 @@ def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
     out[c[big & ~last], SEG, slot[big & ~last]] = width
     out[c[big & ~last], HEAD, slot[big & ~last]] = -1
     sizes = np.bincount(batch, minlength=int(batch.max(initial=-1)) + 1)
-    return ChunkLayout(out.astype(np.int32), sizes, total_slots)
+    return ChunkLayout(out, sizes, total_slots)
 
 
 def choose_width(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
