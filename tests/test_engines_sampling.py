@@ -293,3 +293,32 @@ def test_not_a_bayes_net_refused():
     cycle = [Factor(AND, 0, (1,), 0.3, 0.2), Factor(OR, 1, (0,), 0.9, 0.1)]
     with pytest.raises(NotABayesNet, match="cycle"):
         sample_marginals(from_factors(cycle, 2), None, Settings(samples=100))
+
+
+def test_new_labels_compile_nothing():
+    """A triage session or `simulate --method sample` adds a label per round: the labels are padded to a
+    power of two, so after the first call new label sets (1 to 8 labels) compile nothing."""
+    import collections
+
+    import jax
+
+    compiles = collections.Counter()
+
+    def count(event, duration, fun_name=None, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles[fun_name] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    model = to_model(layered(num_inputs=6, layers=2, width=6, seed=0))
+    sampler = Sampler(model.graph, model.var_names)
+    settings = Settings(method="sample", samples=4096, seed=1, max_samples=4096, min_accepted=1)
+    sample_marginals(model, {}, settings, sampler=sampler)
+    before = sum(compiles.values())
+    labels = {}
+    for alarm in list(model.alarms)[:8]:
+        labels[int(alarm)] = False
+        try:
+            sample_marginals(model, labels, settings, sampler=sampler)
+        except (TooFewSamples, ContradictoryEvidence):
+            pass
+    assert sum(compiles.values()) == before, compiles

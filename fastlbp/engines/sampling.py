@@ -234,8 +234,15 @@ class Sampler:
         """
         plan = self.plan
         labels = labels or {}
-        lab_rows = jnp.asarray(np.array([plan.row_of[v] for v in labels], np.int32).reshape(-1))
-        lab_flip = jnp.asarray(np.array([0 if t else _ONES for t in labels.values()], np.uint32).reshape(-1))
+        # Padded to a power of two (at least 8) with the all-ones row labelled true, which every world
+        # satisfies: the batch kernel's shapes stay the same as labels come, so a triage session or
+        # `simulate --method sample` compiles once, not once per label (avrora: 20 s a round before).
+        slots = max(8, 1 << max(len(labels) - 1, 0).bit_length())
+        rows = np.full(slots, ONES_ROW, np.int32)
+        flips = np.zeros(slots, np.uint32)
+        rows[:len(labels)] = [plan.row_of[v] for v in labels]
+        flips[:len(labels)] = [0 if t else _ONES for t in labels.values()]
+        lab_rows, lab_flip = jnp.asarray(rows), jnp.asarray(flips)
         key = jax.random.key_data(jax.random.key(seed)).astype(jnp.uint32).reshape(-1)[-2:]
         most = max(int(samples), int(max_samples or 0))
         if -(-most // WORD_BITS) >= 2**32:
