@@ -108,6 +108,9 @@ class RelaxLayout:
         chunks: the order's chunk plan (`schedules.compile_schedule`), which finishes the
             sweeps that `plan.max_passes` passes do not settle; None when the budget covers
             the levels, or when the plan is open.
+        vfactor: (Fv,) int32 the graph's factor of each virtual factor: the virtual graph's
+            parameters, variables and head flags are gathered from the graph (`vgraph`)
+            rather than held twice; None when the virtual graph is whole or the graph.
         open: (static) `plan.max_passes` is a budget below the level bound and there is no
             chunk plan: a sweep the budget does not settle is reported, not taken
             (`RunResult.unsettled`), and the runner builds the chunk plan.
@@ -117,6 +120,7 @@ class RelaxLayout:
     sums: kernels.Summation
     vsums: kernels.Summation | None
     chunks: P.Plan | None = None
+    vfactor: jax.Array | None = None
     open: bool = dataclasses.field(default=False, metadata={"static": True})
 
 
@@ -128,6 +132,7 @@ class PassInputs(NamedTuple):
         old_totals: (V, 3) per-variable sums of old_split.
         base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old state
             (evidence included, own message left out).
+        vg: the virtual graph (`vgraph`).
         params: `kernels.factor_params` of the virtual graph.
         lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
         split: (Ev,) int32 `plan.split`, or `own_pos` where the layout left it out (SEQFIX).
@@ -139,6 +144,7 @@ class PassInputs(NamedTuple):
     old_split: jax.Array
     old_totals: jax.Array
     base: jax.Array
+    vg: FactorGraph
     params: kernels.FactorParams
     lo: jax.Array
     split: jax.Array
@@ -158,7 +164,7 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
     split is the own position (`split_is_own_position`).
     """
     plan = layout.plan
-    vg = vgraph(graph, plan)
+    vg = vgraph(graph, layout)
     dtype = messages.dtype
     old_fo = kernels.split_infinite(messages)
     old_totals = segments.segment_sum(layout.sums.var, messages, transform=kernels.split_infinite)
@@ -175,13 +181,27 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
         own_pos = plan.own_pos
     split = own_pos if plan.split is None else plan.split
     return PassInputs(old_split=old_fo[plan.read_order], old_totals=old_totals, base=agg_rel[u] - own,
-                      params=kernels.factor_params(vg, dtype), lo=off[u], split=split,
+                      vg=vg, params=kernels.factor_params(vg, dtype), lo=off[u], split=split,
                       whole=split == off[u + 1], row_last=row_last, own_pos=own_pos)
 
 
-def vgraph(graph: FactorGraph, plan: RelaxPlan) -> FactorGraph:
-    """The plan's virtual graph: `graph` itself when the plan has none of its own (SEQFIX)."""
-    return graph if plan.vgraph is None else plan.vgraph
+def vgraph(graph: FactorGraph, layout: RelaxLayout) -> FactorGraph:
+    """The plan's virtual graph: `graph` itself when the plan has none of its own (SEQFIX).
+
+    With `layout.vfactor` the layout holds only the virtual graph's own structure (factor
+    offsets, edge factors); a virtual edge's variable and head flag are its own edge's,
+    a virtual factor's kind and probabilities its factor's, gathered from `graph` here
+    (once per sweep).
+    """
+    plan = layout.plan
+    if plan.vgraph is None:
+        return graph
+    if layout.vfactor is None:
+        return plan.vgraph
+    f, own = layout.vfactor, plan.own
+    return dataclasses.replace(plan.vgraph, edge_var=graph.edge_var[own],
+                               edge_is_head=graph.edge_is_head[own], factor_kind=graph.factor_kind[f],
+                               p1=graph.p1[f], p2=graph.p2[f])
 
 
 def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, guess: jax.Array) -> jax.Array:
@@ -195,7 +215,7 @@ def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, gues
         (E,) new log-odds, factor order.
     """
     plan = layout.plan
-    vg = vgraph(graph, plan)
+    vg = inputs.vg
     change = kernels.split_infinite(guess[plan.read_order]) - inputs.old_split  # (E, 3) read order
     row_change = (segments.segment_sum(layout.sums.var, guess, transform=kernels.split_infinite)
                   - inputs.old_totals)
@@ -312,14 +332,18 @@ def sweep_with_stats(graph: FactorGraph, layout: RelaxLayout, messages, evidence
     return sweep(graph, layout, messages, evidence, unroll=unroll)
 
 
+# The virtual graph's fields gathered from the graph's (`vgraph`), with its PARAMS.
+VIRTUAL_FROM_GRAPH = frozenset({"edge_var", "edge_is_head"})
+
+
 def reads(plan: RelaxPlan) -> frozenset[str]:
     """The graph's fields a round of `plan` reads (`Runner.reads`), the chunk loop's included.
 
     Without a virtual graph (SEQFIX) a pass is a sweep of the graph itself; with one (TOPO)
-    the passes read the virtual graph, and the graph gives only the variables' rows and the
-    chunk loop's factor parameters.
+    the passes read the virtual graph, whose variables, head flags and parameters come from
+    the graph's (`vgraph`), and the graph gives the variables' rows.
     """
-    return SWEEP | VAR_SUMS if plan.vgraph is None else PARAMS | VAR_SUMS
+    return SWEEP | VAR_SUMS if plan.vgraph is None else PARAMS | VAR_SUMS | VIRTUAL_FROM_GRAPH
 
 
 def split_is_own_position(plan: RelaxPlan) -> bool:
@@ -345,23 +369,29 @@ def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None
     plan (host work, once per graph and order); `open`: a budget below the level bound and no
     chunk plan yet (`schedules.Relaxation.open`).
 
-    Only what a round reads goes to the device: the virtual graph's fields of a sweep
-    (`loop.SWEEP`) and its factors' segment plan; the graph's factor plan only when the
-    graph is the virtual graph; no split where it is the own position
-    (`split_is_own_position`, SEQFIX: 5 bytes per edge). A TOPO layout of 1M Bingo-like
-    edges held 151 bytes per edge with whole virtual graphs and both plans, 97 so
-    (`benchmarks/bench_memory.py --sizes 1e6 --schedules topo`).
+    Only what a round reads goes to the device: of the virtual graph its own structure
+    (factor offsets and edge factors, the rest gathered from the graph: `vgraph`) and its
+    factors' segment plan; the graph's factor plan only when the graph is the virtual
+    graph; no split where it is the own position (`split_is_own_position`, SEQFIX: 5 bytes
+    per edge). A TOPO layout of 1M Bingo-like edges held 151 bytes per edge with a whole
+    virtual graph and both plans of each graph, 80 so (`benchmarks/bench_memory.py --sizes
+    1e6 --schedules topo`).
     """
     own = plan.vgraph is None
     sums = xla_sums(graph, factor=own)
+    vfactor = None
     if not own:
-        vsums = xla_sums(plan.vgraph, var=False)
-        plan = dataclasses.replace(plan, vgraph=lean_graph(plan.vgraph, SWEEP))
+        vg = plan.vgraph
+        vsums = xla_sums(vg, var=False)
+        first = np.asarray(plan.own)[np.asarray(vg.factor_offsets)[:-1]]  # a real edge of each group
+        vfactor = np.asarray(graph.edge_factor)[first].astype(np.int32)
+        plan = dataclasses.replace(plan, vgraph=lean_graph(vg, SWEEP - PARAMS - VIRTUAL_FROM_GRAPH))
     else:
         vsums = None
         if split_is_own_position(plan):
             plan = dataclasses.replace(plan, split=None, own_new=None)
-    return jax.device_put(RelaxLayout(plan, sums, vsums, chunks, open and chunks is None))
+    return jax.device_put(RelaxLayout(plan, sums, vsums, chunks, vfactor=vfactor,
+                                      open=open and chunks is None))
 
 
 def _info(rel, layout_seconds: float) -> dict:
