@@ -58,7 +58,7 @@ from fastlbp.constraints import conflicting_labels
 from fastlbp.engines import sampling_plan
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, threefry2x32
-from fastlbp.engines.sampling_plan import ONE_COIN, ONES_ROW, NotABayesNet, Plan
+from fastlbp.engines.sampling_plan import FIRST_COIN, ONE_COIN, ONES_ROW, ZERO_COIN, NotABayesNet, Plan
 from fastlbp.errors import ContradictoryEvidence, InferenceError
 from fastlbp.graph import AND, FactorGraph
 from fastlbp.settings import Settings
@@ -107,10 +107,15 @@ def _coins(coin_arrays, coin_meta, key, words):
         words: (W,) uint32 global word indices.
     """
     buckets, head_digits, capacity = coin_meta
-    fixed = jnp.zeros((2, words.shape[0]), jnp.uint32).at[ONE_COIN].set(np.uint32(_ONES))
-    return jnp.concatenate([fixed] + [
-        coin_words(key, bits, ids, need, words, pairs, head_digits, long_coins, capacity)
-        for (bits, ids, need), (pairs, long_coins) in zip(coin_arrays, buckets, strict=True)])
+    rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
+    coins = jnp.zeros((rows, words.shape[0]), jnp.uint32).at[ONE_COIN].set(np.uint32(_ONES))
+    start = FIRST_COIN
+    for (bits, ids, need), (pairs, long_coins) in zip(coin_arrays, buckets, strict=True):
+        # Written in place (not concatenated): the coins take their final 4 bytes a word only once.
+        x = coin_words(key, bits, ids, need, words, pairs, head_digits, long_coins, capacity)
+        coins = lax.dynamic_update_slice(coins, x, (start, 0))
+        start += int(ids.shape[0])
+    return coins
 
 
 def _propagate(level_arrays, levels, num_rows, coins):
@@ -119,20 +124,26 @@ def _propagate(level_arrays, levels, num_rows, coins):
     state = jnp.zeros((num_rows, width), jnp.uint32).at[ONES_ROW].set(np.uint32(_ONES))
     for groups, arrays in zip(levels, level_arrays, strict=True):
         xs = []
-        for (kind, _), (rows, c1, c2) in zip(groups, arrays, strict=True):
-            coin1 = coins[c1]  # (n, W)
+        for (kind, _, hard1, hard2), (rows, c1, c2) in zip(groups, arrays, strict=True):
             if rows.shape[1] == 0:
-                xs.append(coin1)
+                xs.append(coins[c1])  # (n, W)
                 continue
             body = state[rows]  # (n, w, W)
             op = lax.bitwise_and if kind == AND else lax.bitwise_or
             init = np.uint32(_ONES if kind == AND else 0)
-            cond = lax.reduce(body, init, op, (1,))
-            xs.append((cond & coin1) | (~cond & coins[c2]))
+            xs.append(_select(lax.reduce(body, init, op, (1,)), coins, c1, c2, hard1, hard2))
         # A level's groups write consecutive rows: one update of the state per level, not per group.
         x = jnp.concatenate(xs) if len(xs) > 1 else xs[0]
         state = lax.dynamic_update_slice(state, x, (groups[0][1], 0))
     return state
+
+
+def _select(cond, coins, c1, c2, hard1, hard2):
+    """cond ? coin1 : coin2 per bit; a group whose coins are all 0 or all 1 (`hard`) reads none."""
+    one = {ONE_COIN: np.uint32(_ONES), ZERO_COIN: np.uint32(0)}
+    x1 = coins[c1] if hard1 is None else one[hard1]
+    x2 = coins[c2] if hard2 is None else one[hard2]
+    return (cond & x1) | (~cond & x2)
 
 
 def _tally(state, labels, valid_worlds):
@@ -157,6 +168,14 @@ def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_world
     words = first_word + jnp.arange(width, dtype=jnp.uint32)  # (W,)
     coins = _coins(coin_arrays, coin_meta, key, words)
     return _tally(_propagate(level_arrays, levels, num_rows, coins), labels, valid_worlds)
+
+
+def _hard(coin_rows: np.ndarray):
+    """ONE_COIN or ZERO_COIN when every row of a group's coins is that one, else None."""
+    for row in (ONE_COIN, ZERO_COIN):
+        if coin_rows.size and np.all(coin_rows == row):
+            return row
+    return None
 
 
 class Sampler:
@@ -186,11 +205,14 @@ class Sampler:
         self.plan_seconds = time.perf_counter() - t0
         plan = self.plan
         widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
-        per_word = 4 * (plan.num_rows + plan.coins + 2 * widest)
+        longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
+        # Bytes per word: the state and the coin words, the largest gather, and the coins' head of
+        # X0 and X1 (uint64) for the coins that go on to a tail.
+        per_word = 4 * (plan.num_rows + plan.coins + 2 * widest) + 8 * sum(longs)
         fit = max(1, _batch_budget() // per_word)
         self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
-        self._meta_levels = tuple(tuple((g.kind, g.start) for g in lv) for lv in plan.levels)
-        longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
+        self._meta_levels = tuple(tuple((g.kind, g.start, _hard(g.coin1), _hard(g.coin2)) for g in lv)
+                                  for lv in plan.levels)
         self._coin_meta = (tuple((b.pairs, n) for b, n in zip(plan.buckets, longs, strict=True)),
                            head_digits, tail_capacity)
         self._arrays = ([tuple(jnp.asarray(a) for a in (b.bits, b.ids, b.need)) for b in plan.buckets],

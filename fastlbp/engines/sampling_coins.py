@@ -179,6 +179,11 @@ def _compact(und, lanes: int, cap_groups: int, cap_words: int):
     return widx, overflow
 
 
+def _undecided(both):
+    """uint32 bits where the halves of `both` (X1 << 32 | X0) differ."""
+    return both.astype(jnp.uint32) ^ (both >> np.uint64(32)).astype(jnp.uint32)
+
+
 def tail(key, bits, ids, need, words, both, first_pair: int, pairs: int,
          cap_groups: int, cap_words: int):
     """Finishes the undecided bits with digit pairs first_pair .. pairs - 1 (module docstring).
@@ -201,12 +206,12 @@ def tail(key, bits, ids, need, words, both, first_pair: int, pairs: int,
 
     def round_(carry):
         both, _ = carry
-        acc = both.astype(jnp.uint32)
-        und = acc ^ (both >> np.uint64(32)).astype(jnp.uint32)
-        widx, overflow = _compact(und.reshape(-1), lanes, cap_groups, cap_words)
+        widx, overflow = _compact(_undecided(both).reshape(-1), lanes, cap_groups, cap_words)
         row, col = widx // width, widx % width  # row n (out of range) past the undecided words
-        u = und.at[row, col].get(mode="fill", fill_value=0)
-        r = acc.at[row, col].get(mode="fill", fill_value=0)
+        # The undecided bits again from the gathered words: the compaction stays their one reader,
+        # so XLA fuses them into it instead of writing them out (4 bytes a coin word).
+        picked = both.at[row, col].get(mode="fill", fill_value=0)
+        u, r = _undecided(picked), picked.astype(jnp.uint32)
         coin = jnp.minimum(row, n - 1)
         base, b, left = ids[coin] * np.uint32(PAIRS_PER_COIN), bits[:, coin], need[coin]
         word = words[col]
