@@ -7,12 +7,14 @@ The network (`sampling_plan`): every variable x is a deterministic function of
 its factor's body and independent coins, x = cond ? coin(p1) : coin(p2).
 Bit i of a state word is world i, so a level of the network is, for a whole
 word of 32 worlds at once, a gather of the body's words, a bitwise AND/OR
-reduction over the body and two coin words. The device program runs every
-level of a batch of words in one jitted call (levels unrolled, each group one
-dense gather with fixed shapes); batches run until `settings.samples` worlds
-are drawn. A world is accepted when every labelled variable has its label
-(the AND of the labels' match words), and marginals are
-popcount(x & accepted) / popcount(accepted).
+reduction over the body and two coin words (none where a group's coins are
+all 0 or all 1: a Bingo tuple is x = cond, a clause x = cond & coin). The
+device program runs every level of a batch of words in one jitted call
+(levels unrolled, each group one dense gather with fixed shapes, one state
+update per level); batches run until `settings.samples` worlds are drawn. A
+world is accepted when every labelled variable has its label (the AND of the
+labels' match words), and marginals are popcount(x & accepted) /
+popcount(accepted).
 
 Coins. A word whose bits are independent Bernoulli(p) is built from random
 words r_1, r_2, ... by the binary expansion p = 0.b_1 b_2 ... b_K: bit i is
@@ -25,23 +27,24 @@ p's last nonzero digit the coin is exactly Bernoulli(p) for the float64 p:
 K = 1 for p = 1/2, 53 for p in [1/2, 1) with a full mantissa (0.9, 0.999),
 at most 64 for p >= 2^-12; smaller p are truncated at 64 digits (bias below
 2^-64 = 5.4e-20, absolute; `sampling_plan.MAX_DIGITS`). p in {0, 1} needs no
-random word. Comparing per-bit uniforms instead would need a 64-bit uniform
-per world for the same resolution (64 words per word of 32 worlds, against at
-most 64 and typically 53 here) and is not exact either; the expansion uses
-only bitwise operations, which fuse with the level's gather.
+random word. A bit is decided at the first digit where r_k[i] == b_k, so
+after k digits only 2^-k of the bits are open: `sampling_coins` draws 12
+words for every coin word and the rest only for the 0.78% of words with an
+open bit (compacted), giving bit for bit the coins of the full expansion.
 
 Random words are Threefry-2x32 (the hash behind `jax.random`) of counters
 (coin, digit pair, global word index) under the key of `jax.random.key(seed)`,
-computed inside the fused level (never stored), so a run is deterministic
-given the seed and does not depend on the batch size. Words are uint32:
-JAX's 64-bit integers are pairs of 32-bit operations on the GPU, with the same
-bytes moved per world, so uint64 would gain nothing.
+computed on the device (never uploaded), so a run is deterministic given the
+seed and does not depend on the batch size. State words are uint32: JAX's
+64-bit integers are pairs of 32-bit operations on the GPU, with the same bytes
+moved per world, so uint64 would gain nothing.
 
-Measured (benchmarks/bench_sampling.py, 2^20 worlds, synthetic graphs): on the H200 0.040 s at
-0.05M edges, 0.354 s at 0.5M (1.5e12 edge-worlds/s, 11% of the memory floor) and 3.52 s at 5M;
-with every p rounded to 10 binary digits the 0.5M run takes 0.180 s, so the exact 53-digit coins
-(0.999 and 0.9 have full mantissas) cost about half of the time. On this 2-core CPU: 2.2e9
-edge-worlds/s (65,536 worlds at 0.05M edges in 1.52 s).
+Measured (benchmarks/bench_sampling.py, 2^20 worlds, synthetic graphs), before the coins' head and
+tail: on the H200 0.040 s at 0.05M edges, 0.354 s at 0.5M (1.5e12 edge-worlds/s, 11% of the memory
+floor) and 3.52 s at 5M; with every p rounded to 10 binary digits the 0.5M run took 0.180 s (the
+53 random words of the exact coins were half of the time). On this 2-core CPU (loaded, 65,536
+worlds): 0.05M edges 2.08 s before, 1.01 s after (coins 0.80 s, propagation 0.14 s); 0.5M edges
+28.5 s before, 10.7 s after.
 """
 
 from __future__ import annotations

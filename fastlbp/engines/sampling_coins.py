@@ -1,6 +1,6 @@
-"""Exact Bernoulli coin words of the bit-packed sampler: a fixed head of random words, then a compacted tail.
+"""Exact Bernoulli coin words of the sampler: a fixed head of random words, then a compacted tail.
 
-    acc = coin_words(key, bucket, words, head_digits=12)     # (n, W) uint32, bit i of word w: world 32 w + i
+    coins = coin_words(key, bits, ids, need, words, pairs)   # (n, W) uint32; bit i of word w: world 32 w + i
 
 A coin word of p = 0.b_1 b_2 ... b_K (binary, K = the position of p's last
 nonzero digit, `sampling_plan.digits_needed`) has in bit i the coin
@@ -13,8 +13,8 @@ all K digits is 0. Forward, over whole words (all ones / all zeros b_k masks):
 
 A bit is still undecided after k digits with probability 2^-k, so most of the
 53 digits a float64 p such as 0.999 or 0.9 has are never needed. The head
-draws the first `head_digits` words for every coin word (unrolled: one fused
-pass), which leaves a word of 32 bits undecided with probability
+draws the first `head_digits` words for every coin word (unrolled, one fused
+pass; `head`), which leaves a word of 32 bits undecided with probability
 1 - (1 - 2^-12)^32 = 0.78% at 12 digits; the tail finishes only those words:
 it compacts them (a bit mask per 32 words, an exclusive prefix sum of the
 masks' popcounts, two scatters into static capacities of the expected count
@@ -30,9 +30,13 @@ changes nothing once a bit is decided, so the coin words are bit for bit those
 of the dense backward recurrence X_k = b_k ? (r_k | X_{k+1}) : (r_k & X_{k+1})
 over all K digits (tests/test_sampling_coins.py).
 
-Measured on this 2-core CPU (9,150 coins of p = 0.999 by 2,048 words): the 27
-Threefry pairs of the dense expansion 2.6 s; a head of 6 pairs 0.75 s unrolled,
-1.67 s as a loop (the loop writes both carries back per pair).
+Measured on this 2-core CPU (loaded; 9,150 coins of p = 0.999): the 27
+Threefry pairs of the dense expansion 2.5 s for 2,048 words, head and tail
+1.1 s; for 1,024 words a head of 6 pairs 0.19 s (uint32, no tail) or 0.31 s
+(uint64, X0 and X1), its tail 0.13 s (0.03 s of it the compaction). The head
+unrolled took 0.75 s for 2,048 words, as a loop 1.67 s (each trip writes its
+carry back). A head of 8 digits left 15 times the tail (1.8 s in all), 16
+digits 1.8 s too (its larger unrolled fusion ran slower per pair on the CPU).
 """
 
 from __future__ import annotations
