@@ -209,9 +209,10 @@ class Sampler:
         plan = self.plan
         widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
         longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
-        # Bytes per word: the state and the coin words, the largest gather, and the coins' head of
-        # X0 and X1 (uint64) for the coins that go on to a tail.
-        per_word = 4 * (plan.num_rows + plan.coins + 2 * widest) + 8 * sum(longs)
+        # Bytes per word: the coin words, and the larger of what lives beside them while they are drawn
+        # (the head's X0 and X1, uint64, of the coins that go on to a tail) and while the levels run
+        # (the state and the largest gather).
+        per_word = 4 * plan.coins + max(8 * sum(longs), 4 * plan.num_rows + 8 * widest)
         fit = max(1, _batch_budget() // per_word)
         self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
         self._meta_levels = tuple(tuple((g.kind, g.start, _hard(g.coin1), _hard(g.coin2)) for g in lv)
