@@ -39,6 +39,7 @@ class AlarmCheck:
     lbp: float
     reference: float
     stderr: float
+    lbp_log_odds: float = math.nan  # LBP's log-odds: prints a P below float64's range (1e-350) as such
 
     @property
     def error(self) -> float:
@@ -129,8 +130,8 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     lbp_p = rnd.marginals[alarms]
     ref_p = ref.marginals[alarms]
     err = np.abs(lbp_p - ref_p)
-    rows = [AlarmCheck(model.var_names[v], float(lbp_p[i]), float(ref_p[i]), float(ref.stderr[v]))
-            for i, v in enumerate(alarms)]
+    rows = [AlarmCheck(model.var_names[v], float(lbp_p[i]), float(ref_p[i]), float(ref.stderr[v]),
+                       float(rnd.log_odds[v])) for i, v in enumerate(alarms)]
     rows.sort(key=lambda a: -a.error)
     spearman = math.nan
     if len(alarms) >= 2 and np.ptp(rnd.log_odds[alarms]) > 0 and np.ptp(ref_p) > 0:
@@ -148,7 +149,8 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     if len(alarms) and float(beyond.max()) > MAX_ERROR_OK:
         worst = rows[0]
         reasons.append(f"LBP is off by up to {float(err.max()):.3g} ({worst.alarm}: "
-                       f"{format_probability(worst.lbp)} vs {format_probability(worst.reference)})")
+                       f"{format_probability(worst.lbp, worst.lbp_log_odds)} vs "
+                       f"{format_probability(worst.reference)})")
     # Orders of magnitude matter even where the absolute error is small (1e-97 for a 1 % alarm).
     low = np.maximum(ref_p - 3 * ref.stderr[alarms], 0.0)
     far = (lbp_p < 0.1 * low) | (lbp_p > 10 * (ref_p + 3 * ref.stderr[alarms]) + 1e-12)
@@ -187,8 +189,8 @@ def to_table(report: CheckReport, worst: int = 10) -> str:
         f"{'LBP':>11}  {'reference':>11}  {'stderr':>9}  alarm",
     ]
     for a in report.alarms[:worst]:
-        lines.append(f"{format_probability(a.lbp):>11}  {format_probability(a.reference):>11}  "
-                     f"{a.stderr:>9.2g}  {safe_name(a.alarm)}")
+        lbp, ref = format_probability(a.lbp, a.lbp_log_odds), format_probability(a.reference)
+        lines.append(f"{lbp:>11}  {ref:>11}  {a.stderr:>9.2g}  {safe_name(a.alarm)}")
     return "\n".join(lines) + "\n"
 
 

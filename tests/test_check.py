@@ -74,6 +74,11 @@ def test_weblech_check_with_a_sampled_reference_warns():
     doc = report.as_dict(3)
     assert set(doc) >= {"reference", "alarms", "max_abs_error", "mean_abs_error", "spearman", "worst",
                         "verdict"} and len(doc["worst"]) == 3
+    # Probabilities below float64's range print from their log-odds, never as 0.000000.
+    table = check.to_table(report, worst=len(report.alarms))
+    assert "0.000000" not in table
+    assert any(a.lbp == 0.0 and f"e-{int(-a.lbp_log_odds / np.log(10)) + 1:03d}" in table
+               for a in report.alarms)
 
 
 @pytest.mark.slow
