@@ -68,10 +68,10 @@ pexpect = pytest.importorskip("pexpect")
 PROMPT = r"\n(?:\x1b\[[0-9;?]*[a-zA-Z])*> "
 
 
-def spawn(tmp_path, *args):
+def spawn(tmp_path, *args, preexec_fn=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", COLUMNS="120")
     return pexpect.spawn(sys.executable, ["-m", "fastlbp", "triage", *args],
-                         cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60)
+                         cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60, preexec_fn=preexec_fn)
 
 
 # pexpect forks a pty child that execs at once; JAX's threads in this process do not matter.
@@ -156,10 +156,8 @@ def test_pty_ctrl_c_works_when_started_with_sigint_ignored(tmp_path):
     import signal
 
     graph, _ = write_demo(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", COLUMNS="120")
-    child = pexpect.spawn(sys.executable, ["-m", "fastlbp", "triage", str(graph), "--max-iters", "300"],
-                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    child = spawn(tmp_path, str(graph), "--max-iters", "300",
+                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     child.expect(PROMPT)
     child.sendintr()
     child.expect("interrupted; saved:")
