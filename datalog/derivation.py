@@ -152,8 +152,12 @@ def merge_duplicates(dg: DerivationGraph, seed: int = 0) -> Dedup:
     body = np.asarray(dg.body, np.int64)
     lens = np.diff(offsets)
     owner = np.repeat(np.arange(num_c), lens)
-    # Sort each clause's body (stable by clause) and drop repeats.
-    order = np.lexsort((body, owner))
+    # Sort each clause's body (stable by clause) and drop repeats. `owner` is sorted already, so one
+    # stable argsort of owner * T + tuple is the lexsort (5.6M entries: 0.07 s against lexsort's 1.0 s).
+    if num_c * (dg.num_tuples + 1) < 2**62:
+        order = np.argsort(owner * (dg.num_tuples + 1) + body, kind="stable")
+    else:
+        order = np.lexsort((body, owner))
     sb, so = body[order], owner[order]
     repeat = np.zeros(sb.size, bool)
     repeat[1:] = (sb[1:] == sb[:-1]) & (so[1:] == so[:-1])
