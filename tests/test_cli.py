@@ -72,9 +72,28 @@ def test_contradictory_labels_exit_2(tmp_path):
     fg.write_text("2\n\na\nI\n0.5\n\nb\n+1.0;0.0\n1\na\n")
     labels = tmp_path / "labels.txt"
     labels.write_text("a true\nb false\n")
-    res = invoke("marginals", str(fg), "--labels", str(labels))
-    assert res.exit_code == 2
-    assert "contradictory labels" in res.stderr and "a=true" in res.stderr and "b=false" in res.stderr
+    labels.write_text("# two labels\na true\n\nb false\n")
+    for command in ("marginals", "rank", "check"):
+        res = invoke(command, str(fg), "--labels", str(labels))
+        assert res.exit_code == 2, (command, res.stderr)
+        # The labels file and the first conflicting line in front, each label's line named.
+        assert f"error: {labels}:2: contradictory labels" in res.stderr, (command, res.stderr)
+        assert "a=true (line 2)" in res.stderr and "b=false (line 4)" in res.stderr, (command, res.stderr)
+        assert "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_contradiction_with_the_graphs_own_labels_names_them(tmp_path):
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps({"format": "fastlbp-derivation", "version": 1, "rules": {"R": 1.0},
+                                 "tuples": ["a", "b"], "clauses": [["R", 1, [0]]], "inputs": {"a": 0.5},
+                                 "alarms": ["b"], "labels": {"b": True}}))
+    labels = tmp_path / "labels.txt"
+    labels.write_text("a false\n")
+    res = invoke("rank", str(graph), "--labels", str(labels))
+    assert res.exit_code == 2, res.stderr
+    assert f"error: {labels}:1: contradictory labels" in res.stderr
+    assert f"b=true (in {graph}'s own labels)" in res.stderr and "a=false (line 1)" in res.stderr
 
 
 def test_malformed_graph_exit_2(tmp_path):

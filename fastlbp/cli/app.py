@@ -16,6 +16,7 @@ commands that run inference; the library never reads it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -182,6 +183,51 @@ def handles_errors(fn):
             raise
 
     return wrapper
+
+
+@contextlib.contextmanager
+def conflicts_located(labels: Path | None, model, graph: Path):
+    """Names the labels file and its lines when the labels read from it prove contradictory.
+
+    `ContradictoryEvidence` raised inside becomes `error: LABELS:LINE: contradictory labels ...:
+    NAME=true (line 2), NAME=false (line 4)`, the first conflicting line in front; a label of the
+    graph's own `"labels"` is named as such, and a triage session file by its name alone. `model`
+    is the one `read_labels_or_session` returned (its variable names are the conflict's). Without
+    `labels` nothing is changed.
+    """
+    try:
+        yield
+    except ContradictoryEvidence as err:
+        if labels is None:
+            raise
+        raise _located(err, labels, model, graph) from None
+
+
+def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> InputError:
+    from fastlbp.loading import parse_labels
+    from fastlbp.triage.labels import is_session_file
+
+    lines: dict[str, int] = {}
+    if not is_session_file(labels):
+        for line, name, _ in parse_labels(labels):
+            try:
+                var = model.resolve(name).var
+            except KeyError:
+                continue
+            if var >= 0:
+                lines.setdefault(model.var_names[var], line)
+    session = is_session_file(labels)
+    parts = []
+    for name, truth in err.labels.items():
+        if name in lines:
+            where = f"line {lines[name]}"
+        elif model.index.get(name, -1) in model.labels:
+            where = f"in {graph}'s own labels"
+        else:
+            where = "in this session" if session else "not in this file"
+        parts.append(f"{name}={'true' if truth else 'false'} ({where})")
+    first = min((lines[n] for n in err.labels if n in lines), default=None)
+    return InputError(str(labels), first, "contradictory labels (joint probability 0): " + ", ".join(parts))
 
 
 def _graph_error(err: BaseException) -> bool:

@@ -30,6 +30,7 @@ from fastlbp.cli.app import (
     Ticker,
     TolOpt,
     backend_or_env,
+    conflicts_located,
     datalog_options,
     emit,
     handles_errors,
@@ -112,7 +113,7 @@ def check(
 
         model, extra = read_labels_or_session(labels, model)  # may make the model again (renumbered)
     known = {**model.labels, **extra}
-    with Ticker("running LBP and the reference", progress):
+    with Ticker("running LBP and the reference", progress), conflicts_located(labels, model, graph):
         report = checking.check(model, known, settings, reference=reference.value)
     if format is CheckFormat.json:
         emit(json.dumps(report.as_dict(worst), indent=1), output)

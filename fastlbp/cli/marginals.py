@@ -28,6 +28,7 @@ from fastlbp.cli.app import (
     SeedOpt,
     TolOpt,
     backend_or_env,
+    conflicts_located,
     emit,
     handles_errors,
     load_graph,
@@ -102,7 +103,8 @@ def marginals(
         model, known = read_labels_or_session(labels, model)
     from fastlbp import session  # the session and engines: imported when the command runs
 
-    rnd = session.marginals(model, known, settings)
+    with conflicts_located(labels, model, graph):
+        rnd = session.marginals(model, known, settings)
     names, values = _listed(model, rnd.marginals, all_variables)
     if format is OutputFormat.json:
         emit(json.dumps({

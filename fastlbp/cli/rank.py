@@ -30,6 +30,7 @@ from fastlbp.cli.app import (
     TimingsOpt,
     TolOpt,
     backend_or_env,
+    conflicts_located,
     datalog_options,
     degenerate_warning,
     emit,
@@ -127,7 +128,8 @@ def rank(
     from fastlbp import ranking, writers
 
     jax.devices()
-    result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
+    with conflicts_located(labels, model, graph):
+        result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
     progress("output")
     if format is RankFormat.sarif:
         from fastlbp import sarif  # 0.5 s of imports: only for SARIF
