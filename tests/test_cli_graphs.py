@@ -257,3 +257,12 @@ def test_convert_to_bingo_names_truth_it_cannot_hold(tmp_path):
     assert "1 ground-truth entries say false for a tuple that is not an alarm" in r.stderr
     r = cli("convert", WEBLECH, f"{tmp_path / 'plain'}/")
     assert r.exit_code == 0 and "warning" not in r.stderr  # weblech's truth names alarms only
+
+
+def test_convert_of_a_datalog_program_says_to_ground_it(tmp_path):
+    program = Path(__file__).parents[1] / "data" / "taint" / "taint.dl"
+    r = cli("convert", program, tmp_path / "t.json")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert f"error: {program}: is a Datalog program, not a graph" in r.stderr
+    assert f"fastlbp ground {program} --facts DIR -o {tmp_path / 't.json'}" in r.stderr
+    assert not (tmp_path / "t.json").exists()

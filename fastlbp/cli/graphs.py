@@ -135,6 +135,10 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
     dst = Path(dst)
     sfmt = src_format or detect_format(src)
     _check_target(dst, dfmt, src, force)
+    if sfmt == "datalog":
+        raise InputError(str(src), None, f"is a Datalog program, not a graph: `fastlbp ground {src} --facts "
+                         f"DIR -o {dst}` grounds it into one (rank, triage, simulate, check and info take "
+                         f"it directly)")
     if sfmt == "causal_fg":
         if dfmt != "causal_fg":
             raise InputError(str(src), None, "a factor graph cannot be converted back into a derivation "
