@@ -56,7 +56,9 @@ def build(offsets: np.ndarray, positions: np.ndarray | None, source_size: int,
     num_segments = offsets.shape[0] - 1
     lengths = np.diff(offsets)
     starts = offsets[:-1]
-    pos = np.arange(offsets[-1]) if positions is None else np.asarray(positions, dtype=np.int64)
+    # Slot j of a level reads pos[j]; None: the slot itself (level 0 without positions, and every
+    # later level, whose slots are the previous level's outputs).
+    pos = None if positions is None else np.asarray(positions, dtype=np.int64)
     sentinel = source_size
     width = width or WIDTH
     w = first_width or FIRST_WIDTH
@@ -70,22 +72,26 @@ def build(offsets: np.ndarray, positions: np.ndarray | None, source_size: int,
         total = int(n_chunks.sum())
         first_chunk = np.cumsum(n_chunks) - n_chunks
         chunk_seg = np.repeat(np.arange(active.size), n_chunks)
-        chunk_k = np.arange(total) - first_chunk[chunk_seg]
-        col = np.arange(w)
-        within = chunk_k[:, None] * w + col[None, :]
-        valid = within < lengths[chunk_seg][:, None]
-        slot = np.minimum(starts[chunk_seg][:, None] + within, max(pos.shape[0] - 1, 0))
-        idx = np.where(valid, pos[slot] if pos.size else 0, sentinel)
+        # Per chunk its first slot and its segment's end; one (chunks, w) matrix of slots (5M edges:
+        # 0.31 s for both plans on this CPU, against 0.40 s with four such matrices; fastest of 4).
+        chunk_start = starts[chunk_seg] + (np.arange(total) - first_chunk[chunk_seg]) * w
+        slot = chunk_start[:, None] + np.arange(w)
+        valid = slot < (starts + lengths)[chunk_seg][:, None]
+        if pos is None:
+            idx = np.where(valid, slot, sentinel)
+        else:
+            np.minimum(slot, max(pos.shape[0] - 1, 0), out=slot)
+            idx = np.where(valid, pos[slot] if pos.size else 0, sentinel)
         levels.append(idx.astype(np.int32))
 
-        done = n_chunks <= 1
-        final[active[done & (n_chunks == 1)]] = level_base + first_chunk[done & (n_chunks == 1)]
+        one = n_chunks == 1
+        final[active[one]] = level_base + first_chunk[one]
         # Segments of several chunks continue with their chunk sums as elements.
-        more = ~done
+        more = n_chunks > 1
         active = active[more]
         lengths = n_chunks[more]
         starts = first_chunk[more]
-        pos = np.arange(total)
+        pos = None
         sentinel = total
         level_base += total
         w = width
