@@ -26,6 +26,9 @@ class RankedAlarm:
     var: int
     probability: float
     log_odds: float = math.nan  # log P(true) - log P(false): orders alarms whose P rounds to 0
+    stderr: float = math.nan  # a sampled estimate's standard error (NaN: not sampled)
+    lower: float = math.nan  # its 95% interval
+    upper: float = math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +55,9 @@ class Ranking:
     # (V,) P(x=1) of every variable, for writers that explain alarms (SARIF's related locations);
     # None for a ranking built by hand.
     marginals: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
+    how: str = ""  # one line: the method and its error (`fastlbp.methods.describe`)
+    flags: tuple[str, ...] = ()  # why LBP's numbers may mislead (`Round.flags`)
+    reason: str | None = None  # why method "auto" chose the method
 
 
 def alarm_vars(model: Model) -> np.ndarray:
@@ -86,12 +92,13 @@ def order_alarms(key: np.ndarray, alarms: np.ndarray, exclude=()) -> np.ndarray:
 def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *, top: int | None = None,
                 iterations: int = 0, converged: bool = True, delta: float = 0.0,
                 seconds: float = 0.0, log_odds: np.ndarray | None = None,
-                remedy: str | None = None, method: str = "lbp") -> Ranking:
+                remedy: str | None = None, method: str = "lbp", rnd=None) -> Ranking:
     """Builds a `Ranking` from marginals, ordered by their log-odds when given (`order_alarms`).
 
     Args:
         marginals: (V,) P(x=1).
         log_odds: (V,) the same as log-odds (`Round.log_odds`); None: from `marginals`.
+        rnd: the `Round` the marginals come from: its standard errors, intervals, flags and how.
     """
     if log_odds is None:
         with np.errstate(divide="ignore"):
@@ -101,13 +108,22 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
     ordered = order_alarms(log_odds, alarms, exclude=[v for v in labels])
     shown = ordered if top is None else ordered[:top]
     names = model.var_names
-    ranked = [RankedAlarm(i + 1, names[v], int(v), float(marginals[v]), float(log_odds[v]))
+    se = lo = hi = None
+    if rnd is not None and rnd.method == "sample" and rnd.stderr is not None:
+        se, lo, hi = rnd.stderr, rnd.lower, rnd.upper
+    ranked = [RankedAlarm(i + 1, names[v], int(v), float(marginals[v]), float(log_odds[v]),
+                          *((float(se[v]), float(lo[v]), float(hi[v])) if se is not None else ()))
               for i, v in enumerate(shown)]
     # Labels on non-alarm tuples are evidence too: list them all.
     labelled = [LabelledAlarm(names[v], int(v), bool(t), float(marginals[v]))
                 for v, t in labels.items()]
+    extra = {}
+    if rnd is not None:
+        from fastlbp.methods import describe
+
+        extra = {"how": describe(rnd), "flags": tuple(rnd.flags), "reason": rnd.reason}
     return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy, method,
-                   np.asarray(marginals))
+                   np.asarray(marginals), **extra)
 
 
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,
@@ -133,4 +149,4 @@ def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None
     rnd = session.run(warm=False)
     return rank_alarms(model, rnd.marginals, session.labels, top=top, iterations=rnd.iterations,
                        converged=rnd.converged, delta=rnd.delta, seconds=rnd.seconds, log_odds=rnd.log_odds,
-                       remedy=rnd.remedy, method=rnd.method)
+                       remedy=rnd.remedy, method=rnd.method, rnd=rnd)

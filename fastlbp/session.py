@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import constraints, engines
+from fastlbp import constraints, engines, lbp_checks, methods
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.graph import label_codes
@@ -44,6 +44,13 @@ class Round:
     remedy: str | None = None  # what produced the numbers when the round did not converge
     method: str = "lbp"  # "lbp", "exact" or "sample" (`Settings.method`)
     stderr: np.ndarray | None = None  # (V,) standard errors of a sampled round
+    lower: np.ndarray | None = None  # (V,) 95% interval of a sampled round (Wilson on the effective size)
+    upper: np.ndarray | None = None
+    info: dict | None = None  # what exact inference or sampling took (`Marginals.info`)
+    reason: str | None = None  # why `method="auto"` picked this method (`fastlbp.methods.choose`)
+    # Why an LBP round's numbers may mislead (`fastlbp.lbp_checks`): evidence its messages could not carry,
+    # a remedy or no convergence, messages still moving; short sentences, () when nothing is suspicious.
+    flags: tuple[str, ...] = ()
 
 
 # Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
@@ -56,7 +63,11 @@ class Session:
 
     Changing labels, tol, max_iters or damping never recompiles: they are data.
     With `method="exact"` or `"sample"` a round is exact inference or sampling
-    from the current labels (no messages, no warm start).
+    from the current labels (no messages, no warm start). With `method="auto"`
+    (the default) the first round picks one (`fastlbp.methods.choose`: exact where
+    it fits, else sampling where it fits the time budget, else LBP) and the
+    session keeps it (`Session.method`); a later round whose labels the sampler
+    or exact inference cannot take runs LBP instead and says so in `Round.flags`.
 
     Args:
         model: the model (`fastlbp.load`).
@@ -67,6 +78,8 @@ class Session:
     def __init__(self, model: Model, settings: Settings | None = None, **overrides):
         self._settings = settings_from(settings, **overrides)
         self.model = model
+        # "auto" is decided at the first round, with its labels (`methods.choose`).
+        self.choice = None if self._settings.method == "auto" else methods.Choice(self._settings.method)
         # LBP's runner (host work once per graph); exact inference and sampling need none.
         self.runner = engines.make_runner(model, self._settings) if self._settings.method == "lbp" else None
         self._sampler = None
@@ -85,6 +98,17 @@ class Session:
     @property
     def settings(self) -> Settings:
         return self._settings
+
+    @property
+    def method(self) -> str:
+        """The method rounds use: `settings.method`, or what "auto" chose ("auto" before the first round)."""
+        return self.choice.method if self.choice is not None else self._settings.method
+
+    def _ensure_runner(self) -> None:
+        """LBP's runner and the device graph it reads, made when a round first needs them."""
+        if self.runner is None:
+            self.runner = engines.make_runner(self.model, self._settings)
+            self.graph = engines.device_graph(self.model.graph, self.runner.reads)
 
     @settings.setter
     def settings(self, new: Settings) -> None:
@@ -160,9 +184,25 @@ class Session:
                 imply (a numerical failure); the labels are kept.
         """
         start = time.perf_counter()
-        if self._settings.method != "lbp":
-            self.last = dataclasses.replace(self._reference_round(), seconds=time.perf_counter() - start)
-            return self.last
+        if self.choice is None:
+            self.choice = methods.choose(self.model, self._settings, self.labels)
+            self._sampler = self.choice.sampler
+        fallback = None
+        if self.method != "lbp":
+            from fastlbp.engines.exact import ExactTooWide
+            from fastlbp.engines.sampling import TooFewSamples
+
+            try:
+                rnd = self._reference_round()
+                self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start,
+                                                reason=self.choice.reason or None)
+                return self.last
+            except (TooFewSamples, ExactTooWide) as err:
+                if self._settings.method != "auto":
+                    raise
+                # The labels are beyond the chosen method: this round is LBP's, and says so.
+                fallback = f"{self.method} refused these labels ({err}); LBP answered instead"
+        self._ensure_runner()
         msgs = self.messages if warm else init(self.model.graph, self.dtype)
         evidence = self.evidence()  # once per run: the remedies' extra rounds reuse it
         result, rnd = self._round(msgs, self.controls(), evidence)
@@ -170,21 +210,34 @@ class Session:
         if not rnd.converged and s.remedies and s.tol > 0:
             result, rnd = self._remedy(result, rnd, evidence)
         self.messages = result.messages
-        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start)
+        flags = self._flags(result, rnd) + ((fallback,) if fallback else ())
+        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=flags,
+                                        reason=self.choice.reason or None)
         return self.last
+
+    def _flags(self, result, rnd: Round) -> tuple[str, ...]:
+        """`lbp_checks.check_round` of a round: from its messages around the labelled and hard variables."""
+        # The log-odds of the messages: an averaged round's own are the average's.
+        lo = rnd.log_odds if rnd.remedy is None or rnd.converged else np.asarray(
+            jax.device_get(result.log_odds), np.float64)
+        return lbp_checks.check_round(
+            self.model.graph, result.messages, lo, self.labels, dtype=self.dtype, converged=rnd.converged,
+            iterations=rnd.iterations, delta=rnd.delta, remedy=rnd.remedy, tol=self._settings.tol,
+            var_names=self.model.var_names)
 
     def _reference_round(self) -> Round:
         """A round of exact inference or sampling (`Settings.method`), from the current labels."""
         from fastlbp.engines import exact, sampling
 
-        if self._settings.method == "exact":
+        if self.method == "exact":
             m = exact.exact_marginals(self.model, self.labels, self._settings)
         else:
             if self._sampler is None:  # its plan and compiled batches serve every label set
                 self._sampler = sampling.Sampler(self.model.graph, self.model.var_names)
             m = sampling.sample_marginals(self.model, self.labels, self._settings, sampler=self._sampler)
         return Round(marginals=m.marginals, log_odds=m.log_odds, iterations=0, converged=True, delta=0.0,
-                     seconds=m.seconds, method=m.method, stderr=m.stderr)
+                     seconds=m.seconds, method=m.method, stderr=m.stderr, lower=m.lower, upper=m.upper,
+                     info=m.info)
 
     def _round(self, messages, ctl: Controls, evidence: jax.Array):
         """One jitted round from `messages`; (device result, host `Round` without its time)."""

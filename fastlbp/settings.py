@@ -28,8 +28,9 @@ PRECISIONS = {"f64": "float64", "f32": "float32"}
 #   fused     two Pallas kernels per PARALL sweep, one persistent kernel per sequential sweep (GPU)
 #   *_interpret  the same Pallas kernels in the interpreter (CPU; tests)
 BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
-# How marginals are computed: loopy belief propagation, exact (bucket elimination), or sampling.
-METHODS = ("lbp", "exact", "sample")
+# How marginals are computed: the first of exact, sampling and LBP that fits (`fastlbp.methods`), loopy
+# belief propagation, exact (bucket elimination), or importance sampling.
+METHODS = ("auto", "lbp", "exact", "sample")
 GPU_BACKENDS = ("pallas", "fused")
 CYCLE_MODES = ("cycles", "bingo")
 
@@ -51,15 +52,22 @@ class Settings:
         cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
             criterion on the clauses on a cycle) or "bingo" (on every clause).
         compress: exact chain compression of derivation graphs.
-        method: "lbp" (loopy belief propagation, the default), "exact" (bucket
-            elimination) or "sample" (ancestral sampling with rejection of the labels).
+        method: "auto" (the default: exact inference where the graph's width fits,
+            else importance sampling where it fits a time budget, else LBP;
+            `fastlbp.methods.choose`), "lbp" (loopy belief propagation), "exact"
+            (bucket elimination) or "sample" (sampling with the labels as importance
+            weights, `fastlbp.engines.sampling`).
         samples: worlds drawn by `method="sample"`.
-        max_samples: most worlds `method="sample"` draws when fewer than
-            `min_accepted` of the first `samples` agree with the labels (drawing
-            goes on, doubling, until enough agree; at least `samples`).
+        max_samples: most worlds `method="sample"` draws (its budget) while the
+            standard errors are above `target_se` or fewer than `min_accepted`
+            effective samples were drawn (drawing goes on, doubling; at least `samples`).
         seed: the sampler's seed.
-        min_accepted: fewest worlds consistent with the labels for `method="sample"`
-            to report marginals (fewer is an error, not noise).
+        min_accepted: fewest effective samples ((sum w)^2 / sum w^2 of the labels'
+            importance weights) for `method="sample"` to report marginals (fewer is an
+            error, not noise).
+        target_se: `method="sample"` draws more worlds (doubling, up to `max_samples`)
+            until every alarm's standard error is at most this (0: `samples` worlds
+            only); 0.0025 keeps three standard errors under 0.01.
         exact_memory: bytes the largest table of `method="exact"` may take; None: a
             quarter of the device's memory.
         remedies: when an LBP round does not converge (tol > 0), retry it with
@@ -75,11 +83,12 @@ class Settings:
     backend: str = "auto"
     cycles: str = "cycles"
     compress: bool = True
-    method: str = "lbp"
+    method: str = "auto"
     samples: int = 100_000
     max_samples: int = 10_000_000
     seed: int = 0
     min_accepted: int = 1000
+    target_se: float = 0.0025
     exact_memory: int | None = None
     remedies: bool = True
 
@@ -98,6 +107,8 @@ class Settings:
             raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
         if self.method not in METHODS:
             raise SettingsError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not 0.0 <= self.target_se < 0.5:
+            raise SettingsError(f"target_se must be in [0, 0.5), got {self.target_se}")
         for name in ("samples", "max_samples", "min_accepted"):
             value = getattr(self, name)
             if int(value) != value or value < 1:
@@ -122,7 +133,7 @@ class Settings:
         """The options that decide a round's numbers (stored with a triage session)."""
         return {k: getattr(self, k) for k in ("schedule", "precision", "tol", "max_iters", "damping",
                                               "backend", "method", "samples", "max_samples", "seed",
-                                              "min_accepted")}
+                                              "min_accepted", "target_se")}
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Settings))

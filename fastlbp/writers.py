@@ -85,13 +85,32 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def error_cell(ranking: Ranking, alarm) -> str:
+    """How far off a probability may be, for the column beside it: "exact", the 95% interval of a
+    sampled estimate, or for LBP "unchecked" (its error is not known) or "FLAGGED" (`Ranking.flags`)."""
+    if ranking.method == "exact":
+        return "exact"
+    if ranking.method == "sample" and math.isfinite(alarm.lower):
+        return f"[{_short(alarm.lower)}, {_short(alarm.upper)}]"
+    return "FLAGGED" if ranking.flags else "unchecked"
+
+
+def _short(p: float) -> str:
+    return f"{p:.4f}" if p == 0.0 or p >= 1e-3 else f"{p:.1e}"
+
+
 def to_table(ranking: Ranking) -> str:
-    """A plain-text table: rank, probability, alarm (through `safe_name`); then the labelled alarms."""
+    """A plain-text table: rank, probability, its error, alarm (through `safe_name`); then the labelled
+    alarms. The error column says beside every number how far off it may be (`error_cell`); an LBP
+    ranking is followed by a line saying that its numbers are unchecked, and why when flagged."""
     lines = []
     width = max([4] + [len(str(a.rank)) for a in ranking.alarms])
-    lines.append(f"{'rank':>{width}}  probability  alarm")
-    for a in ranking.alarms:
-        lines.append(f"{a.rank:>{width}}  {format_probability(a.probability, a.log_odds):>11}  "
+    cells = [error_cell(ranking, a) for a in ranking.alarms]
+    head = {"exact": "error", "sample": "95% interval"}.get(ranking.method, "LBP")
+    cw = max([len(head)] + [len(c) for c in cells])
+    lines.append(f"{'rank':>{width}}  probability  {head:<{cw}}  alarm")
+    for a, cell in zip(ranking.alarms, cells, strict=True):
+        lines.append(f"{a.rank:>{width}}  {format_probability(a.probability, a.log_odds):>11}  {cell:<{cw}}  "
                      f"{safe_name(a.alarm)}")
     hidden = ranking.total_unlabelled - len(ranking.alarms)
     if hidden > 0:
@@ -103,6 +122,12 @@ def to_table(ranking: Ranking) -> str:
         lines.append(f"labelled ({len(ranking.labelled)}):")
         for a in ranking.labelled:
             lines.append(f"  {'true ' if a.truth else 'false'}  {safe_name(a.alarm)}")
+    if ranking.method == "lbp" and ranking.alarms:
+        lines.append("")
+        lines.append("LBP's probabilities are approximate and unchecked on this graph (derivations that "
+                     "share tuples make them over- or under-confident, by orders of magnitude at worst); "
+                     "`fastlbp check` measures them, --method exact or sample gives the model's own")
+        lines += [f"FLAGGED: {f}" for f in ranking.flags]
     return "\n".join(lines) + "\n"
 
 
@@ -110,12 +135,17 @@ def to_dict(ranking: Ranking) -> dict:
     """The JSON document of `to_json` as a dict."""
     return {
         "alarms": [{"rank": a.rank, "alarm": a.alarm, "probability": a.probability,
-                    "log_odds": _finite(a.log_odds)} for a in ranking.alarms],
+                    "log_odds": _finite(a.log_odds),
+                    **({"stderr": a.stderr, "lower": a.lower, "upper": a.upper} if math.isfinite(a.stderr)
+                       else {})} for a in ranking.alarms],
         "labelled": [{"alarm": a.alarm, "truth": a.truth} for a in ranking.labelled],
         "iterations": ranking.iterations,
         "converged": ranking.converged,
         "remedy": ranking.remedy,
         "method": ranking.method,
+        "how": ranking.how,
+        "flags": list(ranking.flags),
+        "reason": ranking.reason,
         "delta": ranking.delta,
         "seconds": ranking.seconds,
     }
@@ -142,14 +172,18 @@ def csv_row(fields) -> str:
 
 
 def to_csv(ranking: Ranking) -> str:
-    """Header `rank,alarm,probability,label,log_odds`; labelled alarms last with an empty rank.
+    """Header `rank,alarm,probability,label,log_odds,stderr,lower,upper` (the last three for a sampled
+    ranking, else empty); labelled alarms last with an empty rank.
 
     A field holding a comma, a quote, a line break or any other non-printable
     character is quoted (RFC 4180), so names read back exactly.
     """
-    rows = [["rank", "alarm", "probability", "label", "log_odds"]]
-    rows += [[a.rank, a.alarm, repr(a.probability), "", repr(a.log_odds)] for a in ranking.alarms]
-    rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false", ""] for a in ranking.labelled]
+    rows = [["rank", "alarm", "probability", "label", "log_odds", "stderr", "lower", "upper"]]
+    rows += [[a.rank, a.alarm, repr(a.probability), "", repr(a.log_odds),
+              *((repr(a.stderr), repr(a.lower), repr(a.upper)) if math.isfinite(a.stderr) else ("", "", ""))]
+             for a in ranking.alarms]
+    rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false", "", "", "", ""]
+             for a in ranking.labelled]
     return "".join(map(csv_row, rows))
 
 

@@ -36,7 +36,6 @@ from fastlbp.cli.app import (
     settings_from_options,
     start_progress,
     status,
-    summary,
 )
 
 
@@ -67,7 +66,11 @@ def marginals(
     quiet: QuietOpt = False,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Print every tuple's P(=1) after one round of loopy belief propagation.
+    """Print every tuple's P(=1): exact, sampled (with standard errors and 95% intervals) or by LBP.
+
+    --method auto (the default) picks exact inference where the graph's width
+    allows, else importance sampling where it fits a time budget, else loopy
+    belief propagation; the JSON's "method", "how" and "reason" say which and why.
 
     Every tuple of the input graph is listed, in the input's order: a tuple
     compression removed as a certain input fact has 1.0, one cycle elimination
@@ -76,8 +79,10 @@ def marginals(
     whole graph gives; with --method exact or sample nothing is pruned.
     --all adds the clause and auxiliary variables after the tuples.
 
-    JSON: {"marginals": {"<name>": p, ...}, "iterations": n, "converged": bool, "remedy": null or
-    what produced the numbers when LBP alone did not converge}.
+    JSON: {"marginals": {"<name>": p, ...}, "stderr": {"<name>": se, ...} and "interval":
+    {"<name>": [lower, upper], ...} (sampled only), "method", "how", "flags", "reason",
+    "iterations": n, "converged": bool, "remedy": null or what produced the numbers when LBP
+    alone did not converge}.
     CSV: a header `variable,probability` and one row per tuple (or variable).
 
     Labels from --labels replace the graph's own; they may name any tuple of the graph.
@@ -105,22 +110,37 @@ def marginals(
 
     with conflicts_located(labels, model, graph):
         rnd = session.marginals(model, known, settings)
+    from fastlbp import methods
+
     names, values = _listed(model, rnd.marginals, all_variables)
+    errors = None
+    if rnd.method == "sample" and rnd.lower is not None:
+        _, lower = _listed(model, rnd.lower, all_variables)
+        _, upper = _listed(model, rnd.upper, all_variables)
+        _, se = _listed(model, rnd.stderr, all_variables)
+        # A tuple fixed by the graph (a constant input, an underivable tuple) is certain: no error.
+        se = [0.0 if lo == hi else s for s, lo, hi in zip(se, lower, upper, strict=True)]
+        errors = (se, lower, upper)
     if format is OutputFormat.json:
-        emit(json.dumps({
-            "marginals": dict(zip(names, values, strict=True)),
-            "iterations": rnd.iterations,
-            "converged": rnd.converged,
-            "remedy": rnd.remedy,
-        }), output)
+        doc = {"marginals": dict(zip(names, values, strict=True))}
+        if errors is not None:
+            doc["stderr"] = dict(zip(names, errors[0], strict=True))
+            doc["interval"] = {n: [lo, hi] for n, lo, hi in zip(names, errors[1], errors[2], strict=True)}
+        doc.update({"iterations": rnd.iterations, "converged": rnd.converged, "remedy": rnd.remedy,
+                    **methods.summary_dict(rnd)})
+        emit(json.dumps(doc), output)
     else:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["variable", "probability"])
-        for name, p in zip(names, values, strict=True):
-            w.writerow([name, repr(p)])
+        w.writerow(["variable", "probability"] + (["stderr", "lower", "upper"] if errors else []))
+        for i, (name, p) in enumerate(zip(names, values, strict=True)):
+            w.writerow([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else []))
         emit(buf.getvalue(), output)
-    status(summary(rnd.iterations, rnd.converged, rnd.delta, rnd.seconds, rnd.remedy, rnd.method))
+    status(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s")
+    if rnd.reason:
+        status(f"method auto: {rnd.reason}")
+    for flag in rnd.flags:
+        status(f"warning: {flag}")
 
 
 def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:

@@ -82,16 +82,21 @@ def rank(
 ) -> None:
     """Rank alarms by P(alarm is true), most likely first.
 
-    Runs loopy belief propagation to convergence (or, with --method, exact
-    inference or sampling) and prints one row per unlabelled alarm: rank,
-    probability, alarm; alarms are ordered by their log-odds, so the order
+    By default (--method auto) the alarms' probabilities come from exact
+    inference where the graph's width allows, else from importance sampling
+    (with a 95% interval beside each number) where it fits a time budget, else
+    from loopy belief propagation (marked "unchecked": approximate); stderr
+    says which and why. Prints one row per unlabelled alarm: rank,
+    probability, its error, alarm; alarms are ordered by their log-odds, so the order
     among probabilities too small to print is kept. Alarms labelled in the graph
     or in --labels (a labels file, or a `fastlbp triage` session file) are
     evidence and are listed apart. A graph without alarms
     (a bare factor graph) ranks every variable.
 
-    JSON: {"alarms": [{"rank": 1, "alarm": "race(1,2)", "probability": 0.93}, ...],
-    "labelled": [...], "iterations": n, "converged": true}. SARIF: one result per
+    JSON: {"alarms": [{"rank": 1, "alarm": "race(1,2)", "probability": 0.93, "stderr": 0.002,
+    "lower": 0.926, "upper": 0.934}, ...], "labelled": [...], "method": "sample", "how": "...",
+    "flags": [], "iterations": n, "converged": true} (stderr, lower, upper for sampled rankings).
+    SARIF: one result per
     alarm, ruleId = the alarm's relation, rank = 100 * probability, position and
     probability in properties.
 
@@ -138,8 +143,12 @@ def rank(
     else:
         emit(writers.WRITERS[format.value](result), output)
     finish_progress(progress, timings, model)
-    status(summary(result.iterations, result.converged, result.delta, result.seconds, result.remedy,
-                   result.method))
+    status(f"{result.how or summary(result.iterations, result.converged, result.delta, result.seconds)}, "
+           f"{result.seconds:.3f} s")
+    if result.reason:
+        status(f"method auto: {result.reason}")
+    for flag in result.flags:
+        status(f"warning: {flag}")
     warning = None
     if result.method == "lbp":
         # Every unlabelled alarm, not only the `--top` shown: the top few of a good ranking may be equal.

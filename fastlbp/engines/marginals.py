@@ -17,7 +17,8 @@ class Marginals:
         stderr: (V,) float64 standard error of each marginal (zeros for "exact").
         seconds: wall time of the computation (host and device).
         info: what it took: exact: induced width, elimination order heuristic, largest table
-            entries, tables, bytes; sample: samples, accepted, effective samples, worlds per second.
+            entries, tables, bytes; sample: samples, effective samples, worlds per second, ...
+        lower, upper: (V,) float64 95% interval of each marginal (both the marginal for "exact").
     """
     method: str
     marginals: np.ndarray
@@ -25,3 +26,11 @@ class Marginals:
     stderr: np.ndarray
     seconds: float
     info: dict
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.lower is None:
+            object.__setattr__(self, "lower", self.marginals)
+        if self.upper is None:
+            object.__setattr__(self, "upper", self.marginals)

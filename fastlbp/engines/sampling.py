@@ -1,7 +1,7 @@
-"""Unbiased marginals by ancestral sampling, 32 worlds per machine word, labels by rejection.
+"""Unbiased marginals by sampling, 32 worlds per machine word, labels as importance weights.
 
-    result = sample_marginals(model, labels={v: True}, settings=Settings(samples=10**6, seed=1))
-    result.marginals, result.stderr, result.info["accepted"]
+    result = sample_marginals(model, labels={v: True}, settings=Settings(samples=10**5, seed=1))
+    result.marginals, result.stderr, result.lower, result.upper, result.info["effective_samples"]
 
 The network (`sampling_plan`): every variable x is a deterministic function of
 its factor's body and independent coins, x = cond ? coin(p1) : coin(p2).
@@ -11,10 +11,23 @@ reduction over the body and two coin words (none where a group's coins are
 all 0 or all 1: a Bingo tuple is x = cond, a clause x = cond & coin). The
 device program runs every level of a batch of words in one jitted call
 (levels unrolled, each group one dense gather with fixed shapes, one state
-update per level); batches run until `settings.samples` worlds are drawn. A
-world is accepted when every labelled variable has its label (the AND of the
-labels' match words), and marginals are popcount(x & accepted) /
-popcount(accepted).
+update per level).
+
+Labels (`fastlbp.engines.importance`): a labelled variable is set to its label
+where it is decided, the coins of its deferred parents (its clauses) are summed
+out there, and each world carries the exact log weight of the labels. Nothing is
+rejected: the estimate is sum w [x] / sum w, its standard error the
+self-normalised delta-method one, the effective sample size (sum w)^2 / sum w^2
+(Kish), and a 95% Wilson interval on the effective sample size stays honest at
+0 and 1 (a marginal estimated at 0 from n worlds gets an upper bound of about
+3.8 / n, not a standard error of 0). Without labels every weight is 1 and the
+tallies are popcounts. Drawing goes on in rounds that double the worlds drawn
+until every reported standard error is at most `Settings.target_se` (and the
+effective sample size at least `min_accepted`), within `max_samples` worlds.
+
+Graphs of at most `HOST_EDGES` padded reads per word run on the host in numpy
+(`Sampler(host=True)`: no compilation; its coins come from numpy's Philox
+generator, the device's from Threefry, each exact), larger ones on the device.
 
 Coins. A word whose bits are independent Bernoulli(p) is built from random
 words r_1, r_2, ... by the binary expansion p = 0.b_1 b_2 ... b_K: bit i is
@@ -32,8 +45,8 @@ after k digits only 2^-k of the bits are open: `sampling_coins` draws 12
 words for every coin word and the rest only for the 0.78% of words with an
 open bit (compacted), giving bit for bit the coins of the full expansion.
 
-Random words are Threefry-2x32 (the hash behind `jax.random`) of counters
-(coin, digit pair, global word index) under the key of `jax.random.key(seed)`,
+Random words on the device are Threefry-2x32 (the hash behind `jax.random`) of
+counters (coin, digit pair, global word index) under the key of the seed,
 computed on the device (never uploaded), so a run is deterministic given the
 seed and does not depend on the batch size. State words are uint32: JAX's
 64-bit integers are pairs of 32-bit operations on the GPU, with the same bytes
@@ -49,6 +62,7 @@ worlds): 0.05M edges 2.08 s before, 1.01 s after (coins 0.80 s, propagation 0.14
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -58,7 +72,7 @@ import numpy as np
 from jax import lax
 
 from fastlbp.constraints import conflicting_labels
-from fastlbp.engines import sampling_plan
+from fastlbp.engines import importance, sampling_plan
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, threefry2x32
 from fastlbp.engines.sampling_plan import FIRST_COIN, ONE_COIN, ONES_ROW, ZERO_COIN, NotABayesNet, Plan
@@ -74,6 +88,13 @@ MAX_BATCH_WORDS = 1 << 14
 # the device's memory where it says (a GPU), else 256 MiB. On the H200 at 0.5M edges a 256 MiB budget
 # gave batches of 128 words (4,096 worlds) and a run bound by kernel launches (69 levels per batch).
 BATCH_BYTES = 1 << 28
+# Graphs of at most this many padded reads per world word (`Plan.edges`) are sampled on the host in
+# numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
+# first call on this CPU, and 0.2 s on the host for 10^5 worlds.
+HOST_EDGES = 20_000
+HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
+# Two-sided 95% normal quantile of the Wilson intervals.
+Z95 = 1.959963984540054
 
 
 def _batch_budget() -> int:
@@ -85,18 +106,41 @@ def _batch_budget() -> int:
 
 
 class TooFewSamples(InferenceError):
-    """Fewer worlds than `settings.min_accepted` agree with the labels: the estimates would be noise."""
+    """The labels' weight sits on too few worlds: fewer effective samples than `settings.min_accepted`."""
 
-    def __init__(self, accepted: int, drawn: int, needed: int):
-        self.accepted, self.drawn, self.needed = accepted, drawn, needed
-        super().__init__(f"sampling: only {accepted} of {drawn} worlds agree with the labels (at least "
-                         f"{needed} needed for estimates; min_accepted); draw more (--samples "
-                         f"{_suggest(accepted, drawn, needed)}) or use --method exact")
+    def __init__(self, effective: float, drawn: int, needed: int, positive: int | None = None):
+        self.accepted, self.effective, self.drawn, self.needed = int(effective), effective, drawn, needed
+        self.positive = positive
+        of = "" if positive is None else f", {positive} of them of positive weight"
+        super().__init__(f"sampling: the labels leave {effective:.0f} effective samples of {drawn} worlds "
+                         f"drawn{of} (at least {needed} needed for estimates; min_accepted): they are "
+                         "improbable where the sampler draws; use --method exact where the graph allows, or "
+                         "draw more (max_samples)")
 
 
-def _suggest(accepted: int, drawn: int, needed: int) -> int:
-    rate = max(accepted, 1) / drawn
-    return int(min(10 ** math.ceil(math.log10(2 * needed / rate)), 10**15))
+class NoConsistentWorld(TooFewSamples):
+    """No world drawn has positive weight under the labels, and the hard constraints prove nothing."""
+
+    def __init__(self, drawn: int, needed: int, labels: dict[str, bool]):
+        self.labels = labels
+        InferenceError.__init__(
+            self, f"sampling: none of the {drawn} worlds drawn is consistent with the labels "
+                  f"({_label_list(labels)}); their probability is 0 or below about 1/{drawn} where the "
+                  "sampler draws, which the model's hard constraints could not decide; use --method exact "
+                  "where the graph allows")
+        self.accepted = self.effective = 0
+        self.drawn, self.needed, self.positive = drawn, needed, 0
+
+
+def _label_list(labels: dict[str, bool], most: int = 6) -> str:
+    items = [f"{name}={'true' if t else 'false'}" for name, t in list(labels.items())[:most]]
+    return ", ".join(items) + (f", ... ({len(labels)} labels)" if len(labels) > most else "")
+
+
+def seed_key(seed: int) -> np.ndarray:
+    """(2,) uint32 the Threefry key of `seed`, as `jax.random.key(seed)` makes it (high, low word)."""
+    seed = int(seed) % (1 << 64)
+    return np.array([seed >> 32, seed & _ONES], np.uint32)
 
 
 def _coins(coin_arrays, coin_meta, key, words):
@@ -121,23 +165,88 @@ def _coins(coin_arrays, coin_meta, key, words):
     return coins
 
 
-def _propagate(level_arrays, levels, num_rows, coins):
-    """(V+2, W) uint32 state words of a batch, level by level (module docstring)."""
+# Digits every host coin word gets before the undecided ones are compacted (as the device's head).
+_HOST_HEAD_PAIRS = 6
+
+
+def _host_coins(coin_arrays, rng: np.random.Generator, width: int) -> np.ndarray:
+    """(C, W) uint32 coin words on the host: the digit recurrence of `sampling_coins` on numpy's words.
+
+    Every coin word draws `_HOST_HEAD_PAIRS` digit pairs; then only the (coin, word) pairs with an
+    undecided bit go on, compacted, until each is decided or its p has no digit left (then 0).
+    """
+    rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
+    coins = np.zeros((rows, width), np.uint32)
+    coins[ONE_COIN] = _ONES
+    start = FIRST_COIN
+    for bits, ids, need in coin_arrays:
+        n = ids.shape[0]
+        acc = np.zeros((n, width), np.uint32)
+        und = np.full((n, width), _ONES, np.uint32)
+        digits = int(need.max()) if n else 0
+        shifts = np.uint32(31) - (np.arange(64, dtype=np.uint32) & np.uint32(31))
+        for k in range(min(digits, 2 * _HOST_HEAD_PAIRS)):
+            d = np.uint32(0) - ((bits[k // 32] >> shifts[k]) & np.uint32(1))  # (n,) all ones where digit is 1
+            r = rng.integers(0, 1 << 32, size=(n, width), dtype=np.uint32)
+            acc |= und & r & d[:, None]
+            und &= r ^ d[:, None]
+        und[need <= 2 * _HOST_HEAD_PAIRS] = 0
+        coin, word = np.nonzero(und)
+        u, a = und[coin, word], acc[coin, word]
+        for k in range(2 * _HOST_HEAD_PAIRS, digits):
+            live = (u != 0) & (need[coin] > k)
+            if not live.any():
+                break
+            coin, word, u, a = coin[live], word[live], u[live], a[live]
+            d = np.uint32(0) - ((bits[k // 32, coin] >> shifts[k]) & np.uint32(1))
+            r = rng.integers(0, 1 << 32, size=coin.shape[0], dtype=np.uint32)
+            a = a | (u & r & d)
+            u = u & (r ^ d)
+            acc[coin, word] = a
+        coins[start:start + n] = acc
+        start += n
+    return coins
+
+
+def _set_rows(xp, state, start: int, x):
+    if xp is np:
+        state[start:start + x.shape[0]] = x
+        return state
+    return lax.dynamic_update_slice(state, x, (start, 0))
+
+
+def _propagate(xp, level_arrays, levels, num_rows, coins, masks=None):
+    """(V+2, W) uint32 state words of a batch, level by level (module docstring).
+
+    Args:
+        xp: numpy (host) or jax.numpy (device).
+        masks: None, or the labels' (force_and, force_or, cond_rows) (R,) uint32 row masks
+            (`importance.LabelArrays`): a deferred parent's row holds its condition, and a labelled
+            row its label, before the next level reads it.
+    """
     width = coins.shape[1]
-    state = jnp.zeros((num_rows, width), jnp.uint32).at[ONES_ROW].set(np.uint32(_ONES))
+    state = xp.zeros((num_rows, width), np.uint32)
+    state = _set_rows(xp, state, ONES_ROW, xp.full((1, width), _ONES, np.uint32))
     for groups, arrays in zip(levels, level_arrays, strict=True):
         xs = []
-        for (kind, _, hard1, hard2), (rows, c1, c2) in zip(groups, arrays, strict=True):
+        for (kind, start, hard1, hard2), (rows, c1, c2) in zip(groups, arrays, strict=True):
             if rows.shape[1] == 0:
-                xs.append(coins[c1])  # (n, W)
-                continue
-            body = state[rows]  # (n, w, W)
-            op = lax.bitwise_and if kind == AND else lax.bitwise_or
-            init = np.uint32(_ONES if kind == AND else 0)
-            xs.append(_select(lax.reduce(body, init, op, (1,)), coins, c1, c2, hard1, hard2))
+                cond, x = None, coins[c1]  # (n, W)
+            else:
+                body = state[rows]  # (n, w, W)
+                cond = (xp.bitwise_and if kind == AND else xp.bitwise_or).reduce(body, axis=1)
+                x = _select(cond, coins, c1, c2, hard1, hard2)
+            if masks is not None:
+                keep = masks[2][start:start + rows.shape[0], None]  # deferred parents hold cond
+                x = (keep if cond is None else cond & keep) | (x & ~keep)
+            xs.append(x)
         # A level's groups write consecutive rows: one update of the state per level, not per group.
-        x = jnp.concatenate(xs) if len(xs) > 1 else xs[0]
-        state = lax.dynamic_update_slice(state, x, (groups[0][1], 0))
+        x = xp.concatenate(xs) if len(xs) > 1 else xs[0]
+        first = groups[0][1]
+        if masks is not None:
+            end = first + x.shape[0]
+            x = (x & masks[0][first:end, None]) | masks[1][first:end, None]
+        state = _set_rows(xp, state, first, x)
     return state
 
 
@@ -149,28 +258,80 @@ def _select(cond, coins, c1, c2, hard1, hard2):
     return (cond & x1) | (~cond & x2)
 
 
-def _tally(state, labels, valid_worlds):
-    """(V+2,) popcounts of x & accepted per state row, and the accepted worlds of a batch."""
-    width = state.shape[1]
-    lab_rows, lab_flip = labels  # (L,) int32 rows, (L,) uint32 0 (label true) or all ones (false)
-    match = state[lab_rows] ^ lab_flip[:, None]  # (L, W) ones where the world has the label
-    accepted = lax.reduce(match, np.uint32(_ONES), lax.bitwise_and, (0,))  # (W,)
-    # Worlds past `samples` in the last batch are never accepted.
-    idx = jnp.arange(width, dtype=jnp.int64) * WORD_BITS
-    room = jnp.clip(valid_worlds - idx, 0, WORD_BITS)
-    keep = jnp.where(room >= WORD_BITS, np.uint32(_ONES),
-                     ((jnp.uint32(1) << room.astype(jnp.uint32)) - np.uint32(1)).astype(jnp.uint32))
-    accepted = accepted & keep
-    counts = lax.population_count(state & accepted[None, :]).astype(jnp.int64).sum(axis=1)
-    return counts, lax.population_count(accepted).astype(jnp.int64).sum()
+def _unpack(xp, words):
+    """(P, W) uint32 -> (P, 32 W) bool; world 32 w + i is bit i of word w."""
+    shifts = xp.arange(WORD_BITS, dtype=np.uint32)
+    return ((words[:, :, None] >> shifts) & np.uint32(1)).astype(bool).reshape(words.shape[0], -1)
+
+
+def _rows_dot(xp, state, omega):
+    """(R,) float64 sum over worlds of omega where the row's bit is 1; omega (32 W,)."""
+    if xp is np:
+        bits = np.unpackbits(np.ascontiguousarray(state).view(np.uint8), axis=1, bitorder="little")
+        return bits.astype(np.float64) @ omega
+    shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32)
+    ones = ((state[:, :, None] >> shifts) & np.uint32(1)) != 0  # fused into the reduction, never stored
+    return jnp.sum(jnp.where(ones, omega.reshape(state.shape[1], WORD_BITS)[None], 0.0), axis=(1, 2))
+
+
+def _tally(xp, state, labels, valid_worlds):
+    """A batch's weighted sums: (s1 (R,), s2 (R,), w1, w2, log_scale, positive).
+
+    s1 = sum_w w [x], s2 = sum_w w^2 [x] per state row, w1 = sum w, w2 = sum w^2 with the weights
+    scaled by exp(-log_scale) (the batch's largest log weight); positive counts the worlds of
+    positive weight. Without labels (`labels` None) every valid world weighs 1 (popcounts).
+    """
+    rows, width = state.shape
+    idx = xp.arange(width * WORD_BITS)
+    ok = idx < valid_worlds  # (N,) worlds past the run's last in the last batch weigh nothing
+    if labels is None:
+        room = xp.clip(valid_worlds - xp.arange(width) * WORD_BITS, 0, WORD_BITS)
+        keep = xp.where(room >= WORD_BITS, np.uint32(_ONES),
+                        ((np.uint32(1) << xp.minimum(room, 31).astype(np.uint32)) - np.uint32(1)))
+        counts = xp.bitwise_count(state & keep[None, :].astype(np.uint32)).astype(np.float64).sum(axis=1)
+        n = ok.sum().astype(np.float64)
+        return counts, counts, n, n, xp.zeros((), np.float64), ok.sum()
+    entry_row, deferred, valid = labels[8], labels[9], labels[12]
+    log_w, expected = importance.weigh(xp, _unpack(xp, state[entry_row]), labels)
+    log_w = xp.where(ok, log_w, -np.inf)
+    top = log_w.max()
+    scale = xp.where(top > -np.inf, top, 0.0)
+    omega = xp.where(log_w > -np.inf, xp.exp(log_w - scale), 0.0)  # (N,) in [0, 1]
+    omega2 = omega * omega
+    s1, s2 = _rows_dot(xp, state, omega), _rows_dot(xp, state, omega2)
+    # Deferred parents' rows hold their condition: their sums are the expectations' instead.
+    e1, e2 = expected @ omega, expected @ omega2
+    target = xp.where(deferred & valid, entry_row, rows)
+    if xp is np:
+        d = target < rows
+        s1[target[d]], s2[target[d]] = e1[d], e2[d]
+    else:
+        s1 = s1.at[target].set(e1, mode="drop")
+        s2 = s2.at[target].set(e2, mode="drop")
+    return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
+
+
+def _combine(xp, acc, batch):
+    """Two sets of weighted sums with their own scales, on the larger one."""
+    if acc is None:
+        return batch
+    s1, s2, w1, w2, m, pos = acc
+    t1, t2, v1, v2, mb, pb = batch
+    top = xp.maximum(m, mb)
+    ref = xp.where(top > -np.inf, top, 0.0)
+    a = xp.where(m > -np.inf, xp.exp(m - ref), 0.0)
+    b = xp.where(mb > -np.inf, xp.exp(mb - ref), 0.0)
+    return (s1 * a + t1 * b, s2 * (a * a) + t2 * (b * b), w1 * a + v1 * b, w2 * (a * a) + v2 * (b * b),
+            top, pos + pb)
 
 
 def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_worlds):
-    """One batch: (V+2,) popcounts of x & accepted per state row, and accepted worlds."""
-    coin_meta, levels, num_rows, width = meta
+    """One device batch: its weighted sums (`_tally`)."""
+    coin_meta, levels, num_rows, width, weighted = meta
     words = first_word + jnp.arange(width, dtype=jnp.uint32)  # (W,)
     coins = _coins(coin_arrays, coin_meta, key, words)
-    return _tally(_propagate(level_arrays, levels, num_rows, coins), labels, valid_worlds)
+    state = _propagate(jnp, level_arrays, levels, num_rows, coins, labels[:3] if weighted else None)
+    return _tally(jnp, state, labels if weighted else None, valid_worlds)
 
 
 def _hard(coin_rows: np.ndarray):
@@ -181,121 +342,218 @@ def _hard(coin_rows: np.ndarray):
     return None
 
 
+def wilson(p: np.ndarray, n: float, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) Wilson score interval of a proportion p estimated from n (effective) samples."""
+    p = np.clip(np.asarray(p, np.float64), 0.0, 1.0)
+    if not n > 0:
+        return np.zeros_like(p), np.ones_like(p)
+    z2n = z * z / n
+    center = (p + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * np.sqrt(p * (1 - p) / n + z2n / (4 * n))
+    # At p = 0 (1) the lower (upper) end is 0 (1) exactly, not a rounding error away.
+    lower = np.where(p <= 0, 0.0, np.clip(center - half, 0.0, 1.0))
+    return lower, np.where(p >= 1, 1.0, np.clip(center + half, 0.0, 1.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tally:
+    """Weighted sums of a run, per variable, and what they give.
+
+    Attributes:
+        s1: (V,) float64 sum over worlds of w [x = 1] (weights scaled by a common factor).
+        s2: (V,) float64 sum of w^2 [x = 1].
+        w1, w2: sum of w, of w^2.
+        drawn: worlds drawn.
+        positive: worlds of positive weight.
+    """
+
+    s1: np.ndarray
+    s2: np.ndarray
+    w1: float
+    w2: float
+    drawn: int
+    positive: int
+
+    @property
+    def effective(self) -> float:
+        """Kish's effective sample size (sum w)^2 / sum w^2 (0 with no positive weight)."""
+        return self.w1 * self.w1 / self.w2 if self.w2 > 0 else 0.0
+
+    def estimates(self):
+        """(p, stderr, lower, upper), each (V,) float64.
+
+        p is the self-normalised estimate; stderr the larger of the delta-method standard error
+        sqrt(sum w^2 (x - p)^2) / sum w and the Wilson interval's half-width / 1.96 on the effective
+        sample size (never 0 at p = 0 or 1); lower, upper the 95% Wilson interval around p.
+        """
+        if not self.w1 > 0:
+            nan = np.full_like(self.s1, np.nan)
+            return nan, nan, nan, nan
+        p = np.clip(self.s1 / self.w1, 0.0, 1.0)
+        var = np.maximum(self.s2 * (1 - 2 * p) + p * p * self.w2, 0.0) / (self.w1 * self.w1)
+        lower, upper = wilson(p, self.effective)
+        se = np.maximum(np.sqrt(var), (upper - lower) / (2 * Z95))
+        return p, se, np.minimum(lower, p), np.maximum(upper, p)
+
+
 class Sampler:
-    """A compiled sampler for one graph: `sampler(labels, samples, seed) -> (counts, accepted, drawn)`.
+    """A sampler for one graph: `sampler(labels, samples, seed, ...) -> Tally`.
 
     Args:
         graph: a Bayesian-network factor graph (`sampling_plan`).
         var_names: names for error messages.
-        batch_words: words (32 worlds each) per device call; None: the largest power of two that fits
-            the budget (`_batch_budget`), at most MAX_BATCH_WORDS.
+        batch_words: words (32 worlds each) per batch; None: on the device the largest power of two
+            that fits the budget (`_batch_budget`), at most MAX_BATCH_WORDS; on the host
+            HOST_BATCH_WORDS.
         head_digits: random words drawn for every coin word (even; `sampling_coins`); the coins do
             not depend on it, only the time does.
         tail_capacity: words one round of the coins' tail finishes (None: the expected count plus
             8 standard deviations); the coins do not depend on it (a small one only adds rounds).
         widths: padded body widths of the level groups (`sampling_plan.width_classes`; default powers
             of two): fewer widths, fewer groups per level, more padding.
+        host: True: numpy on the host, False: the jitted device program; None: the host for graphs
+            of at most HOST_EDGES padded reads per word.
+        label_capacity: (slots, entries) the label arrays start padded to (`importance.capacity`): a
+            triage session sized for its alarms compiles nothing as labels come.
     """
 
     def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None, *,
                  head_digits: int = HEAD_DIGITS, tail_capacity: int | None = None,
-                 widths: tuple[int, ...] | None = None):
+                 widths: tuple[int, ...] | None = None, host: bool | None = None,
+                 label_capacity: tuple[int, int] = (0, 0)):
         if head_digits < 2 or head_digits % 2:
             raise ValueError(f"head_digits must be even and at least 2, got {head_digits}")
         t0 = time.perf_counter()
         self.graph = graph
         self.plan: Plan = sampling_plan.build(graph, var_names, widths)
-        self.plan_seconds = time.perf_counter() - t0
         plan = self.plan
-        widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
-        longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
-        # Bytes per word: the coin words, and the larger of what lives beside them while they are drawn
-        # (the head's X0 and X1, uint64, of the coins that go on to a tail) and while the levels run
-        # (the state and the largest gather).
-        per_word = 4 * plan.coins + max(8 * sum(longs), 4 * plan.num_rows + 8 * widest)
-        fit = max(1, _batch_budget() // per_word)
-        self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
+        self.host = plan.edges <= HOST_EDGES if host is None else bool(host)
         self._meta_levels = tuple(tuple((g.kind, g.start, _hard(g.coin1), _hard(g.coin2)) for g in lv)
                                   for lv in plan.levels)
-        self._coin_meta = (tuple((b.pairs, n) for b, n in zip(plan.buckets, longs, strict=True)),
-                           head_digits, tail_capacity)
-        self._arrays = ([tuple(jnp.asarray(a) for a in (b.bits, b.ids, b.need)) for b in plan.buckets],
-                        [[tuple(jnp.asarray(a) for a in (g.rows, g.coin1, g.coin2)) for g in lv]
-                         for lv in plan.levels])
+        arrays = ([(b.bits, b.ids, b.need) for b in plan.buckets],
+                  [[(g.rows, g.coin1, g.coin2) for g in lv] for lv in plan.levels])
+        self._cap = (label_capacity[0], label_capacity[1])
         self._runs = {}
+        if self.host:
+            self.batch_words = int(batch_words or HOST_BATCH_WORDS)
+            self._arrays = arrays
+        else:
+            widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
+            longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
+            # Bytes per word: the coin words, and the larger of what lives beside them while they are
+            # drawn (the head's X0 and X1, uint64, of the coins that go on to a tail) and while the
+            # levels run (the state and the largest gather).
+            per_word = 4 * plan.coins + max(8 * sum(longs), 4 * plan.num_rows + 8 * widest)
+            fit = max(1, _batch_budget() // per_word)
+            self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
+            self._coin_meta = (tuple((b.pairs, n) for b, n in zip(plan.buckets, longs, strict=True)),
+                               head_digits, tail_capacity)
+            # One transfer of the whole tree: jnp.asarray per array compiled a conversion per shape
+            # (1,272 arrays of avrora: 6.2 s of a 6.4 s set-up on this CPU).
+            self._arrays = jax.device_put(arrays)
+        self.plan_seconds = time.perf_counter() - t0
 
-    def _run(self, width: int):
-        # One compiled program per batch width (a power of two, so few widths ever occur).
-        if width not in self._runs:
-            meta = (self._coin_meta, self._meta_levels, self.plan.num_rows, width)
-            self._runs[width] = jax.jit(lambda arrays, key, first, labels, valid: _batch(
+    def _run(self, width: int, weighted: bool):
+        # One compiled program per batch width (a power of two, so few widths ever occur), with or
+        # without labels; the label arrays' shapes grow by powers of two (`importance.capacity`).
+        if (width, weighted) not in self._runs:
+            meta = (self._coin_meta, self._meta_levels, self.plan.num_rows, width, weighted)
+            self._runs[width, weighted] = jax.jit(lambda arrays, key, first, labels, valid: _batch(
                 arrays[0], arrays[1], meta, key, first, labels, valid))
-        return self._runs[width]
+        return self._runs[width, weighted]
 
     def stages(self, width: int):
-        """Jitted stages of one batch of `width` words, for timing them apart (benchmarks).
+        """Jitted stages of one device batch of `width` words, for timing them apart (benchmarks).
 
         Returns:
             coins(arrays, key, first_word) -> (C, W) coin words;
             propagate(arrays, coins) -> (V+2, W) state words.
         """
-        coin_meta, levels, rows = self._coin_meta, self._meta_levels, self.plan.num_rows
+        coin_meta = (tuple((b.pairs, int(np.count_nonzero(b.need > HEAD_DIGITS))) for b in self.plan.buckets),
+                     HEAD_DIGITS, None) if self.host else self._coin_meta
+        levels, rows = self._meta_levels, self.plan.num_rows
         coins = jax.jit(lambda arrays, key, first: _coins(
             arrays[0], coin_meta, key, first + jnp.arange(width, dtype=jnp.uint32)))
-        propagate = jax.jit(lambda arrays, c: _propagate(arrays[1], levels, rows, c))
+        propagate = jax.jit(lambda arrays, c: _propagate(jnp, arrays[1], levels, rows, c))
         return coins, propagate
 
-    def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *,
-                 until_accepted: int = 0, max_samples: int | None = None):
-        """Draws `samples` worlds, then more while fewer than `until_accepted` agree with the labels.
+    @property
+    def arrays(self):
+        """The plan's arrays as the device stages take them."""
+        return self._arrays if not self.host else jax.device_put(self._arrays)
+
+    def label_arrays(self, labels: dict[int, bool]) -> importance.LabelArrays:
+        """The label arrays of `labels`: on the device padded to a capacity that only grows (powers of
+        two, so new label sets compile nothing until they outgrow it), on the host unpadded (padding
+        entries cost as much as real ones there: 4 real entries padded to 256 took 1.1 s a batch)."""
+        if self.host:
+            return importance.label_arrays(self.plan, labels, tuple(max(n, 1) for n in importance.needed(
+                self.plan, labels)))
+        self._cap = importance.capacity(self.plan, labels, self._cap)
+        return importance.label_arrays(self.plan, labels, self._cap)
+
+    def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *, target_se: float = 0.0,
+                 min_effective: float = 0.0, max_samples: int | None = None,
+                 rows: np.ndarray | None = None) -> Tally:
+        """Draws `samples` worlds, then more until the estimates are as precise as asked.
 
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
-        (default `samples`). The stopping rule looks only at how many worlds were accepted, never at
-        their values, so the accepted worlds stay independent draws of the labelled posterior and
-        the ratio estimates stay unbiased given their number. Counters continue across rounds
-        (world i is the same world whatever the rounds), so a run is deterministic given the seed.
-
-        Returns:
-            (V,) int64 counts of x=1 among accepted worlds, accepted, drawn.
+        (default `samples`), while the largest standard error over `rows` (default all variables)
+        exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
+        World i is the same world whatever the rounds or batches (counters on the device, a stream
+        per batch position on the host), so a run is deterministic given the seed.
         """
         plan = self.plan
-        labels = labels or {}
-        # Padded to a power of two (at least 8) with the all-ones row labelled true, which every world
-        # satisfies: the batch kernel's shapes stay the same as labels come, so a triage session or
-        # `simulate --method sample` compiles once, not once per label (avrora: 20 s a round before).
-        slots = max(8, 1 << max(len(labels) - 1, 0).bit_length())
-        rows = np.full(slots, ONES_ROW, np.int32)
-        flips = np.zeros(slots, np.uint32)
-        rows[:len(labels)] = [plan.row_of[v] for v in labels]
-        flips[:len(labels)] = [0 if t else _ONES for t in labels.values()]
-        lab_rows, lab_flip = jnp.asarray(rows), jnp.asarray(flips)
-        key = jax.random.key_data(jax.random.key(seed)).astype(jnp.uint32).reshape(-1)[-2:]
-        most = max(int(samples), int(max_samples or 0))
-        if -(-most // WORD_BITS) >= 2**32:
+        labels = {int(v): bool(t) for v, t in (labels or {}).items()}
+        weighted = bool(labels)
+        xp = np if self.host else jnp
+        la = self.label_arrays(labels).astuple() if weighted else None
+        if weighted and not self.host:
+            la = jax.device_put(la)
+        key = seed_key(seed)
+        samples = -(-max(int(samples), 1) // WORD_BITS) * WORD_BITS  # whole words: a round ends on one
+        most = max(samples, -(-int(max_samples or 0) // WORD_BITS) * WORD_BITS)
+        if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
-        counts = jnp.zeros(plan.num_rows, jnp.int64)
-        accepted = jnp.zeros((), jnp.int64)
-        drawn, target = 0, int(samples)
+        acc, drawn, target = None, 0, samples
         while True:
-            counts, accepted = self._draw(key, drawn, target, (lab_rows, lab_flip), counts, accepted)
+            acc = self._draw(xp, key, drawn, target, la, acc, seed)
             drawn = target
-            if drawn >= most or not until_accepted or int(accepted) >= until_accepted:
+            s1, s2, w1, w2, _, positive = (np.asarray(a) for a in jax.device_get(acc))
+            tally = Tally(s1=s1[plan.row_of], s2=s2[plan.row_of], w1=float(w1), w2=float(w2), drawn=drawn,
+                          positive=int(positive))
+            if drawn >= most:
+                break
+            if tally.effective >= min_effective and tally.positive > 0 and (
+                    not target_se or _max_se(tally, rows) <= target_se):
                 break
             target = min(most, 2 * drawn)
-        counts, accepted = jax.device_get((counts, accepted))
-        return np.asarray(counts)[plan.row_of], int(accepted), int(drawn)
+        return tally
 
-    def _draw(self, key, start: int, stop: int, labels, counts, accepted):
-        """Adds worlds start..stop-1 (start a multiple of 32) to the counts."""
-        first_word, total_words = start // WORD_BITS, -(-stop // WORD_BITS)
+    def _draw(self, xp, key, start: int, stop: int, labels, acc, seed: int):
+        """Adds worlds start..stop-1 (both multiples of 32) to the sums `acc`."""
+        first_word, total_words = start // WORD_BITS, stop // WORD_BITS
         width = min(self.batch_words, 1 << max(0, (total_words - first_word - 1).bit_length()))
-        run = self._run(width)
         for first in range(first_word, total_words, width):
-            # Worlds beyond `stop` (the rest of the last word or batch) are masked out.
-            valid = jnp.asarray(min(stop - first * WORD_BITS, width * WORD_BITS), jnp.int64)
-            c, a = run(self._arrays, key, jnp.asarray(first, jnp.uint32), labels, valid)
-            counts, accepted = counts + c, accepted + a
-        return counts, accepted
+            valid = min(stop - first * WORD_BITS, width * WORD_BITS)
+            if self.host:
+                # A stream per (seed, first word): world i is the same whatever the rounds.
+                rng = np.random.Generator(np.random.Philox(key=(first << 64) | (int(seed) % (1 << 64))))
+                coins = _host_coins(self._arrays[0], rng, width)
+                state = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows, coins,
+                                   labels[:3] if labels is not None else None)
+                batch = _tally(np, state, labels, valid)
+            else:
+                run = self._run(width, labels is not None)
+                batch = run(self._arrays, key, np.uint32(first), labels, np.int64(valid))
+            acc = _combine(xp, acc, batch)
+        return acc
+
+
+def _max_se(tally: Tally, rows) -> float:
+    _, se, _, _ = tally.estimates()
+    se = se if rows is None else se[rows]
+    return float(np.max(se)) if se.size else 0.0
 
 
 def _graph_and_names(model_or_graph):
@@ -305,58 +563,75 @@ def _graph_and_names(model_or_graph):
 
 
 def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
-                     settings: Settings | None = None, *, sampler: Sampler | None = None) -> Marginals:
-    """Marginals of every variable by ancestral sampling with rejection of the labels.
+                     settings: Settings | None = None, *, sampler: Sampler | None = None,
+                     rows: np.ndarray | None = None) -> Marginals:
+    """Marginals of every variable by sampling, with the labels as importance weights.
 
     Args:
         model_or_graph: a `Model` or a `FactorGraph` that is a Bayesian network (one factor per
             head, no cycle; derivation-graph models after cycle elimination are).
         labels: {variable index: truth}.
-        settings: `samples` (worlds drawn), `seed`, `min_accepted` and `max_samples` (with
-            fewer than `min_accepted` worlds accepted, drawing goes on, doubling, up to
-            `max_samples` worlds) are read.
+        settings: `samples` (worlds of the first round), `seed`, `target_se` (draw until every
+            standard error over `rows` is at most this; 0: no target), `min_accepted` (fewest
+            effective samples) and `max_samples` (the budget in worlds) are read.
         sampler: a `Sampler` already built for this graph (reused across label sets).
+        rows: (k,) variables whose standard errors `target_se` bounds (default: the model's alarms
+            when given a `Model` with alarms, else every variable).
 
     Returns:
-        `Marginals` with method "sample": float64 estimates, their binomial standard errors
-        sqrt(p (1 - p) / accepted) and info {samples, accepted, effective_samples, worlds_per_second,
-        batch_words, levels, coins, edges, plan_seconds}.
+        `Marginals` with method "sample": float64 estimates, standard errors and 95% Wilson
+        intervals (`Tally.estimates`), and info {samples, effective_samples, positive_worlds,
+        max_samples, target_se, max_stderr, worlds_per_second, path, batch_words, levels, coins,
+        edges, plan_seconds}.
 
     Raises:
         ContradictoryEvidence: the hard constraints prove the labels have probability 0 (a
-            conflicting subset named). A contradiction propagation cannot prove leaves no world
-            accepted and raises TooFewSamples instead.
-        TooFewSamples: fewer than `settings.min_accepted` of `max_samples` worlds agree with the labels.
+            conflicting subset named).
+        NoConsistentWorld: no world drawn has positive weight and the constraints prove nothing.
+        TooFewSamples: fewer than `settings.min_accepted` effective samples within `max_samples`.
         NotABayesNet: a variable heads several factors, or the factors have a cycle.
     """
     t0 = time.perf_counter()
     settings = settings or Settings()
     graph, names = _graph_and_names(model_or_graph)
     labels = {int(v): bool(t) for v, t in (labels or {}).items()}
+
+    def name(v):
+        return names[v] if names is not None else str(v)
+
     if labels:
         core = conflicting_labels(graph, labels)
         if core is not None:
-            raise ContradictoryEvidence({(names[v] if names is not None else str(v)): t
-                                         for v, t in core.items()})
+            raise ContradictoryEvidence({name(v): t for v, t in core.items()})
     sampler = sampler or Sampler(graph, names)
+    if rows is None and not isinstance(model_or_graph, FactorGraph) and len(model_or_graph.alarms):
+        rows = np.asarray(model_or_graph.alarms, np.int64)
     t1 = time.perf_counter()
-    counts, accepted, drawn = sampler(labels, int(settings.samples), int(settings.seed),
-                                      until_accepted=int(settings.min_accepted),
-                                      max_samples=int(settings.max_samples))
+    tally = sampler(labels, int(settings.samples), int(settings.seed), target_se=float(settings.target_se),
+                    min_effective=float(settings.min_accepted), max_samples=int(settings.max_samples),
+                    rows=rows)
     draw_seconds = time.perf_counter() - t1
-    if accepted < settings.min_accepted:
-        raise TooFewSamples(accepted, drawn, int(settings.min_accepted))
-    p = counts.astype(np.float64) / accepted
+    if tally.positive == 0:
+        named = {name(v): t for v, t in labels.items()}
+        raise NoConsistentWorld(tally.drawn, int(settings.min_accepted), named)
+    if tally.effective < settings.min_accepted:
+        raise TooFewSamples(tally.effective, tally.drawn, int(settings.min_accepted), tally.positive)
+    p, stderr, lower, upper = tally.estimates()
     with np.errstate(divide="ignore"):
         log_odds = np.log(p) - np.log1p(-p)
-    stderr = np.sqrt(p * (1.0 - p) / accepted)
     plan = sampler.plan
-    info = {"samples": drawn, "accepted": accepted, "effective_samples": accepted,
-            "worlds_per_second": drawn / draw_seconds if draw_seconds > 0 else float("inf"),
+    se_rows = stderr if rows is None else stderr[rows]
+    info = {"samples": tally.drawn, "effective_samples": tally.effective, "positive_worlds": tally.positive,
+            "max_samples": int(max(settings.max_samples, settings.samples)),
+            "target_se": float(settings.target_se),
+            "max_stderr": float(se_rows.max()) if se_rows.size else 0.0,
+            "worlds_per_second": tally.drawn / draw_seconds if draw_seconds > 0 else float("inf"),
+            "path": "host" if sampler.host else "device",
             "batch_words": sampler.batch_words, "levels": len(plan.levels), "coins": plan.coins,
             "edges": plan.edges, "plan_seconds": sampler.plan_seconds}
     return Marginals(method="sample", marginals=p, log_odds=log_odds, stderr=stderr,
-                     seconds=time.perf_counter() - t0, info=info)
+                     seconds=time.perf_counter() - t0, info=info, lower=lower, upper=upper)
 
 
-__all__ = ["sample_marginals", "Sampler", "TooFewSamples", "NotABayesNet", "threefry2x32"]
+__all__ = ["sample_marginals", "Sampler", "Tally", "TooFewSamples", "NoConsistentWorld", "NotABayesNet",
+           "threefry2x32", "wilson", "seed_key"]

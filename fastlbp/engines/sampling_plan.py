@@ -106,6 +106,11 @@ class Plan:
         levels: the groups of each topological level, in order.
         edges: state rows read or written per world word (padding included), for throughput figures.
         buckets: the soft coins, by the number of random words they need.
+        kind: (V,) int64 factor kind of each variable (AND for one without a factor).
+        p1, p2: (V,) float64 P(x=1 | cond), P(x=1 | not cond) (an empty OR body: p1 = p2).
+        body_offsets: (V+1,) int64 CSR offsets of each variable's body in `body_var`.
+        body_var: (B,) int64 body variables, factor by factor.
+        children: (V,) int64 body entries that read each variable (its children, with repeats).
     """
 
     num_vars: int
@@ -114,6 +119,12 @@ class Plan:
     levels: list[list[Group]]
     edges: int
     buckets: list[CoinBucket]
+    kind: np.ndarray
+    p1: np.ndarray
+    p2: np.ndarray
+    body_offsets: np.ndarray
+    body_var: np.ndarray
+    children: np.ndarray
 
     @property
     def coins(self) -> int:
@@ -283,7 +294,9 @@ def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = N
                                 coin1=coin_row[2 * vs].astype(np.int32),
                                 coin2=coin_row[2 * vs + 1].astype(np.int32)))
         edges += vs.size * (w + 1)
-    return Plan(num_vars=nv, order=order, row_of=row_of, levels=levels, edges=edges, buckets=buckets)
+    return Plan(num_vars=nv, order=order, row_of=row_of, levels=levels, edges=edges, buckets=buckets,
+                kind=kind, p1=p1, p2=np.where(empty, p1, p2), body_offsets=body_offsets, body_var=body_var,
+                children=np.bincount(body_var, minlength=nv).astype(np.int64))
 
 
 def _coins(p1, p2, need1, need2) -> tuple[np.ndarray, list[CoinBucket]]:

@@ -38,7 +38,7 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 # The options every journal stores; "backend", "method" and the sampler's came later (a journal
 # without them: the defaults).
 REQUIRED = ("schedule", "precision", "tol", "max_iters", "damping")
-NUMBERS = ("tol", "max_iters", "damping", "samples", "max_samples", "seed", "min_accepted")
+NUMBERS = ("tol", "max_iters", "damping", "samples", "max_samples", "seed", "min_accepted", "target_se")
 
 
 def stored_settings(stored: dict, settings: Settings, *, order: str | None = None) -> Settings:

@@ -1,0 +1,389 @@
+"""Cheap checks of an LBP round: when its answer should not be trusted (`Round.flags`).
+
+    rnd = session.run()
+    if fastlbp.lbp_checks.flagged(rnd):
+        print("\\n".join(rnd.flags))        # short sentences; () when nothing is suspicious
+
+`Session.run` calls `check_round` after every LBP round. It reads the round's
+messages around the labelled and hard variables only (host numpy, one small
+gather from the device), so it costs little next to the round. It looks for
+three ways LBP misleads quietly:
+
+Evidence lost (precision). A body term log m(1) or log m(0) is floored at
+`logspace.term_floor` (2^-970 in float64, 2^-102 in float32), so a soft
+message is never more extreme than `soft_limit` = 672.36 (70.70) nats of
+log-odds. A label on a variable that LBP, before the label, believed at that
+limit needs a message stronger than the limit to reach its causes: the
+messages that carry it away are capped there, and each improbable factor on
+the way divides what is left by its odds. Measured on two chains of 60 and 61
+clauses (rule probability 1e-6) from one input s (prior 0.5) deriving `end`,
+`end` labelled true: the head message into `end` is -671.66 (two floored
+terms, -(970 - 1) ln 2), the OR factor sends 672.35 to each chain's last
+clause instead of ~829+, and each clause takes ln(1e6) = 13.8 off, so after
+49 clauses nothing is left: P(s) = 0.5 "converged", where P(s | end) = 1.
+Chains of 45 clauses (cavity -622) still give 0.999999, of 49 (cavity
+-671.66) 0.502; in float32 chains of 5 already lose most of it (cavity
+-69.4, P(s) = 0.86). The check: a labelled or hard variable whose cavity
+(its incoming messages without its own evidence; finite messages only for a
+hard one) is within `SOFT_MARGIN` nats of the limit against its value, while
+some factor that says so sends a soft message on (`evidence_lost`). Where
+those factors pass the value on as hard messages (one chain: every factor
+is deterministic in the direction of the label) the evidence travels exactly
+and the next hard variable is checked instead.
+
+Messages the convergence test does not watch. A round stops when no
+marginal moves; a labelled variable's marginal is its label whatever its
+messages say, and messages that cancel (a symmetric graph) leave a marginal
+still. Three OR facts over inputs a, b, c labelled true and three ANDs over
+them labelled false have probability 0, which `fastlbp.constraints` cannot
+prove; PARALL stops after one iteration with every input at 0.5 because the
+messages into each input cancel exactly, while they grow like log(iterations)
+(0.69, 1.10, 1.39, ..., 6.9 after 1000). `unwatched_change` recomputes the
+messages into the labelled variables once from the round's state (the
+engines' own `kernels.factor_to_var` on the factors around them): 1.10 into
+o_ab becomes 0.22, a relative change of 0.42, far above `RESIDUAL_TOL`.
+Sequential schedules and asymmetric priors on the same labels do not
+converge and need a remedy (damping 0.8 after 1000 iterations), with the
+labels' cavities at -165 to -672: the remedy flag below, which names the
+label LBP finds least likely.
+
+Remedies. A round that converged only with damping, or averaged its last
+iterations, or did not converge, says so.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fastlbp import kernels, logspace
+from fastlbp.graph import FactorGraph
+
+# Nats short of `soft_limit` at which a cavity against a variable's value counts as at the limit: an OR
+# tuple whose k derivations are all floored has cavity -(limit - ln k), so this covers k up to 1e10.
+SOFT_MARGIN = 23.0
+# Relative log-odds change (`logspace.log_odds_change`) of a message into a labelled variable, one more
+# update after a converged round, that flags it (or 100 tol, when larger).
+RESIDUAL_TOL = 0.01
+# A label whose cavity is this many nats against it is named in a remedy's flag (P below 1e-20; the
+# labels of the benchmark graphs' triage runs measured above -29).
+DOUBT_LOG_ODDS = 46.0
+
+
+def flagged(rnd) -> bool:
+    """Whether a `Round` carries any flag (`Round.flags`): its answer should not be trusted quietly."""
+    return bool(getattr(rnd, "flags", ()))
+
+
+def soft_limit(dtype) -> float:
+    """The largest log-odds magnitude a soft message carries: -ln `logspace.term_floor` (672.36 in float64,
+    70.70 in float32)."""
+    return -math.log(logspace.term_floor(dtype))
+
+
+def combine(agg: np.ndarray) -> np.ndarray:
+    """(N, 3) [finite sum, #+inf, #-inf] -> (N,) log-odds; NaN where +inf meets -inf (`kernels.combine`)."""
+    pos, neg = agg[:, 1] > 0.5, agg[:, 2] > 0.5
+    out = np.where(pos, np.inf, np.where(neg, -np.inf, agg[:, 0]))
+    return np.where(pos & neg, np.nan, out)
+
+
+def split_infinite(x: np.ndarray) -> np.ndarray:
+    """(N,) log-odds -> (N, 3) float64 [finite part, is +inf, is -inf] (`kernels.split_infinite`)."""
+    x = np.asarray(x, np.float64)
+    return np.stack([np.where(np.isfinite(x), x, 0.0), x == np.inf, x == -np.inf], -1).astype(np.float64)
+
+
+def ranges(offsets: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR rows `items` of `offsets`, concatenated.
+
+    Args:
+        offsets: (R+1,) int CSR offsets.
+        items: (n,) int rows.
+
+    Returns:
+        positions: (P,) int64 offsets[i]..offsets[i+1]-1 for each i of `items`, in order;
+        owner: (P,) int64 the index into `items` of each position.
+    """
+    items = np.asarray(items, np.int64)
+    starts = np.asarray(offsets, np.int64)[items]
+    lens = np.asarray(offsets, np.int64)[items + 1] - starts
+    owner = np.repeat(np.arange(items.size), lens)
+    first = np.cumsum(lens) - lens
+    return starts[owner] + np.arange(owner.size) - first[owner], owner
+
+
+def incoming(graph: FactorGraph, messages: np.ndarray, variables: np.ndarray) -> np.ndarray:
+    """Each variable's incoming factor-to-variable messages summed, without its evidence (the cavity).
+
+    Args:
+        graph: the factor graph (numpy arrays: `var_offsets`, `var_edges`).
+        messages: (E,) factor-to-variable log-odds in factor order (any float dtype; a dense array, or
+            one that `Fetched` answers for the edges needed).
+        variables: (n,) int variables.
+
+    Returns:
+        (n, 3) float64 [finite sum, #+inf, #-inf]; `combine` gives the cavity log-odds.
+    """
+    slots, owner = ranges(graph.var_offsets, variables)
+    edges = np.asarray(graph.var_edges)[slots]
+    parts = split_infinite(messages[edges])
+    n = len(variables)
+    return np.stack([np.bincount(owner, weights=parts[:, k], minlength=n) for k in range(3)], -1)
+
+
+class Fetched:
+    """Messages of some edges brought to the host: `fetched[edges]` for edges among those fetched.
+
+    On a CPU device the messages are read in place (no copy); elsewhere only the
+    edges asked for cross to the host, in one gather whose index is padded to a
+    power of two (so few sizes are ever compiled).
+    """
+
+    def __init__(self, messages, edges: np.ndarray):
+        self.edges = np.unique(np.asarray(edges, np.int64))
+        if isinstance(messages, np.ndarray) or all(d.platform == "cpu" for d in messages.devices()):
+            self.values = np.asarray(messages)[self.edges]
+        else:
+            n = max(64, 1 << int(max(self.edges.size - 1, 1)).bit_length())
+            idx = np.zeros(n, np.int32)
+            idx[: self.edges.size] = self.edges
+            self.values = np.asarray(_take(messages, jnp.asarray(idx)))[: self.edges.size]
+
+    def __getitem__(self, edges) -> np.ndarray:
+        return self.values[np.searchsorted(self.edges, edges)]
+
+
+@jax.jit
+def _take(messages: jax.Array, idx: jax.Array) -> jax.Array:
+    return messages[idx]
+
+
+def _names(var_names: Sequence[str] | None, v: int) -> str:
+    return var_names[v] if var_names is not None else f"variable {v}"
+
+
+def _prob(lo: float) -> str:
+    """P = sigmoid(lo) for people, below float64's range from the log-odds."""
+    from fastlbp.writers import format_probability
+
+    p = 0.0 if lo < -745 else 1.0 / (1.0 + math.exp(-lo)) if lo > -700 else math.exp(lo)
+    return format_probability(p, lo)
+
+
+def evidence_lost(graph: FactorGraph, fetched: Fetched, variables: np.ndarray, values: np.ndarray,
+                  dtype) -> list[tuple[int, float]]:
+    """The labelled or hard variables whose evidence LBP's messages cannot carry (module docstring).
+
+    A variable is reported when its cavity against its value is at `soft_limit`
+    (within `SOFT_MARGIN`), counting finite messages only (a hard message that
+    fixes it is the evidence that arrived), or when a hard message contradicts
+    it; unless every factor whose finite message says so passes the value on
+    as hard messages to all its other variables.
+
+    Args:
+        graph: the factor graph (numpy arrays).
+        fetched: the round's messages of the edges into `variables` and of their factors' edges.
+        variables: (n,) int labelled or hard variables.
+        values: (n,) bool their value (the label, or the sign of the hard marginal).
+        dtype: the messages' dtype (the limit is the precision's).
+
+    Returns:
+        [(variable, cavity log-odds for its value)] of those reported; the log-odds is finite
+        (below -(limit - margin)) or -inf (a hard message against it).
+    """
+    if len(variables) == 0:
+        return []
+    agg = incoming(graph, fetched, variables)
+    sign = np.where(values, 1.0, -1.0)
+    against = sign * agg[:, 0]  # the finite messages' log-odds for the value
+    hard_against = np.where(values, agg[:, 2], agg[:, 1]) > 0.5
+    limit = soft_limit(dtype) - SOFT_MARGIN
+    suspect = np.flatnonzero((against <= -limit) | hard_against | np.isnan(against))
+    out = []
+    edge_factor = np.asarray(graph.edge_factor)
+    edge_var = np.asarray(graph.edge_var)
+    for i in suspect:
+        v = int(variables[i])
+        if hard_against[i]:
+            out.append((v, -math.inf))
+            continue
+        slots = np.arange(graph.var_offsets[v], graph.var_offsets[v + 1])
+        edges = np.asarray(graph.var_edges)[slots]
+        m = sign[i] * fetched[edges]
+        sources = np.unique(edge_factor[edges[np.isfinite(m) & (m < 0)]])
+        onward, _ = ranges(graph.factor_offsets, sources)
+        onward = onward[edge_var[onward] != v]
+        if onward.size == 0 or not np.all(np.isinf(fetched[onward])):
+            out.append((v, float(against[i])))
+    return out
+
+
+def _bucket(n: int) -> int:
+    return max(64, 1 << int(n).bit_length())
+
+
+@jax.jit
+def _local_messages(factor_offsets, edge_factor, edge_is_head, factor_kind, p1, p2, mu):
+    """`kernels.factor_to_var` on a small graph of whole factors (the factors around some variables)."""
+    local = types.SimpleNamespace(factor_offsets=factor_offsets, edge_factor=edge_factor,
+                                  edge_is_head=edge_is_head, factor_kind=factor_kind, p1=p1, p2=p2,
+                                  num_factors=factor_offsets.shape[0] - 1)
+    return kernels.factor_to_var(local, kernels.Summation(None, None, "scatter"), mu)
+
+
+def unwatched_change(graph: FactorGraph, fetched: Fetched, log_odds: np.ndarray,
+                     labels: Mapping[int, bool], dtype) -> tuple[float, int, float, float]:
+    """How much the messages into the labelled variables would still change in one more update.
+
+    A round's convergence test watches marginals; a labelled variable's is its
+    label whatever its incoming messages say. This recomputes those messages
+    once (undamped, all at once as PARALL would) from the round's messages,
+    with the engines' `kernels.factor_to_var` on the factors around the
+    labelled variables; the variable-to-factor messages come from the round's
+    marginal log-odds (hard variables: from their incoming messages).
+
+    Args:
+        graph: the factor graph (numpy arrays).
+        fetched: the round's messages of every edge of the labelled variables' factors, and of the edges
+            into the hard variables among those factors' variables.
+        log_odds: (V,) the round's marginal log-odds, consistent with the messages.
+        labels: {variable: truth}.
+        dtype: the messages' dtype.
+
+    Returns:
+        (change, variable, old, new): the largest relative change
+        |new - old| / (1 + |old|) of a message into a labelled variable (inf when
+        one turns hard against its label, 0.0 when none changes or there are
+        no labels), the variable it goes into and the message before and after.
+    """
+    if not labels:
+        return 0.0, -1, 0.0, 0.0
+    lab = np.fromiter(labels, np.int64, len(labels))
+    into, _ = ranges(graph.var_offsets, lab)
+    into = np.asarray(graph.var_edges)[into]
+    factors = np.unique(np.asarray(graph.edge_factor)[into])
+    edges, owner = ranges(graph.factor_offsets, factors)  # whole factors, head first, in order
+    n, m = edges.size, factors.size
+    u = np.asarray(graph.edge_var)[edges]
+    own = fetched[edges].astype(np.float64)
+    lo_u = np.asarray(log_odds, np.float64)[u]
+    with np.errstate(invalid="ignore"):
+        mu = lo_u - own
+    hard = ~np.isfinite(lo_u)
+    if hard.any():  # the exact counts of infinite messages (and evidence) of hard variables
+        hv, inverse = np.unique(u[hard], return_inverse=True)
+        agg = incoming(graph, fetched, hv)
+        agg[:, 1] += [labels.get(int(v)) is True for v in hv]  # their evidence
+        agg[:, 2] += [labels.get(int(v)) is False for v in hv]
+        mu[hard] = combine(agg[inverse] - split_infinite(own[hard]))
+    size = _bucket(n + 1)
+    pad = size - n
+    # The local graph: the factors in order (offsets from the owners), then one padding factor (AND with
+    # p1 = p2 = 1/2) of the remaining edges, and empty factors up to `size`: one compiled size per power of 2.
+    offsets = np.full(size + 1, size, np.int32)
+    offsets[: m + 1] = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=m))])
+    edge_factor = np.concatenate([owner, np.full(pad, m)]).astype(np.int32)
+    is_head = np.concatenate([np.asarray(graph.edge_is_head, bool)[edges], np.arange(pad) == 0])
+    kind = np.zeros(size, np.int32)
+    p1 = np.full(size, 0.5)
+    p2 = np.full(size, 0.5)
+    kind[:m] = np.asarray(graph.factor_kind)[factors]
+    p1[:m] = np.asarray(graph.p1)[factors]
+    p2[:m] = np.asarray(graph.p2)[factors]
+    mu_pad = np.zeros(size, np.dtype(dtype))
+    mu_pad[:n] = mu
+    new = np.asarray(_local_messages(offsets, edge_factor, is_head, kind, p1, p2, mu_pad), np.float64)[:n]
+    target = np.flatnonzero(np.isin(u, lab))
+    sign = np.where([labels[int(v)] for v in u[target]], 1.0, -1.0)
+    old, new = own[target], new[target]
+    both = np.isfinite(old) & np.isfinite(new)
+    o, w = np.where(both, old, 0.0), np.where(both, new, 0.0)
+    rel = np.where(both, np.abs(w - o) / (1 + np.abs(o)), 0.0)
+    # A message turning hard against its label (a conflict one update away) or NaN: no fixed point.
+    rel = np.where((sign * new == -np.inf) | np.isnan(new), np.inf, rel)
+    if rel.size == 0 or not np.max(rel) > 0:
+        return 0.0, -1, 0.0, 0.0
+    k = int(np.argmax(rel))
+    return float(rel[k]), int(u[target[k]]), float(old[k]), float(new[k])
+
+
+def check_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapping[int, bool], *, dtype,
+                converged: bool, iterations: int, delta: float, remedy: str | None = None, tol: float = 1e-6,
+                var_names: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The flags of an LBP round (`Round.flags`): short sentences, () when nothing is suspicious.
+
+    Args:
+        graph: the factor graph (numpy arrays, `Model.graph`).
+        messages: (E,) the round's factor-to-variable log-odds in factor order (device or numpy).
+        log_odds: (V,) marginal log-odds consistent with `messages` (the last iteration's, not an average).
+        labels: {variable: truth} the round ran with.
+        dtype: the messages' dtype (float64 or float32).
+        converged, iterations, delta, remedy: how the round went (`Round`).
+        tol: the round's tolerance; 0 (a fixed number of iterations) never counts as not converging.
+        var_names: (V,) names for the sentences (None: "variable i").
+
+    Returns:
+        The flags, in order: evidence lost, non-convergence and its remedy, messages the convergence test
+        did not watch.
+    """
+    lo = np.asarray(log_odds, np.float64)
+    lab = np.fromiter(labels, np.int64, len(labels))
+    checked = np.union1d(lab, np.flatnonzero(np.isinf(lo)))  # labelled and hard variables
+    values = np.array([labels[v] if v in labels else lo[v] > 0 for v in checked.tolist()], bool)
+    into, _ = ranges(graph.var_offsets, checked)
+    into = np.asarray(graph.var_edges)[into]
+    around, _ = ranges(graph.factor_offsets, np.unique(np.asarray(graph.edge_factor)[into]))
+    fetched = Fetched(messages, np.concatenate([into, around]))
+    precision = "float64" if np.dtype(dtype).itemsize == 8 else "float32"
+
+    def name(v: int, value: bool) -> str:
+        how = "" if v in labels else " (forced by hard factors or labels)"
+        return f"{_names(var_names, v)}={'true' if value else 'false'}{how}"
+
+    flags = []
+    lost = evidence_lost(graph, fetched, checked, values, dtype)
+    for v, against in lost[:3]:
+        value = bool(values[np.searchsorted(checked, v)])
+        before = "ruled it out" if against == -math.inf else f"gave it probability {_prob(against)}"
+        flags.append(f"evidence lost at {name(v, value)}: before its evidence LBP {before}, at the limit of "
+                     f"what {precision} messages carry (about {_prob(-soft_limit(dtype))}); its effect on "
+                     "other variables is cut short and their marginals may be far off")
+    if len(lost) > 3:
+        flags.append(f"evidence lost at {len(lost) - 3} more variables")
+
+    doubt = ""
+    if lab.size:
+        sign = np.where([labels[v] for v in lab.tolist()], 1.0, -1.0)
+        against = sign * combine(incoming(graph, fetched, lab))
+        k = int(np.nanargmin(against)) if not np.all(np.isnan(against)) else 0
+        if against[k] < -DOUBT_LOG_ODDS:
+            doubt = (f"; without its label LBP gives {name(int(lab[k]), sign[k] > 0)} probability "
+                     f"{_prob(float(against[k]))}: the labels may be (nearly) contradictory")
+    if remedy is not None and remedy.startswith("damping"):
+        flags.append(f"LBP converged only with {remedy} (a remedy for not converging; {iterations} "
+                     f"iterations in all): the marginals may be far off{doubt}")
+    elif remedy is not None:
+        flags.append(f"LBP did not converge ({iterations} iterations): the marginals are the {remedy} and "
+                     f"may be far off{doubt}")
+    elif not converged and tol > 0:
+        flags.append(f"LBP did not converge in {iterations} iterations (largest change {delta:.3g} at the "
+                     f"end): the marginals may be far off{doubt}")
+    if converged:
+        change, v, old, new = unwatched_change(graph, fetched, lo, labels, dtype)
+        if change > max(RESIDUAL_TOL, 100 * tol):
+            flags.append(f"LBP stopped as converged, but the messages into the labelled "
+                         f"{_names(var_names, v)} still change (log-odds {old:.4g} -> {new:.4g} in one more "
+                         f"update): marginals may be held still by messages that cancel, and may be far "
+                         f"off{doubt}")
+    return tuple(flags)
+
+
+__all__ = ["flagged", "check_round", "evidence_lost", "unwatched_change", "incoming", "combine",
+           "split_infinite", "ranges", "soft_limit", "Fetched", "SOFT_MARGIN", "RESIDUAL_TOL",
+           "DOUBT_LOG_ODDS"]

@@ -1,0 +1,162 @@
+"""`method="auto"`: the method a run uses, decided in one place, and how a result says how it was made.
+
+    choice = choose(model, settings, labels)      # Choice(method="sample", reason="...", sampler=...)
+    describe(session.run())                        # "importance sampling: 100,000 worlds, ..."
+
+The order is by how much a user can trust the numbers:
+
+1. **exact** (bucket elimination) where the elimination's largest table fits
+   `AUTO_EXACT_MEMORY` (and the device's budget): the posterior itself;
+2. **sample** (importance sampling, `fastlbp.engines.sampling`) where the graph
+   is a Bayesian network and `samples` worlds over its edges fit the time budget
+   (`SAMPLE_EDGE_WORLDS`, by platform): unbiased, with standard errors and
+   intervals;
+3. **lbp** otherwise: fast, approximate on graphs whose derivations share
+   ancestors (weblech: 1e-67 where the model says 1e-2), and said to be
+   unchecked beside its numbers.
+
+A session keeps its choice; a round whose sampler or exact inference refuses
+the labels (too few effective samples, too wide after labels) falls back to LBP
+for that round and says so in `Round.flags`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from fastlbp.model import Model
+from fastlbp.settings import Settings
+
+# Largest table exact inference may take under "auto": 2^25 float64 entries (width 24). A larger one
+# can take seconds to minutes on a CPU; --method exact allows a quarter of the device's memory.
+AUTO_EXACT_MEMORY = 1 << 28
+# Graphs with more variables skip the exact attempt under "auto": ordering alone takes about 1 s on
+# avrora (21,103 variables) before it refuses, and derivation graphs that large have had widths
+# far above 24 (weblech, 456 variables: at least 28).
+AUTO_EXACT_VARS = 5_000
+# Padded edge reads x worlds the sampler may take under "auto" (`Plan.edges * Settings.samples`):
+# about 5e9 per second on this 2-core CPU (avrora: 89,204 reads x 10^5 worlds in 1.6 s) and 2.5e12 on
+# the H200 (benchmarks/bench_sampling.py), so about 4 s of drawing either way.
+SAMPLE_EDGE_WORLDS = {"cpu": 2e10, "gpu": 1e13}
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What `auto` (or the user) picked, and why.
+
+    Attributes:
+        method: "exact", "sample" or "lbp".
+        reason: one sentence for people ("" when the user asked for the method).
+        sampler: the `Sampler` built while deciding (reused by the session), or None.
+    """
+
+    method: str
+    reason: str = ""
+    sampler: object | None = None
+
+
+def _platform() -> str:
+    import jax
+
+    return "gpu" if jax.default_backend() == "gpu" else "cpu"
+
+
+def _exact_fits(model: Model, settings: Settings, labels: dict[int, bool]) -> tuple[bool, str]:
+    from fastlbp.engines import exact
+
+    if model.num_vars > AUTO_EXACT_VARS:
+        return False, f"{model.num_vars:,} variables (exact is tried up to {AUTO_EXACT_VARS:,})"
+    budget = min(exact.memory_budget(settings), AUTO_EXACT_MEMORY)
+    most = max(1, int(math.log2(max(budget, exact.BYTES) / exact.BYTES)))
+    engine = exact.engine_for(model.graph)
+    p = engine.plan(frozenset(labels), most)
+    if p is None or p.bytes_needed > budget:
+        width = most if p is None else p.width
+        return False, f"induced width {'at least ' if p is None else ''}{width} needs more than " \
+                      f"{budget / 2**20:.0f} MiB"
+    return True, f"induced width {p.width} fits {budget / 2**20:.0f} MiB"
+
+
+def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = None) -> Choice:
+    """The method of a run: `settings.method`, or for "auto" the first of exact, sample, lbp that fits.
+
+    Args:
+        model: the loaded model.
+        settings: the run's settings (`method`, `samples`, `exact_memory` are read).
+        labels: the labels of the first round (exact's width depends on them).
+    """
+    if settings.method != "auto":
+        return Choice(settings.method)
+    from fastlbp.engines import sampling
+
+    labels = dict(model.labels if labels is None else labels)
+    fits, why_exact = _exact_fits(model, settings, labels)
+    if fits:
+        return Choice("exact", f"exact inference: {why_exact}")
+    try:
+        sampler = sampling.Sampler(model.graph, model.var_names)
+    except sampling.NotABayesNet as err:
+        return Choice("lbp", f"LBP: not exact ({why_exact}), not sampled ({err.message})")
+    platform = "host" if sampler.host else _platform()
+    work = sampler.plan.edges * float(settings.samples)
+    budget = SAMPLE_EDGE_WORLDS["cpu" if platform == "host" else platform]
+    if work <= budget:
+        return Choice("sample", f"importance sampling: not exact ({why_exact}); {settings.samples:,} worlds "
+                                f"x {sampler.plan.edges:,} edge reads fit the {platform} budget", sampler)
+    return Choice("lbp", f"LBP: not exact ({why_exact}); sampling {settings.samples:,} worlds x "
+                         f"{sampler.plan.edges:,} edge reads is over the {platform} budget ({budget:.0e})")
+
+
+def describe(rnd) -> str:
+    """One line for people: the method of a `Round` and its error.
+
+    "exact inference", "importance sampling: 100,032 worlds (effective 99,870), largest alarm
+    standard error 0.0016", or for LBP its iterations, convergence and "unchecked" (LBP's error is
+    not known: `fastlbp check` measures it).
+    """
+    info = rnd.info or {}
+    if rnd.method == "exact":
+        width = info.get("width")
+        return "exact inference" + (f" (induced width {width})" if width is not None else "")
+    if rnd.method == "sample":
+        text = (f"importance sampling: {info.get('samples', 0):,} worlds (effective "
+                f"{info.get('effective_samples', 0):,.0f})")
+        if "max_stderr" in info:
+            text += f", largest alarm standard error {info['max_stderr']:.2g}"
+            target = info.get("target_se") or 0
+            if target and info["max_stderr"] > target:
+                text += f" (target {target:g} not reached within {info.get('max_samples', 0):,} worlds)"
+        return text
+    state = "converged" if rnd.converged else f"not converged (last change {rnd.delta:.3g})"
+    if rnd.remedy:
+        state = f"{'converged' if rnd.converged else 'not converged'} with {rnd.remedy}"
+    return f"LBP: {rnd.iterations} iterations, {state}, unchecked (approximate; `fastlbp check` measures it)"
+
+
+def error_columns(rnd, var: int) -> dict:
+    """The JSON fields of one variable's uncertainty: stderr, lower, upper (sampled), or {} otherwise."""
+    if rnd.stderr is None or rnd.method != "sample":
+        return {}
+    out = {"stderr": float(rnd.stderr[var])}
+    if rnd.lower is not None:
+        out["lower"], out["upper"] = float(rnd.lower[var]), float(rnd.upper[var])
+    return out
+
+
+def summary_dict(rnd) -> dict:
+    """The JSON fields of how a round was made: method, how, flags, and the sampler's sizes."""
+    info = rnd.info or {}
+    out = {"method": rnd.method, "how": describe(rnd), "flags": list(getattr(rnd, "flags", ()) or ())}
+    if rnd.method == "sample":
+        out.update({k: info[k] for k in ("samples", "effective_samples", "max_stderr", "target_se",
+                                         "max_samples") if k in info})
+    if getattr(rnd, "reason", None):
+        out["reason"] = rnd.reason
+    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
+
+
+__all__ = ["Choice", "choose", "describe", "error_columns", "summary_dict", "AUTO_EXACT_MEMORY",
+           "AUTO_EXACT_VARS", "SAMPLE_EDGE_WORLDS"]
