@@ -237,16 +237,20 @@ def _local_messages(factor_offsets, edge_factor, edge_is_head, factor_kind, p1, 
     return kernels.factor_to_var(local, kernels.Summation(None, None, "scatter"), mu)
 
 
-def unwatched_change(graph: FactorGraph, fetched: Fetched, log_odds: np.ndarray,
-                     labels: Mapping[int, bool], dtype) -> tuple[float, int, float, float]:
-    """How much the messages into the labelled variables would still change in one more update.
+def residual_near_labels(graph: FactorGraph, fetched: Fetched, log_odds: np.ndarray,
+                         labels: Mapping[int, bool], dtype) -> tuple[float, int, float, float]:
+    """How much the messages around the labels into unlabelled soft variables change in one more update.
 
-    A round's convergence test watches marginals; a labelled variable's is its
-    label whatever its incoming messages say. This recomputes those messages
-    once (undamped, all at once as PARALL would) from the round's messages,
-    with the engines' `kernels.factor_to_var` on the factors around the
-    labelled variables; the variable-to-factor messages come from the round's
-    marginal log-odds (hard variables: from their incoming messages).
+    A round stops when no marginal moves; messages into a variable that move
+    while they cancel (a symmetric graph) leave its marginal still. This
+    recomputes the messages of the factors around the labelled variables once
+    (undamped, all at once as PARALL would) from the round's messages, with
+    the engines' `kernels.factor_to_var`; the variable-to-factor messages come
+    from the round's marginal log-odds (hard variables: from their incoming
+    messages). Only messages into soft variables (finite marginal log-odds)
+    count: those into a labelled or hard variable never reach a marginal (its
+    outgoing messages are its hard value whatever they say), and often move on
+    after a round has converged.
 
     Args:
         graph: the factor graph (numpy arrays).
@@ -258,9 +262,9 @@ def unwatched_change(graph: FactorGraph, fetched: Fetched, log_odds: np.ndarray,
 
     Returns:
         (change, variable, old, new): the largest relative change
-        |new - old| / (1 + |old|) of a message into a labelled variable (inf when
-        one turns hard against its label, 0.0 when none changes or there are
-        no labels), the variable it goes into and the message before and after.
+        |new - old| / (1 + |old|) of such a message (inf where one turns hard or
+        NaN; 0.0 when none changes or there are no labels), the variable it
+        goes into and the message before and after.
     """
     if not labels:
         return 0.0, -1, 0.0, 0.0
@@ -299,14 +303,11 @@ def unwatched_change(graph: FactorGraph, fetched: Fetched, log_odds: np.ndarray,
     mu_pad = np.zeros(size, np.dtype(dtype))
     mu_pad[:n] = mu
     new = np.asarray(_local_messages(offsets, edge_factor, is_head, kind, p1, p2, mu_pad), np.float64)[:n]
-    target = np.flatnonzero(np.isin(u, lab))
-    sign = np.where([labels[int(v)] for v in u[target]], 1.0, -1.0)
+    target = np.flatnonzero(np.isfinite(lo_u))
     old, new = own[target], new[target]
     both = np.isfinite(old) & np.isfinite(new)
     o, w = np.where(both, old, 0.0), np.where(both, new, 0.0)
-    rel = np.where(both, np.abs(w - o) / (1 + np.abs(o)), 0.0)
-    # A message turning hard against its label (a conflict one update away) or NaN: no fixed point.
-    rel = np.where((sign * new == -np.inf) | np.isnan(new), np.inf, rel)
+    rel = np.where(both, np.abs(w - o) / (1 + np.abs(o)), np.where(old == new, 0.0, np.inf))
     if rel.size == 0 or not np.max(rel) > 0:
         return 0.0, -1, 0.0, 0.0
     k = int(np.argmax(rel))
@@ -335,7 +336,7 @@ def check_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapp
     lo = np.asarray(log_odds, np.float64)
     lab = np.fromiter(labels, np.int64, len(labels))
     checked = np.union1d(lab, np.flatnonzero(np.isinf(lo)))  # labelled and hard variables
-    values = np.array([labels[v] if v in labels else lo[v] > 0 for v in checked.tolist()], bool)
+    values = lo[checked] > 0  # a labelled variable's marginal is its label
     into, _ = ranges(graph.var_offsets, checked)
     into = np.asarray(graph.var_edges)[into]
     around, _ = ranges(graph.factor_offsets, np.unique(np.asarray(graph.edge_factor)[into]))
@@ -375,15 +376,14 @@ def check_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapp
         flags.append(f"LBP did not converge in {iterations} iterations (largest change {delta:.3g} at the "
                      f"end): the marginals may be far off{doubt}")
     if converged:
-        change, v, old, new = unwatched_change(graph, fetched, lo, labels, dtype)
+        change, v, old, new = residual_near_labels(graph, fetched, lo, labels, dtype)
         if change > max(RESIDUAL_TOL, 100 * tol):
-            flags.append(f"LBP stopped as converged, but the messages into the labelled "
-                         f"{_names(var_names, v)} still change (log-odds {old:.4g} -> {new:.4g} in one more "
-                         f"update): marginals may be held still by messages that cancel, and may be far "
-                         f"off{doubt}")
+            flags.append(f"LBP stopped as converged, but the messages into {_names(var_names, v)} still "
+                         f"change (log-odds {old:.4g} -> {new:.4g} in one more update) while its marginal "
+                         f"does not: they cancel, and the marginals may be far off{doubt}")
     return tuple(flags)
 
 
-__all__ = ["flagged", "check_round", "evidence_lost", "unwatched_change", "incoming", "combine",
+__all__ = ["flagged", "check_round", "evidence_lost", "residual_near_labels", "incoming", "combine",
            "split_infinite", "ranges", "soft_limit", "Fetched", "SOFT_MARGIN", "RESIDUAL_TOL",
            "DOUBT_LOG_ODDS"]

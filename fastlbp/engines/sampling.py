@@ -264,14 +264,30 @@ def _unpack(xp, words):
     return ((words[:, :, None] >> shifts) & np.uint32(1)).astype(bool).reshape(words.shape[0], -1)
 
 
-def _rows_dot(xp, state, omega):
-    """(R,) float64 sum over worlds of omega where the row's bit is 1; omega (32 W,)."""
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float64)  # (256, 8) bits of a byte
+
+
+def _rows_dot(xp, state, weights):
+    """(R, K) float64 sums over worlds of each weight column where the row's bit is 1.
+
+    A table per byte of the batch (`weights` summed over the set bits of each of the 256 byte values)
+    makes the sum one gather per byte instead of 8 multiply-adds per bit: on this 2-core CPU at 4,096
+    rows by 32,768 worlds 0.5 s instead of 2.1 s (bits as float32 into a matmul: 0.39 s, inexact).
+
+    Args:
+        state: (R, W) uint32 state words; world 32 w + i is bit i of word w.
+        weights: (32 W, K) float64.
+    """
+    rows, width = state.shape
+    k = weights.shape[1]
+    table = xp.einsum("gbk,vb->gvk", weights.reshape(width * 4, 8, k), _BYTE_BITS)  # (4 W, 256, K)
+    table = table.reshape(width * 4 * 256, k)
     if xp is np:
-        bits = np.unpackbits(np.ascontiguousarray(state).view(np.uint8), axis=1, bitorder="little")
-        return bits.astype(np.float64) @ omega
-    shifts = jnp.arange(WORD_BITS, dtype=jnp.uint32)
-    ones = ((state[:, :, None] >> shifts) & np.uint32(1)) != 0  # fused into the reduction, never stored
-    return jnp.sum(jnp.where(ones, omega.reshape(state.shape[1], WORD_BITS)[None], 0.0), axis=(1, 2))
+        octets = np.ascontiguousarray(state).view(np.uint8).reshape(rows, width * 4)  # little-endian bytes
+    else:
+        octets = lax.bitcast_convert_type(state, jnp.uint8).reshape(rows, width * 4)
+    idx = xp.arange(width * 4) * 256 + octets.astype(np.int32)  # (R, 4 W)
+    return table[idx].sum(axis=1)
 
 
 def _tally(xp, state, labels, valid_worlds):
@@ -298,7 +314,8 @@ def _tally(xp, state, labels, valid_worlds):
     scale = xp.where(top > -np.inf, top, 0.0)
     omega = xp.where(log_w > -np.inf, xp.exp(log_w - scale), 0.0)  # (N,) in [0, 1]
     omega2 = omega * omega
-    s1, s2 = _rows_dot(xp, state, omega), _rows_dot(xp, state, omega2)
+    both = _rows_dot(xp, state, xp.stack([omega, omega2], axis=1))
+    s1, s2 = both[:, 0], both[:, 1]
     # Deferred parents' rows hold their condition: their sums are the expectations' instead.
     e1, e2 = expected @ omega, expected @ omega2
     target = xp.where(deferred & valid, entry_row, rows)

@@ -1,0 +1,120 @@
+"""`method="auto"` (the default): which method answers, why, and that the answer is the model's.
+
+The two cases LBP gets quietly wrong (tests/test_lbp_checks.py builds them) are answered right
+under the default; the shipped weblech, where LBP prints 1e-67 for alarms the model puts at 1e-2,
+is sampled with intervals; a tree where LBP is exact passes `check --reference sample`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from datalog.bayesnet import to_model
+from datalog.synthetic import layered
+from fastlbp import loading, methods
+from fastlbp.check import check
+from fastlbp.cli import get_app
+from fastlbp.errors import ContradictoryEvidence
+from fastlbp.graph import from_factors
+from fastlbp.model import Model
+from fastlbp.reference import exact_marginals
+from fastlbp.session import Session
+from fastlbp.settings import Settings
+from tests.graphs import random_polytree
+from tests.test_lbp_checks import chains, impossible
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def invoke(*args):
+    return CliRunner().invoke(get_app(), [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def weblech():
+    return loading.load(DATA / "weblech.json")
+
+
+def test_lost_evidence_is_answered_exactly_by_default():
+    model = chains()
+    session = Session(model)
+    session.label("end", True)
+    rnd = session.run()
+    assert session.method == "exact" and rnd.method == "exact"
+    assert rnd.marginals[model.index["s"]] == pytest.approx(1.0)
+    assert "induced width" in rnd.reason
+    # LBP on its own loses the label (and says so, tests/test_lbp_checks.py).
+    lbp = Session(model, method="lbp")
+    lbp.label("end", True)
+    assert lbp.run().marginals[0] < 0.9
+
+
+def test_impossible_labels_are_a_clean_error_by_default():
+    model, _, labels = impossible()
+    session = Session(model)
+    session.labels = dict(labels)
+    with pytest.raises(ContradictoryEvidence):
+        session.run()
+
+
+def test_auto_order_exact_then_sample_then_lbp(monkeypatch):
+    small = to_model(layered(num_inputs=4, layers=2, width=3, seed=0))
+    assert methods.choose(small, Settings()).method == "exact"
+    assert methods.choose(small, Settings(method="lbp")) == methods.Choice("lbp")
+    wide = to_model(layered(num_inputs=30, layers=3, width=30, seed=1))
+    choice = methods.choose(wide, Settings(exact_memory=1 << 12))
+    assert choice.method == "sample" and choice.sampler is not None and "not exact" in choice.reason
+    monkeypatch.setitem(methods.SAMPLE_EDGE_WORLDS, "cpu", 1.0)
+    choice = methods.choose(wide, Settings(exact_memory=1 << 12))
+    assert choice.method == "lbp" and "over the" in choice.reason
+
+
+def test_weblech_is_sampled_with_intervals(weblech):
+    session = Session(weblech)
+    rnd = session.run()
+    assert rnd.method == "sample" and "importance sampling" in methods.describe(rnd)
+    alarms = np.asarray(weblech.alarms)
+    # The model's alarms are at about 1e-2 (LBP: 1e-67 to 1e-165), each within its interval.
+    assert np.all((rnd.marginals[alarms] > 1e-3) & (rnd.marginals[alarms] < 0.05))
+    assert np.all(rnd.lower[alarms] <= rnd.marginals[alarms]) and np.all(rnd.stderr[alarms] > 0)
+    assert rnd.info["max_stderr"] <= Settings().target_se
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_check_against_sample_is_ok_where_lbp_is_exact(seed):
+    # A polytree: LBP is exact, and marginals near 0 must not be called far off by a sampled
+    # reference whose standard error there is honest (Wilson), not 0.
+    rng = np.random.default_rng(seed)
+    factors = random_polytree(rng, 12)
+    model = Model(graph=from_factors(factors, 12), var_names=tuple(str(v) for v in range(12)))
+    report = check(model, {}, Settings(samples=1 << 16), reference="sample")
+    assert report.verdict == "ok", report.reasons
+    np.testing.assert_allclose(report.lbp_round.marginals, exact_marginals(factors, 12), atol=1e-9)
+
+
+def test_cli_rank_says_how_and_shows_the_error():
+    res = invoke("rank", DATA / "weblech.json", "--top", "3")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:4] == ["rank", "probability", "95%", "interval"]
+    assert all("[" in ln and "]" in ln for ln in lines[1:4])
+    assert "importance sampling" in res.stderr and "method auto:" in res.stderr
+    res = invoke("rank", DATA / "weblech.json", "--top", "3", "--format", "json")
+    doc = json.loads(res.stdout)
+    assert doc["method"] == "sample" and doc["how"].startswith("importance sampling")
+    assert all(a["lower"] <= a["probability"] <= a["upper"] and a["stderr"] > 0 for a in doc["alarms"])
+    res = invoke("rank", DATA / "weblech.json", "--top", "3", "--method", "lbp")
+    assert "unchecked" in res.stdout.splitlines()[1] and "approximate and unchecked" in res.stdout
+
+
+def test_cli_marginals_json_has_standard_errors():
+    res = invoke("marginals", DATA / "weblech.json", "--method", "sample", "--samples", "4096")
+    doc = json.loads(res.stdout)
+    assert doc["method"] == "sample" and set(doc["stderr"]) == set(doc["marginals"])
+    for name, (lo, hi) in doc["interval"].items():
+        assert lo <= doc["marginals"][name] <= hi
