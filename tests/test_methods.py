@@ -118,3 +118,30 @@ def test_cli_marginals_json_has_standard_errors():
     assert doc["method"] == "sample" and set(doc["stderr"]) == set(doc["marginals"])
     for name, (lo, hi) in doc["interval"].items():
         assert lo <= doc["marginals"][name] <= hi
+
+
+def test_small_graphs_sample_on_the_host_without_compiling(weblech):
+    """A graph of a few thousand edges is sampled in numpy: its first call compiles nothing (the device
+    program took 6-14 s to compile for weblech), and a triage session's labels compile nothing either."""
+    import collections
+
+    import jax
+
+    from fastlbp.engines import sampling
+
+    compiles = collections.Counter()
+
+    def count(event, duration, fun_name=None, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles[fun_name] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    sampler = sampling.Sampler(weblech.graph, weblech.var_names)
+    assert sampler.host
+    labels = {}
+    for alarm in list(weblech.alarms)[:3]:
+        cfg = Settings(samples=8192, target_se=0)
+        result = sampling.sample_marginals(weblech, labels, cfg, sampler=sampler)
+        assert result.info["path"] == "host"
+        labels[int(alarm)] = False
+    assert sum(compiles.values()) == 0, compiles
