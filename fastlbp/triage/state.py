@@ -87,6 +87,16 @@ class RoundInfo:
     converged: bool
     delta: float
     remedy: str | None = None  # what produced the numbers when LBP alone did not converge
+    how: str = ""  # the method and its error (`fastlbp.methods.describe`); "" for LBP's own line
+
+
+def _how(rnd) -> str:
+    """How a round of exact inference or sampling was made (LBP's rounds say it in their own words)."""
+    if rnd.method == "lbp":
+        return ""
+    from fastlbp.methods import describe
+
+    return describe(rnd)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,7 +317,8 @@ class Triage:
         start = time.perf_counter()
         rnd = self.session.run(warm=warm)
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
-        info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy)
+        info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy,
+                         _how(rnd))
         self.rounds.append(info)
         return info
 
@@ -371,7 +382,7 @@ class Triage:
         self.session, self.settings = session, settings
         self.custom_order, self.order_file = order, order_file
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
-        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy)
+        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, _how(rnd))
         self.rounds.append(info)
         return Outcome(True, f"settings changed: {what}", info)
 

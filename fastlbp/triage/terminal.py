@@ -50,6 +50,8 @@ def format_round(info: RoundInfo | None) -> str:
     """`round 4.2 ms, 17 iterations, converged` (empty for an action without a round)."""
     if info is None:
         return ""
+    if info.how:
+        return f"round {info.seconds * 1e3:.1f} ms, {info.how}"
     conv = "converged" if info.converged else f"NOT converged (last change {info.delta:.2g})"
     if info.remedy:
         conv = f"{'converged' if info.converged else 'NOT converged'} with {info.remedy} (LBP alone did not)"
@@ -129,9 +131,18 @@ class Terminal:
         self.say(format_explanation(t.explain(var, self.why)))
 
     def _p(self, var: int) -> str:
-        """P(var) as every table shows it (`writers.format_probability`: scientific below 1e-4)."""
+        """P(var) as every table shows it (`writers.format_probability`: scientific below 1e-4), and beside
+        it how far off it may be: a sampled estimate's 95% interval, "exact", or for LBP "LBP estimate,
+        unchecked" (or FLAGGED with the reason: `Round.flags`)."""
         last = self.t.session.last
-        return format_probability(float(last.marginals[var]), float(last.log_odds[var]))
+        p = format_probability(float(last.marginals[var]), float(last.log_odds[var]))
+        if last.method == "exact":
+            return f"{p} (exact)"
+        if last.method == "sample" and last.lower is not None:
+            return f"{p} (95% interval {float(last.lower[var]):.4g} to {float(last.upper[var]):.4g})"
+        if last.flags:
+            return f"{p} (LBP estimate, FLAGGED: {safe_name(last.flags[0])})"
+        return f"{p} (LBP estimate, unchecked)"
 
     def run(self) -> int:
         """Runs until quit or end of input; returns the exit status (130 after Ctrl-C)."""
