@@ -234,6 +234,9 @@ class Session:
         else:
             if self._sampler is None:  # its plan and compiled batches serve every label set
                 self._sampler = sampling.Sampler(self.model.graph, self.model.var_names)
+            if not self._sampler.reserved:
+                # Room for every alarm's label (and those given): labels as they come compile nothing.
+                self._sampler.reserve(set(self.model.alarms) | set(self.labels))
             m = sampling.sample_marginals(self.model, self.labels, self._settings, sampler=self._sampler)
         return Round(marginals=m.marginals, log_odds=m.log_odds, iterations=0, converged=True, delta=0.0,
                      seconds=m.seconds, method=m.method, stderr=m.stderr, lower=m.lower, upper=m.upper,
