@@ -17,35 +17,40 @@ limit needs a message stronger than the limit to reach its causes: the
 messages that carry it away are capped there, and each improbable factor on
 the way divides what is left by its odds. Measured on two chains of 60 and 61
 clauses (rule probability 1e-6) from one input s (prior 0.5) deriving `end`,
-`end` labelled true: the head message into `end` is -671.66 (two floored
-terms, -(970 - 1) ln 2), the OR factor sends 672.35 to each chain's last
-clause instead of ~829+, and each clause takes ln(1e6) = 13.8 off, so after
-49 clauses nothing is left: P(s) = 0.5 "converged", where P(s | end) = 1.
-Chains of 45 clauses (cavity -622) still give 0.999999, of 49 (cavity
--671.66) 0.502; in float32 chains of 5 already lose most of it (cavity
--69.4, P(s) = 0.86). The check: a labelled or hard variable whose cavity
-(its incoming messages without its own evidence; finite messages only for a
-hard one) is within `SOFT_MARGIN` nats of the limit against its value, while
-some factor that says so sends a soft message on (`evidence_lost`). Where
-those factors pass the value on as hard messages (one chain: every factor
-is deterministic in the direction of the label) the evidence travels exactly
-and the next hard variable is checked instead.
+`end` labelled true (exact: P(s | end) = 1, as P(end | s = 0) = 0): the
+forward messages saturate (each chain's last clause sends -686.17 = -672.35
++ ln 1e-6, not -829 and -843), so `end`'s cavity is two floored terms,
+-(970 - 1) ln 2 = -671.66; its OR factor sends each last clause 672.35, the
+cap, where 843 would be needed (the other chain's probability 0.5 * 1e-6^61
+is far below the floor), and the 60 clauses take 60 ln 1e6 = 829 off on the
+way back, so the message into s is 0.0: P(s) = 0.5, "converged" in 197
+iterations. Chains of 45 clauses (cavity -622) still give 0.999999, of 48
+(-663.8) 0.9999, of 49 (-671.66) 0.502; in float32 chains of 5 already lose
+most of it (cavity -69.4 of a limit of 70.7, P(s) = 0.86). The check: a
+labelled or hard variable whose cavity (its incoming messages without its
+own evidence; finite messages only for a hard one) is within `SOFT_MARGIN`
+nats of the limit against its value, while some factor that says so sends a
+soft message on (`evidence_lost`). Where those factors pass the value on as
+hard messages (one chain: every factor is deterministic in the direction of
+the label, and P(s) comes out exactly 1) the evidence travels exactly and the
+next hard variable is checked instead.
 
-Messages the convergence test does not watch. A round stops when no
-marginal moves; a labelled variable's marginal is its label whatever its
-messages say, and messages that cancel (a symmetric graph) leave a marginal
-still. Three OR facts over inputs a, b, c labelled true and three ANDs over
-them labelled false have probability 0, which `fastlbp.constraints` cannot
-prove; PARALL stops after one iteration with every input at 0.5 because the
-messages into each input cancel exactly, while they grow like log(iterations)
-(0.69, 1.10, 1.39, ..., 6.9 after 1000). `unwatched_change` recomputes the
-messages into the labelled variables once from the round's state (the
-engines' own `kernels.factor_to_var` on the factors around them): 1.10 into
-o_ab becomes 0.22, a relative change of 0.42, far above `RESIDUAL_TOL`.
-Sequential schedules and asymmetric priors on the same labels do not
-converge and need a remedy (damping 0.8 after 1000 iterations), with the
-labels' cavities at -165 to -672: the remedy flag below, which names the
-label LBP finds least likely.
+Messages that cancel. A round stops when no marginal moves; messages into a
+variable that move while they cancel leave its marginal still. Three OR
+facts over inputs a, b, c labelled true and three ANDs over them labelled
+false have probability 0, which `fastlbp.constraints` cannot prove (it needs
+a case split); PARALL stops after one iteration with every input at 0.5:
+the messages into each input cancel exactly (+x from both ORs, -x from both
+ANDs) while x grows like log(iterations) (0.69, 1.10, 1.39, ..., 6.9 after
+1000). `residual_near_labels` recomputes the messages of the factors around
+the labelled variables once from the round's state (the engines' own
+`kernels.factor_to_var`): 0.69 into a becomes 1.10, a relative change of
+0.24, far above `RESIDUAL_TOL`. Messages into labelled or hard variables do
+not count: they never reach a marginal, and do move on after ordinary
+rounds have converged. Sequential schedules and asymmetric priors on the
+same labels do not converge and need a remedy (damping 0.8 after 1000
+iterations), with the labels' cavities at -165 to -672 (P below 1e-71): the
+remedy's flag names the label LBP finds least likely.
 
 Remedies. A round that converged only with damping, or averaged its last
 iterations, or did not converge, says so.
@@ -150,8 +155,7 @@ class Fetched:
         if isinstance(messages, np.ndarray) or all(d.platform == "cpu" for d in messages.devices()):
             self.values = np.asarray(messages)[self.edges]
         else:
-            n = max(64, 1 << int(max(self.edges.size - 1, 1)).bit_length())
-            idx = np.zeros(n, np.int32)
+            idx = np.zeros(_bucket(self.edges.size), np.int32)
             idx[: self.edges.size] = self.edges
             self.values = np.asarray(_take(messages, jnp.asarray(idx)))[: self.edges.size]
 
@@ -224,8 +228,15 @@ def evidence_lost(graph: FactorGraph, fetched: Fetched, variables: np.ndarray, v
     return out
 
 
+# Padded sizes of the local update and the gather: powers of two from this one. A size compiles once (0.6 s
+# for the local update on this 2-core CPU); the factors around 200 labelled alarms of data/ftp.json.gz have
+# 756 edges, so a triage session usually compiles one size.
+MIN_BUCKET = 1024
+
+
 def _bucket(n: int) -> int:
-    return max(64, 1 << int(n).bit_length())
+    """The padded size for `n` elements: a power of two, at least `MIN_BUCKET`."""
+    return max(MIN_BUCKET, 1 << max(int(n) - 1, 0).bit_length())
 
 
 @jax.jit
@@ -286,7 +297,7 @@ def residual_near_labels(graph: FactorGraph, fetched: Fetched, log_odds: np.ndar
         agg[:, 1] += [labels.get(int(v)) is True for v in hv]  # their evidence
         agg[:, 2] += [labels.get(int(v)) is False for v in hv]
         mu[hard] = combine(agg[inverse] - split_infinite(own[hard]))
-    size = _bucket(n + 1)
+    size = _bucket(n + 1)  # at least one padding edge: the padding factor's head
     pad = size - n
     # The local graph: the factors in order (offsets from the owners), then one padding factor (AND with
     # p1 = p2 = 1/2) of the remaining edges, and empty factors up to `size`: one compiled size per power of 2.

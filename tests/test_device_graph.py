@@ -182,7 +182,7 @@ def _model(seed: int) -> Model:
 @pytest.mark.parametrize("schedule", ["parall", "seqfix", "topo"])
 def test_a_session_holds_the_lean_graph_and_ranks_the_same(schedule):
     model = _model(1)
-    session = Session(model, schedule=schedule, tol=1e-9, max_iters=8, remedies=False)
+    session = Session(model, method="lbp", schedule=schedule, tol=1e-9, max_iters=8, remedies=False)
     assert {f for f in loop.GRAPH_FIELDS if getattr(session.graph, f) is not None} == session.runner.reads
     whole = _held_bytes(model.graph)
     assert _held_bytes(session.graph) <= whole - 12 * model.graph.num_edges  # 13 bytes an edge and more

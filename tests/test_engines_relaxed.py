@@ -229,7 +229,7 @@ def test_a_chain_of_ten_thousand_links_through_a_session():
                       priors={"t0": 0.5}, alarms=[f"t{n}"])
     model = to_model(dg, compress=True)  # chain merging keeps the n + 1 tuples as variables
     assert model.graph.num_vars == n + 1
-    session = Session(model, schedule="seqfix")
+    session = Session(model, method="lbp", schedule="seqfix")
     # No levelling before a sweep needs it: the plan is open, a budget below the level bound.
     assert session.runner.name == "seqfix/relaxed" and session.runner.layout.chunks is None
     assert session.runner.layout.open and session.runner.info["level_bound"] >= n
@@ -238,7 +238,7 @@ def test_a_chain_of_ten_thousand_links_through_a_session():
     # The first cold sweep did not settle within the budget: the runner built the chunk plan.
     assert session.runner.finish is None and session.runner.layout.chunks is not None
     assert session.runner.info["budget"] < n and not session.runner.layout.open
-    chunk = Session(model, schedule="seqfix:chunked")
+    chunk = Session(model, method="lbp", schedule="seqfix:chunked")
     ref = chunk.run()
     assert first.iterations == ref.iterations
     np.testing.assert_array_equal(first.log_odds, ref.log_odds)
@@ -309,7 +309,7 @@ def test_libdai_seqfix_avrora_cold_and_warm():
 
 def _check_libdai(folder):
     model = loading.load(folder / "graph.causal_fg")
-    session = Session(model, schedule="seqfix")
+    session = Session(model, method="lbp", schedule="seqfix")
     assert session.runner.name == "seqfix/relaxed"
     session.run()
     ref = causal_fg.load_marginals(folder / "seqfix.marg")
@@ -326,7 +326,7 @@ def _check_libdai(folder):
 def test_cli_marginals_seqfix_matches_libdai():
     from fastlbp.cli import get_app
     res = CliRunner().invoke(get_app(), ["marginals", str(WEBLECH / "graph.causal_fg"),
-                                         "--schedule", "seqfix"])
+                                         "--method", "lbp", "--schedule", "seqfix"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     ref = causal_fg.load_marginals(WEBLECH / "seqfix.marg")

@@ -48,13 +48,13 @@ def test_rank_matches_session_marginals_and_lists_labels_apart():
 
 def test_rank_takes_settings():
     model = demo_model()
-    settings = Settings(precision="f32", max_iters=300)
+    settings = Settings(method="lbp", precision="f32", max_iters=300)
     r = ranking.rank(model, settings=settings)
     s = Session(model, settings)
     p = s.run(warm=False).marginals
     assert [a.probability for a in r.alarms] == [float(p[a.var]) for a in r.alarms]
     assert r.iterations == s.last.iterations and r.iterations <= 300
-    capped = ranking.rank(model, settings=Settings(max_iters=2, remedies=False))
+    capped = ranking.rank(model, settings=Settings(method="lbp", max_iters=2, remedies=False))
     assert capped.iterations == 2 and not capped.converged
 
 
@@ -68,7 +68,8 @@ def test_alarm_vars_of_a_model_without_alarms_is_every_variable():
 def test_cli_labels_file_and_model_without_alarms(tmp_path):
     labels = tmp_path / "labels.txt"
     labels.write_text("87 false\n")
-    res = invoke("rank", WEBLECH, "--labels", labels, "--format", "json", "--schedule", "parall")
+    res = invoke("rank", WEBLECH, "--labels", labels, "--format", "json", "--method", "lbp",
+                 "--schedule", "parall")
     assert res.exit_code == 0, res.output
     assert "ranking every variable" in res.stderr
     doc = json.loads(res.stdout)

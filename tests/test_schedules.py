@@ -164,7 +164,7 @@ def test_cli_cyclic_order_file_exit_2_names_edge(tmp_path):
     order = tmp_path / "cyc.order"
     order.write_text("# a cycle\norder pairs\n0 639 < 1 124\n1 124 < 2 450\n2 450 < 0 639\n")
     res = CliRunner().invoke(get_app(), ["marginals", str(WEBLECH / "graph.causal_fg"),
-                                         "--schedule", str(order)])
+                                         "--method", "lbp", "--schedule", str(order)])
     assert res.exit_code == 2
     assert "cycle" in res.output and "edge #" in res.output and "cyc.order" in res.output
 

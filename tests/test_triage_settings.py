@@ -37,12 +37,13 @@ def settings_events(path):
 
 def test_a_change_is_applied_journaled_and_replayed_exactly(tmp_path):
     path = tmp_path / "s.db"
-    t = Triage.open(demo_model(), path, settings=FAST)
+    lbp = FAST.replace(method="lbp")  # LBP's rounds: warm, so replaying them exactly is the point
+    t = Triage.open(demo_model(), path, settings=lbp)
     assert t.label(True).accepted
     out = t.change_settings({"schedule": "seqfix", "damping": 0.2})
     assert out.accepted and out.round is not None
     assert out.message == "settings changed: schedule parall -> seqfix, damping 0.0 -> 0.2"
-    assert t.settings == FAST.replace(schedule="seqfix", damping=0.2)
+    assert t.settings == lbp.replace(schedule="seqfix", damping=0.2)
     assert t.label(False).accepted
     out = t.change_settings({"tol": 1e-3})  # a control: the same runner, a warm round
     assert out.accepted and out.message == "settings changed: tol 1e-06 -> 0.001"
@@ -58,12 +59,13 @@ def test_a_change_is_applied_journaled_and_replayed_exactly(tmp_path):
 
 def test_the_rounds_after_a_change_are_those_of_the_new_settings(tmp_path):
     model = demo_model()
-    t = Triage.open(model, tmp_path / "s.db", settings=FAST)
+    # LBP: a schedule changes its numbers (auto answers the demo graph exactly, whatever the schedule).
+    t = Triage.open(model, tmp_path / "s.db", settings=FAST.replace(method="lbp"))
     assert t.label(True).accepted
     labels = dict(t.labels)
     assert t.change_settings({"schedule": "seqfix"}).accepted
     # The reference: a new Session with the new settings and the same labels, cold.
-    s = Session(model, FAST.replace(schedule="seqfix"))
+    s = Session(model, FAST.replace(method="lbp", schedule="seqfix"))
     s.labels = labels
     s.run(warm=False)
     assert np.array_equal(t.marginals, s.last.marginals)
@@ -91,7 +93,8 @@ def test_settings_that_cannot_run_are_refused_and_nothing_changes(tmp_path, chan
     if changes.get("schedule") == "BAD_ORDER":
         (tmp_path / "bad.order").write_text("order total\n#999999\n")
         changes = {"schedule": str(tmp_path / "bad.order")}
-    t = Triage.open(demo_model(), tmp_path / "s.db", settings=FAST)
+    # LBP's runner is what refuses a backend or an order (auto answers the demo graph exactly).
+    t = Triage.open(demo_model(), tmp_path / "s.db", settings=FAST.replace(method="lbp"))
     assert t.label(True).accepted
     before = state(t)
     out = t.change_settings(changes)
@@ -155,7 +158,8 @@ def triage(*args, input="q\n"):
 def test_resume_with_other_settings_applies_them_or_refuses(tmp_path):
     graph, _ = write_demo(tmp_path)
     session = default_session(tmp_path, graph)
-    assert triage(graph, "--max-iters", "300", input="t\nq\n").exit_code == 0
+    # LBP (stored in the session, kept on resume): its runner is what refuses the fused backend below.
+    assert triage(graph, "--method", "lbp", "--max-iters", "300", input="t\nq\n").exit_code == 0
     res = triage(graph, "--resume", "--schedule", "seqfix", "--precision", "f32")
     assert res.exit_code == 0, res.output
     assert "settings changed: schedule parall -> seqfix, precision f64 -> f32; saved in the session (round " \

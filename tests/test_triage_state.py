@@ -31,7 +31,7 @@ def state(t):
 
 
 def test_label_undo_skip_jump(tmp_path):
-    t = open_demo(tmp_path)
+    t = open_demo(tmp_path, settings=FAST.replace(method="lbp"))  # a round of iterations per label
     first = t.current
     assert first == int(t.ranking[0])
     out = t.label(True)
@@ -122,7 +122,7 @@ def test_stored_settings():
 
 
 def test_no_recompilation_across_rounds(tmp_path):
-    t = open_demo(tmp_path)
+    t = open_demo(tmp_path, settings=FAST.replace(method="lbp"))  # LBP's runner compiles once
     t.label(False)  # any one-off host-side helpers compile here
     run = t.session.runner.run
     cache = run._cache_size()

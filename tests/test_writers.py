@@ -2,6 +2,7 @@
 `fastlbp rank --format` (SARIF: tests/test_sarif.py)."""
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from fastlbp import ranking, writers
 from fastlbp.cli import get_app
 from fastlbp.ranking import LabelledAlarm, RankedAlarm, Ranking
+from fastlbp.settings import Settings
 
 runner = CliRunner()
 
@@ -36,23 +38,54 @@ def test_relation():
 
 
 def test_table_json_csv_of_a_ranking():
-    r = small_ranking()
+    r = small_ranking()  # an LBP ranking (Ranking's default method)
     lines = writers.to_table(r).splitlines()
-    assert lines[0].split() == ["rank", "probability", "alarm"]
-    assert lines[1].split() == ["1", "0.930000", "race(1,2)"]
-    assert lines[2].split() == ["2", "2.500e-07", "87"]  # small probabilities keep their magnitude
+    assert lines[0].split() == ["rank", "probability", "LBP", "alarm"]
+    assert lines[1].split() == ["1", "0.930000", "unchecked", "race(1,2)"]
+    assert lines[2].split() == ["2", "2.500e-07", "unchecked", "87"]  # small ones keep their magnitude
     assert lines[3] == "... 1 more (use --top)"
-    assert lines[-2:] == ["labelled (1):", "  false  race(3,4)"]
+    assert lines[-4:-2] == ["labelled (1):", "  false  race(3,4)"]
+    assert lines[-2] == "" and lines[-1].startswith("LBP's probabilities are approximate and unchecked")
+    flagged = writers.to_table(dataclasses.replace(r, flags=("LBP did not converge",))).splitlines()
+    assert flagged[1].split()[2] == "FLAGGED" and flagged[-1] == "FLAGGED: LBP did not converge"
     assert "(no unlabelled alarms)" in writers.to_table(Ranking([], [], 0, True, 0.0, 0.0, 0))
     doc = json.loads(writers.to_json(r))
     assert doc == writers.to_dict(r)
     assert doc["alarms"][0] == {"rank": 1, "alarm": "race(1,2)", "probability": 0.93, "log_odds": 2.5867}
     assert doc["labelled"] == [{"alarm": "race(3,4)", "truth": False}]
+    assert (doc["method"], doc["how"], doc["flags"], doc["reason"]) == ("lbp", "", [], None)
     rows = list(csv.reader(io.StringIO(writers.to_csv(r))))
-    assert rows == [["rank", "alarm", "probability", "label", "log_odds"],
-                    ["1", "race(1,2)", "0.93", "", "2.5867"], ["2", "87", "2.5e-07", "", "-15.2"],
-                    ["", "race(3,4)", "0.0", "false", ""]]
+    assert rows == [["rank", "alarm", "probability", "label", "log_odds", "stderr", "lower", "upper"],
+                    ["1", "race(1,2)", "0.93", "", "2.5867", "", "", ""],
+                    ["2", "87", "2.5e-07", "", "-15.2", "", "", ""],
+                    ["", "race(3,4)", "0.0", "false", "", "", "", ""]]
     assert set(writers.WRITERS) == {"table", "json", "csv"}
+
+
+def test_table_json_csv_of_an_exact_and_a_sampled_ranking():
+    r = small_ranking()
+    exact = dataclasses.replace(r, method="exact", how="exact inference (induced width 3)",
+                                reason="exact inference: induced width 3 fits 256 MiB")
+    lines = writers.to_table(exact).splitlines()
+    assert lines[0].split() == ["rank", "probability", "error", "alarm"]
+    assert [ln.split() for ln in lines[1:3]] == [["1", "0.930000", "exact", "race(1,2)"],
+                                                 ["2", "2.500e-07", "exact", "87"]]
+    assert lines[-1] == "  false  race(3,4)"  # no paragraph about LBP
+    doc = writers.to_dict(exact)
+    assert (doc["method"], doc["how"], doc["reason"]) == ("exact", exact.how, exact.reason)
+    sampled = dataclasses.replace(r, method="sample", alarms=[
+        dataclasses.replace(r.alarms[0], stderr=0.0035, lower=0.9231, upper=0.9369),
+        dataclasses.replace(r.alarms[1], stderr=1e-7, lower=5e-8, upper=4.5e-7)])
+    lines = writers.to_table(sampled).splitlines()
+    assert lines[0].split() == ["rank", "probability", "95%", "interval", "alarm"]
+    assert lines[1].split() == ["1", "0.930000", "[0.9231,", "0.9369]", "race(1,2)"]
+    assert lines[2].split() == ["2", "2.500e-07", "[5.0e-08,", "4.5e-07]", "87"]
+    assert json.loads(writers.to_json(sampled))["alarms"][0] == {
+        "rank": 1, "alarm": "race(1,2)", "probability": 0.93, "log_odds": 2.5867, "stderr": 0.0035,
+        "lower": 0.9231, "upper": 0.9369}
+    rows = list(csv.reader(io.StringIO(writers.to_csv(sampled))))
+    assert rows[1] == ["1", "race(1,2)", "0.93", "", "2.5867", "0.0035", "0.9231", "0.9369"]
+    assert rows[3] == ["", "race(3,4)", "0.0", "false", "", "", "", ""]
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv"])
@@ -60,24 +93,50 @@ def test_cli_formats(tmp_path, fmt):
     graph, _ = write_demo(tmp_path)
     res = invoke("rank", graph, "--format", fmt, "--top", "4")
     assert res.exit_code == 0, res.output
-    assert "iterations" in res.stderr and "s" in res.stderr.splitlines()[-1]
+    # auto answers the demo graph (width 10) by exact inference, and says so and why on stderr.
     expected = ranking.rank(load_demo(graph), top=4)
+    assert expected.method == "exact"
+    assert re.search(r"^exact inference \(induced width \d+\), [\d.]+ s$", res.stderr, re.M), res.stderr
+    assert res.stderr.splitlines()[-1].startswith("method auto: exact inference: induced width")
     names = [a.alarm for a in expected.alarms]
     out = res.stdout
     if fmt == "table":
         lines = out.splitlines()
-        assert lines[0].split() == ["rank", "probability", "alarm"]
-        assert [ln.split()[2] for ln in lines[1:5]] == names
+        assert lines[0].split() == ["rank", "probability", "error", "alarm"]
+        assert [ln.split()[2] for ln in lines[1:5]] == ["exact"] * 4
+        assert [ln.split()[3] for ln in lines[1:5]] == names
         assert "more (use --top)" in lines[5]
+        assert "LBP" not in out
     elif fmt == "json":
         doc = json.loads(out)
         assert [a["alarm"] for a in doc["alarms"]] == names
         assert [a["rank"] for a in doc["alarms"]] == [1, 2, 3, 4]
         assert isinstance(doc["iterations"], int) and isinstance(doc["converged"], bool)
         assert doc["alarms"][0]["probability"] == pytest.approx(expected.alarms[0].probability)
+        assert doc["method"] == "exact" and doc["how"].startswith("exact inference") and doc["flags"] == []
+        assert doc["reason"].startswith("exact inference: induced width")
+        assert "stderr" not in doc["alarms"][0]  # only a sampled ranking has errors to give
     else:
         rows = list(csv.DictReader(io.StringIO(out)))
+        assert list(rows[0]) == ["rank", "alarm", "probability", "label", "log_odds", "stderr", "lower",
+                                 "upper"]
         assert [r["alarm"] for r in rows] == names and rows[0]["rank"] == "1"
+        assert all(r["stderr"] == r["lower"] == r["upper"] == "" for r in rows)
+
+
+def test_cli_table_of_an_lbp_ranking(tmp_path):
+    graph, _ = write_demo(tmp_path)
+    res = invoke("rank", graph, "--method", "lbp", "--top", "4")
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^LBP: \d+ iterations, converged, unchecked .*, [\d.]+ s$", res.stderr, re.M), \
+        res.stderr
+    assert "method auto" not in res.stderr
+    expected = ranking.rank(load_demo(graph), top=4, settings=Settings(method="lbp"))
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["rank", "probability", "LBP", "alarm"]
+    assert [ln.split()[2] for ln in lines[1:5]] == ["unchecked"] * 4
+    assert [ln.split()[3] for ln in lines[1:5]] == [a.alarm for a in expected.alarms]
+    assert lines[-1].startswith("LBP's probabilities are approximate and unchecked")
 
 
 # Names with control characters ---------------------------------------------------
@@ -111,9 +170,11 @@ def test_table_shows_names_safely():
     assert text.isascii() or all(c.isprintable() or c == "\n" for c in text)
     assert not any(c in text for c in "\x1b\r\x00\x7f\x9b\u2028\u202e\ud800\x07")
     lines = text.splitlines()
-    assert len(lines) == 1 + len(HOSTILE) + 3  # one line per alarm: a newline in a name adds none
+    # one line per alarm (a newline in a name adds none), the labelled ones, then LBP's paragraph
+    assert len(lines) == 1 + len(HOSTILE) + 3 + 2
     assert lines[1].endswith("race\\x1b[31m(1,2)\\x1b[0m") and lines[2].endswith("a(1)\\nb(2)")
-    assert lines[-1] == "  true   lab\\x1b]0;pwned\\x07"
+    assert lines[-3] == "  true   lab\\x1b]0;pwned\\x07"
+    assert lines[-1].startswith("LBP's probabilities are approximate")
 
 
 def test_csv_and_json_keep_names_faithfully():
