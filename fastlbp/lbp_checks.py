@@ -148,11 +148,19 @@ class Fetched:
     On a CPU device the messages are read in place (no copy); elsewhere only the
     edges asked for cross to the host, in one gather whose index is padded to a
     power of two (so few sizes are ever compiled).
+
+    Args:
+        messages: (E,) a device array or numpy.
+        edges: (n,) int edges to fetch (any order, repeats allowed).
+        gather: gather on the device (None: unless the messages are numpy or on a CPU).
     """
 
-    def __init__(self, messages, edges: np.ndarray):
+    def __init__(self, messages, edges: np.ndarray, gather: bool | None = None):
         self.edges = np.unique(np.asarray(edges, np.int64))
-        if isinstance(messages, np.ndarray) or all(d.platform == "cpu" for d in messages.devices()):
+        if gather is None:
+            gather = not (isinstance(messages, np.ndarray)
+                          or all(d.platform == "cpu" for d in messages.devices()))
+        if not gather:
             self.values = np.asarray(messages)[self.edges]
         else:
             idx = np.zeros(_bucket(self.edges.size), np.int32)
@@ -188,7 +196,7 @@ def evidence_lost(graph: FactorGraph, fetched: Fetched, variables: np.ndarray, v
     (within `SOFT_MARGIN`), counting finite messages only (a hard message that
     fixes it is the evidence that arrived), or when a hard message contradicts
     it; unless every factor whose finite message says so passes the value on
-    as hard messages to all its other variables.
+    as hard messages to all its other variables (or has none: a prior).
 
     Args:
         graph: the factor graph (numpy arrays).
@@ -223,7 +231,7 @@ def evidence_lost(graph: FactorGraph, fetched: Fetched, variables: np.ndarray, v
         sources = np.unique(edge_factor[edges[np.isfinite(m) & (m < 0)]])
         onward, _ = ranges(graph.factor_offsets, sources)
         onward = onward[edge_var[onward] != v]
-        if onward.size == 0 or not np.all(np.isinf(fetched[onward])):
+        if not np.all(np.isinf(fetched[onward])):  # a cause hears of the value through a capped message
             out.append((v, float(against[i])))
     return out
 

@@ -108,6 +108,17 @@ def test_evidence_within_precision_is_not_flagged():
     assert rnd.flags == ()
 
 
+def test_label_against_an_extreme_prior_is_not_flagged():
+    # s's cavity is its prior, 1e-300, at the limit; but the prior has no cause to tell, and the clause
+    # reads s's label as a hard message: P(t) = 0.9 exactly.
+    factors = [Factor(AND, 0, (), 1e-300, 1e-300), Factor(AND, 1, (0,), 0.9, 0.0),
+               Factor(OR, 2, (1,), 1.0, 0.0)]
+    model = Model(graph=from_factors(factors, 3), var_names=("s", "clause", "t"))
+    rnd = lbp(model, {0: True})
+    assert rnd.marginals[2] == pytest.approx(0.9, abs=1e-12)
+    assert rnd.flags == ()
+
+
 # Labels LBP finds contradictory -----------------------------------------------------------------------
 
 def test_impossible_labels_are_beyond_the_hard_constraints():
@@ -239,6 +250,18 @@ def test_flagged_reads_the_flags():
                 seconds=0.0)
     assert rnd.flags == () and not lbp_checks.flagged(rnd)
     assert lbp_checks.flagged(Round(**{**rnd.__dict__, "flags": ("evidence lost at x=true: ...",)}))
+
+
+@pytest.mark.parametrize("gather", [False, True])
+def test_fetched_messages(gather):
+    # On a GPU only the edges the checks read cross to the host, through a padded gather on the device.
+    import jax.numpy as jnp
+
+    messages = jnp.asarray(np.linspace(-3.0, 3.0, 50).tolist() + [np.inf, -np.inf])
+    edges = np.array([51, 3, 3, 50, 0, 17])
+    fetched = lbp_checks.Fetched(messages, edges, gather=gather)
+    np.testing.assert_array_equal(fetched[edges], np.asarray(messages)[edges])
+    np.testing.assert_array_equal(fetched[np.array([17, 51])], np.asarray(messages)[[17, 51]])
 
 
 def test_no_labels_no_flags():
