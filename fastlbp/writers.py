@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+from typing import TYPE_CHECKING
 
-from fastlbp.ranking import Ranking
+if TYPE_CHECKING:  # writers need no session: `fastlbp.lbp_checks` (run by the session) uses them
+    from fastlbp.ranking import Ranking
 
 # Unicode categories shown escaped: controls (C0, DEL, C1 such as CSI \x9b), format characters
 # (bidirectional overrides, zero-width characters, tags), line and paragraph separators, surrogates
