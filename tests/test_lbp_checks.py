@@ -212,8 +212,9 @@ def test_no_flags_on_polytrees(seed):
 
 
 # Seeds whose random loopy graph (with 2 or 3 labels) LBP gets within 0.05 of enumeration, PARALL and SEQFIX
-# alike. Of 300 such graphs (tests' generator, 3-9 variables, up to 3 labels, both schedules) no round within
-# 0.05 was flagged but for its remedy (3 rounds); 52 of the 58 rounds off by more went unflagged: the checks
+# alike. Measured on 300 seeds (150 loopy graphs and 150 polytrees of 3-9 variables, up to 3 labels, both
+# schedules, 31 label sets of probability 0 left out): no round within 0.05 of enumeration was flagged but
+# for its remedy (3 rounds, 2 graphs), and 52 of the 58 loopy rounds off by more went unflagged: the checks
 # catch numerical and structural failures, not LBP's approximation error on loops.
 RIGHT = [3, 4, 8, 13]
 
