@@ -82,6 +82,8 @@ class Session:
         self.choice = None if self._settings.method == "auto" else methods.Choice(self._settings.method)
         # LBP's runner (host work once per graph); exact inference and sampling need none.
         self.runner = engines.make_runner(model, self._settings) if self._settings.method == "lbp" else None
+        if self.runner is None:
+            engines.check_settings(self._settings)  # LBP may be needed later (a fallback round)
         self._sampler = None
         # Only the graph's fields the runner reads go to the device (`engines.device_graph`):
         # of the graph's 29.5 bytes per edge (1M Bingo-like edges) the XLA PARALL and SEQFIX

@@ -80,7 +80,7 @@ def test_every_possible_label_is_accepted(seed, precision):
     factors = _extreme_factors(rng, V, int(rng.integers(1, 9)))
     if not _possible(factors, V, {}):
         return
-    session = Session(_model(factors, V), precision=precision, max_iters=60)
+    session = Session(_model(factors, V), method="lbp", precision=precision, max_iters=60)
     for v in range(V):
         for truth in (True, False):
             session.labels = {v: truth}
@@ -110,7 +110,7 @@ def test_derivable_alarms_of_a_hedc_size_graph_are_accepted_as_true(precision):
     # beyond -745 rounded "1 - product" to 0 and sent the alarm a hard -inf.
     dg = generate(preset="hedc", seed=1, rule_probabilities=(0.999, 0.95, 0.9, 0.8), input_prior=0.95)
     model = to_model(dg, compress=True)
-    session = Session(model, precision=precision)
+    session = Session(model, method="lbp", precision=precision)
     first = session.run()
     order = np.argsort(-first.log_odds[list(model.alarms)], kind="stable")
     for k in order[:30]:
@@ -129,7 +129,7 @@ def test_a_wide_and_labelled_true(precision):
     factors = [Factor(AND, 0, tuple(range(1, n + 1)), 0.9, 0.0)]
     factors += [Factor(AND, v, (), 0.5, 0.5) for v in range(1, n + 1)]
     model = _model(factors, n + 1)
-    session = Session(model, precision=precision, tol=1e-9)
+    session = Session(model, method="lbp", precision=precision, tol=1e-9)
     assert np.all(np.isfinite(session.run().log_odds))
     session.label(0, True)
     rnd = session.run()
@@ -138,7 +138,7 @@ def test_a_wide_and_labelled_true(precision):
 
 def test_a_tiny_prior_labelled_true_in_float32():
     factors = [Factor(AND, 0, (), 5e-321, 5e-321), Factor(OR, 1, (0,), 1.0, 0.0)]
-    session = Session(_model(factors, 2), precision="f32")
+    session = Session(_model(factors, 2), method="lbp", precision="f32")
     session.label(1, True)
     assert np.all(session.run().marginals == 1.0)
 
@@ -150,7 +150,7 @@ def test_weblech_true_alarms_are_accepted(precision):
     model = load(Path(__file__).parents[1] / "data" / "weblech.json")
     truth = [v for v, t in model.meta["truth"].items() if t]
     assert len(truth) == 4
-    session = Session(model, precision=precision)
+    session = Session(model, method="lbp", precision=precision)
     session.run()
     for alarm in truth:
         session.labels = {int(alarm): True}
@@ -162,7 +162,7 @@ def test_labels_drawn_from_a_sampled_world_are_never_refused():
     dg = generate(preset="weblech", seed=5, rule_probabilities=(0.999, 0.95, 0.9))
     model = to_model(dg)
     world = sample_truth(dg, seed=2)
-    session = Session(model, precision="f32", max_iters=200)
+    session = Session(model, method="lbp", precision="f32", max_iters=200)
     rng = np.random.default_rng(1)
     for t in rng.choice(dg.num_tuples, 30, replace=False):
         session.label(int(t), bool(world[t]))

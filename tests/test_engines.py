@@ -153,3 +153,21 @@ def test_backend_auto_is_the_default_and_xla_on_a_cpu(schedule):
 def test_auto_backend_rule(platform, strategy, edges, want):
     backend, reason = engines.auto_backend(platform, strategy, edges)
     assert backend == want and reason.startswith(f"auto: {want}")
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="checks the CPU refusal of GPU backends")
+@pytest.mark.parametrize("method", ["auto", "exact", "sample"])
+def test_lbp_options_are_checked_whatever_the_method(method, tmp_path):
+    # A session that starts without LBP may fall back to it rounds later: a GPU backend on a CPU or a
+    # schedule typo fails when the session is made, not then.
+    from fastlbp.errors import InputError
+    from fastlbp.model import Model
+    from fastlbp.session import Session
+
+    model = Model(graph=_small(), var_names=("x0", "x1", "x2"))
+    with pytest.raises(SettingsError, match="needs a GPU"):
+        Session(model, method=method, backend="pallas")
+    with pytest.raises(InputError, match="unknown schedule"):
+        Session(model, method=method, schedule="seqfixx")
+    session = Session(model, method=method, backend="xla", schedule="seqfix:chunked")
+    assert session.run().marginals.shape == (3,)

@@ -147,7 +147,7 @@ def test_weblech_matches_libdai_parall():
     assert max(abs(p[model.index[k]] - v) for k, v in ref.items()) < 1e-6
 
     name, truth = (DATA / "weblech" / "label.txt").read_text().split()
-    session = Session(model, tol=1e-6)
+    session = Session(model, method="lbp", tol=1e-6)
     session.messages = result.messages
     session.label(name, truth == "true")
     rnd = session.run()

@@ -67,7 +67,8 @@ def test_fused_backend_runs_seqfix_like_libdai(spec):
 
     ref_dir = DATA / "weblech"
     result = CliRunner().invoke(get_app(), ["marginals", str(ref_dir / "graph.causal_fg"), "--schedule",
-                                            spec, "--backend", "fused_interpret", "--format", "json"])
+                                            spec, "--backend", "fused_interpret", "--method", "lbp",
+                                            "--format", "json"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)["marginals"]
     expect = causal_fg.load_marginals(ref_dir / "seqfix.marg")

@@ -158,6 +158,21 @@ def check_backend(backend: str) -> None:
                             f"{backend}_interpret runs the same kernels, slowly")
 
 
+def check_settings(settings: Settings) -> None:
+    """Checks the LBP options a runner would read, without building one (cheap; no graph).
+
+    A session whose method is not (yet) LBP builds its runner only when a round needs LBP; a
+    schedule typo or a GPU backend on a CPU must still fail at once, not rounds later.
+
+    Raises:
+        InputError: a bad schedule spec (unknown strategy, missing order file).
+        SettingsError: a GPU backend without a GPU.
+    """
+    schedules.parse_spec(settings.schedule)
+    if settings.backend != "auto":
+        check_backend(settings.backend)
+
+
 def engine_keys(spec: schedules.Spec, backend: str) -> tuple[str, ...]:
     """The engines that may run `spec` with `backend`, in the order the dispatcher tries them."""
     fused = backend in FUSED_BACKENDS
@@ -195,6 +210,7 @@ def make_runner(model, settings: Settings | None = None) -> Runner:
     raise AssertionError(f"no engine ran {settings.schedule!r}")  # the last key always returns a runner
 
 
-__all__ = ["make_runner", "ENGINES", "engine_keys", "check_backend", "auto_backend", "describe_runner",
+__all__ = ["make_runner", "ENGINES", "engine_keys", "check_backend", "check_settings", "auto_backend",
+           "describe_runner",
            "FUSED_MIN_EDGES", "Runner", "RunResult", "Controls", "controls", "init", "device_graph",
            "GRAPH_FIELDS"]
