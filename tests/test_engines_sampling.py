@@ -162,9 +162,9 @@ def bingo_network(rng, n_inputs=3, n_tuples=5):
 @pytest.mark.slow
 def test_improbable_labels_coverage():
     """Bingo-style networks with label sets of probability 1e-3 to 1e-12 (rejection would keep 10^2 to
-    10^-7 of 10^5 worlds) or exactly 0. Measured over 40 seeds: 5 of 383 marginals beyond 4 SE (98.7%),
-    4 of 30 positive sets refused with too few effective samples (their improbability sits upstream of
-    the labels, where the proposal is the prior), every zero-probability set refused."""
+    10^-7 of 10^5 worlds) or exactly 0. On these 24 cases: 0 of 262 marginals beyond 4 SE, 1 positive
+    set refused with too few effective samples, every zero-probability set refused. From the prior
+    alone (no tilt): 4 of 236 beyond 4 SE, 3 refused (their improbability sits upstream of the labels)."""
     cases = []
     for seed in range(24):
         rng = np.random.default_rng(seed)
@@ -180,8 +180,7 @@ def test_improbable_labels_coverage():
                 break
     beyond, compared, refused, answered = coverage(cases, samples=100_000)
     assert len(cases) >= 15 and compared > 150
-    assert beyond <= 0.02 * compared and refused <= 0.2 * len(cases) and answered == 0, (
-        beyond, compared, refused)
+    assert beyond <= 0.01 * compared and refused <= 2 and answered == 0, (beyond, compared, refused)
 
 
 @pytest.mark.slow
@@ -215,12 +214,42 @@ def test_too_few_effective_samples_is_refused():
     even = sample_marginals(graph, {0: True}, Settings(samples=10_240, max_samples=10_240, target_se=0))
     assert even.info["effective_samples"] == pytest.approx(10_240)
     assert_within(even, exact_marginals(factors, 4, {0: True}))
+    cfg = Settings(samples=10_240, max_samples=10_240, min_accepted=100)
     with pytest.raises(TooFewSamples) as info:
-        sample_marginals(graph, {3: True}, Settings(samples=10_240, max_samples=10_240, min_accepted=100))
+        sample_marginals(graph, {3: True}, cfg, sampler=Sampler(graph, tilt=False))
     err = info.value
     assert isinstance(err, InferenceError) and not isinstance(err, NoConsistentWorld)
     assert err.drawn == 10_240 and 0 < err.effective < 100
     assert "effective samples of 10240 worlds" in str(err) and "--method exact" in str(err)
+    # The tilted proposal (the default) draws x0 = 1 in about half of its worlds instead.
+    tilted = sample_marginals(graph, {3: True}, cfg)
+    assert tilted.info["tilted_coins"] > 0 and tilted.info["effective_samples"] > 1000
+    assert_within(tilted, exact_marginals(factors, 4, {3: True}))
+
+
+def test_evidence_far_below_an_input_is_looked_ahead_at():
+    # Two chains of 8 and 9 clauses (rule probability 1e-3) from an input s (prior 0.5) derive `end`;
+    # `end` labelled true needs s. The prior proposal never draws a firing chain (1e-24 a world); the
+    # tilted half of the mixture fires each coin with 0.999 and finds P(s | end) = 1.
+    factors, v = [Factor(AND, 0, (), 0.5, 0.5)], 1
+    tails = []
+    for length in (8, 9):
+        prev = 0
+        for _ in range(length):
+            factors.append(Factor(AND, v, (prev,), 1e-3, 0.0))
+            prev, v = v, v + 1
+        tails.append(prev)
+    factors.append(Factor(OR, v, tuple(tails), 1.0, 0.0))
+    n, end = v + 1, v
+    graph = from_factors(factors, n)
+    cfg = Settings(samples=1 << 14, max_samples=1 << 14, target_se=0, min_accepted=100)
+    with pytest.raises(TooFewSamples):
+        sample_marginals(graph, {end: True}, cfg, sampler=Sampler(graph, tilt=False))
+    result = sample_marginals(graph, {end: True}, cfg)
+    assert result.marginals[0] == 1.0 and result.info["effective_samples"] > 1000
+    # Within 0.01, not within its SE: the worlds where only the longer chain fires (posterior 1e-3)
+    # have Q about 1.6e-5, so 2^14 worlds rarely hold one (2^20 worlds: 0.99904 for 0.99900).
+    assert np.abs(result.marginals - exact_marginals(factors, n, {end: True})).max() < 0.01
 
 
 def test_improbable_labels_are_weights_not_rejections():
