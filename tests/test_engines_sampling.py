@@ -118,7 +118,8 @@ def test_random_dags_coverage():
     importance sampler is within 4 of its standard errors of enumeration on at least 99% of the
     marginals, answers every label set of positive probability and refuses every one of probability 0.
     Measured over 200 seeds: 10 of 1,330 marginals beyond 4 SE (in 4 graphs whose posterior sits on
-    worlds the proposal rarely draws), 0 refused, 41 of 41 zero-probability sets refused."""
+    worlds the proposal rarely draws; the same from the tilted mixture as from the prior alone), 0
+    refused, 41 of 41 zero-probability sets refused."""
     cases = []
     for seed in range(60):
         rng = np.random.default_rng(seed)
@@ -162,9 +163,9 @@ def bingo_network(rng, n_inputs=3, n_tuples=5):
 @pytest.mark.slow
 def test_improbable_labels_coverage():
     """Bingo-style networks with label sets of probability 1e-3 to 1e-12 (rejection would keep 10^2 to
-    10^-7 of 10^5 worlds) or exactly 0. On these 24 cases: 0 of 262 marginals beyond 4 SE, 1 positive
-    set refused with too few effective samples, every zero-probability set refused. From the prior
-    alone (no tilt): 4 of 236 beyond 4 SE, 3 refused (their improbability sits upstream of the labels)."""
+    10^-7 of 10^5 worlds) or exactly 0. On these 24 cases: 0 of 277 marginals beyond 4 SE, no positive
+    set refused, every zero-probability set refused. From the prior alone (no tilt): 4 of 236 beyond
+    4 SE, 3 refused with too few effective samples (their improbability sits upstream of the labels)."""
     cases = []
     for seed in range(24):
         rng = np.random.default_rng(seed)
@@ -180,7 +181,7 @@ def test_improbable_labels_coverage():
                 break
     beyond, compared, refused, answered = coverage(cases, samples=100_000)
     assert len(cases) >= 15 and compared > 150
-    assert beyond <= 0.01 * compared and refused <= 2 and answered == 0, (beyond, compared, refused)
+    assert beyond <= 0.01 * compared and refused == 0 and answered == 0, (beyond, compared, refused)
 
 
 @pytest.mark.slow

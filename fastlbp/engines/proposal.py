@@ -15,8 +15,8 @@ correct the weight of each world by P / Q of the coins it drew. The weights
 stay exact, so the estimate stays consistent whatever the messages' error on
 a graph with loops; the messages only decide how fast it converges.
 
-lambda comes from one forward sweep (pi, the labels clamped) and one backward
-sweep over the network's levels, each node's children treated as independent
+lambda comes from a few forward (pi, the labels clamped) and backward sweeps
+over the network's levels, each factor seeing its parents as independent
 (exact on a polytree). A tilted coin is kept within [min(p, FLOOR), max(p,
 1 - FLOOR)], so no world the prior can draw becomes undrawable, and it is
 rounded to a multiple of 2^-64 so the sampled coin is exactly q.
@@ -71,12 +71,12 @@ def _levels(plan: Plan) -> list[np.ndarray]:
 
 
 def _entries(plan: Plan, vs: np.ndarray):
-    """(owner (B,) index into vs, body variable (B,)) of the bodies of `vs`."""
+    """(owner (B,) index into vs, body variable (B,), global entry (B,)) of the bodies of `vs`."""
     starts, ends = plan.body_offsets[vs], plan.body_offsets[vs + 1]
     lens = ends - starts
     owner = np.repeat(np.arange(vs.size), lens)
     idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-    return owner, plan.body_var[idx]
+    return owner, plan.body_var[idx], idx
 
 
 def _leave_one_out(owner, logs, n):
@@ -88,9 +88,38 @@ def _leave_one_out(owner, logs, n):
     return np.where(others_zero, -np.inf, total[owner] - np.where(zero, 0.0, logs))
 
 
-def log_lambda(plan: Plan, labels: dict[int, bool]) -> np.ndarray:
-    """(V, 2) float64 log lambda(x = 0), log lambda(x = 1): the labels below each variable, as one
-    backward sweep of belief propagation sees them (up to a constant per variable)."""
+def _normalise(log0, log1):
+    """log0, log1 less their log-sum (0.5 each where both are -inf)."""
+    total = np.logaddexp(log0, log1)
+    none = total == -np.inf
+    half = np.log(0.5)
+    return np.where(none, half, log0 - np.where(none, 0.0, total)), \
+        np.where(none, half, log1 - np.where(none, 0.0, total))
+
+
+def _cavity(log_pi, lam, msg, body, idx):
+    """(B,) log P(parent = 0 / 1) as the factor of each entry sees it: pi(b) lambda(b) / msg(b),
+    normalised; where the entry's own message ruled a value out, its other children are unknown and
+    count as nothing."""
+    out = []
+    for x in (0, 1):
+        own = msg[idx, x]
+        with np.errstate(invalid="ignore"):
+            others = np.where(own == -np.inf, 0.0, lam[body, x] - own)
+        out.append(log_pi[body, x] + others)
+    return _normalise(*out)
+
+
+# Forward-backward sweeps of `log_lambda`. The first sees each parent by its prior alone; later ones
+# by its prior and the evidence of its other children (the cavity): a label on a sibling (an alarm
+# labelled true that needs the parent) then reaches the parent's other factors.
+SWEEPS = 3
+
+
+def log_lambda(plan: Plan, labels: dict[int, bool], sweeps: int = SWEEPS) -> np.ndarray:
+    """(V, 2) float64 log lambda(x = 0), log lambda(x = 1): the labels below each variable as
+    belief propagation's messages see them after `sweeps` forward-backward sweeps over the levels
+    (exact on a polytree after one; up to a constant per variable)."""
     nv = plan.num_vars
     levels = _levels(plan)
     lab_v = np.fromiter(labels, np.int64, len(labels))
@@ -98,42 +127,54 @@ def log_lambda(plan: Plan, labels: dict[int, bool]) -> np.ndarray:
     with np.errstate(divide="ignore"):
         log_p = np.log(np.stack([plan.p1, plan.p2]))  # (2, V)
         log_q = np.log1p(-np.stack([plan.p1, plan.p2]))
-    # Forward: pi(x = 1), the labels clamped, parents independent.
-    pi = np.zeros(nv)
     is_and = plan.kind == AND
-    for vs in levels:
-        owner, body = _entries(plan, vs)
-        with np.errstate(divide="ignore"):
-            s1 = np.bincount(owner, np.log(pi[body]), minlength=vs.size)  # log P(all parents hold)
-            s0 = np.bincount(owner, np.log1p(-pi[body]), minlength=vs.size)  # log P(no parent holds)
-        pc = np.where(is_and[vs], np.exp(s1), -np.expm1(s0))
-        pi[vs] = pc * plan.p1[vs] + (1 - pc) * plan.p2[vs]
-        pi[lab_v] = lab_t
-    # Backward: messages from each factor to its body, lambda summed over the children.
+    entries = plan.body_var.size
+    msg = np.zeros((entries, 2))  # log message of each body entry's factor to the parent it reads
     lam = np.zeros((nv, 2))
-    lam[lab_v, 0] = np.where(lab_t, -np.inf, 0.0)
-    lam[lab_v, 1] = np.where(lab_t, 0.0, -np.inf)
-    for vs in reversed(levels):
-        owner, body = _entries(plan, vs)
-        if not body.size:
-            continue
-        l0, l1 = lam[vs, 0], lam[vs, 1]
-        a1 = np.logaddexp(log_p[0, vs] + l1, log_q[0, vs] + l0)  # log sum_x P(x | cond) lambda(x)
-        a2 = np.logaddexp(log_p[1, vs] + l1, log_q[1, vs] + l0)  # ... | not cond
-        with np.errstate(divide="ignore"):
-            s = _leave_one_out(owner, np.where(is_and[vs][owner], np.log(pi[body]), np.log1p(-pi[body])),
-                               vs.size)
-        and_e = is_and[vs][owner]
-        # AND: the parent true leaves cond to the others (all hold: s); false makes cond false.
-        # OR: the parent true makes cond true; false leaves it to the others (none holds: s).
-        rest = np.logaddexp(s + np.where(and_e, a1[owner], a2[owner]),
-                            _log1mexp(np, s) + np.where(and_e, a2[owner], a1[owner]))
-        m1 = np.where(and_e, rest, a1[owner])
-        m0 = np.where(and_e, a2[owner], rest)
-        top = np.maximum(m0, m1)
-        ok = top > -np.inf  # a factor that rules out both values says nothing here (labels contradict)
-        np.add.at(lam[:, 0], body[ok], (m0 - top)[ok])
-        np.add.at(lam[:, 1], body[ok], (m1 - top)[ok])
+    for _ in range(max(1, sweeps)):
+        # Forward: pi(x) (log, x = 0 / 1), the labels clamped; each factor sees a parent's cavity
+        # pi(b) lambda(b) / msg(b), parents independent.
+        log_pi = np.zeros((nv, 2))
+        for vs in levels:
+            owner, body, idx = _entries(plan, vs)
+            c0, c1 = _cavity(log_pi, lam, msg, body, idx)
+            s1 = np.bincount(owner, c1, minlength=vs.size)  # log P(all parents hold)
+            s0 = np.bincount(owner, c0, minlength=vs.size)  # log P(no parent holds)
+            pc = np.where(is_and[vs], np.exp(s1), -np.expm1(s0))
+            pi1 = np.clip(pc * plan.p1[vs] + (1 - pc) * plan.p2[vs], 0.0, 1.0)
+            with np.errstate(divide="ignore"):
+                log_pi[vs, 0], log_pi[vs, 1] = np.log1p(-pi1), np.log(pi1)
+            log_pi[lab_v, 0] = np.where(lab_t, -np.inf, 0.0)
+            log_pi[lab_v, 1] = np.where(lab_t, 0.0, -np.inf)
+        # Backward: each factor's message to its body; lambda sums them over the children.
+        new_lam = np.zeros((nv, 2))
+        new_lam[lab_v, 0] = np.where(lab_t, -np.inf, 0.0)
+        new_lam[lab_v, 1] = np.where(lab_t, 0.0, -np.inf)
+        new_msg = np.zeros((entries, 2))
+        for vs in reversed(levels):
+            owner, body, idx = _entries(plan, vs)
+            if not body.size:
+                continue
+            l0, l1 = new_lam[vs, 0], new_lam[vs, 1]
+            a1 = np.logaddexp(log_p[0, vs] + l1, log_q[0, vs] + l0)  # log sum_x P(x | cond) lambda(x)
+            a2 = np.logaddexp(log_p[1, vs] + l1, log_q[1, vs] + l0)  # ... | not cond
+            c0, c1 = _cavity(log_pi, lam, msg, body, idx)
+            and_e = is_and[vs][owner]
+            s = _leave_one_out(owner, np.where(and_e, c1, c0), vs.size)
+            # AND: the parent true leaves cond to the others (all hold: s); false makes cond false.
+            # OR: the parent true makes cond true; false leaves it to the others (none holds: s).
+            rest = np.logaddexp(s + np.where(and_e, a1[owner], a2[owner]),
+                                _log1mexp(np, s) + np.where(and_e, a2[owner], a1[owner]))
+            m1 = np.where(and_e, rest, a1[owner])
+            m0 = np.where(and_e, a2[owner], rest)
+            top = np.maximum(m0, m1)
+            ok = top > -np.inf  # a factor that rules out both values says nothing (labels contradict)
+            shift = np.where(ok, top, 0.0)
+            m0, m1 = np.where(ok, m0 - shift, 0.0), np.where(ok, m1 - shift, 0.0)
+            new_msg[idx, 0], new_msg[idx, 1] = m0, m1
+            np.add.at(new_lam[:, 0], body, m0)
+            np.add.at(new_lam[:, 1], body, m1)
+        lam, msg = new_lam, new_msg
     return lam
 
 
