@@ -2,6 +2,7 @@
 missing or unwritable folders, full disks, damaged sessions (--recover, --fresh), files that
 are not sessions. Each is `error: FILE: problem` and exit status 2, never a traceback."""
 
+import os
 import sqlite3
 
 import pytest
@@ -115,3 +116,40 @@ def test_resume_fresh_and_recover_exclude_each_other(tmp_path):
     for pair in (("--resume", "--fresh"), ("--resume", "--recover"), ("--fresh", "--recover")):
         res = triage(graph, *pair)
         assert res.exit_code == 2 and "exclude each other" in res.output
+
+
+def test_a_full_disk_at_the_session_lock(tmp_path, monkeypatch):
+    # Issue 29 item 11 (triage): SessionLock.acquire ended in a traceback (the failed flush of the holder's
+    # line was raised again by closing the lock file).
+    from disk_full import lock_files_full
+
+    graph, _ = write_demo(tmp_path)
+    session = tmp_path / "s.db"
+    lock_files_full(monkeypatch)
+    assert_clean_error(triage(graph, "--session", session, input="t\nq\n"), session, "cannot write in ",
+                       "No space left on device (the disk is full)")
+    assert not session.exists()
+
+
+@pytest.mark.parametrize("how", ["symlink", "hard link"])
+def test_a_session_held_through_another_name_is_refused(tmp_path, how):
+    # Issue 29 item 5: two `triage` processes on one journal through a link both proceeded.
+    from fastlbp.triage.lock import SessionLock
+
+    graph, _ = write_demo(tmp_path)
+    session = tmp_path / "s.db"
+    res = triage(graph, "--session", session, input="t\nq\n")
+    assert res.exit_code == 0, res.output
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / "s.db"
+    other.symlink_to(session) if how == "symlink" else os.link(session, other)
+    before = session.read_bytes()
+    holder = SessionLock.acquire(session)
+    try:
+        for flags in (("--resume",), ("--fresh",)):
+            assert_clean_error(triage(graph, "--session", other, *flags, input="t\nq\n"), other, "in use")
+    finally:
+        holder.release()
+    assert session.read_bytes() == before
+    res = triage(graph, "--session", other, "--resume", input="stats\nq\n")
+    assert res.exit_code == 0, res.output

@@ -71,3 +71,43 @@ def test_a_really_read_only_folder(tmp_path):
             SessionLock.acquire(ro / "s.db")
     finally:
         ro.chmod(0o755)
+
+
+def test_a_symbolic_or_hard_link_shares_the_lock(tmp_path):
+    # Issue 29 item 5: the lock was named after the path given, so a second process reaching the
+    # journal through another name proceeded, and the labels of both were lost after a resume.
+    s = tmp_path / "s.db"
+    s.write_bytes(b"")
+    (tmp_path / "link.db").symlink_to(s)
+    (tmp_path / "other").mkdir()
+    os.link(s, tmp_path / "other" / "hard.db")
+    first = SessionLock.acquire(s)
+    for name in (tmp_path / "link.db", tmp_path / "other" / "hard.db"):
+        with pytest.raises(SessionInUse, match=f"in use.* by process {os.getpid()}") as err:
+            SessionLock.acquire(name)
+        assert str(err.value).startswith(f"{name}: ")
+    first.release()
+    assert not lock_path(s).exists()
+    hard = SessionLock.acquire(tmp_path / "other" / "hard.db")  # the hard link first: s.db is refused
+    with pytest.raises(SessionInUse, match="through another name of the same file"):
+        SessionLock.acquire(s)
+    hard.release()
+    assert not list(tmp_path.rglob("*.lock"))
+    SessionLock.acquire(s).release()
+
+
+def test_a_symbolic_link_to_a_session_not_made_yet_shares_the_lock(tmp_path):
+    (tmp_path / "link.db").symlink_to(tmp_path / "new.db")
+    lock = SessionLock.acquire(tmp_path / "new.db")
+    with pytest.raises(SessionInUse):
+        SessionLock.acquire(tmp_path / "link.db")
+    lock.release()
+
+
+def test_a_full_disk_at_the_lock_is_a_clean_error(tmp_path, monkeypatch):
+    from disk_full import lock_files_full
+
+    lock_files_full(monkeypatch)
+    with pytest.raises(InputError, match="cannot write in .*No space left on device.*the disk is full"):
+        SessionLock.acquire(tmp_path / "s.db")
+    assert not lock_path(tmp_path / "s.db").exists()
