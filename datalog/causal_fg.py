@@ -32,6 +32,7 @@ from datalog.reading import shown
 from fastlbp.errors import InputError, read_text, text_lines
 from fastlbp.graph import AND, OR, GraphError, from_arrays
 from fastlbp.model import Model
+from fastlbp.outputs import write_atomically
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _COUNT = re.compile(r"[0-9]{1,18}")  # below 2^63, and int() never sees a 5,000-digit string
@@ -207,9 +208,9 @@ def dumps(model: Model, path: str | os.PathLike | None = None) -> str:
 
 
 def save(model: Model, path: str | os.PathLike) -> None:
-    """Writes `dumps(model)` to `path` (nothing is written when a name cannot be)."""
-    text = dumps(model, path)
-    Path(path).write_text(text, encoding="utf-8")
+    """Writes `dumps(model)` to `path`, atomically (`fastlbp.outputs.write_atomically`: nothing is written
+    when a name cannot be, and a failed write leaves the old file as it was)."""
+    write_atomically(path, dumps(model, path))
 
 
 def load_marginals(path: str | os.PathLike) -> dict[str, float]:

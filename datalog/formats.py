@@ -34,7 +34,9 @@ needed: `input-prob.txt` (`tuple: prior`) and `labels.txt` (`tuple true|false`).
 Each file that is present is read (a directory, a dangling link or a link loop
 in its place is an error naming it); a key given twice with different values
 is an error naming both lines. `save_bingo` refuses a name these line-based
-files cannot carry (`check_bingo_names`).
+files cannot carry (`check_bingo_names`), and writes the directory whole before
+swapping it in; a directory holding its in-progress marker `.fastlbp-incomplete`
+is refused.
 
 Input tuples are the tuples that no clause derives, plus tuples given a prior.
 A tuple that clauses derive but that is not derivable from the inputs
@@ -64,6 +66,7 @@ from datalog.reading import Once, check_probability, json_type, loads_json, show
 from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
 from fastlbp.errors import InputError, check_path, read_text, text_lines
 from fastlbp.model import Model
+from fastlbp.outputs import write_atomically, write_directory, write_file
 
 FORMAT_NAME = "fastlbp-derivation"
 FORMAT_VERSION = 1
@@ -75,6 +78,12 @@ BINGO_ORACLE = "oracle_queries.txt"
 BINGO_RULE_PROBS = "rule-prob.txt"
 BINGO_INPUT_PROBS = "input-prob.txt"
 BINGO_LABELS = "labels.txt"
+# In a directory `save_bingo` has not finished (the hidden temporary it fills before swapping it in):
+# `read_bingo` refuses a directory holding it. Bingo's own directories never have one.
+BINGO_INCOMPLETE = ".fastlbp-incomplete"
+# The files `save_bingo` writes or removes; any other entry of a directory it replaces is kept.
+BINGO_FILES = frozenset({BINGO_CLAUSES, BINGO_ALARMS, BINGO_ORACLE, BINGO_RULE_PROBS, BINGO_INPUT_PROBS,
+                         BINGO_LABELS, RULE_DICT, BINGO_INCOMPLETE})
 
 # (group, tuple index) -> (path, line, JSON location) of the reference, for messages.
 Where = dict[tuple[str, int], tuple[str, int | None, str | None]]
@@ -328,12 +337,17 @@ def dumps_json(dg: DerivationGraph) -> str:
 
 
 def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
-    """Writes derivation.json (gzip-compressed when the name ends in .gz)."""
+    """Writes derivation.json (gzip-compressed when the name ends in .gz), atomically.
+
+    Raises:
+        InputError: `path` cannot be written (`fastlbp.outputs.write_atomically`:
+            the old file is left as it was).
+    """
     p = Path(path)
     data = dumps_json(dg).encode("utf-8")
     if p.name.endswith(".gz"):
         data = gzip.compress(data, compresslevel=9, mtime=0)
-    p.write_bytes(data)
+    write_atomically(p, data)
 
 
 def read_json(path: str | os.PathLike, *, max_decompressed: int | None = None
@@ -387,6 +401,9 @@ def read_bingo(directory: str | os.PathLike, *, max_decompressed: int | None = N
     """
     d = Path(directory)
     cons = d / BINGO_CLAUSES
+    if os.path.lexists(d / BINGO_INCOMPLETE):
+        raise InputError(str(d), None, f"an incomplete Bingo directory: fastlbp was stopped while writing "
+                         f"it ({BINGO_INCOMPLETE} is there); write it again")
     if not os.path.lexists(cons):
         raise InputError(str(d), None, f"not a Bingo directory: {BINGO_CLAUSES} is missing")
     cpath = str(cons)
@@ -526,18 +543,25 @@ def check_bingo_names(dg: DerivationGraph, directory: str | os.PathLike) -> None
 def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files.
 
+    The directory is written whole as a hidden sibling and swapped in
+    (`fastlbp.outputs.write_directory`): a reader, an error, a full disk or a
+    kill meets the old directory or the new one, never a mix. The entries of
+    an existing directory other than the files written here (`BINGO_FILES`)
+    are kept; a stale optional file (labels, priors, truth, rule texts the
+    graph lacks) is not.
+
     Returns:
         Warnings: alarms, labels and truth naming a tuple that is in no clause
         cannot be written (Bingo knows only the tuples of its clauses), nor
         can locations and relations (`DerivationGraph.annotations`).
 
     Raises:
-        InputError: a name Bingo's format cannot carry (`check_bingo_names`);
-            nothing is written then.
+        InputError: a name Bingo's format cannot carry (`check_bingo_names`),
+            or the directory cannot be written (`PATH: cannot write: REASON`);
+            the old directory is left as it was then.
     """
     d = Path(directory)
     check_bingo_names(dg, d)
-    d.mkdir(parents=True, exist_ok=True)
     names = dg.tuples
     rule_names = [r.name for r in dg.rules]
     offsets = np.asarray(dg.body_offsets).tolist()
@@ -547,10 +571,6 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
                                    strict=True)):
         lits = [f"NOT {names[t]}" for t in body[offsets[c]:offsets[c + 1]]] + [names[h]]
         out.append(f"{rule_names[r]}: {', '.join(lits)}")
-    (d / BINGO_CLAUSES).write_text("\n".join(out) + "\n", encoding="utf-8")
-    (d / BINGO_RULE_PROBS).write_text("".join(f"{r.name}: {r.probability!r}\n" for r in dg.rules),
-                                      encoding="utf-8")
-    rule_warnings = write_rule_dict(dg.rules, d)  # rule texts, in Bingo's rule_dict.txt
     in_clause = np.zeros(dg.num_tuples, bool)
     in_clause[np.asarray(dg.clause_head, np.int64)] = True
     in_clause[np.asarray(dg.body, np.int64)] = True
@@ -558,19 +578,25 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     truth = {t: v for t, v in dg.truth.items() if in_clause[t]}
     labels = {t: v for t, v in dg.labels.items() if in_clause[t]}
     dropped = len(dg.alarms) + len(dg.truth) + len(dg.labels) - len(alarm_list) - len(truth) - len(labels)
-    (d / BINGO_ALARMS).write_text("".join(f"{names[a]}\n" for a in alarm_list), encoding="utf-8")
-    extra = {
+    files = {
+        BINGO_CLAUSES: "\n".join(out) + "\n",
+        BINGO_RULE_PROBS: "".join(f"{r.name}: {r.probability!r}\n" for r in dg.rules),
+        BINGO_ALARMS: "".join(f"{names[a]}\n" for a in alarm_list),
         BINGO_ORACLE: "".join(f"{names[t]}\n" for t, v in truth.items() if v) if truth else None,
         BINGO_INPUT_PROBS: "".join(f"{names[t]}: {p!r}\n" for t, p in sorted(dg.priors.items()))
         if dg.priors else None,
         BINGO_LABELS: "".join(f"{names[t]} {'true' if v else 'false'}\n" for t, v in labels.items())
         if labels else None,
     }
-    for fname, text in extra.items():
-        if text is not None:
-            (d / fname).write_text(text, encoding="utf-8")
-        elif (d / fname).exists():
-            (d / fname).unlink()  # a stale file from an earlier conversion would change the meaning
+
+    def fill(tmp: Path) -> list[str]:
+        for fname, text in files.items():
+            if text is not None:
+                write_file(tmp / fname, text)
+        return write_rule_dict(dg.rules, tmp)  # rule texts, in Bingo's rule_dict.txt
+
+    rule_warnings = write_directory(d, fill, marker=BINGO_INCOMPLETE,
+                                    keep=lambda name: name not in BINGO_FILES)
     lost = [key for key in ("locations", "relations") if dg.annotations.get(key)]
     warnings = [f"Bingo's files cannot hold {' or '.join(lost)}, left out"] if lost else []
     warnings += rule_warnings

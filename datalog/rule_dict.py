@@ -22,6 +22,7 @@ from pathlib import Path
 from datalog.derivation import Rule
 from datalog.reading import Once, shown
 from fastlbp.errors import InputError, read_text, text_lines
+from fastlbp.outputs import write_file
 
 RULE_DICT = "rule_dict.txt"
 
@@ -67,7 +68,7 @@ def write_rule_dict(rules: Iterable[Rule], directory: str | os.PathLike) -> list
         if r.text:
             (written if _writable(r.text) else lost).append(r)
     if written:
-        path.write_text("".join(f"{r.name}: {r.text}\n" for r in written), encoding="utf-8")
+        write_file(path, "".join(f"{r.name}: {r.text}\n" for r in written))
     elif path.exists():
         path.unlink()  # a stale file from an earlier conversion would give the rules texts they lack
     if not lost:

@@ -20,7 +20,6 @@ import contextlib
 import functools
 import os
 import sys
-import tempfile
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +31,7 @@ from typer.core import TyperGroup
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.jax_setup import when_imported
+from fastlbp.outputs import write_atomically
 from fastlbp.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
 
 if TYPE_CHECKING:
@@ -274,46 +274,6 @@ def output_target(output: Path | None, *inputs: Path | None) -> Path | None:
     return output
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Writes `text` to `path` through a temporary file in the same folder and a rename.
-
-    A reader sees the old file or the whole new one, never a part; an error or a
-    kill leaves the old file as it was. The new file has the old one's mode, or
-    the usual mode for a new file (0666 less the umask).
-
-    Raises:
-        InputError: the folder cannot be written.
-    """
-    path = Path(path)
-    fd, tmp = None, None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            fd = None
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as err:
-        raise InputError(str(path), None, f"cannot write: {err.strerror or err}") from None
-    finally:
-        if fd is not None:
-            os.close(fd)
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
 def status(msg: str) -> None:
     """A note for the user on stderr (progress, summaries, warnings)."""
     typer.echo(msg, err=True)
@@ -527,7 +487,8 @@ OutputOpt = Annotated[
     Path | None,
     typer.Option("--output", "-o", metavar="FILE", show_default=False,
                  help="Write the result to FILE instead of stdout, atomically (a temporary file renamed "
-                      "into place: never half a file); '-' is stdout."),
+                      "into place: never half a file; a device or FIFO such as /dev/null is written "
+                      "directly); '-' is stdout."),
 ]
 
 
