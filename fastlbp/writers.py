@@ -1,10 +1,13 @@
 """A `Ranking` as text: a plain table, JSON and CSV; `safe_name` for names on a terminal.
 
 SARIF 2.1.0 for code-scanning tools is `fastlbp.sarif` (it needs the model
-for source locations). Names are shown as they are in JSON and CSV (JSON escapes control
-characters; CSV quotes fields holding a line break). The table, meant for a
-terminal, shows each name through `safe_name`, so an escape sequence in a
-tuple's name cannot recolour, move or retitle the user's terminal.
+for source locations). Names are shown as they are in JSON (which escapes control
+characters). CSV, for `rank` and `marginals` alike (`csv_document`), quotes
+fields holding a line break or any other control character, and by default
+gives a name a spreadsheet would run as a formula a leading `'` (`csv_name`;
+exact with `exact_names`). The table, meant for a terminal, shows each name
+through `safe_name`, the one escaping of names on a terminal, so an escape
+sequence in a tuple's name cannot recolour, move or retitle the user's terminal.
 
     from fastlbp.ranking import rank
     from fastlbp.writers import WRITERS
@@ -159,6 +162,21 @@ def to_json(ranking: Ranking) -> str:
     return json.dumps(to_dict(ranking), indent=1) + "\n"
 
 
+# A cell beginning with one of these is a formula to a spreadsheet (OWASP, "CSV injection"): = + - @,
+# and tab and carriage return, which some spreadsheets skip before looking for the others. A name
+# beginning with the quote itself is marked too, so that dropping one leading quote always reads back.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+
+def csv_name(name: str, exact: bool = False) -> str:
+    """`name` as a CSV cell: one a spreadsheet would run as a formula (`FORMULA_START`) gets a leading
+    `'`, unless `exact`.
+
+    >>> csv_name("=HYPERLINK(1)"), csv_name("race(1,2)"), csv_name("=1", exact=True)
+    ("'=HYPERLINK(1)", 'race(1,2)', '=1')
+    """
+    return "'" + name if not exact and name.startswith(FORMULA_START) else name
+
+
 def _csv_field(value) -> str:
     # RFC 4180 quoting, done here because the csv module quotes a field only for the characters of its
     # line terminator: with "\n" a bare "\r" in a name went out unquoted and split the row on reading.
@@ -173,20 +191,33 @@ def csv_row(fields) -> str:
     return ",".join(map(_csv_field, fields)) + "\n"
 
 
-def to_csv(ranking: Ranking) -> str:
+def csv_document(header, rows, name_column: int, exact_names: bool = False) -> str:
+    """The CSV of `header` and `rows`, the one way every command writes CSV: fields quoted (`csv_row`),
+    the names in column `name_column` through `csv_name`."""
+    out = [csv_row(header)]
+    for row in rows:
+        row = list(row)
+        row[name_column] = csv_name(str(row[name_column]), exact_names)
+        out.append(csv_row(row))
+    return "".join(out)
+
+
+def to_csv(ranking: Ranking, exact_names: bool = False) -> str:
     """Header `rank,alarm,probability,label,log_odds,stderr,lower,upper` (the last three for a sampled
     ranking, else empty); labelled alarms last with an empty rank.
 
     A field holding a comma, a quote, a line break or any other non-printable
-    character is quoted (RFC 4180), so names read back exactly.
+    character is quoted (RFC 4180), so names read back exactly; a name a
+    spreadsheet would run as a formula gets a leading `'` unless `exact_names`
+    (`csv_name`).
     """
-    rows = [["rank", "alarm", "probability", "label", "log_odds", "stderr", "lower", "upper"]]
-    rows += [[a.rank, a.alarm, repr(a.probability), "", repr(a.log_odds),
-              *((repr(a.stderr), repr(a.lower), repr(a.upper)) if math.isfinite(a.stderr) else ("", "", ""))]
-             for a in ranking.alarms]
+    header = ["rank", "alarm", "probability", "label", "log_odds", "stderr", "lower", "upper"]
+    rows = [[a.rank, a.alarm, repr(a.probability), "", repr(a.log_odds),
+             *((repr(a.stderr), repr(a.lower), repr(a.upper)) if math.isfinite(a.stderr) else ("", "", ""))]
+            for a in ranking.alarms]
     rows += [["", a.alarm, repr(a.probability), "true" if a.truth else "false", "", "", "", ""]
              for a in ranking.labelled]
-    return "".join(map(csv_row, rows))
+    return csv_document(header, rows, 1, exact_names)
 
 
 WRITERS = {

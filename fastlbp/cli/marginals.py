@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from enum import StrEnum
 from typing import Annotated
@@ -37,6 +35,7 @@ from fastlbp.cli.app import (
     start_progress,
     status,
 )
+from fastlbp.cli.csv_names import CsvExactNamesOpt
 
 
 class OutputFormat(StrEnum):
@@ -65,6 +64,7 @@ def marginals(
         "--all", help="Also list the clause and auxiliary variables (R1#3, name@input).")] = False,
     quiet: QuietOpt = False,
     no_cache: NoCacheOpt = False,
+    csv_exact_names: CsvExactNamesOpt = False,
 ) -> None:
     """Print every tuple's P(=1): exact, sampled (with standard errors and 95% intervals) or by LBP.
 
@@ -83,7 +83,9 @@ def marginals(
     {"<name>": [lower, upper], ...} (sampled only), "method", "how", "flags", "reason",
     "iterations": n, "converged": bool, "remedy": null or what produced the numbers when LBP
     alone did not converge}.
-    CSV: a header `variable,probability` and one row per tuple (or variable).
+    CSV: a header `variable,probability` (then `stderr,lower,upper` when sampled) and one row per
+    tuple (or variable), quoted as RFC 4180 says; a name a spreadsheet would run as a formula
+    (= + - @ ...) gets a leading ' unless --csv-exact-names.
 
     Labels from --labels replace the graph's own; they may name any tuple of the graph.
 
@@ -130,12 +132,12 @@ def marginals(
                     **methods.summary_dict(rnd)})
         emit(json.dumps(doc), output)
     else:
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["variable", "probability"] + (["stderr", "lower", "upper"] if errors else []))
-        for i, (name, p) in enumerate(zip(names, values, strict=True)):
-            w.writerow([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else []))
-        emit(buf.getvalue(), output)
+        from fastlbp.writers import csv_document
+
+        header = ["variable", "probability"] + (["stderr", "lower", "upper"] if errors else [])
+        rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])
+                for i, (name, p) in enumerate(zip(names, values, strict=True)))
+        emit(csv_document(header, rows, 0, csv_exact_names), output)
     status(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s")
     if rnd.reason:
         status(f"method auto: {rnd.reason}")

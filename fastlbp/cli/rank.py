@@ -43,6 +43,7 @@ from fastlbp.cli.app import (
     status,
     summary,
 )
+from fastlbp.cli.csv_names import CsvExactNamesOpt
 
 
 class RankFormat(StrEnum):
@@ -79,6 +80,7 @@ def rank(
     quiet: QuietOpt = False,
     no_cache: NoCacheOpt = False,
     timings: TimingsOpt = False,
+    csv_exact_names: CsvExactNamesOpt = False,
 ) -> None:
     """Rank alarms by P(alarm is true), most likely first.
 
@@ -96,6 +98,9 @@ def rank(
     JSON: {"alarms": [{"rank": 1, "alarm": "race(1,2)", "probability": 0.93, "stderr": 0.002,
     "lower": 0.926, "upper": 0.934}, ...], "labelled": [...], "method": "sample", "how": "...",
     "flags": [], "iterations": n, "converged": true} (stderr, lower, upper for sampled rankings).
+    CSV: a header `rank,alarm,probability,label,log_odds,stderr,lower,upper`; a
+    name a spreadsheet would run as a formula (= + - @ ...) gets a leading '
+    unless --csv-exact-names.
     SARIF: one result per
     alarm, ruleId = the alarm's relation, rank = 100 * probability, position and
     probability in properties.
@@ -140,6 +145,8 @@ def rank(
         from fastlbp import sarif  # 0.5 s of imports: only for SARIF
 
         emit(sarif.dumps(sarif.to_sarif(result, model, source=str(graph))), output)
+    elif format is RankFormat.csv:
+        emit(writers.to_csv(result, exact_names=csv_exact_names), output)
     else:
         emit(writers.WRITERS[format.value](result), output)
     finish_progress(progress, timings, model)
