@@ -219,9 +219,24 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(code, os.strerror(code), b)
 
 
-def _remove_tree(path: str) -> None:
+def _remove_tree(path: str, marker: str | None) -> None:
+    """Removes a temporary directory (a new one not swapped in, or the old one swapped out), `marker` first
+    put in and removed last: a kill part-way leaves a hidden directory that readers refuse."""
     import shutil
 
+    try:
+        if marker:
+            with open(os.path.join(path, marker), "a"):
+                pass
+        for entry in os.scandir(path):
+            if entry.name == marker:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+    except OSError:
+        pass
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -311,7 +326,7 @@ def write_directory(path: str | os.PathLike, fill: Callable[[Path], T], *, marke
         raise cannot_write(path, err) from None
     finally:
         if tmp is not None:
-            _remove_tree(str(tmp))
+            _remove_tree(str(tmp), marker)
 
 
 __all__ = ["cannot_write", "write_atomically", "write_directory", "write_file"]
