@@ -48,7 +48,10 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
         cache_dir: a folder for the compiled-model cache (`fastlbp.model_cache`,
             entries under `cache_dir/models`): a later load of the same bytes
             with the same settings reads the model's arrays instead of parsing
-            and building it again. None: no cache.
+            and building it again. None: no cache. A folder another user owns,
+            or that group or others may write, is not used (one warning on
+            stderr); a model is stored only when the input did not change
+            while it was loaded (see `fastlbp.model_cache`).
         progress: called with the name of each stage as it starts: "checking the
             model cache" (hashing the input, reading an entry), then on a miss
             "loading" and "storing in the model cache"; never prints.
@@ -79,9 +82,13 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
     if progress is not None:
         progress("checking the model cache")
     fmt = format or detect_format(path)
-    key = model_cache.lookup_key(path, fmt, {"cycles": settings.cycles, "compress": settings.compress,
-                                             "max_decompressed": max_decompressed})
-    return model_cache.cached(cache_dir, key, fresh, model_type=Model, progress=progress)
+    options = {"cycles": settings.cycles, "compress": settings.compress, "max_decompressed": max_decompressed}
+
+    def lookup() -> model_cache.Key | None:
+        return model_cache.lookup_key(path, fmt, options)
+
+    # The loader reads the input again: the model is stored only if its bytes did not change meanwhile.
+    return model_cache.cached(cache_dir, lookup(), fresh, model_type=Model, progress=progress, rekey=lookup)
 
 
 # `NAME<sep>TRUTH`: the truth is the last field; the separator a tab, a comma or a run of spaces (a

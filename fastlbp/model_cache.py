@@ -17,16 +17,27 @@ settings (`cycles`, `compress`, the decompression limit), `FORMAT_VERSION`,
 fastlbp's version and a digest of the loading code's source files (so an
 edited loader never serves a model it would no longer build).
 
-An entry is one `.npz` file (no pickle): the model as a JSON tree whose
-numpy arrays (and long lists of names, as one UTF-8 blob) are members of
-the archive, and a sha256 of all of it. A missing, truncated, corrupt or
-stale entry (its checksum, key or a dataclass' fields do not match) is a
-miss: the caller loads afresh and the entry is written again. Entries are
-written to a temporary file and renamed, so a reader never sees half of one;
-a folder that cannot be written leaves the cache off for that call. Entries
-of the same path and settings with older contents are removed when a new one
-is written, and the least recently used go once the folder holds more than
-`MAX_BYTES`.
+An entry is one `.npz` file (no pickle): a header (the key, the sha256 of
+the input's bytes, the code digest, `FORMAT_VERSION`), the model as a JSON
+tree whose numpy arrays (and long lists of names, as one UTF-8 blob) are
+members of the archive, and an HMAC-SHA256 of all of it under the folder's
+secret key (`fastlbp.cache_safety`: `models/key`, 0600, made on first use).
+A missing, truncated, corrupt, forged or stale entry (its MAC, key, input
+hash or a dataclass' fields do not match), or one that is not a regular file
+of this user's (a FIFO, a symbolic link: never opened through), is a miss:
+the caller loads afresh and the entry is written again. Entries are written
+to a temporary file and renamed over the name (never through it), so a reader
+never sees half of one; a folder that cannot be written leaves the cache off
+for that call. Entries of the same path and settings with older contents are
+removed when a new one is written, and the least recently used go once the
+folder holds more than `MAX_BYTES`.
+
+What the cache trusts: the folder and its `models/` must be this user's and
+not writable by group or others (else they are neither read nor written, with
+one warning on stderr); an entry must carry the MAC of the folder's key. A
+model is stored only when the input's bytes (and, cheaply, its status: inode,
+size, times) are the same after loading as when hashed for the key: a file
+replaced while it was being loaded is loaded, but not stored under either key.
 
 The tree holds what `Model` and its `meta` hold, generically: None, bool,
 int, float, str, lists, tuples, dicts (any JSON-able keys), sets, numpy
@@ -41,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import hmac
 import importlib
 import importlib.util
 import json
@@ -48,7 +60,6 @@ import math
 import os
 import stat
 import struct
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePath
@@ -56,7 +67,10 @@ from typing import Any
 
 import numpy as np
 
-FORMAT_VERSION = 1
+from fastlbp import cache_safety
+
+# 2: entries signed with the folder's key (HMAC), their header names the input's hash and the code.
+FORMAT_VERSION = 2
 # Entries beyond this many bytes in all are removed, least recently used first
 # (a 20M-edge model takes about 1 GB).
 MAX_BYTES = 8 << 30
@@ -85,7 +99,11 @@ class BadEntry(ValueError):
 # Keys ----------------------------------------------------------------------
 
 def _hash_file(h, path: Path) -> None:
-    with open(path, "rb") as f:
+    """Adds a regular file's bytes to `h`; anything else (a FIFO, a device) is an OSError, never blocking."""
+    fd = os.open(path, cache_safety.READ_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         while chunk := f.read(1 << 20):
             h.update(chunk)
 
@@ -118,6 +136,31 @@ def input_digest(path: str | os.PathLike) -> str | None:
     return h.hexdigest()
 
 
+def _status(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def input_stamp(path: str | os.PathLike) -> tuple | None:
+    """The status of a file (inode, size, times), or of a directory and its regular files, or None.
+
+    Taken before the input is hashed and again after it is loaded: any write or
+    rename in between changes it (the change time is set by the system on every
+    write and cannot be set back), even one that restores the same bytes.
+    """
+    p = Path(path)
+    try:
+        info = p.stat()
+        stamp: list = [_status(info)]
+        if stat.S_ISDIR(info.st_mode):
+            for child in sorted(p.iterdir(), key=lambda c: c.name):
+                child_info = child.stat()
+                if stat.S_ISREG(child_info.st_mode):
+                    stamp.append((child.name, _status(child_info)))
+    except OSError:
+        return None
+    return tuple(stamp)
+
+
 def code_digest() -> str:
     """sha256 of the source files of `CODE_MODULES` (packages: every .py file in them)."""
     h = hashlib.sha256()
@@ -146,10 +189,17 @@ class Key:
             settings, versions, code); entries of one slot differ only in the
             input's contents, so a new one replaces the others.
         content: sha256 of the input's bytes.
+        code: `code_digest()` when the key was made (also inside `slot`),
+            recorded in the entry's header.
+        stamp: `input_stamp` of the input, taken before it was hashed (not part
+            of the entry's name): `cached` stores a fresh model only when
+            the input's key and stamp are the same after loading it.
     """
 
     slot: str
     content: str
+    code: str = ""
+    stamp: tuple | None = dataclasses.field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -164,13 +214,15 @@ def lookup_key(path: str | os.PathLike, format: str, options: dict[str, Any]) ->
     """The key of loading `path` as `format` with `options` (JSON-able), or None when not cacheable."""
     from fastlbp import __version__
 
+    stamp = input_stamp(path)  # first: a write while hashing changes the stamp taken after loading
     content = input_digest(path)
-    if content is None:
+    if content is None or stamp is None:
         return None
+    code = code_digest()
     slot = json.dumps({"path": os.fspath(path), "format": format, "options": options,
-                       "format_version": FORMAT_VERSION, "fastlbp": __version__, "code": code_digest()},
+                       "format_version": FORMAT_VERSION, "fastlbp": __version__, "code": code},
                       sort_keys=True, default=str)
-    return Key(hashlib.sha256(slot.encode()).hexdigest(), content)
+    return Key(hashlib.sha256(slot.encode()).hexdigest(), content, code, stamp)
 
 
 # Encoding --------------------------------------------------------------------
@@ -347,12 +399,16 @@ def decode(text: bytes, arrays: list[np.ndarray]) -> Any:
         raise BadEntry(f"malformed entry: {err}") from None
 
 
-def _checksum(text: bytes, arrays: list[np.ndarray]) -> bytes:
-    h = hashlib.sha256()
-    h.update(len(text).to_bytes(8, "little") + text)
+def _mac(secret: bytes, header: bytes, text: bytes, arrays: list[np.ndarray]) -> bytes:
+    """HMAC-SHA256 under the folder's key of the header, the tree and every array (dtype, shape, bytes)."""
+    h = hmac.new(secret, b"fastlbp model cache entry\0", hashlib.sha256)
+    for part in (header, text):
+        h.update(len(part).to_bytes(8, "little") + part)
     for a in arrays:
         a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
+        form = json.dumps([a.dtype.str, list(a.shape)]).encode()
+        h.update(len(form).to_bytes(8, "little") + form)
+        h.update(a.nbytes.to_bytes(8, "little"))
         h.update(a.reshape(-1).view(np.uint8))
     return h.digest()
 
@@ -364,119 +420,195 @@ def models_dir(cache_dir: str | os.PathLike) -> Path:
     return Path(cache_dir) / "models"
 
 
+def _folder(cache_dir: str | os.PathLike, *, create: bool) -> tuple[int, bytes] | None:
+    """(descriptor of the checked models folder, its key), or None: no cache for this call.
+
+    An unsafe folder or key (`cache_safety.Unsafe`) is warned about once on stderr.
+    """
+    try:
+        fd = cache_safety.open_models(cache_dir, create=create)
+        if fd is None:
+            return None
+        try:
+            key = cache_safety.secret(fd, create=create, where=str(models_dir(cache_dir)))
+        except BaseException:
+            os.close(fd)
+            raise
+    except cache_safety.Unsafe as err:
+        cache_safety.warn(cache_dir, err.reason)
+        return None
+    if key is None:
+        os.close(fd)
+        return None
+    return fd, key
+
+
+def usable(cache_dir: str | os.PathLike) -> bool:
+    """Whether `cache_dir` may be used (`cache_safety.folder_problem`); if not, says why once on stderr."""
+    problem = cache_safety.folder_problem(cache_dir)
+    if problem is not None:
+        cache_safety.warn(cache_dir, problem)
+    return problem is None
+
+
 def read(cache_dir: str | os.PathLike, key: Key, model_type: type | None = None) -> Any | None:
     """The object stored under `key`, or None (a miss, or an entry that is not exactly right).
+
+    Only a regular file of this user's, not writable by others, is opened (never
+    through a symbolic link, never blocking on a FIFO); its header must name
+    `key` and its input hash, and its MAC be the folder key's.
 
     Args:
         model_type: when given, an entry holding anything else is a miss.
     """
-    path = models_dir(cache_dir) / key.name
+    folder = _folder(cache_dir, create=False)
+    if folder is None:
+        return None
+    dir_fd, secret = folder
+    fd = None
     try:
-        with np.load(path, allow_pickle=False) as z:
+        fd = os.open(key.name, cache_safety.READ_FLAGS, dir_fd=dir_fd)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or cache_safety.owner_problem(info, key.name):
+            raise BadEntry("not a regular file of this user's")
+        with open(fd, "rb", closefd=False) as f, np.load(f, allow_pickle=False) as z:
             names = z.files
-            header = json.loads(bytes(z["header"]).decode())
-            if header.get("key") != key.full or header.get("format_version") != FORMAT_VERSION:
-                raise BadEntry("another key")
+            header_bytes = bytes(z["header"])
+            header = json.loads(header_bytes.decode())
+            if (header.get("key") != key.full or header.get("input") != key.content
+                    or header.get("format_version") != FORMAT_VERSION
+                    or (key.code and header.get("code") != key.code)):
+                raise BadEntry("another key, input or code")
             count = int(header["arrays"])
-            if sorted(names) != sorted(["header", "text", "checksum", *(f"a{i}" for i in range(count))]):
+            if sorted(names) != sorted(["header", "text", "mac", *(f"a{i}" for i in range(count))]):
                 raise BadEntry("members missing")
             text = bytes(z["text"])
             arrays = [z[f"a{i}"] for i in range(count)]
-            if bytes(z["checksum"]) != _checksum(text, arrays):
-                raise BadEntry("checksum mismatch")
+            if not hmac.compare_digest(bytes(z["mac"]), _mac(secret, header_bytes, text, arrays)):
+                raise BadEntry("not signed with this folder's key")
         obj = decode(text, arrays)
         if model_type is not None and not isinstance(obj, model_type):
             raise BadEntry("not a model")
-    except FileNotFoundError:
+        try:
+            os.utime(fd)  # least recently used goes first
+        except OSError:
+            pass
+    except Exception:  # noqa: BLE001  missing, not a file, corrupt, truncated, forged or stale: a miss
         return None
-    except Exception:  # noqa: BLE001  corrupt, truncated or stale (zip, npy, JSON, decode errors): a miss
-        return None
-    try:
-        os.utime(path)  # least recently used goes first
-    except OSError:
-        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+        os.close(dir_fd)
     return obj
 
 
 def store(cache_dir: str | os.PathLike, key: Key, obj: Any, *, max_bytes: int = MAX_BYTES) -> Path | None:
     """Writes `obj` under `key` atomically; returns the entry, or None when it could not be stored.
 
-    A folder that cannot be made or written, a full disk, or a value the
-    cache cannot hold exactly (`Unsupported`) leaves no entry and raises nothing.
+    The entry is written to a new temporary file (mode 0600) and renamed over
+    `key.name`: whatever was there (a FIFO, a symbolic link) is replaced, never
+    written through. A folder that cannot be made or written or must not be
+    trusted (`cache_safety`), a full disk, or a value the cache cannot hold
+    exactly (`Unsupported`) leaves no entry and raises nothing.
     """
-    folder = models_dir(cache_dir)
-    tmp = None
     try:
         text, arrays = encode(obj)
-        header = json.dumps({"key": key.full, "format_version": FORMAT_VERSION, "arrays": len(arrays)})
-        members = {"header": np.frombuffer(header.encode(), np.uint8),
+    except Exception:  # noqa: BLE001  a value it cannot hold: no entry, no crash
+        return None
+    folder = _folder(cache_dir, create=True)
+    if folder is None:
+        return None
+    dir_fd, secret = folder
+    tmp = None
+    try:
+        from fastlbp import __version__
+
+        header = json.dumps({"key": key.full, "input": key.content, "code": key.code,
+                             "format_version": FORMAT_VERSION, "fastlbp": __version__,
+                             "arrays": len(arrays)}).encode()
+        members = {"header": np.frombuffer(header, np.uint8),
                    "text": np.frombuffer(text, np.uint8),
-                   "checksum": np.frombuffer(_checksum(text, arrays), np.uint8),
+                   "mac": np.frombuffer(_mac(secret, header, text, arrays), np.uint8),
                    **{f"a{i}": a for i, a in enumerate(arrays)}}
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-        with os.fdopen(fd, "wb") as f:
+        tmp = f".tmp-{os.urandom(8).hex()}.npz"
+        fd = os.open(tmp, cache_safety.CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+        with open(fd, "wb") as f:
             np.savez(f, **members)
-        final = folder / key.name
-        os.replace(tmp, final)
+        os.replace(tmp, key.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         tmp = None
-    except Exception:  # noqa: BLE001  unwritable, full, or a value it cannot hold: no entry, no crash
+        _prune(dir_fd, keep=key.name, slot=key.slot[:20], max_bytes=max_bytes)
+    except Exception:  # noqa: BLE001  unwritable, full: no entry, no crash
         return None
     finally:
         if tmp is not None:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
             except OSError:
                 pass
-    _prune(folder, keep=final, slot=key.slot[:20], max_bytes=max_bytes)
-    return final
+        os.close(dir_fd)
+    return models_dir(cache_dir) / key.name
 
 
-def _prune(folder: Path, *, keep: Path, slot: str, max_bytes: int) -> None:
+def _prune(dir_fd: int, *, keep: str, slot: str, max_bytes: int) -> None:
     """Removes older contents of `slot`, temporary files older than an hour, then LRU beyond max_bytes."""
     try:
         entries = []
         now = time.time()
-        for p in folder.iterdir():
-            info = p.stat()
+        with os.scandir(dir_fd) as it:
+            listed = list(it)
+        for p in listed:
+            info = p.stat(follow_symlinks=False)
             if p.name.startswith(".tmp-"):
                 if now - info.st_mtime > 3600:
-                    p.unlink(missing_ok=True)
-            elif p.suffix == ".npz" and p != keep:
+                    os.unlink(p.name, dir_fd=dir_fd)
+            elif p.name.endswith(".npz") and p.name != keep:
                 if p.name.startswith(slot + "-"):
-                    p.unlink(missing_ok=True)
-                else:
-                    entries.append((info.st_mtime, info.st_size, p))
-        total = keep.stat().st_size + sum(size for _, size, _ in entries)
-        for _, size, p in sorted(entries):
+                    os.unlink(p.name, dir_fd=dir_fd)
+                elif stat.S_ISREG(info.st_mode):
+                    entries.append((info.st_mtime, info.st_size, p.name))
+        total = os.stat(keep, dir_fd=dir_fd, follow_symlinks=False).st_size + sum(n for _, n, _ in entries)
+        for _, size, name in sorted(entries):
             if total <= max_bytes:
                 break
-            p.unlink(missing_ok=True)
+            os.unlink(name, dir_fd=dir_fd)
             total -= size
     except OSError:
         pass
 
 
 def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable[[], Any], *,
-           model_type: type | None = None, progress: Progress | None = None) -> Any:
+           model_type: type | None = None, progress: Progress | None = None,
+           rekey: Callable[[], Key | None] | None = None) -> Any:
     """`read(cache_dir, key)` if it holds an entry, else `fresh()`, stored under `key`.
 
-    `cache_dir` or `key` None: `fresh()` alone. On a miss `progress` hears
-    "loading", then "storing in the model cache"; on a hit nothing.
+    `cache_dir` or `key` None: `fresh()` alone; so too a folder that must not be
+    trusted (`usable`: said once on stderr). On a miss `progress` hears "loading",
+    then "storing in the model cache"; on a hit nothing.
+
+    Args:
+        rekey: makes the key again after `fresh()` (`lookup_key` of the same
+            input); the fresh object is stored only when it gives `key` with
+            the same `stamp`, i.e. the input did not change while it was
+            loaded (else `fresh()` may have read other bytes than were hashed).
     """
-    if cache_dir is not None and key is not None:
+    use = cache_dir is not None and key is not None and usable(cache_dir)
+    if use:
         hit = read(cache_dir, key, model_type)
         if hit is not None:
             return hit
     if progress is not None:
         progress("loading")
     obj = fresh()
-    if cache_dir is not None and key is not None:
+    if use:
+        if rekey is not None:
+            again = rekey()
+            if again is None or again != key or again.stamp != key.stamp:
+                return obj  # the input changed while it was loaded: what was read is not what was hashed
         if progress is not None:
             progress("storing in the model cache")
         store(cache_dir, key, obj)
     return obj
 
 
-__all__ = ["FORMAT_VERSION", "MAX_BYTES", "Key", "lookup_key", "input_digest", "code_digest", "encode",
-           "decode", "read", "store", "cached", "models_dir", "Unsupported", "BadEntry"]
+__all__ = ["FORMAT_VERSION", "MAX_BYTES", "Key", "lookup_key", "input_digest", "input_stamp", "code_digest",
+           "encode", "decode", "read", "store", "cached", "usable", "models_dir", "Unsupported", "BadEntry"]

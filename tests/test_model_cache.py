@@ -356,3 +356,342 @@ def test_a_read_returns_only_models_when_asked(tmp_path):
     assert model_cache.store(tmp_path, key, {"not": "a model"}) is not None
     assert model_cache.read(tmp_path, key) == {"not": "a model"}
     assert model_cache.read(tmp_path, key, Model) is None
+
+
+# An input replaced while it is loaded (issue 29, item 1) ------------------------------------------
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    with open(path, "r+b") as f:  # the same inode, as `>` in a shell
+        f.truncate(0)
+        f.write(data)
+
+
+def _write_by_rename(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # a new inode, as an analysis writing its output atomically
+
+
+def _graph_bytes(tmp: Path, seed: int, name: str = "g.json") -> bytes:
+    out = tmp / f"seed{seed}-{name}"
+    formats.save_json(synthetic.layered(num_inputs=5, layers=2, width=4, seed=seed), out)
+    return out.read_bytes()
+
+
+def _swap_during_load(monkeypatch, target: Path, new: bytes, write, *, back: bytes | None = None) -> None:
+    """The first fresh load replaces `target` by `new` before parsing (and by `back` after, when given)."""
+    real = loading.datalog_io.load
+    calls = []
+
+    def load(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            write(target, new)
+            model = real(*args, **kwargs)
+            if back is not None:
+                write(target, back)
+            return model
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loading.datalog_io, "load", load)
+
+
+@pytest.mark.parametrize("write", [_write_in_place, _write_by_rename])
+@pytest.mark.parametrize("aba", [False, True], ids=["swapped", "swapped-and-back"])
+def test_a_file_replaced_while_loading_never_gives_its_model_to_the_other_bytes(tmp_path, monkeypatch, write,
+                                                                                 aba):
+    """Old code hashed A, then parsed B and stored B's model under A's key: A then got B's answers."""
+    a, b = _graph_bytes(tmp_path, 1), _graph_bytes(tmp_path, 2)
+    path, cache = tmp_path / "g.json", tmp_path / "cache"
+    path.write_bytes(a)
+    os.utime(path, ns=(10**18, 10**18))  # the swaps' times differ from this one, whatever the clock's grain
+    fresh_a, fresh_b = loading.load(path), None
+    _swap_during_load(monkeypatch, path, b, write, back=a if aba else None)
+    heard = Events()
+    loading.load(path, cache_dir=cache, progress=heard)  # parses B (and A is back, when aba)
+    monkeypatch.undo()
+    stored = list(model_cache.models_dir(cache).glob("*.npz"))
+    path.write_bytes(a)
+    same(fresh_a, loading.load(path, cache_dir=cache))  # old code: B's model, from the cache
+    assert "storing in the model cache" not in heard and stored == []
+    same(fresh_a, loading.load(path, cache_dir=cache))  # now from the cache
+    path.write_bytes(b)
+    fresh_b = loading.load(path)
+    same(fresh_b, loading.load(path, cache_dir=cache))
+    same(fresh_b, loading.load(path, cache_dir=cache))
+
+
+def test_a_bingo_file_replaced_while_loading_is_not_stored(tmp_path, monkeypatch):
+    d, cache = tmp_path / "b", tmp_path / "cache"
+    formats.save_bingo(synthetic.layered(num_inputs=5, layers=2, width=4, seed=3), d)
+    original = (d / "rule-prob.txt").read_bytes()
+    fresh = loading.load(d)
+    halves = ("\n".join(f"R{r}: 0.5" for r in range(6)) + "\n").encode()
+    _swap_during_load(monkeypatch, d / "rule-prob.txt", halves, _write_by_rename)
+    loading.load(d, cache_dir=cache)
+    monkeypatch.undo()
+    (d / "rule-prob.txt").write_bytes(original)
+    same(fresh, loading.load(d, cache_dir=cache))
+    heard = Events()
+    same(fresh, loading.load(d, cache_dir=cache, progress=heard))
+    assert heard == HIT
+
+
+def test_an_unchanged_input_gives_the_same_stamp_and_a_touched_one_another(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_bytes(_graph_bytes(tmp_path, 1))
+    first = model_cache.input_stamp(path)
+    assert first == model_cache.input_stamp(path)
+    os.utime(path, ns=(1, 1))
+    assert model_cache.input_stamp(path) != first
+    assert model_cache.input_stamp(tmp_path / "missing") is None
+
+
+# Entries that must not be trusted (issue 29, item 2) -----------------------------------------------
+
+def plain_checksum(text: bytes, arrays: list) -> bytes:
+    """What anyone can compute: a sha256 of an entry's own contents (the checksum fastlbp 0 used)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(len(text).to_bytes(8, "little") + text)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.digest()
+
+
+def forge(entry: Path, p1: np.ndarray) -> None:
+    """Lowers one rule probability in the entry, then fixes its integrity member as a plain checksum."""
+    with np.load(entry) as z:
+        members = {k: z[k].copy() for k in z.files}
+    arrays = [members[f"a{i}"] for i in range(sum(k.startswith("a") for k in members))]
+    (hit,) = [a for a in arrays if a.dtype == p1.dtype and a.shape == p1.shape and np.array_equal(a, p1)]
+    hit[0] = 0.01
+    digest = np.frombuffer(plain_checksum(bytes(members["text"]), arrays), np.uint8)
+    for name in ("checksum", "mac"):
+        if name in members:
+            members[name] = digest
+    with open(entry, "wb") as f:
+        np.savez(f, **members)
+
+
+def test_a_forged_entry_with_a_recomputed_checksum_is_not_served(tmp_path):
+    path = EXAMPLES / "weblech.json"
+    fresh = loading.load(path)  # what --no-cache answers
+    loading.load(path, cache_dir=tmp_path)
+    forge(the_entry(tmp_path), fresh.graph.p1)
+    heard = Events()
+    model = loading.load(path, cache_dir=tmp_path, progress=heard)
+    same(fresh, model)
+    assert heard == MISS
+    same(fresh, loading.load(path, cache_dir=tmp_path))
+
+
+def test_an_entry_signed_with_another_folders_key_is_a_miss(tmp_path):
+    path = EXAMPLES / "weblech.json"
+    one, two = tmp_path / "one", tmp_path / "two"
+    loading.load(path, cache_dir=one)
+    loading.load(EXAMPLES / "presto.json", cache_dir=two)  # two has a key of its own
+    entry = the_entry(one)
+    shutil.copy(entry, model_cache.models_dir(two) / entry.name)
+    heard = Events()
+    same(loading.load(path), loading.load(path, cache_dir=two, progress=heard))
+    assert heard == MISS
+
+
+def test_the_header_binds_the_input_hash_the_code_and_the_format(tmp_path):
+    path = EXAMPLES / "weblech.json"
+    loading.load(path, cache_dir=tmp_path)
+    with np.load(the_entry(tmp_path)) as z:
+        import json
+
+        header = json.loads(bytes(z["header"]).decode())
+    assert header["input"] == model_cache.input_digest(path)
+    assert header["code"] == model_cache.code_digest()
+    assert header["format_version"] == model_cache.FORMAT_VERSION
+    assert sorted(z.files)[:3] == ["a0", "a1", "a10"] and "checksum" not in z.files
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning:")]
+
+
+@pytest.mark.parametrize("where,mode", [(".", 0o770), (".", 0o757), ("models", 0o775)])
+def test_a_cache_folder_others_can_write_is_neither_read_nor_written(tmp_path, capsys, where, mode):
+    path = EXAMPLES / "weblech.json"
+    cache = tmp_path / "cache"
+    loading.load(path, cache_dir=cache)  # a good entry, which must not be read now either
+    entry = the_entry(cache)
+    stamp = entry.stat().st_mtime_ns
+    capsys.readouterr()
+    (cache / where).chmod(mode)
+    heard = Events()
+    same(loading.load(path), loading.load(path, cache_dir=cache, progress=heard))
+    assert heard == ["checking the model cache", "loading"]
+    (line,) = _warnings(capsys.readouterr().err)
+    assert "writable by group or others" in line and str(cache) in line and "without the model cache" in line
+    loading.load(EXAMPLES / "presto.json", cache_dir=cache)  # nothing written either; said once
+    assert _warnings(capsys.readouterr().err) == []
+    assert [p.name for p in model_cache.models_dir(cache).glob("*.npz")] == [entry.name]
+    assert entry.stat().st_mtime_ns == stamp
+    assert model_cache.read(cache, model_cache.lookup_key(path, "json", OPTIONS)) is None
+
+
+OPTIONS = {"cycles": "cycles", "compress": True, "max_decompressed": None}
+
+
+def test_a_cache_folder_of_another_user_is_not_used(tmp_path, capsys, monkeypatch):
+    path = EXAMPLES / "weblech.json"
+    loading.load(path, cache_dir=tmp_path)
+    me = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: me + 1)  # the folder is now someone else's
+    heard = Events()
+    same(loading.load(path), loading.load(path, cache_dir=tmp_path, progress=heard))
+    assert heard == ["checking the model cache", "loading"]
+    (line,) = _warnings(capsys.readouterr().err)
+    assert "owned by another user" in line
+
+
+def test_a_symbolic_link_to_the_cache_folder_is_followed_but_models_may_not_be_one(tmp_path, capsys):
+    real, link = tmp_path / "real", tmp_path / "link"
+    loading.load(EXAMPLES / "weblech.json", cache_dir=real)
+    link.symlink_to(real)
+    heard = Events()
+    loading.load(EXAMPLES / "weblech.json", cache_dir=link, progress=heard)
+    assert heard == HIT
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    (other / "models").symlink_to(model_cache.models_dir(real))
+    heard.clear()
+    loading.load(EXAMPLES / "weblech.json", cache_dir=other, progress=heard)
+    assert heard == ["checking the model cache", "loading"]
+    (line,) = _warnings(capsys.readouterr().err)
+    assert "symbolic link" in line
+
+
+def test_the_key_is_made_once_with_mode_0600_and_a_key_others_can_read_is_refused(tmp_path, capsys):
+    loading.load(EXAMPLES / "weblech.json", cache_dir=tmp_path)
+    key = model_cache.models_dir(tmp_path) / "key"
+    assert key.stat().st_mode & 0o777 == 0o600 and key.stat().st_size == 32
+    assert (model_cache.models_dir(tmp_path).stat().st_mode & 0o777) == 0o700
+    secret = key.read_bytes()
+    loading.load(EXAMPLES / "presto.json", cache_dir=tmp_path)
+    assert key.read_bytes() == secret
+    key.chmod(0o640)
+    heard = Events()
+    loading.load(EXAMPLES / "weblech.json", cache_dir=tmp_path, progress=heard)
+    assert heard == ["checking the model cache", "loading"]
+    (line,) = _warnings(capsys.readouterr().err)
+    assert "readable by group or others" in line
+    key.unlink()  # a new key: the old entries are misses, written again
+    heard.clear()
+    loading.load(EXAMPLES / "weblech.json", cache_dir=tmp_path / ".", progress=heard)
+    assert heard == MISS and key.read_bytes() != secret
+
+
+def test_folder_problem(tmp_path):
+    from fastlbp import cache_safety
+
+    assert cache_safety.folder_problem(tmp_path / "missing") is None
+    assert cache_safety.folder_problem(tmp_path) is None
+    tmp_path.chmod(0o777)
+    try:
+        assert "writable by group or others" in cache_safety.folder_problem(tmp_path)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_the_cli_warns_once_and_runs_without_an_unsafe_cache(tmp_path):
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    cache.chmod(0o775)
+    env = {**os.environ, "FASTLBP_CACHE": str(cache), "JAX_PLATFORMS": "cpu"}
+
+    def info(*args):
+        return subprocess.run([sys.executable, "-m", "fastlbp", "info", str(EXAMPLES / "weblech.json"),
+                               *args],
+                              capture_output=True, text=True, env=env, timeout=300)
+
+    done, plain = info(), info("--no-cache")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == plain.stdout
+    (line,) = _warnings(done.stderr)
+    assert "writable by group or others" in line and "without the model and compilation caches" in line
+    assert not (cache / "models").exists()
+
+
+# Entries that are not regular files (issue 29, item 10) ---------------------------------------------
+
+def _in_a_thread(fn, seconds=60.0):
+    import threading
+
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("value", fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    return t.is_alive(), out.get("value")
+
+
+def _release(fifo: Path) -> None:
+    """Lets a reader blocked on opening `fifo` go (old code): a writer opens and closes it."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-fifo", "link-to-file", "folder"])
+def test_an_entry_that_is_not_a_regular_file_is_a_miss_and_never_blocks(tmp_path, kind):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes here")
+    path, cache = EXAMPLES / "weblech.json", tmp_path / "cache"
+    fresh = loading.load(path)
+    loading.load(path, cache_dir=cache)
+    entry = the_entry(cache)
+    entry.unlink()
+    fifo, outside = tmp_path / "fifo", tmp_path / "outside.npz"
+    os.mkfifo(fifo)
+    outside.write_bytes(b"not yours")
+    if kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "link-to-fifo":
+        entry.symlink_to(fifo)
+    elif kind == "link-to-file":
+        entry.symlink_to(outside)
+    else:
+        entry.mkdir()
+    heard = Events()
+    try:
+        blocked, model = _in_a_thread(lambda: loading.load(path, cache_dir=cache, progress=heard))
+    finally:
+        _release(entry if kind == "fifo" else fifo)
+    assert not blocked, "a load blocked on a cache entry that is not a regular file"
+    same(fresh, model)
+    assert heard[:2] == MISS[:2]
+    assert outside.read_bytes() == b"not yours"  # never written through the link
+    if kind != "folder":  # the name now holds a real entry
+        assert entry.is_file() and not entry.is_symlink()
+        heard.clear()
+        same(fresh, loading.load(path, cache_dir=cache, progress=heard))
+        assert heard == HIT
+
+
+def test_a_key_that_is_a_fifo_turns_the_cache_off_without_blocking(tmp_path, capsys):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes here")
+    models = model_cache.models_dir(tmp_path)
+    models.mkdir(mode=0o700)
+    os.mkfifo(models / "key", 0o600)
+    try:
+        blocked, model = _in_a_thread(lambda: loading.load(EXAMPLES / "weblech.json", cache_dir=tmp_path))
+    finally:
+        _release(models / "key")
+    assert not blocked
+    same(loading.load(EXAMPLES / "weblech.json"), model)
+    (line,) = _warnings(capsys.readouterr().err)
+    assert "not a regular file" in line

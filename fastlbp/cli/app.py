@@ -120,7 +120,10 @@ def compilation_cache() -> Path | None:
     FASTLBP_CACHE=off (or empty) leaves the cache off. A run after the first then
     loads its compiled loops instead of compiling them again (0.7-2.5 s each on the
     H200). JAX keys entries by the computation, its options and the JAX version.
-    A folder that cannot be made leaves the cache off, with a warning.
+    A folder that cannot be made leaves the cache off, with a warning; so does one
+    that another user owns or that group or others may write (it, or its
+    `models/`: `fastlbp.cache_safety`), for both caches: a cache must never be a
+    way to change answers. A folder made here has mode 0700.
 
     JAX is configured when a command imports it (`fastlbp.jax_setup.when_imported`),
     not here: the commands that run no inference never import it.
@@ -129,9 +132,15 @@ def compilation_cache() -> Path | None:
     if path is None:
         return None
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as err:
         typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
+        return None
+    from fastlbp import cache_safety
+
+    problem = cache_safety.folder_problem(path)
+    if problem is not None:  # said once: the model cache (fastlbp.model_cache) refuses it quietly then
+        cache_safety.warn(path, problem, "the model and compilation caches")
         return None
     when_imported(functools.partial(_use_compilation_cache, path))
     return path
