@@ -153,7 +153,11 @@ def input_stamp(path: str | os.PathLike) -> tuple | None:
         stamp: list = [_status(info)]
         if stat.S_ISDIR(info.st_mode):
             for child in sorted(p.iterdir(), key=lambda c: c.name):
-                child_info = child.stat()
+                try:
+                    child_info = child.stat()
+                except OSError:  # a dangling link: not part of the digest either
+                    stamp.append((child.name, None))
+                    continue
                 if stat.S_ISREG(child_info.st_mode):
                     stamp.append((child.name, _status(child_info)))
     except OSError:

@@ -437,6 +437,15 @@ def test_a_bingo_file_replaced_while_loading_is_not_stored(tmp_path, monkeypatch
     assert heard == HIT
 
 
+def test_a_bingo_directory_with_a_dangling_link_is_still_cached(tmp_path):
+    d = tmp_path / "b"
+    formats.save_bingo(synthetic.layered(num_inputs=5, layers=2, width=4, seed=3), d)
+    (d / "notes.txt").symlink_to(tmp_path / "missing")
+    fresh, first, second, heard = load_twice(d, cache=tmp_path / "cache")
+    same(fresh, second)
+    assert heard == HIT
+
+
 def test_an_unchanged_input_gives_the_same_stamp_and_a_touched_one_another(tmp_path):
     path = tmp_path / "g.json"
     path.write_bytes(_graph_bytes(tmp_path, 1))
