@@ -6,6 +6,7 @@ import numpy as np
 
 from fastlbp.graph import AND, OR
 from fastlbp.model import Model
+from fastlbp.writers import safe_name
 
 
 def _largest(counts: np.ndarray, names) -> dict:
@@ -110,11 +111,12 @@ def _rounded(key: str, value) -> str:
 
 
 def to_text(info: dict) -> str:
-    """The summary as aligned `key: value` lines for people."""
+    """The summary as aligned `key: value` lines for people; names from the graph (the tuple of the
+    largest fan-in or fan-out, the source, warnings) through `safe_name`."""
     def fan(d):
-        return f"{d['largest']:,}" + (f" ({d['at']})" if d["at"] is not None else "")
+        return f"{d['largest']:,}" + (f" ({safe_name(str(d['at']))})" if d["at"] is not None else "")
 
-    rows: list[tuple[str, str]] = [("source", str(info["source"]))]
+    rows: list[tuple[str, str]] = [("source", safe_name(str(info["source"])))]
     dv = info["derivation"]
     if dv is not None:
         rows += [
@@ -145,5 +147,5 @@ def to_text(info: dict) -> str:
             rows.append((f"schedule {key}", _rounded(key, value)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
-    lines += [f"warning: {w}" for w in info["warnings"]]
+    lines += [f"warning: {safe_name(str(w))}" for w in info["warnings"]]
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from fastlbp.model import Model
 from fastlbp.ranking import alarm_vars
 from fastlbp.session import Round, Session
 from fastlbp.settings import Settings
-from fastlbp.writers import format_probability
+from fastlbp.writers import format_probability, safe_name
 
 REFERENCES = ("auto", "exact", "sample")
 # The verdict: "warn" when LBP misses the reference by more than this on some alarm (beyond 3
@@ -148,7 +148,7 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     reasons = []
     if len(alarms) and float(beyond.max()) > MAX_ERROR_OK:
         worst = rows[0]
-        reasons.append(f"LBP is off by up to {float(err.max()):.3g} ({worst.alarm}: "
+        reasons.append(f"LBP is off by up to {float(err.max()):.3g} ({safe_name(worst.alarm)}: "
                        f"{format_probability(worst.lbp, worst.lbp_log_odds)} vs "
                        f"{format_probability(worst.reference)})")
     # Orders of magnitude matter even where the absolute error is small (1e-97 for a 1 % alarm).
@@ -157,7 +157,7 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     if far.any():
         i = int(np.argmax(np.where(far, low, -1.0)))
         reasons.append(f"LBP is off by orders of magnitude on {int(far.sum())} alarm(s) "
-                       f"({model.var_names[alarms[i]]}: "
+                       f"({safe_name(model.var_names[alarms[i]])}: "
                        f"{format_probability(float(lbp_p[i]), float(rnd.log_odds[alarms[i]]))} vs "
                        f"{format_probability(float(ref_p[i]))})")
     if not math.isnan(spearman) and spearman < SPEARMAN_OK:
@@ -173,9 +173,7 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
 
 
 def to_table(report: CheckReport, worst: int = 10) -> str:
-    """The report for people: the summary, then the alarms LBP misses most."""
-    from fastlbp.writers import safe_name
-
+    """The report for people: the summary, then the alarms LBP misses most (names through `safe_name`)."""
     sp = "n/a" if math.isnan(report.spearman) else f"{report.spearman:.3f}"
     lines = [
         f"reference        {report.reference}",

@@ -33,8 +33,10 @@ class ContradictoryEvidence(ValueError):
     """The labels have joint probability 0 under the model; `labels` names a conflicting set."""
 
     def __init__(self, labels: dict[str, bool]):
+        from fastlbp.writers import safe_name  # names from the graph: shown escaped on a terminal
+
         self.labels = dict(labels)
-        shown = ", ".join(f"{k}={'true' if v else 'false'}" for k, v in self.labels.items())
+        shown = ", ".join(f"{safe_name(k)}={'true' if v else 'false'}" for k, v in self.labels.items())
         super().__init__(f"contradictory labels (joint probability 0): {shown}")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from fastlbp.graph import KIND_NAMES
 from fastlbp.model import Model
-from fastlbp.writers import format_probability
+from fastlbp.writers import format_probability, safe_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +170,7 @@ MAX_BODY_SHOWN = 8
 
 def _body_lines(body: list[tuple[str, float]]) -> list[str]:
     """One line per body tuple, at most `MAX_BODY_SHOWN` (a clause can have dozens)."""
-    lines = [f"      <- {name}   P = {format_probability(p)}" for name, p in body[:MAX_BODY_SHOWN]]
+    lines = [f"      <- {safe_name(name)}   P = {format_probability(p)}" for name, p in body[:MAX_BODY_SHOWN]]
     if len(body) > MAX_BODY_SHOWN:
         lines.append(f"      ... and {len(body) - MAX_BODY_SHOWN} more")
     return lines
@@ -193,23 +193,24 @@ def _derivation_header(ex: Explanation) -> str:
 
 
 def format_explanation(ex: Explanation) -> str:
-    """The explanation as indented lines for the terminal (no trailing newline)."""
+    """The explanation as indented lines for the terminal (no trailing newline); every name and rule
+    text from the graph through `safe_name`, so none can break a line or drive the terminal."""
     lines = []
     if ex.note:
-        lines.append(f"  {ex.alarm}: {ex.note}")
+        lines.append(f"  {safe_name(ex.alarm)}: {safe_name(ex.note)}")
     if ex.kind == "derivation":
         lines.append(_derivation_header(ex))
         if ex.prior is not None:
             lines.append(f"    (also an input tuple with prior {format_probability(ex.prior)})")
         for d in ex.derivations:
-            text = f"  {d.rule_text}" if d.rule_text else ""
-            lines.append(f"    {d.rule}{text}   P(clause) = {format_probability(d.probability)}")
+            text = f"  {safe_name(d.rule_text)}" if d.rule_text else ""
+            lines.append(f"    {safe_name(d.rule)}{text}   P(clause) = {format_probability(d.probability)}")
             lines += _body_lines(d.body)
     else:
         lines.append("  why: no derivation provenance in this graph; factor neighbours:")
         for d in ex.derivations:
-            lines.append(f"    {d.rule} ({d.rule_text})")
+            lines.append(f"    {safe_name(d.rule)} ({safe_name(d.rule_text)})")
             lines += _body_lines(d.body)
         for name, p in ex.used_by:
-            lines.append(f"      -> used by {name}   P = {format_probability(p)}")
+            lines.append(f"      -> used by {safe_name(name)}   P = {format_probability(p)}")
     return "\n".join(lines)

@@ -135,7 +135,9 @@ class Model:
         if name not in self.tuple_index and name not in self.index:
             spelled = self._squeezed_index.get(_squeezed(name))
             if spelled is None:
-                raise KeyError(f"unknown tuple or variable {name!r}")
+                from fastlbp.writers import safe_name
+
+                raise KeyError(f"unknown tuple or variable '{safe_name(name)}'")
             name = spelled
         t = self.tuple_index.get(name, -1)
         if "tuple_how" in self.meta and t >= 0:

@@ -25,6 +25,7 @@ from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.graph import label_codes
 from fastlbp.model import UNDERIVABLE, Model
 from fastlbp.settings import Settings, settings_from
+from fastlbp.writers import safe_name
 
 # Settings a running session may change (they are data to the jitted round); the others
 # (schedule, precision, backend, loading) decide the runner and need a new session.
@@ -141,7 +142,7 @@ class Session:
             keep = "" if r.how == UNDERIVABLE else (
                 f"; to label it, start a Session on fastlbp.loading.keep_tuples(model, [{r.name!r}]), "
                 "which keeps it as a variable")
-            raise KeyError(f"{r.name!r} is not a variable of this model: {r.reason}{keep}")
+            raise KeyError(f"'{safe_name(r.name)}' is not a variable of this model: {r.reason}{keep}")
         return r.var
 
     def label(self, name: str | int, truth: bool) -> None:

@@ -27,6 +27,7 @@ from fastlbp.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (t
 from fastlbp.ranking import alarm_vars, order_alarms
 from fastlbp.session import Session
 from fastlbp.settings import Settings
+from fastlbp.writers import safe_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,9 +104,9 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
             continue
         v = model.index.get(name)
         if v is None:
-            raise InputError(str(p), ln, f"unknown alarm {name!r}")
+            raise InputError(str(p), ln, f"unknown alarm '{safe_name(name)}'")
         if v not in alarms:
-            raise InputError(str(p), ln, f"{name!r} is not an alarm of the graph")
+            raise InputError(str(p), ln, f"'{safe_name(name)}' is not an alarm of the graph")
         truth.add(v)
     return truth
 

@@ -18,11 +18,15 @@ INPUTS = ["in(0)", "in(1)"]
 RAW = ("\n> accepted: x", "\x1b", "\x07", "\u202e", "\r")
 
 
-def write_hostile(dir_: Path, name: str = "hostile") -> Path:
-    """Writes `name.json` (derivation.json) with the `NAMES` alarms."""
+def write_hostile(dir_: Path, name: str = "hostile", top: int | None = None) -> Path:
+    """Writes `name.json` (derivation.json) with the `NAMES` alarms; `top`: the index of the one name with
+    the largest fan-in (three clauses derive it), else every other name has two."""
     tuples = INPUTS + NAMES
     clauses = [["R0", i + 2, [0]] for i in range(len(NAMES))]
-    clauses += [["R1", i + 2, [1]] for i in range(0, len(NAMES), 2)]
+    if top is None:
+        clauses += [["R1", i + 2, [1]] for i in range(0, len(NAMES), 2)]
+    else:
+        clauses += [["R1", top + 2, [1]], ["R1", top + 2, [0, 1]]]
     doc = {"format": "fastlbp-derivation", "version": 1,
            "rules": {"R0": {"probability": 0.7, "text": "r0"}, "R1": {"probability": 0.8, "text": "r1"}},
            "tuples": tuples, "clauses": clauses, "inputs": {"in(0)": 0.9, "in(1)": 0.6}, "alarms": NAMES}

@@ -148,7 +148,9 @@ def simulate(
     if plot is not None:
         for p in sim.plot(result, plot, graph=graph, settings=settings):
             status(f"wrote {p}")
-    dropped = [s.alarm for s in result.steps if s.evidence_dropped]
+    from fastlbp.writers import safe_name
+
+    dropped = [safe_name(s.alarm) for s in result.steps if s.evidence_dropped]
     if dropped:
         status(f"warning: {len(dropped)} label(s) of the oracle contradict the model's hard constraints and "
                f"were not used as evidence: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")

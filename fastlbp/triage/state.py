@@ -74,6 +74,7 @@ from fastlbp.triage.stored import (
     stored_meta,
     stored_settings,
 )
+from fastlbp.writers import safe_name
 
 __all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
 
@@ -426,7 +427,7 @@ class Triage:
                 continue
             var = None if alarm is None else self.model.index[alarm]
             if var is not None and var in self.labels:
-                notes.append(f"skipped event {seq}: {kind} of {alarm}, which is labelled already")
+                notes.append(f"skipped event {seq}: {kind} of {safe_name(alarm)}, which is labelled already")
             elif kind == "label":
                 out = self._apply_label(seq, var, truth, replaying=True)
                 if not out.accepted:
@@ -452,7 +453,7 @@ class Triage:
         if var is None:
             return Outcome(False, "no alarm left to label")
         if var in self.labels:
-            return Outcome(False, f"{self.model.var_names[var]} is labelled already (undo first)")
+            return Outcome(False, f"{safe_name(self.model.var_names[var])} is labelled already (undo first)")
         try:
             seq = self.journal.append("label", self.model.var_names[var], truth)
         except SessionWriteError as err:
@@ -460,7 +461,7 @@ class Triage:
         return self._apply_label(seq, var, truth)
 
     def _apply_label(self, seq: int, var: int, truth: bool, replaying: bool = False) -> Outcome:
-        name = self.model.var_names[var]
+        name = safe_name(self.model.var_names[var])  # for messages; every name shown goes through safe_name
         self.session.label(var, truth)
         try:
             info = self._round()
@@ -488,7 +489,7 @@ class Triage:
         self.skipped.append((seq, var))
         self._history.append(("skip", seq, var))
         self.focus = None
-        return Outcome(True, f"skipped {self.model.var_names[var]}")
+        return Outcome(True, f"skipped {safe_name(self.model.var_names[var])}")
 
     def undo(self) -> Outcome:
         """Reverts the last label (with a warm round) or skip."""
@@ -503,7 +504,7 @@ class Triage:
     def _apply_undo(self, seq: int, replaying: bool = False) -> Outcome:
         entry = self._history.pop()
         kind, done, var = entry
-        name = self.model.var_names[var]
+        name = safe_name(self.model.var_names[var])
         focus = self.focus
         self.focus = None
         if kind == "skip":
@@ -554,7 +555,8 @@ class Triage:
         except KeyError:
             return ""
         what = f"; it is {r.reason}" if r.reason else ""
-        return f": {r.name} is a tuple of the graph but not an alarm{what} (`why {r.name}` explains it)"
+        name = safe_name(r.name)
+        return f": {name} is a tuple of the graph but not an alarm{what} (`why {name}` explains it)"
 
     def jump(self, query: str) -> Outcome:
         var = self.find(query)
@@ -563,16 +565,17 @@ class Triage:
             if known:
                 return Outcome(False, f"no alarm {query!r}{known}")
             hits = self.search(query, limit=5)
-            hint = f"; did you mean {', '.join(self.model.var_names[v] for v in hits)}?" if hits else ""
+            shown = ", ".join(safe_name(self.model.var_names[v]) for v in hits)
+            hint = f"; did you mean {shown}?" if hits else ""
             return Outcome(False, f"no alarm {query!r}{hint}")
         if var in self.labels:
-            return Outcome(False, f"{self.model.var_names[var]} is labelled already (undo first)")
+            return Outcome(False, f"{safe_name(self.model.var_names[var])} is labelled already (undo first)")
         try:
             self.journal.append("jump", self.model.var_names[var])
         except SessionWriteError as err:
             return _not_saved("jump", err)
         self.focus = var
-        return Outcome(True, f"now at {self.model.var_names[var]}")
+        return Outcome(True, f"now at {safe_name(self.model.var_names[var])}")
 
     def search(self, text: str, limit: int = 20) -> list[int]:
         """Alarms whose name contains `text` (case-insensitive), open ones by rank, then labelled ones."""

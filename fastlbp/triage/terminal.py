@@ -85,7 +85,7 @@ def moved_line(before: np.ndarray, after: np.ndarray, candidates: np.ndarray, na
     if not shown:
         return f"moved: no open alarm by more than {MOVED_MIN:g}"
     digits = 2 if abs(d[shown[0]]) >= 0.01 else 3
-    parts = [f"{names[candidates[i]]} {format_p(before[candidates[i]], digits)} -> "
+    parts = [f"{safe_name(names[candidates[i]])} {format_p(before[candidates[i]], digits)} -> "
              f"{format_p(after[candidates[i]], digits)}" for i in shown]
     others = int(np.sum(np.abs(d) > MOVED_OTHERS)) - sum(abs(d[i]) > MOVED_OTHERS for i in shown)
     if others:
@@ -111,8 +111,9 @@ class Terminal:
         self._pager: tuple[list[int], Callable[[int], str], int, str] | None = None
 
     def say(self, text: str = "") -> None:
-        # Tuple names come from the input: escape control characters line by line, so a name
-        # can never move the cursor, recolour or clear the user's terminal.
+        # Tuple names come from the input: each is put in a message through `safe_name` (a newline in a
+        # name shown as \n, so it cannot forge a line of its own), and every line is escaped again here,
+        # so nothing can move the cursor, recolour or clear the user's terminal.
         text = "\n".join(safe_name(line) for line in text.split("\n"))
         self.stdout.write(text + "\n")
         self.stdout.flush()
@@ -127,7 +128,7 @@ class Terminal:
             self.say("all alarms are labelled. `undo`, `stats` or `quit`.")
             return
         rank = t.rank_of(var)
-        self.say(f"#{rank}  {t.model.var_names[var]}   P(true) = {self._p(var)}")
+        self.say(f"#{rank}  {safe_name(t.model.var_names[var])}   P(true) = {self._p(var)}")
         self.say(format_explanation(t.explain(var, self.why)))
 
     def _p(self, var: int) -> str:
@@ -258,7 +259,7 @@ class Terminal:
         except KeyError:
             self.say(f"! no tuple {arg!r} in this graph (`/TEXT` searches the alarms)")
             return True
-        self.say(f"{ex.alarm}   P(true) = {format_probability(ex.probability)}")
+        self.say(f"{safe_name(ex.alarm)}   P(true) = {format_probability(ex.probability)}")
         self.say(format_explanation(ex))
         return True
 
@@ -282,7 +283,7 @@ class Terminal:
         rank = {v: i for i, v in enumerate(self.t.ranking.tolist(), 1)}
 
         def line(v: int) -> str:
-            name = self.t.model.var_names[v]
+            name = safe_name(self.t.model.var_names[v])
             if v in self.t.labels:
                 return f"  labelled {'true ' if self.t.labels[v] else 'false'}  {name}"
             return f"  #{rank[v]:<5} {self._p(v):>10}  {name}"
@@ -307,7 +308,7 @@ class Terminal:
 
         def line(v: int) -> str:
             mark = " (skipped)" if v in skipped else ""
-            return f"  #{rank[v]:<5} {self._p(v):>10}  {self.t.model.var_names[v]}{mark}"
+            return f"  #{rank[v]:<5} {self._p(v):>10}  {safe_name(self.t.model.var_names[v])}{mark}"
 
         self._page(ranking, line, n, "list all")
         return True
