@@ -77,3 +77,14 @@ def test_error_messages_show_names_escaped():
     err = ContradictoryEvidence({NAMES[0]: True, NAMES[1]: False})
     assert_escaped(str(err))
     assert f"{safe_name(NAMES[0])}=true, {safe_name(NAMES[1])}=false" in str(err)
+
+
+def test_contradictory_labels_name_the_tuples_escaped(tmp_path):
+    graph = write_hostile(tmp_path)
+    labels = tmp_path / "labels.txt"
+    # NAMES[1] has one derivation, from in(0): false for in(0) and true for it is impossible
+    labels.write_text(f"in(0) false\n{NAMES[1]} true\n")
+    res = invoke("rank", graph, "-q", "-l", labels)
+    assert res.exit_code == 2, res.output
+    assert_escaped(res.stderr)
+    assert f"{safe_name(NAMES[1])}=true (line 2)" in res.stderr

@@ -215,6 +215,7 @@ def conflicts_located(labels: Path | None, model, graph: Path):
 def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> InputError:
     from fastlbp.loading import parse_labels
     from fastlbp.triage.labels import is_session_file
+    from fastlbp.writers import safe_name
 
     lines: dict[str, int] = {}
     if not is_session_file(labels):
@@ -234,7 +235,7 @@ def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> In
             where = f"in {graph}'s own labels"
         else:
             where = "in this session" if session else "not in this file"
-        parts.append(f"{name}={'true' if truth else 'false'} ({where})")
+        parts.append(f"{safe_name(name)}={'true' if truth else 'false'} ({where})")
     first = min((lines[n] for n in err.labels if n in lines), default=None)
     return InputError(str(labels), first, "contradictory labels (joint probability 0): " + ", ".join(parts))
 
