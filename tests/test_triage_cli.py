@@ -153,3 +153,18 @@ def test_a_session_held_through_another_name_is_refused(tmp_path, how):
     assert session.read_bytes() == before
     res = triage(graph, "--session", other, "--resume", input="stats\nq\n")
     assert res.exit_code == 0, res.output
+
+
+def test_fresh_through_a_symlink_keeps_the_link(tmp_path):
+    # Replacing the link itself left two sessions: the new one at the link, the old one at its target,
+    # which a later --resume through the target's name continued without the new labels.
+    graph, _ = write_demo(tmp_path)
+    session, link = tmp_path / "s.db", tmp_path / "link.db"
+    assert triage(graph, "--session", session, input="t\nq\n").exit_code == 0
+    link.symlink_to(session)
+    res = triage(graph, "--session", link, "--fresh", input="t\nf\nq\n")
+    assert res.exit_code == 0, res.output
+    assert link.is_symlink() and link.resolve() == session.resolve()
+    res = triage(graph, "--session", session, "--resume", input="stats\nq\n")
+    assert res.exit_code == 0, res.output
+    assert "labelled 2 (1 true, 1 false)" in res.stdout

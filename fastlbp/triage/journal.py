@@ -381,7 +381,10 @@ class Journal:
         lock = lock or SessionLock.acquire(p)
         try:
             check_target(p, overwrite)
-            tmp = p.with_name(p.name + ".tmp")
+            # Through a symbolic link, the file it names is replaced and the link stays: replacing the
+            # link would leave two sessions, the new one here and the old one at the link's target.
+            real = Path(os.path.realpath(p))
+            tmp = real.with_name(real.name + ".tmp")
             try:
                 for leftover in (tmp, *_sidecars(tmp)):
                     leftover.unlink(missing_ok=True)
@@ -396,10 +399,10 @@ class Journal:
                     conn.close()
                 # A rollback journal left by a killed writer of the file being replaced would be
                 # applied to the new file on its first read.
-                for leftover in _sidecars(p):
+                for leftover in _sidecars(real):
                     leftover.unlink(missing_ok=True)
-                os.replace(tmp, p)
-                _sync_folder(p.parent)
+                os.replace(tmp, real)
+                _sync_folder(real.parent)
             except (sqlite3.Error, OSError) as err:
                 tmp.unlink(missing_ok=True)
                 raise SessionWriteError(p, err) from None
