@@ -81,7 +81,8 @@ def _default_mode(directory: bool = False) -> int:
 
 
 def _fsync_dir(path: str | os.PathLike) -> None:
-    """Makes a rename in `path` durable (best effort: not every system can open a folder)."""
+    """Makes a rename in `path` durable, best effort: not every system can open or sync a folder, and the
+    rename is done (a failure here is not the output's)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
@@ -91,7 +92,10 @@ def _fsync_dir(path: str | os.PathLike) -> None:
     except OSError:
         pass
     finally:
-        os.close(fd)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _same_owner(tmp: str, old: os.stat_result) -> None:
