@@ -67,6 +67,7 @@ from datalog.ground_inputs import read_facts  # noqa: F401  (part of this module
 from datalog.reading import shown
 from fastlbp.errors import InputError
 from fastlbp.model import Model
+from fastlbp.outputs import cannot_write
 
 READERS = ("aspif", "observer")
 
@@ -252,18 +253,37 @@ def _ground_aspif(text: str, seconds: dict[str, float]) -> _Ground:
 
     t0 = time.perf_counter()
     log: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="fastlbp-ground-") as tmp:
-        out = os.path.join(tmp, "ground.aspif")
-        ctl = _control(log)
-        ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
-        _run(ctl, text, log)
-        del ctl  # flushes and closes the file
-        data = Path(out).read_bytes()
+    try:
+        with tempfile.TemporaryDirectory(prefix="fastlbp-ground-") as tmp:
+            out = os.path.join(tmp, "ground.aspif")
+            ctl = _control(log)
+            ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
+            _run(ctl, text, log)
+            del ctl  # flushes and closes the file
+            data = Path(out).read_bytes()
+            full = _nearly_full(tmp)
+    except OSError as err:
+        raise cannot_write(os.path.join(tempfile.gettempdir(), "fastlbp-ground-*"), err) from None
+    if full:
+        # clingo says nothing when a write fails: its output is cut short, and a cut at a line's end parses.
+        raise InputError(tempfile.gettempdir(), None, "cannot write: No space left on device (clingo's "
+                         "ground program, written here while grounding, may be cut short; free some space "
+                         "or set TMPDIR to a folder with room)")
     t1 = time.perf_counter()
     seconds["clingo"] = t1 - t0
     g = _parse_aspif(data)
     seconds["read"] = time.perf_counter() - t1
     return g
+
+
+def _nearly_full(folder: str) -> bool:
+    """Whether the disk holding `folder` has under 64 KiB left for us (a write there may have failed)."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs (Windows): not known
+        return False
+    blocks = st.f_bfree if hasattr(os, "geteuid") and os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize < 1 << 16
 
 
 def _parse_aspif(data: bytes) -> _Ground:

@@ -214,6 +214,55 @@ def test_a_real_full_disk(tmp_path, new_graph):
         subprocess.run(["umount", str(disk)], check=True)
 
 
+@pytest.mark.skipif(not _fill_disk_possible(), reason="mounting a small tmpfs needs root on Linux")
+def test_a_real_read_only_file_system(tmp_path, new_graph):
+    """A tmpfs remounted read-only (root too is refused): `cannot write: Read-only file system`."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        assert cli("convert", PRESTO, disk / "p.json").exit_code == 0
+        assert cli("convert", PRESTO, f"{disk / 'b'}/").exit_code == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        before = snapshot(disk)
+        erofs = os.strerror(errno.EROFS)
+        for dst in (disk / "p.json", disk / "b", disk / "new.json", disk / "new.fg"):
+            res = cli("convert", new_graph, dst, "--force")
+            assert res.exit_code == 2 and res.stderr == f"error: {dst}: cannot write: {erofs}\n", res.output
+        for dst in (disk / "b", disk / "g.json", disk / "nested" / "c"):
+            res = cli(*GROUND, "-o", dst)
+            assert res.exit_code == 2 and res.stderr.endswith(f"error: {dst}: cannot write: {erofs}\n"), \
+                res.output
+        assert snapshot(disk) == before
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.skipif(not _fill_disk_possible(), reason="mounting a small tmpfs needs root on Linux")
+def test_ground_with_a_full_temporary_folder(tmp_path, monkeypatch):
+    """clingo writes its ground program to the temporary folder and says nothing when the disk is full: the
+    program was cut short (a cut at a line's end parses, a graph would lack clauses). Refused, exit 2."""
+    import tempfile
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(disk)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(disk))
+        res = cli(*GROUND, "-o", tmp_path / "g.json")
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert res.stderr.endswith(f"error: {disk}: cannot write: {ENOSPC} (clingo's ground program, written "
+                                   "here while grounding, may be cut short; free some space or set TMPDIR to "
+                                   "a folder with room)\n"), res.output
+        assert not (tmp_path / "g.json").exists() and not list(disk.iterdir())
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def disk_free(folder: Path) -> int:
     s = os.statvfs(folder)
     return s.f_bavail * s.f_frsize
