@@ -12,6 +12,9 @@ Every file or directory fastlbp writes on request (`rank -o`, `ground -o`,
   renamed in, leaving a window of two renames in which the name is missing
   (a kill there leaves both, as hidden siblings `.NAME.*`). Until the new
   directory is complete it holds a marker file, which readers may refuse.
+  Where the folder holding an existing directory cannot be written (but the
+  directory can), the marker goes into the directory itself while the new
+  files are renamed in one by one.
 
 Special targets are written directly, with no temporary: a character device
 (`/dev/null`), a FIFO, and the process's own descriptors (`/dev/stdout`,
@@ -262,6 +265,54 @@ def _carry(src: Path, dst: Path) -> None:
         link_or_copy(src, dst)
 
 
+_STAGING = ".fastlbp-new."  # `_fill_in_place`'s folder inside the directory (a kill's leftover is dropped)
+_MARKER_TEXT = "fastlbp is writing this directory; it is incomplete while this file is here\n"
+
+
+def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: Callable[[str], bool] | None
+                   ) -> T:
+    """`write_directory` where the folder holding `target` cannot be written: `marker` goes into `target`
+    first and stays until every file is in place (each renamed in from a hidden staging folder inside it),
+    so a reader meeting a half-replaced directory refuses it. An error before the first rename leaves the
+    old directory as it was; after it, the marker stays (the directory is refused until written again)."""
+    marker_path = target / marker
+    write_file(marker_path, _MARKER_TEXT)
+    _fsync_dir(target)
+    staging = Path(tempfile.mkdtemp(dir=target, prefix=_STAGING, suffix=".tmp"))
+    moved = False
+    try:
+        result = fill(staging)
+        for entry in staging.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                fd = os.open(entry, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        new = {entry.name for entry in staging.iterdir()}
+        for name in sorted(new):
+            moved = True
+            os.replace(staging / name, target / name)
+        for entry in target.iterdir():  # stale files of the old graph
+            kept = keep is not None and keep(entry.name) and not entry.name.startswith(_STAGING)
+            if entry.name not in new and entry.name not in (marker, staging.name) and not kept:
+                if entry.is_dir() and not entry.is_symlink():
+                    _remove_tree(str(entry), None)
+                else:
+                    os.unlink(entry)
+        _fsync_dir(target)
+        os.unlink(marker_path)
+        _fsync_dir(target)
+        return result
+    finally:
+        _remove_tree(str(staging), None)
+        if not moved and marker_path.exists():
+            try:
+                os.unlink(marker_path)
+            except OSError:
+                pass
+
+
 def write_directory(path: str | os.PathLike, fill: Callable[[Path], T], *, marker: str | None = None,
                     keep: Callable[[str], bool] | None = None) -> T:
     """Writes a directory at `path` by `fill(tmp)` into a new sibling `tmp`, then swaps it in; returns what
@@ -273,8 +324,10 @@ def write_directory(path: str | os.PathLike, fill: Callable[[Path], T], *, marke
     (hard links where possible). The new directory has the old one's mode, or
     the usual one for a new directory; missing parent folders are created.
     Files `fill` writes (with `write_file`) need no temporaries of their own:
-    they are synced before the swap. An error in `fill` removes `tmp` and leaves the old
-    directory as it was.
+    they are synced before the swap. Where the folder holding an existing
+    directory cannot be written but the directory can, the files are
+    renamed into it one by one, `marker` there until the last one is in. An
+    error in `fill` removes `tmp` and leaves the old directory as it was.
 
     Raises:
         InputError: `path` exists and is not a directory, or something cannot
@@ -288,13 +341,17 @@ def write_directory(path: str | os.PathLike, fill: Callable[[Path], T], *, marke
         target = Path(os.path.realpath(path))  # a link to a directory is kept; the directory is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
         old = os.stat(target) if target.is_dir() else None
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+        try:
+            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+        except PermissionError:  # a folder we may not write holds a directory we may: write in it
+            if old is None or not marker or not os.access(target, os.W_OK | os.X_OK):
+                raise
+            return _fill_in_place(target, fill, marker, keep)
         if marker:
-            (tmp / marker).write_text("fastlbp is writing this directory; it is incomplete while this "
-                                      "file is here\n", encoding="utf-8")
+            write_file(tmp / marker, _MARKER_TEXT)
         if old is not None and keep is not None:
             for entry in sorted(target.iterdir()):
-                if entry.name != marker and keep(entry.name):
+                if entry.name != marker and keep(entry.name) and not entry.name.startswith(_STAGING):
                     _carry(entry, tmp / entry.name)
         result = fill(tmp)
         for entry in tmp.iterdir():

@@ -186,6 +186,52 @@ def test_the_directory_swap_without_renameat2(tmp_path, monkeypatch, new_graph):
     assert formats.read_bingo(tmp_path / "b")[0].labels
 
 
+def test_a_bingo_directory_in_a_folder_we_may_not_write(tmp_path, monkeypatch, new_graph):
+    """No sibling can be made: the files are renamed into the directory one by one, under the in-progress
+    marker; a stop part-way leaves the marker (refused), a failure before the first rename the old one."""
+    import tempfile
+
+    real = tempfile.mkdtemp
+
+    def mkdtemp(suffix=None, prefix=None, dir=None):
+        if dir is not None and Path(dir) == tmp_path:  # the folder holding the directory: read-only
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real(suffix, prefix, dir)
+
+    b = tmp_path / "b"
+    formats.save_bingo(formats.read_bingo(PRESTO)[0], b)
+    (b / "notes.txt").write_text("mine\n")
+    (b / formats.BINGO_ORACLE).write_text("stale(1)\n")  # not in the new graph: removed
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    before = snapshot(tmp_path)
+    with monkeypatch.context() as m:
+        disk_full_after(m, 3000)
+        res = cli("convert", new_graph, b, "--force")
+    assert res.exit_code == 2 and res.stderr == f"error: {b}: cannot write: {ENOSPC}\n", res.output
+    assert snapshot(tmp_path) == before
+    real_replace, done = os.replace, []
+
+    def replace(src, dst):
+        if done:
+            raise KeyboardInterrupt
+        done.append(dst)
+        return real_replace(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", replace)
+        with pytest.raises(KeyboardInterrupt):
+            formats.save_bingo(formats.read_json(new_graph)[0], b)
+    with pytest.raises(InputError, match="incomplete Bingo directory"):
+        formats.read_bingo(b)
+    res = cli("convert", new_graph, b, "--force")
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in b.iterdir()) == sorted([formats.BINGO_CLAUSES, formats.BINGO_ALARMS,
+                                                          formats.BINGO_RULE_PROBS, formats.BINGO_INPUT_PROBS,
+                                                          formats.BINGO_LABELS, "rule_dict.txt", "notes.txt"])
+    dg = formats.read_bingo(b)[0]
+    assert dg.num_clauses == formats.read_json(new_graph)[0].num_clauses and not dg.truth
+
+
 def _fill_disk_possible() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0 and sys.platform.startswith("linux")
 
