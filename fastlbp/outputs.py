@@ -278,9 +278,9 @@ def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: C
     marker_path = target / marker
     write_file(marker_path, _MARKER_TEXT)
     _fsync_dir(target)
-    staging = Path(tempfile.mkdtemp(dir=target, prefix=_STAGING, suffix=".tmp"))
-    moved = False
+    staging, moved = None, False
     try:
+        staging = Path(tempfile.mkdtemp(dir=target, prefix=_STAGING, suffix=".tmp"))
         result = fill(staging)
         for entry in staging.iterdir():
             if entry.is_file() and not entry.is_symlink():
@@ -305,7 +305,8 @@ def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: C
         _fsync_dir(target)
         return result
     finally:
-        _remove_tree(str(staging), None)
+        if staging is not None:
+            _remove_tree(str(staging), None)
         if not moved and marker_path.exists():
             try:
                 os.unlink(marker_path)

@@ -323,7 +323,7 @@ def test_a_read_only_folder(tmp_path, monkeypatch, err, new_graph):
 
     def refusing(name):
         def make(suffix=None, prefix=None, dir=None, *args):
-            if dir is not None and Path(dir) == tmp_path:  # only this folder is read-only
+            if dir is not None and tmp_path in (Path(dir), *Path(dir).parents):  # only this tree is read-only
                 raise OSError(err, os.strerror(err))
             return real[name](suffix, prefix, dir, *args)
         return make
