@@ -66,7 +66,7 @@ def snapshot(path: Path) -> dict[str, bytes | None] | None:
 
 
 def run_child(argv: list[str], point: int | None, action: str, log: Path,
-              no_exchange: bool, folder: Path | None = None) -> tuple[int, list]:
+              no_exchange: bool, folder: Path | None = None, in_place: bool = False) -> tuple[int, list]:
     """Runs the CLI with `argv` in a fork; the fork stops at call `point` (None: counts the calls), counted
     from the first temporary made in `folder` (the output's).
 
@@ -102,12 +102,15 @@ def run_child(argv: list[str], point: int | None, action: str, log: Path,
         for name in CALLS:
             setattr(os, name, hooked(name, real[name]))
         outputs._exchange = hooked("exchange", (lambda a, b: False) if no_exchange else outputs._exchange)
+        real_mkdtemp = tempfile.mkdtemp
         for name in ("mkstemp", "mkdtemp"):  # the write starts with its temporary
             fn = getattr(tempfile, name)
 
             def arm(suffix=None, prefix=None, dir=None, *args, _fn=fn):
                 if dir is not None and folder is not None and Path(dir) == folder:
                     armed[0] = True
+                    if in_place and _fn is real_mkdtemp:  # the folder refuses a sibling directory
+                        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
                 return _fn(suffix, prefix, dir, *args)
             setattr(tempfile, name, arm)
         code = 0
@@ -164,7 +167,8 @@ def cases(work: Path) -> list[dict]:
     formats.save_json(dg, new)
     out = []
     for name, old_src in (("g.json", PRESTO), ("g.json.gz", PRESTO), ("g.fg", PRESTO), ("bingo", PRESTO),
-                          ("bingo-2-renames", PRESTO), ("taint.json", None), ("taint-bingo", None)):
+                          ("bingo-2-renames", PRESTO), ("bingo-in-place", PRESTO), ("taint.json", None),
+                          ("taint-bingo", None)):
         folder = work / name.replace(".", "_")
         folder.mkdir()
         dst = folder / ("bingo" if "bingo" in name else name)
@@ -188,7 +192,7 @@ def cases(work: Path) -> list[dict]:
             (ref / "new" / dst.name / "notes.txt").write_text("kept\n")
         out.append({"name": name, "folder": folder, "target": dst, "argv": argv,
                     "old": ref / "old" / dst.name, "new": ref / "new" / dst.name,
-                    "no_exchange": name == "bingo-2-renames"})
+                    "no_exchange": name == "bingo-2-renames", "in_place": name == "bingo-in-place"})
     return out
 
 
@@ -196,7 +200,7 @@ def campaign_points(case: dict, action: str, log: Path) -> dict:
     folder, target = case["folder"], case["target"]
     old, new = snapshot(case["old"]), snapshot(case["new"])
     restore(folder, target, case["old"])
-    code, made = run_child(case["argv"], None, "count", log, case["no_exchange"], folder)
+    code, made = run_child(case["argv"], None, "count", log, case["no_exchange"], folder, case["in_place"])
     assert code == 0 and snapshot(target) == new, (case["name"], log.read_text())
     points = [k for k, name in enumerate(made) if action == "kill" or name in FAILING]
     row = {"campaign": "points" if action == "kill" else "enospc", "target": case["name"], "runs": 0,
@@ -205,16 +209,18 @@ def campaign_points(case: dict, action: str, log: Path) -> dict:
     for k in points:
         restore(folder, target, case["old"])
         before = snapshot(folder)
-        code, _ = run_child(case["argv"], k, action, log, case["no_exchange"], folder)
+        code, _ = run_child(case["argv"], k, action, log, case["no_exchange"], folder, case["in_place"])
         row["runs"] += 1
         got = snapshot(target)
         if got is None and case["no_exchange"]:  # between the two renames: the window the fallback has
-            row["missing"] = row.get("missing", 0) + 1
-        row["damaged"] += got is not None and got not in (old, new)
-        if got is not None and got not in (old, new):
+            state = "missing"
+        elif case["in_place"] and got is not None and formats.BINGO_INCOMPLETE in got:
+            state = "refused"  # half-replaced under the marker: readers refuse it
+        else:
+            state = "old" if got == old else "new" if got == new else "damaged"
+        row[state] = row.get(state, 0) + 1
+        if state == "damaged":
             row.setdefault("failures", []).append({"call": k, "name": made[k], "exit": code})
-        row["old"] += got == old
-        row["new"] += got == new and got != old
         n, bad = leftovers(folder, target, [old, new])
         row["leftovers"] += n
         row["unrefused_leftovers"] += bad
@@ -310,10 +316,11 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1))
     print(f"{'campaign':8} {'target':16} {'runs':>5} {'damaged':>7} {'old':>4} {'new':>4} {'missing':>7} "
-          f"{'leftover':>8} {'unrefused':>9} {'bad msg':>7} {'tracebk':>7}")
+          f"{'refused':>7} {'leftover':>8} {'unrefused':>9} {'bad msg':>7} {'tracebk':>7}")
     for r in rows:
         print(f"{r['campaign']:8} {r['target']:16} {r['runs']:5} {r['damaged']:7} {r['old']:4} {r['new']:4} "
-              f"{r.get('missing', 0):7} {r['leftovers']:8} {r['unrefused_leftovers']:9} "
+              f"{r.get('missing', 0):7} {r.get('refused', 0):7} {r['leftovers']:8} "
+              f"{r['unrefused_leftovers']:9} "
               f"{r.get('wrong_message', '-'):>7} {r.get('tracebacks', '-'):>7}")
         for f in r.get("failures", [])[:3]:
             print(f"    {f}")

@@ -276,10 +276,11 @@ def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: C
     so a reader meeting a half-replaced directory refuses it. An error before the first rename leaves the
     old directory as it was; after it, the marker stays (the directory is refused until written again)."""
     marker_path = target / marker
-    write_file(marker_path, _MARKER_TEXT)
-    _fsync_dir(target)
+    had_marker = os.path.lexists(marker_path)  # an earlier write stopped part-way: it stays until done
     staging, moved = None, False
     try:
+        write_file(marker_path, _MARKER_TEXT)
+        _fsync_dir(target)
         staging = Path(tempfile.mkdtemp(dir=target, prefix=_STAGING, suffix=".tmp"))
         result = fill(staging)
         for entry in staging.iterdir():
@@ -293,9 +294,11 @@ def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: C
         for name in sorted(new):
             moved = True
             os.replace(staging / name, target / name)
+        os.rmdir(staging)
+        staging = None
         for entry in target.iterdir():  # stale files of the old graph
             kept = keep is not None and keep(entry.name) and not entry.name.startswith(_STAGING)
-            if entry.name not in new and entry.name not in (marker, staging.name) and not kept:
+            if entry.name not in new and entry.name != marker and not kept:
                 if entry.is_dir() and not entry.is_symlink():
                     _remove_tree(str(entry), None)
                 else:
@@ -307,7 +310,7 @@ def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: C
     finally:
         if staging is not None:
             _remove_tree(str(staging), None)
-        if not moved and marker_path.exists():
+        if not moved and not had_marker and os.path.lexists(marker_path):
             try:
                 os.unlink(marker_path)
             except OSError:
