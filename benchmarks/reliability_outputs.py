@@ -21,7 +21,12 @@ directory holding a Bingo graph must hold the in-progress marker that readers re
     python benchmarks/reliability_outputs.py --random-kills 40 --seed 1 --out out/outputs.json
 
 Prints a table last: campaign, target, runs, damaged outputs (and for enospc, wrong messages or
-tracebacks, leftovers). Linux only (fork, SIGKILL). CPU only; about a minute on two cores.
+tracebacks, leftovers). Linux only (fork, SIGKILL). CPU only; about 2.5 minutes on two cores.
+
+Measured 2026-11-28 (`--random-kills 30 --seed 1`): 289 SIGKILLs at every step and 60 from outside (21
+of them mid-write), 0 damaged outputs (one kill in the two-rename fallback's window left the name
+missing, both directories kept as hidden siblings; 53 in-place kills left the marked directory, refused);
+153 injected ENOSPC failures: 0 damaged, 0 tracebacks, 0 wrong messages, 0 temporaries left.
 """
 
 from __future__ import annotations
