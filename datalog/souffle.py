@@ -37,7 +37,9 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     COMPARISONS,
     INT_MAX,
     INT_MIN,
+    MAX_SYMBOL,
     NUMBER,
+    NUMBER_PATTERN,
     ORDER,
     SYMBOL,
     TYPES,
@@ -54,6 +56,9 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     Term,
     Var,
     Wildcard,
+    number_shown,
+    number_value,
+    symbol_problem,
 )
 from fastlbp.errors import read_text
 
@@ -63,8 +68,8 @@ _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r\n\f\v]+)
   | (?P<comment>//[^\n]*)
   | (?P<block>/\*)
-  | (?P<float>\d+\.\d+)
-  | (?P<number>0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)
+  | (?P<float>[0-9]+\.[0-9]+)
+  | (?P<number>""" + NUMBER_PATTERN + r""")
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
   | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
@@ -72,7 +77,7 @@ _TOKEN = re.compile(r"""
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
-_MINUS_NUMBER = re.compile(r"-(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)(?!\.\d)")
+_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9])")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _AGGREGATES = {"count", "sum", "min", "max", "mean"}
 _OTHER_CHARS = {
@@ -130,13 +135,13 @@ def tokenize(text: str, path: str | None) -> list[Token]:
         elif kind == "other" and tok == "-" and _MINUS_NUMBER.match(text, i) and not (
                 tokens and (tokens[-1].kind in ("ident", "number", "string") or tokens[-1].text == ")")):
             tok = _MINUS_NUMBER.match(text, i).group()  # a negative constant, not a subtraction
-            tokens.append(Token("number", tok, pos, i, -int(tok[1:], 0)))
+            tokens.append(Token("number", tok, pos, i, number_value(tok)))
         elif kind == "other":
             bad = _OTHER_CHARS.get(tok, f"unexpected character {tok!r}")
         elif kind in ("ident", "punct"):
             tokens.append(Token(kind, tok, pos, i))
         elif kind == "number":
-            tokens.append(Token("number", tok, pos, i, int(tok, 0)))
+            tokens.append(Token("number", tok, pos, i, number_value(tok)))
         elif kind == "string":
             body = tok[1:-1]
             if "\\" in body:
@@ -146,6 +151,8 @@ def tokenize(text: str, path: str | None) -> list[Token]:
                     bad = f"unknown escape '{unknown[0]}' in a string (known: \\\" \\\\ \\n \\t)"
                 else:
                     body = "".join(_ESCAPES[p[1]] if k % 2 else p for k, p in enumerate(parts))
+            if bad is None:
+                bad = symbol_problem(body)
             if bad is None:
                 tokens.append(Token("string", tok, pos, i, body))
         if bad is not None:
@@ -380,7 +387,8 @@ class _Parser:
 
     def number(self, value: int, tok: Token) -> int:
         if not INT_MIN <= value <= INT_MAX:
-            raise self.error(tok, f"number {tok.text} is out of range (32-bit signed: {INT_MIN}..{INT_MAX})")
+            raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
+                                  f"{INT_MIN}..{INT_MAX})")
         return value
 
 

@@ -12,6 +12,45 @@ TYPES = (NUMBER, SYMBOL)
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 ORDER = ("<", "<=", ">", ">=")
+# A number literal, in programs and facts files alike: decimal (leading zeros allowed: 007 is 7, as
+# Soufflé reads facts), 0x.. or 0b..; ASCII digits only (str.isdigit and \d accept ARABIC-INDIC ONE).
+NUMBER_PATTERN = r"0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+"
+# Longest symbol accepted (characters). A symbol costs about 146 times its length on its way through
+# clingo and the derivation graph (a 10 MB symbol took 1.46 GB, 50 MB ran out of memory).
+MAX_SYMBOL = 1 << 16
+
+
+def number_value(text: str) -> int:
+    """The value of a literal matching NUMBER_PATTERN, with an optional sign; range not checked.
+
+    Past 40 characters the literal is out of any range this subset accepts: it is answered as 2^64
+    (with its sign) without converting it (int() of 4,300 digits or more raises).
+    """
+    digits = text.lstrip("+-")
+    negative = text.startswith("-")
+    if len(digits) > 40:
+        value = 1 << 64
+    elif digits[:2] in ("0x", "0X"):
+        value = int(digits[2:], 16)
+    elif digits[:2] in ("0b", "0B"):
+        value = int(digits[2:], 2)
+    else:
+        value = int(digits, 10)
+    return -value if negative else value
+
+
+def number_shown(text: str) -> str:
+    """A number literal for a message: at most 40 characters of it."""
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
+
+
+def symbol_problem(value: str) -> str | None:
+    """Why a symbol is refused (too long, or a NUL character that clingo's strings cannot hold), or None."""
+    if len(value) > MAX_SYMBOL:
+        return f"a symbol of {len(value):,} characters (at most {MAX_SYMBOL:,} are accepted)"
+    if "\0" in value:
+        return "a NUL character in a symbol (symbols are text without NUL)"
+    return None
 
 
 class ProgramError(InputError):
