@@ -80,6 +80,7 @@ _TOKEN = re.compile(r"""
 _MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9])")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _AGGREGATES = {"count", "sum", "min", "max", "mean"}
+_STRING_CONSTRAINTS = {"match", "contains"}  # Soufflé's constraints that read like atoms
 _OTHER_CHARS = {
     "+": "arithmetic is not supported", "-": "arithmetic is not supported",
     "*": "arithmetic is not supported", "/": "arithmetic is not supported",
@@ -262,13 +263,18 @@ class _Parser:
         while True:
             rel = self.ident("a relation name")
             if self.tok.kind == "punct" and self.tok.text == "(":
-                raise self.error(self.tok, f"I/O parameters of .{name.text} are not supported: "
-                                           f".input reads DIR/{rel.text}.facts (tab-separated)")
+                how = (f".input reads DIR/{rel.text}.facts (tab-separated)" if name.text == "input" else
+                       f".output only marks {rel.text!r} as an output relation (its tuples are in the "
+                       "derivation graph); where it is written is not configurable")
+                raise self.error(self.tok, f"I/O parameters of .{name.text} are not supported: {how}")
             if self._qualified(rel):
                 raise self.error(self.tok, "qualified names (components) are not supported")
             target.setdefault(rel.text, rel.pos)
             if not self.accept(","):
                 break
+        if self.tok.kind == "ident" and self.tok.pos.line == name.pos.line:
+            raise self.error(self.tok, f"expected ',' between the relations of .{name.text}, got "
+                                       f"{self.tok.text!r}")
 
     def decl(self) -> None:
         name = self.ident("a relation name after .decl")
@@ -409,6 +415,9 @@ def _check(p: _Parser) -> Program:
 
     def check_atom(atom: Atom) -> Decl:
         d = decls.get(atom.relation)
+        if d is None and atom.relation in _STRING_CONSTRAINTS:
+            raise err(atom.pos, f"the string constraint {atom.relation}(...) is not supported (Soufflé's "
+                      "match/contains over symbols); only relations and comparisons can be body literals")
         if d is None:
             raise err(atom.pos, f"relation {atom.relation!r} is not declared (add "
                       f".decl {atom.relation}(...))")
