@@ -26,6 +26,7 @@ not `app`, so `fastlbp.cli.app` stays the module.)
 from __future__ import annotations
 
 import gc
+import signal
 
 import typer
 
@@ -48,8 +49,18 @@ def get_app() -> typer.Typer:
     return typer_app
 
 
+def _exit_on_signal(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """The `fastlbp` console script (and `python -m fastlbp`)."""
+    # SIGTERM and SIGHUP end a command as an exception does, so every `with` and `finally` runs:
+    # `ground`'s clingo output (gigabytes in $TMPDIR on a large grounding) and the temporaries of
+    # `-o` are removed. (A signal that comes while clingo grounds is acted on when it returns.)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _exit_on_signal)
     try:
         typer_app()
     finally:
