@@ -46,8 +46,11 @@ parse; a Python observer's callbacks cost about 12 us per rule on top
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -89,6 +92,9 @@ class GroundOptions:
             sizes); None for silence. The library never prints.
         reader: "aspif" (clingo's C++ backend, fast) or "observer" (a
             Python observer; the cross-check).
+        max_rule_instances: grounding stops with `GroundingTooLarge` past
+            this many rule instances; None: `default_max_rule_instances()`
+            (from the machine's memory); 0: no limit.
     """
 
     facts: str | os.PathLike | None = None
@@ -97,6 +103,7 @@ class GroundOptions:
     priors: str | os.PathLike | None = None
     progress: Callable[[str], None] | None = None
     reader: str = "aspif"
+    max_rule_instances: int | None = None
 
 
 @dataclasses.dataclass
@@ -252,7 +259,150 @@ def _run(ctl, text: str, log: list[str]) -> None:
         raise RuntimeError(f"clingo refused the translated program: {err}: {' '.join(log)}") from None
 
 
-def _ground_aspif(text: str, seconds: dict[str, float]) -> _Ground:
+# Memory a rule instance takes on its way to a derivation graph, for the default limit: hmmer's 27.3M
+# instances peaked at 8.0 GB (about 300 bytes each); 400 leaves room for the rest of the process.
+BYTES_PER_INSTANCE = 400
+
+
+def default_max_rule_instances() -> int:
+    """Rule instances a grounding may make by default: the machine's memory / BYTES_PER_INSTANCE."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not known here
+        return 100_000_000
+    return max(1_000_000, memory // BYTES_PER_INSTANCE)
+
+
+class GroundingTooLarge(InputError):
+    """Grounding made more rule instances than its limit (`GroundOptions.max_rule_instances`)."""
+
+
+def _too_large(program: souffle.Program, count: int, limit: int, sizes: dict[str, int]) -> GroundingTooLarge:
+    """The error of a grounding stopped at `count` instances, naming the rule whose body over input
+    relations alone allows the most instances (their sizes multiplied), when there is one."""
+    worst, bound = None, 0
+    for rule in program.rules:
+        rels = [a.relation for a in rule.body if isinstance(a, souffle.Atom) and not a.negated]
+        if rels and all(r in sizes for r in rels):
+            b = 1
+            for r in rels:
+                b *= sizes[r]
+            if b > bound:
+                worst, bound = rule, b
+    which = "" if worst is None or bound <= limit else (
+        f"; {worst.name} ({shown(worst.text)}, line {worst.pos.line}) alone may make {bound:.2g} instances "
+        "(the product of its input relations' sizes)")
+    return GroundingTooLarge(str(program.path or "<program>"), None,
+                             f"grounding stopped after {count:,} rule instances, past the limit of {limit:,} "
+                             f"(about {BYTES_PER_INSTANCE} bytes of memory each){which}; raise it with "
+                             "`fastlbp ground --max-rule-instances N` (0: no limit) if the machine has the "
+                             "memory")
+
+
+def _count_rules(path: str, offset: int, last: bytes) -> tuple[int, int, bytes]:
+    """Rule statements (lines `1 ...`) an aspif file gained since `offset`: (count, new offset, last byte)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except FileNotFoundError:
+        return 0, offset, last
+    if not chunk:
+        return 0, offset, last
+    return (last + chunk).count(b"\n1 "), offset + len(chunk), chunk[-1:]
+
+
+def _child(text: str, out: str, err_path: str) -> int:
+    """The grounding process: clingo writes `out`; an error goes to `err_path`. Returns the exit status."""
+    import clingo
+
+    try:
+        log: list[str] = []
+        ctl = _control(log)
+        ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
+        _run(ctl, text, log)
+        del ctl  # flushes and closes the file
+    except BaseException as err:  # noqa: BLE001  (reported to the parent)
+        with open(err_path, "w", encoding="utf-8") as f:
+            f.write(str(err))
+        return 3
+    return 0
+
+
+def _child_main(text_path: str, out: str, err_path: str) -> None:
+    """Entry point of a grounding process started as a new interpreter (`_start`)."""
+    sys.exit(_child(Path(text_path).read_text(encoding="utf-8"), out, err_path))
+
+
+class _Forked:
+    """A forked grounding process, with `subprocess.Popen`'s poll / kill / wait."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return self.returncode
+
+    def kill(self):
+        if self.returncode is None:
+            os.kill(self.pid, 9)
+
+    def wait(self):
+        while self.poll() is None:
+            time.sleep(0.01)
+        return self.returncode
+
+
+def _start(text: str, out: str, err_path: str):
+    """The grounding process: forked where this process has no threads of JAX's (a fork copies none of
+    them, and a lock one held would stay locked in the child), else a new interpreter."""
+    if hasattr(os, "fork") and "jax" not in sys.modules:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_child(text, out, err_path))  # out without Python's clean-up of the parent's state
+        return _Forked(pid)
+    text_path = out + ".lp"
+    Path(text_path).write_text(text, encoding="utf-8")
+    return subprocess.Popen([sys.executable, "-c", "import sys; from datalog.grounding import _child_main; "
+                             "_child_main(*sys.argv[1:])", text_path, out, err_path])
+
+
+def _ground_watched(text: str, out: str, limit: int, on_limit: Callable[[int], Exception],
+                    where: str) -> None:
+    """Grounds in another process writing `out`, which this one watches: past `limit` rule statements
+    the process is killed and `on_limit(count)` raised. Any exit (an error, a signal, Ctrl-C) kills it."""
+    err_path = out + ".error"
+    proc = _start(text, out, err_path)
+    count, offset, last = 0, 0, b"\n"
+    try:
+        while True:
+            status = proc.poll()
+            more, offset, last = _count_rules(out, offset, last)
+            count += more
+            if limit and count > limit:
+                raise on_limit(count)
+            if status is not None:
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if status < 0:
+        raise InputError(where, None, f"clingo was killed by signal {-status} while grounding, after "
+                         f"{count:,} rule instances (out of memory?); lower the work or raise the machine's "
+                         "memory")
+    if status:
+        raise RuntimeError(Path(err_path).read_text(encoding="utf-8") if os.path.exists(err_path)
+                           else f"the grounding process ended with status {status}")
+
+
+def _ground_aspif(text: str, seconds: dict[str, float], limit: int = 0,
+                  on_limit: Callable[[int], Exception] | None = None, where: str = "<program>") -> _Ground:
     import clingo
 
     t0 = time.perf_counter()
@@ -260,14 +410,21 @@ def _ground_aspif(text: str, seconds: dict[str, float]) -> _Ground:
     try:
         with tempfile.TemporaryDirectory(prefix="fastlbp-ground-") as tmp:
             out = os.path.join(tmp, "ground.aspif")
-            ctl = _control(log)
-            ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
-            _run(ctl, text, log)
-            del ctl  # flushes and closes the file
+            if limit:
+                # Grounding cannot be interrupted from Python: only a separate process can be stopped
+                # when it outgrows the limit (a cross product of 10^4 facts needed about 90 GB).
+                _ground_watched(text, out, limit, on_limit, where)
+            else:
+                ctl = _control(log)
+                ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
+                _run(ctl, text, log)
+                del ctl  # flushes and closes the file
             data = Path(out).read_bytes()
             full = _nearly_full(tmp)
     except OSError as err:
-        raise cannot_write(os.path.join(tempfile.gettempdir(), "fastlbp-ground-*"), err) from None
+        if err.errno != errno.ENOSPC:
+            raise cannot_write(os.path.join(tempfile.gettempdir(), "fastlbp-ground-*"), err) from None
+        full = True  # the program's text for the grounding process did not fit: the same as clingo's output
     if full:
         # clingo says nothing when a write fails: its output is cut short, and a cut at a line's end parses.
         raise InputError(tempfile.gettempdir(), None, "cannot write: No space left on device (clingo's "
@@ -545,10 +702,17 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     seconds["facts"] = t1 - t0
     say(f"read {n_facts:,} input tuples of {len(facts)} relations in {seconds['facts']:.2f} s")
     text = translate(program, facts)
+    sizes = {rel: len(ts) for rel, ts in facts.items()}
     del facts
     t2 = time.perf_counter()
     seconds["translate"] = t2 - t1
-    g = (_ground_aspif if options.reader == "aspif" else _ground_observer)(text, seconds)
+    limit = default_max_rule_instances() if options.max_rule_instances is None else \
+        int(options.max_rule_instances)
+    if options.reader == "aspif":
+        g = _ground_aspif(text, seconds, limit, lambda count: _too_large(program, count, limit, sizes),
+                          str(program.path or "<program>"))
+    else:
+        g = _ground_observer(text, seconds)
     del text
     t3 = time.perf_counter()
     dg, n_rules = _graph(program, g, options)

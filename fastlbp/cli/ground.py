@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Annotated
@@ -32,6 +33,10 @@ def ground(
     rule_prob: RuleProbOpt = None,
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
+    max_rule_instances: Annotated[int | None, typer.Option(
+        "--max-rule-instances", metavar="N", min=0, show_default="the machine's memory / 400 bytes",
+        help="Stop grounding past N rule instances (each takes about 400 bytes of memory on its way to "
+             "the graph) with an error naming the rule that explodes; 0: no limit.")] = None,
 ) -> None:
     """Ground a Datalog program over its facts: every rule instance of its least model, as a graph.
 
@@ -58,6 +63,8 @@ def ground(
     from datalog.formats import BINGO_CLAUSES
 
     options = datalog_options(program, facts, rule_prob, alarms, priors, program=True)
+    if max_rule_instances is not None:
+        options = dataclasses.replace(options, max_rule_instances=max_rule_instances)
     if not grounding.is_json(output) and output.is_dir() and any(output.iterdir()) and \
             not (output / BINGO_CLAUSES).exists():
         raise InputError(str(output), None, "is a directory that holds other files and no Bingo graph; name "
