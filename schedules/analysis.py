@@ -135,9 +135,14 @@ class _Structure:
     b_prefix: np.ndarray  # (n,) last read position before the first own one (-1: none)
 
 
-def _search_last_before(keys_var, keys_rank, var, rank, scale):
-    """Index of the last (var, rank') < (var, rank) in a (var, rank)-sorted timeline, or -1."""
-    pos = np.searchsorted(keys_var * scale + keys_rank, var * scale + rank, side="left") - 1
+def _search_last_before(keys_var, keys_rank, var, rank, scale, low):
+    """Index of the last (var, rank') < (var, rank) in a (var, rank)-sorted timeline, or -1.
+
+    Keys are var * scale + (rank - low), ranks in [low, low + scale - 2]: order-preserving only with the
+    ranks shifted to start at 0 (a custom order's stages may be negative: -5 collided with the ranks of
+    the variable before).
+    """
+    pos = np.searchsorted(keys_var * scale + (keys_rank - low), var * scale + (rank - low), side="left") - 1
     ok = pos >= 0
     ok[ok] &= keys_var[pos[ok]] == var[ok]
     return np.where(ok, pos, -1)
@@ -147,7 +152,8 @@ def _structure(G: _Arrays, edges: np.ndarray, local_of: np.ndarray) -> _Structur
     n = edges.size
     local_of[edges] = np.arange(n)
     ef, ev, rank = G.ef[edges], G.ev[edges], G.rank[edges]
-    scale = np.int64(G.rank.max() + 2)
+    low = np.int64(G.rank.min()) if G.rank.size else np.int64(0)
+    scale = np.int64(G.rank.max()) - low + 2 if G.rank.size else np.int64(2)
     new_block = np.ones(n, bool)
     new_block[1:] = (ef[1:] != ef[:-1]) | (rank[1:] != rank[:-1] if not G.total else False)
     edge_block = np.cumsum(new_block) - 1
@@ -177,13 +183,13 @@ def _structure(G: _Arrays, edges: np.ndarray, local_of: np.ndarray) -> _Structur
     wvar = ev[wt_order]
     wt_seg_start = np.ones(n, bool)
     wt_seg_start[1:] = wvar[1:] != wvar[:-1]
-    re_wpos = _search_last_before(wvar, rank[wt_order], re_var, re_thr, scale)
+    re_wpos = _search_last_before(wvar, rank[wt_order], re_var, re_thr, scale, low)
 
     rt_order = np.lexsort((re_thr, re_var))
     rvar = re_var[rt_order]
     rt_seg_start = np.ones(num_re, bool)
     rt_seg_start[1:] = rvar[1:] != rvar[:-1]
-    edge_rpos = _search_last_before(rvar, re_thr[rt_order], ev, block_thr[edge_block], scale)
+    edge_rpos = _search_last_before(rvar, re_thr[rt_order], ev, block_thr[edge_block], scale, low)
     unit = None if G.total else np.unique(rank, return_inverse=True)[1].astype(np.int64)
 
     # A: a read event whose factor wrote the variable in an earlier block skips that write.

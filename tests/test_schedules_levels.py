@@ -8,7 +8,7 @@ for every kind of order: total, factors split into blocks, stages, one stage.
 import numpy as np
 import pytest
 from graphs import random_factors
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fastlbp.graph import AND, Factor, from_factors
@@ -44,6 +44,8 @@ def _methods(order):
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), window=st.integers(1, 9))
+# Negative stages in one window: (var, rank) keys collided (fixed in analysis._search_last_before).
+@example(seed=100000000, window=8)
 def test_every_method_gives_the_definitions_levels(seed, window):
     rng = np.random.default_rng(seed)
     graph = from_factors(random_factors(rng, int(rng.integers(2, 10)), int(rng.integers(1, 10)),
