@@ -218,4 +218,31 @@ def tilted_coins(plan: Plan, labels: dict[int, bool], sampled: np.ndarray, stren
     return Tilt(q1=q1, q2=q2, tilted=m1 | m2, a1=a1, b1=b1, a2=a2, b2=b2)
 
 
-__all__ = ["Tilt", "tilted_coins", "log_lambda", "FLOOR"]
+def proposal_log_w(x, c, a1, b1, a2, b2):
+    """(N,) float64 log P / Q of each world's tilted coins (host): the coin of p1 where the condition
+    holds, of p2 where not, each by the value it drew.
+
+    Args:
+        x, c: (T, N) bool the tilted variables' values and conditions in each world.
+        a1, b1, a2, b2: (T,) float64 of the tilted variables (`Tilt`).
+    """
+    return (a1 @ (c & x).astype(np.float64) + b1 @ (c & ~x).astype(np.float64)
+            + a2 @ (~c & x).astype(np.float64) + b2 @ (~c & ~x).astype(np.float64))
+
+
+# Share of the worlds drawn from the prior when a tilted proposal is used (the rest from the tilt).
+PRIOR_SHARE = 0.5
+
+
+def mixture_log_w(log_p_over_q):
+    """(N,) log P / (a P + (1 - a) Q) of each world, a = PRIOR_SHARE, from its (N,) log P / Q.
+
+    The deterministic mixture (Veach and Guibas' balance heuristic; Hesterberg's defensive importance
+    sampling): unbiased whichever half drew a world, and no world weighs more than 1 / a times its
+    labels' weight, so a tilt the messages got wrong costs at most about half the effective samples
+    (weblech, 4 labels: the tilt alone left 65 of 10^7 worlds effective, the prior 40,054).
+    """
+    return -np.logaddexp(np.log(PRIOR_SHARE), np.log1p(-PRIOR_SHARE) - log_p_over_q)
+
+
+__all__ = ["Tilt", "tilted_coins", "log_lambda", "FLOOR", "PRIOR_SHARE", "proposal_log_w", "mixture_log_w"]

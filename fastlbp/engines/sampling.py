@@ -62,7 +62,6 @@ worlds): 0.05M edges 2.08 s before, 1.01 s after (coins 0.80 s, propagation 0.14
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 
@@ -75,6 +74,7 @@ from fastlbp.constraints import conflicting_labels
 from fastlbp.engines import importance, proposal, sampling_plan
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, digit_bits, threefry2x32
+from fastlbp.engines.sampling_estimates import Z95, Tally, _max_se, wilson  # noqa: F401  (part of this API)
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
     FIRST_ROW,
@@ -103,8 +103,6 @@ BATCH_BYTES = 1 << 28
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
-# Two-sided 95% normal quantile of the Wilson intervals.
-Z95 = 1.959963984540054
 
 
 def _batch_budget() -> int:
@@ -350,7 +348,7 @@ def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
     entry_row, deferred, valid = labels[8], labels[9], labels[12]
     log_w, expected = importance.weigh(xp, _unpack(xp, state[entry_row]), labels)
     if extra_log_w is not None:
-        log_w = log_w + extra_log_w  # a tilted proposal's P / Q (`_proposal_log_w`)
+        log_w = log_w + extra_log_w  # a tilted proposal's P / Q (`proposal.mixture_log_w`)
     log_w = xp.where(ok, log_w, -np.inf)
     top = log_w.max()
     scale = xp.where(top > -np.inf, top, 0.0)
@@ -368,35 +366,6 @@ def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
         s1 = s1.at[target].set(e1, mode="drop")
         s2 = s2.at[target].set(e2, mode="drop")
     return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
-
-
-def _proposal_log_w(state, conds, tilt):
-    """(N,) float64 log P / Q of each world's tilted coins (host): the coin of p1 where the condition
-    holds, of p2 where not, each by the value it drew.
-
-    Args:
-        state, conds: (R, W) uint32 values and conditions (`_propagate(..., conditions=True)`).
-        tilt: (rows (T,), a1, b1, a2, b2 (T,) float64) of the tilted variables (`proposal.Tilt`).
-    """
-    rows, a1, b1, a2, b2 = tilt
-    x, c = _unpack(np, state[rows]), _unpack(np, conds[rows])
-    return (a1 @ (c & x).astype(np.float64) + b1 @ (c & ~x).astype(np.float64)
-            + a2 @ (~c & x).astype(np.float64) + b2 @ (~c & ~x).astype(np.float64))
-
-
-# Share of the worlds drawn from the prior when a tilted proposal is used (the rest from the tilt).
-PRIOR_SHARE = 0.5
-
-
-def _mixture_log_w(log_p_over_q):
-    """(N,) log P / (a P + (1 - a) Q) of each world, a = PRIOR_SHARE, from its (N,) log P / Q.
-
-    The deterministic mixture (Veach and Guibas' balance heuristic; Hesterberg's defensive importance
-    sampling): unbiased whichever half drew a world, and no world weighs more than 1 / a times its
-    labels' weight, so a tilt the messages got wrong costs at most about half the effective samples
-    (weblech, 4 labels: the tilt alone left 65 of 10^7 worlds effective, the prior 40,054).
-    """
-    return -np.logaddexp(np.log(PRIOR_SHARE), np.log1p(-PRIOR_SHARE) - log_p_over_q)
 
 
 def _combine(xp, acc, batch):
@@ -428,60 +397,6 @@ def _hard(coin_rows: np.ndarray):
         if coin_rows.size and np.all(coin_rows == row):
             return row
     return None
-
-
-def wilson(p: np.ndarray, n: float, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) Wilson score interval of a proportion p estimated from n (effective) samples."""
-    p = np.clip(np.asarray(p, np.float64), 0.0, 1.0)
-    if not n > 0:
-        return np.zeros_like(p), np.ones_like(p)
-    z2n = z * z / n
-    center = (p + z2n / 2) / (1 + z2n)
-    half = z / (1 + z2n) * np.sqrt(p * (1 - p) / n + z2n / (4 * n))
-    # At p = 0 (1) the lower (upper) end is 0 (1) exactly, not a rounding error away.
-    lower = np.where(p <= 0, 0.0, np.clip(center - half, 0.0, 1.0))
-    return lower, np.where(p >= 1, 1.0, np.clip(center + half, 0.0, 1.0))
-
-
-@dataclasses.dataclass(frozen=True)
-class Tally:
-    """Weighted sums of a run, per variable, and what they give.
-
-    Attributes:
-        s1: (V,) float64 sum over worlds of w [x = 1] (weights scaled by a common factor).
-        s2: (V,) float64 sum of w^2 [x = 1].
-        w1, w2: sum of w, of w^2.
-        drawn: worlds drawn.
-        positive: worlds of positive weight.
-    """
-
-    s1: np.ndarray
-    s2: np.ndarray
-    w1: float
-    w2: float
-    drawn: int
-    positive: int
-
-    @property
-    def effective(self) -> float:
-        """Kish's effective sample size (sum w)^2 / sum w^2 (0 with no positive weight)."""
-        return self.w1 * self.w1 / self.w2 if self.w2 > 0 else 0.0
-
-    def estimates(self):
-        """(p, stderr, lower, upper), each (V,) float64.
-
-        p is the self-normalised estimate; stderr the larger of the delta-method standard error
-        sqrt(sum w^2 (x - p)^2) / sum w and the Wilson interval's half-width / 1.96 on the effective
-        sample size (never 0 at p = 0 or 1); lower, upper the 95% Wilson interval around p.
-        """
-        if not self.w1 > 0:
-            nan = np.full_like(self.s1, np.nan)
-            return nan, nan, nan, nan
-        p = np.clip(self.s1 / self.w1, 0.0, 1.0)
-        var = np.maximum(self.s2 * (1 - 2 * p) + p * p * self.w2, 0.0) / (self.w1 * self.w1)
-        lower, upper = wilson(p, self.effective)
-        se = np.maximum(np.sqrt(var), (upper - lower) / (2 * Z95))
-        return p, se, np.minimum(lower, p), np.maximum(upper, p)
 
 
 class Sampler:
@@ -671,25 +586,21 @@ class Sampler:
                                               coins, masks), None
                 else:
                     # Defensive mixture: words of even index keep the prior's coins, odd ones take the
-                    # tilted coins; every world is weighed against the mixture (`_mixture_log_w`).
+                    # tilted coins; every world is weighed against the mixture (`proposal.mixture_log_w`).
                     odd = ((first + np.arange(width)) % 2 == 1)[None, :]
                     bucket, rows = tilt[0]
                     coins[rows] = np.where(odd, _host_coins([bucket], rng, width)[FIRST_COIN:], coins[rows])
                     state, conds = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
                                               coins, masks, conditions=True)
-                    extra = _mixture_log_w(_proposal_log_w(state, conds, tilt[1]))
+                    rows = tilt[1][0]
+                    extra = proposal.mixture_log_w(proposal.proposal_log_w(
+                        _unpack(np, state[rows]), _unpack(np, conds[rows]), *tilt[1][1:]))
                 batch = _tally(np, state, labels, valid, extra)
             else:
                 run = self._run(width, labels is not None)
                 batch = run(self._arrays, key, np.uint32(first), labels, np.int64(valid))
             acc = _combine(xp, acc, batch)
         return acc
-
-
-def _max_se(tally: Tally, rows) -> float:
-    _, se, _, _ = tally.estimates()
-    se = se if rows is None else se[rows]
-    return float(np.max(se)) if se.size else 0.0
 
 
 def _graph_and_names(model_or_graph):
