@@ -83,6 +83,17 @@ def _default_mode(directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~umask
 
 
+def _fsync_files(folder: Path) -> None:
+    """Flushes every regular file directly in `folder` to the disk."""
+    for entry in folder.iterdir():
+        if entry.is_file() and not entry.is_symlink():
+            fd = os.open(entry, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
 def _fsync_dir(path: str | os.PathLike) -> None:
     """Makes a rename in `path` durable, best effort: not every system can open or sync a folder, and the
     rename is done (a failure here is not the output's)."""
@@ -283,13 +294,7 @@ def _fill_in_place(target: Path, fill: Callable[[Path], T], marker: str, keep: C
         _fsync_dir(target)
         staging = Path(tempfile.mkdtemp(dir=target, prefix=_STAGING, suffix=".tmp"))
         result = fill(staging)
-        for entry in staging.iterdir():
-            if entry.is_file() and not entry.is_symlink():
-                fd = os.open(entry, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+        _fsync_files(staging)
         new = {entry.name for entry in staging.iterdir()}
         for name in sorted(new):
             moved = True
@@ -358,13 +363,7 @@ def write_directory(path: str | os.PathLike, fill: Callable[[Path], T], *, marke
                 if entry.name != marker and keep(entry.name) and not entry.name.startswith(_STAGING):
                     _carry(entry, tmp / entry.name)
         result = fill(tmp)
-        for entry in tmp.iterdir():
-            if entry.is_file() and not entry.is_symlink():
-                fd = os.open(entry, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+        _fsync_files(tmp)
         os.chmod(tmp, (old.st_mode & 0o7777) if old is not None else _default_mode(directory=True))
         if old is not None:
             _same_owner(str(tmp), old)
