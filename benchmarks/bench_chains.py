@@ -7,7 +7,7 @@ A chain x0 -> x1 -> ... -> xn: x0 an input (prior 0.5), each link a noisy AND
 (p1 = 0.9, p2 = 0), factors in chain order, so SEQFIX and TOPO carry x0's
 prior down the whole chain in one sweep: one level per link, and relaxation
 needs a pass per level to settle (the log-odds change at every link). Built
-with `fastlbp.graph.from_factors`; `--derivation` builds the same chain as a
+with `fastlbp.core.graph.from_factors`; `--derivation` builds the same chain as a
 derivation graph (`datalog.derivation.from_clauses`, one rule of probability
 0.9, alarm xn) loaded by `datalog.bayesnet.to_model(compress=True)`: chain
 merging makes each clause one variable with its head, so n links stay n + 1
@@ -55,11 +55,12 @@ from common import environment, write_json  # noqa: E402
 
 import fastlbp  # noqa: E402, F401  (float64 on)
 import schedules  # noqa: E402
-from fastlbp import engines, kernels  # noqa: E402
+from fastlbp import engines  # noqa: E402
+from fastlbp.core import equations
+from fastlbp.core.graph import AND, Factor, evidence_from_labels, from_factors  # noqa: E402
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import chunked, relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.graph import AND, Factor, evidence_from_labels, from_factors  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 from schedules import analysis, relax_plan  # noqa: E402
 
 
@@ -115,7 +116,7 @@ def step_cost_us(graph, layout, ev, unroll: int = 1) -> float:
 
     @jax.jit
     def one(g, lay, msgs, ev):
-        agg = kernels.var_aggregates(g, lay.sums, msgs, ev)
+        agg = equations.var_aggregates(g, lay.sums, msgs, ev)
         return chunked.sweep(g, lay.chunks, msgs, agg, jnp.int32(0), unroll)
 
     jax.block_until_ready(one(graph, layout, msgs, ev))

@@ -31,9 +31,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from fastlbp.core.graph import AND, OR, Factor, from_factors
+from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import exact_marginals, kernels
-from fastlbp.graph import AND, OR, Factor, from_factors
-from fastlbp.settings import Settings
 
 
 def grid(n: int, seed: int = 0) -> list[Factor]:

@@ -11,9 +11,9 @@ Sections (`--sections`, comma-separated; default all):
   call, the host planning time inside it, pyAgrum's time and the largest difference.
 * sampler: worlds and edge-worlds per second at 0.05M, 0.5M and 5M factor-graph edges against the
   memory floor (`bench_sampling.py`).
-* check: `fastlbp.check.check` (LBP against exact where the width allows, else sampling) on every
+* check: `fastlbp.inference.check.check` (LBP against exact where the width allows, else sampling) on every
   shipped example in data/, no labels.
-* quality: Bingo's loop with an oracle (`fastlbp.simulate.simulate`) ranked by LBP, by exact
+* quality: Bingo's loop with an oracle (`fastlbp.inference.simulate.simulate`) ranked by LBP, by exact
   marginals and by sampled marginals on the same graphs: synthetic layered graphs whose truth is drawn
   from the model itself (`datalog.synthetic.sample_truth`, so the model is right and the true posterior
   is the best possible ranking) and the shipped examples with their recorded truth. Rank-100%-T
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, write_json  # noqa: E402
 
 import fastlbp  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
+from fastlbp.core.settings import Settings  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 EXAMPLES = ("presto.json", "weblech.json", "avrora.json.gz", "ftp.json.gz")
@@ -50,8 +50,8 @@ EXAMPLES = ("presto.json", "weblech.json", "avrora.json.gz", "ftp.json.gz")
 def section_exact(args, gpu: bool) -> list[dict]:
     import bench_exact
 
+    from fastlbp.core.graph import from_factors
     from fastlbp.engines.exact import exact_marginals
-    from fastlbp.graph import from_factors
 
     try:
         import pyagrum  # noqa: F401
@@ -105,7 +105,7 @@ def section_sampler(args, gpu: bool) -> list[dict]:
 
 
 def section_check(args, gpu: bool) -> list[dict]:
-    from fastlbp.check import check
+    from fastlbp.inference.check import check
 
     rows, start = [], time.perf_counter()
     settings = Settings(samples=args.check_samples or (10**6 if gpu else 10**5))
@@ -144,7 +144,7 @@ def quality_graphs(args):
 
     from datalog.bayesnet import to_model
     from datalog.synthetic import layered, sample_truth
-    from fastlbp.simulate import graph_truth
+    from fastlbp.inference.simulate import graph_truth
 
     made = 0
     for seed in range(8 * args.quality_graphs):
@@ -168,7 +168,7 @@ def quality_graphs(args):
 
 
 def section_quality(args, gpu: bool) -> list[dict]:
-    from fastlbp.simulate import simulate
+    from fastlbp.inference.simulate import simulate
 
     rows, start = [], time.perf_counter()
     samples = args.quality_samples or (10**6 if gpu else 10**5)

@@ -42,9 +42,9 @@ from common import (  # noqa: E402
     write_json,
 )
 
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import fused, parall  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 
 
 def make_variant(name: str, gpu: bool):

@@ -43,9 +43,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import bingo_model, environment, timed, write_json  # noqa: E402
 
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import fused, parall  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 
 try:
     import pgmax_model

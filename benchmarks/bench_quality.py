@@ -6,7 +6,7 @@
     python benchmarks/bench_quality.py --parts coverage --coverage-graphs 100
 
 Part "quality": for each graph and each method (lbp, sample, exact) one full run of Bingo's loop
-(`fastlbp.simulate.simulate`) with the graph's ground truth as the oracle: Rank-100%-T, Rank-90%-T,
+(`fastlbp.inference.simulate.simulate`) with the graph's ground truth as the oracle: Rank-100%-T, Rank-90%-T,
 inversions, AUC, rounds, TotalTime, the rounds' total and mean seconds, whether it completed. A run is
 cut short by `--max-rounds` (default 30) or, after the round that passes it, by `--time-budget`
 seconds of rounds (compilation before round 1 not counted; default 45 on a CPU, 60 on a GPU); the
@@ -29,7 +29,7 @@ alarms), built with `to_model(compress=True)` as the loaders do:
 Part "coverage": the importance sampler against enumeration. Many small random Bingo networks
 (`layered` with tiny sizes, rule probabilities and priors redrawn from {0.5, 0.9, 0.99, 0.999, 1},
 `to_model` with and without compression, at most `--max-vars` variables) are enumerated (the joint
-of all 2^V assignments, as `fastlbp.reference.exact_marginals`, which checks one label set per
+of all 2^V assignments, as `exact_marginals` of tests/reference.py, which checks one label set per
 graph). Label sets on derived tuples (not inputs) whose probability (chain rule over the enumerated
 conditionals) lies in [1e-12, 1e-3] -- where rejection keeps almost nothing -- are sampled with
 `--coverage-worlds` worlds (target_se 0, min_accepted 1); reported: the fraction of unlabelled,
@@ -215,9 +215,9 @@ def exact_fit(model, settings) -> dict:
 
 def run_method(model, truth, method: str, settings, max_rounds: int | None, budget: float | None) -> dict:
     """One `simulate` run; a run cut short or stopped by an error keeps the metrics of its rounds."""
-    from fastlbp import metrics
-    from fastlbp.ranking import alarm_vars
-    from fastlbp.simulate import simulate
+    from fastlbp.inference import metrics
+    from fastlbp.inference.ranking import alarm_vars
+    from fastlbp.inference.simulate import simulate
 
     alarms = [int(a) for a in alarm_vars(model) if int(a) not in model.labels]
     need = len(set(truth) & set(alarms))
@@ -288,8 +288,8 @@ def run_method(model, truth, method: str, settings, max_rounds: int | None, budg
 
 def quality(graphs, methods, args, save=None) -> list[dict]:
     """The rows of part 1; `save(rows)` after each (the JSON so far, should a later run be killed)."""
-    from fastlbp.settings import Settings
-    from fastlbp.simulate import graph_truth
+    from fastlbp.core.settings import Settings
+    from fastlbp.inference.simulate import graph_truth
 
     max_rounds = args.max_rounds or None
     rows = []
@@ -375,7 +375,7 @@ def tiny_network(seed: int, max_vars: int):
 
 def joint(graph) -> tuple[np.ndarray, np.ndarray]:
     """((2^V, V) bool states, (2^V,) float64 probabilities): the network's joint by enumeration."""
-    from fastlbp.graph import AND
+    from fastlbp.core.graph import AND
 
     v = graph.num_vars
     states = ((np.arange(2**v)[:, None] >> np.arange(v)) & 1).astype(bool)
@@ -406,10 +406,14 @@ def chain_probability(states, weight, labels: dict[int, bool]) -> tuple[float, l
 
 
 def coverage(args) -> dict:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))  # the enumeration reference is test code
+    from reference import exact_marginals as enumerate_marginals
+
+    from fastlbp.core.errors import ContradictoryEvidence
+    from fastlbp.core.settings import Settings
     from fastlbp.engines.sampling import NoConsistentWorld, Sampler, TooFewSamples, sample_marginals
-    from fastlbp.errors import ContradictoryEvidence
-    from fastlbp.reference import exact_marginals as enumerate_marginals
-    from fastlbp.settings import Settings
 
     lo, hi = args.coverage_low, args.coverage_high
     sets, zero_sets, positive_refused, checks = [], [], [], []

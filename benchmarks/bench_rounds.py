@@ -38,9 +38,9 @@ import jax  # noqa: E402
 import jax.monitoring  # noqa: E402
 
 import fastlbp  # noqa: E402
-from fastlbp import simulate as sim  # noqa: E402
-from fastlbp.loading import load  # noqa: E402
-from fastlbp.settings import BACKENDS, Settings  # noqa: E402
+from fastlbp.core.settings import BACKENDS, Settings  # noqa: E402
+from fastlbp.inference import simulate as sim  # noqa: E402
+from fastlbp.io.loading import load  # noqa: E402
 
 SMALL_PRESET = "weblech"  # 2,351 edges, 11 alarms (all true with seed 0): a smoke run
 

@@ -57,10 +57,10 @@ import fastlbp  # noqa: E402, F401  (float64 on)
 from datalog.bayesnet import to_model  # noqa: E402
 from datalog.synthetic import generate  # noqa: E402
 from fastlbp import engines  # noqa: E402
+from fastlbp.core.graph import evidence_from_labels  # noqa: E402
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
 from fastlbp.engines.relaxed import sweep_with_passes  # noqa: E402
-from fastlbp.graph import evidence_from_labels  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 from schedules import analysis  # noqa: E402
 
 

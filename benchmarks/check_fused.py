@@ -26,9 +26,9 @@ import numpy as np  # noqa: E402
 from graphs import random_factors  # noqa: E402
 
 import fastlbp  # noqa: E402, F401
-from fastlbp import graph as G  # noqa: E402
+from fastlbp.core import graph as G  # noqa: E402
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import fused, loop, parall  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 
 PRECISION = {jnp.float64: "f64", jnp.float32: "f32"}
 

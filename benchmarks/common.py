@@ -53,8 +53,8 @@ def parall_runner(graph, backend: str = "xla", precision: str = "f64", unroll: i
         precision: "f64" or "f32".
         unroll: sweeps per while-loop trip; None: the engine's default.
     """
+    from fastlbp.core.settings import Settings
     from fastlbp.engines import make_runner
-    from fastlbp.settings import Settings
 
     schedule = "parall" if unroll is None else f"parall:unroll={unroll}"
     return make_runner(graph, Settings(schedule=schedule, backend=backend, precision=precision))

@@ -23,9 +23,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from common import bingo_model, environment, write_json  # noqa: E402
 
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import fused  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 
 DTYPES = {"f64": jnp.float64, "f32": jnp.float32}
 

@@ -82,7 +82,7 @@ if not hasattr(getattr(jax.lib, "xla_bridge", None), "get_backend"):
 from pgmax import fgraph, fgroup, infer, vgroup  # noqa: E402
 from pgmax.factor import logical, update_utils  # noqa: E402
 
-from fastlbp.graph import AND, FactorGraph  # noqa: E402
+from fastlbp.core.graph import AND, FactorGraph  # noqa: E402
 
 #: Log-potential used for probability 0 (see the module docstring).
 HARD = 200.0
@@ -146,7 +146,7 @@ def build_pgmax(model, evidence=None, *, hard: float = HARD, enum_max: int = ENU
     """Encodes a fastlbp factor graph as a PGMax factor graph (module docstring).
 
     Args:
-        model: a `fastlbp.model.Model` or a `FactorGraph`.
+        model: a `fastlbp.core.model.Model` or a `FactorGraph`.
         evidence: optional (V,) log-odds per variable (fastlbp's convention:
             0 none, +-inf hard); None = none (like `fastlbp.engines.parall.run(graph)`).
         hard: log-potential magnitude standing for probability 0.

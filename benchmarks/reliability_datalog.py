@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from datalog import grounding  # noqa: E402
-from fastlbp.errors import InputError  # noqa: E402
+from fastlbp.core.errors import InputError  # noqa: E402
 
 SNIPPETS = [
     "007", "-007", "9" * 60, "0x" + "f" * 30, "\u0661", "\u0662\u0663", "\0", '"a\0b"',

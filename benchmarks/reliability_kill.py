@@ -34,8 +34,8 @@ import pexpect  # noqa: E402
 
 from datalog import synthetic  # noqa: E402
 from datalog.formats import save_json  # noqa: E402
-from fastlbp.loading import load  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
+from fastlbp.core.settings import Settings  # noqa: E402
+from fastlbp.io.loading import load  # noqa: E402
 from fastlbp.triage import Triage  # noqa: E402
 
 ACCEPTED = re.compile(r"accepted: (\S+) = (true|false)")

@@ -9,6 +9,6 @@
     summary     what a loaded graph contains
     synthetic   generated Bingo-like graphs and their ground truth (forward sampling)
 
-Builds on fastlbp's base layer only (`fastlbp.errors`, `fastlbp.graph`,
-`fastlbp.model`); nothing here imports the engines, the session or the CLI.
+Builds on fastlbp's base layer only (`fastlbp.core.errors`, `fastlbp.core.graph`,
+`fastlbp.core.model`); nothing here imports the engines, the session or the CLI.
 """

@@ -1,6 +1,6 @@
 """Source locations of tuples and descriptions of relations: derivation.json's "locations" and "relations".
 
-Neither changes inference; writers use them (SARIF: `fastlbp.sarif`). Both
+Neither changes inference; writers use them (SARIF: `fastlbp.io.sarif`). Both
 are optional and kept as JSON-able data in `DerivationGraph.annotations` and
 `Model.meta["locations"]` / `Model.meta["relations"]`::
 
@@ -37,7 +37,7 @@ import math
 import re
 
 from datalog.reading import json_type, shown, text_only, unique
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 LOCATION_FIELDS = ("file", "line", "column", "endLine", "endColumn", "message")
 RELATION_FIELDS = ("description", "help", "security", "severity")

@@ -37,7 +37,7 @@ on an acyclic graph: every tuple, then every clause. `Model.meta` keeps the mapp
 `tuple_var` (T,) and `clause_var` (C,) int32, -1 where the tuple or clause is
 not a variable (a merged clause maps to its head's variable), `tuple_names`
 (T,) and `tuple_how` (T,) int8 (what became of each tuple: a variable, a
-constant, pruned or underivable, `fastlbp.model`), and `report`, the counts of
+constant, pruned or underivable, `fastlbp.core.model`), and `report`, the counts of
 what each step removed or merged.
 
 Every tuple of the input can be asked for: `rebuild` makes the model again
@@ -52,9 +52,9 @@ import numpy as np
 
 from datalog.cycles import Stages, least_fixpoint
 from datalog.derivation import DEFAULT_INPUT_PRIOR, DerivationGraph
-from fastlbp.errors import InputError
-from fastlbp.graph import AND, OR, from_arrays
-from fastlbp.model import CONSTANT, PRUNED, REASONS, UNDERIVABLE, VARIABLE, Model
+from fastlbp.core.errors import InputError
+from fastlbp.core.graph import AND, OR, from_arrays
+from fastlbp.core.model import CONSTANT, PRUNED, REASONS, UNDERIVABLE, VARIABLE, Model
 
 # Counts `to_model` itself puts in meta["report"]; the rest came from the loader (`extra_report`).
 _OWN_REPORT = ("clauses_dropped_by_cycle_elimination", "underivable_tuples", "constant_inputs_removed",

@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from datalog.reading import shown
-from fastlbp.errors import InputError, read_text, text_lines
-from fastlbp.graph import AND, OR, GraphError, from_arrays
-from fastlbp.model import Model
-from fastlbp.outputs import write_atomically
+from fastlbp.core.errors import InputError, read_text, text_lines
+from fastlbp.core.graph import AND, OR, GraphError, from_arrays
+from fastlbp.core.model import Model
+from fastlbp.io.outputs import write_atomically
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _COUNT = re.compile(r"[0-9]{1,18}")  # below 2^63, and int() never sees a 5,000-digit string
@@ -156,7 +156,7 @@ def parse(text: str, path: str | os.PathLike | None = None) -> Model:
 
 def load(path: str | os.PathLike, *, max_decompressed: int | None = None) -> Model:
     """Reads a causal factor-graph file (see `parse`); gzip-compressed allowed, up to `max_decompressed`
-    bytes (default: see `fastlbp.errors.decompression_limit`)."""
+    bytes (default: see `fastlbp.core.errors.decompression_limit`)."""
     p = Path(path)
     text = read_text(p, max_decompressed=max_decompressed)
     return parse(text, p)
@@ -208,7 +208,7 @@ def dumps(model: Model, path: str | os.PathLike | None = None) -> str:
 
 
 def save(model: Model, path: str | os.PathLike) -> None:
-    """Writes `dumps(model)` to `path`, atomically (`fastlbp.outputs.write_atomically`: nothing is written
+    """Writes `dumps(model)` to `path`, atomically (`fastlbp.io.outputs.write_atomically`: nothing is written
     when a name cannot be, and a failed write leaves the old file as it was)."""
     write_atomically(path, dumps(model, path))
 

@@ -22,7 +22,7 @@ derivation.json (schema: `datalog/derivation.schema.json`, version 1)::
 A tuple reference is a name or an index into "tuples"; names not listed in
 "tuples" are added. A rule without "probability" has 0.999. A file starting
 with gzip's magic bytes is decompressed, up to `max_decompressed` bytes
-(`fastlbp.errors.decompression_limit`); a leading UTF-8 byte order mark is
+(`fastlbp.core.errors.decompression_limit`); a leading UTF-8 byte order mark is
 dropped. An object repeating a key (JSON would keep the last value) is an error.
 
 Bingo directory: `named_cons_all.txt` (`R12: NOT a(1,2), NOT b(2), c(1,2)`,
@@ -64,9 +64,9 @@ from datalog.cycles import least_fixpoint
 from datalog.derivation import DEFAULT_RULE_PROBABILITY, DerivationGraph, Rule, merge_duplicates
 from datalog.reading import Once, check_probability, json_type, loads_json, shown, text_only, unique
 from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
-from fastlbp.errors import InputError, check_path, read_text, text_lines
-from fastlbp.model import Model
-from fastlbp.outputs import write_atomically, write_directory, write_file
+from fastlbp.core.errors import InputError, check_path, read_text, text_lines
+from fastlbp.core.model import Model
+from fastlbp.io.outputs import write_atomically, write_directory, write_file
 
 FORMAT_NAME = "fastlbp-derivation"
 FORMAT_VERSION = 1
@@ -340,7 +340,7 @@ def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
     """Writes derivation.json (gzip-compressed when the name ends in .gz), atomically.
 
     Raises:
-        InputError: `path` cannot be written (`fastlbp.outputs.write_atomically`:
+        InputError: `path` cannot be written (`fastlbp.io.outputs.write_atomically`:
             the old file is left as it was).
     """
     p = Path(path)
@@ -352,7 +352,7 @@ def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
 
 def read_json(path: str | os.PathLike, *, max_decompressed: int | None = None
               ) -> tuple[DerivationGraph, Where]:
-    """Reads derivation.json (raw graph); `max_decompressed`: see `fastlbp.errors.decompression_limit`."""
+    """Reads derivation.json (raw graph); `max_decompressed`: `fastlbp.core.errors.decompression_limit`."""
     return parse_json(read_text(path, max_decompressed=max_decompressed), str(path))
 
 
@@ -394,7 +394,7 @@ def read_bingo(directory: str | os.PathLike, *, max_decompressed: int | None = N
     Args:
         directory: the Bingo directory.
         max_decompressed: limit for gzip-compressed files (see
-            `fastlbp.errors.decompression_limit`); None for the default.
+            `fastlbp.core.errors.decompression_limit`); None for the default.
 
     Raises:
         InputError: naming the file, the line and the problem.
@@ -544,7 +544,7 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files.
 
     The directory is written whole as a hidden sibling and swapped in
-    (`fastlbp.outputs.write_directory`): a reader, an error, a full disk or a
+    (`fastlbp.io.outputs.write_directory`): a reader, an error, a full disk or a
     kill meets the old directory or the new one, never a mix. The entries of
     an existing directory other than the files written here (`BINGO_FILES`)
     are kept; a stale optional file (labels, priors, truth, rule texts the
@@ -616,7 +616,7 @@ def read_derivation(path: str | os.PathLike, format: str | None = None, *,
                     max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
     """Reads a derivation graph (raw) from a derivation.json file or a Bingo directory.
 
-    `max_decompressed` limits gzip-compressed files (see `fastlbp.errors.decompression_limit`).
+    `max_decompressed` limits gzip-compressed files (see `fastlbp.core.errors.decompression_limit`).
     """
     p = Path(path)
     check_path(p)

@@ -3,7 +3,7 @@
     facts = datalog.ground_inputs.read_facts(program, "facts/")     # {relation: [tuple]}
     probs = datalog.ground_inputs.rule_probabilities("rule_prob.txt", program)   # {rule index: p}
 
-Each names the file and the line of a problem (`fastlbp.errors.InputError`).
+Each names the file and the line of a problem (`fastlbp.core.errors.InputError`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from datalog import souffle
 from datalog.reading import Once, check_probability, shown
-from fastlbp.errors import InputError, check_path, read_text, text_lines
+from fastlbp.core.errors import InputError, check_path, read_text, text_lines
 
 _NUMBER = re.compile(r"[+-]?(?:" + souffle.NUMBER_PATTERN + ")")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from datalog import souffle
 from datalog.reading import shown
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 def _control(log: list[str]):

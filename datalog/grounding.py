@@ -75,9 +75,9 @@ from datalog.ground_process import (  # noqa: F401  (the limit and its error are
     default_max_rule_instances,
 )
 from datalog.reading import shown
-from fastlbp.errors import InputError
-from fastlbp.model import Model
-from fastlbp.outputs import cannot_write
+from fastlbp.core.errors import InputError
+from fastlbp.core.model import Model
+from fastlbp.io.outputs import cannot_write
 
 READERS = ("aspif", "observer")
 

@@ -20,7 +20,7 @@ causal factor graph is already a factor graph, so both options leave it as is.
 Every text file may be gzip-compressed (detected by its magic bytes) and may
 start with a UTF-8 byte order mark. Decompression stops with an `InputError`
 past `max_decompressed` bytes; the default is
-max(256 MiB, 64 x the compressed size) (`fastlbp.errors.decompression_limit`).
+max(256 MiB, 64 x the compressed size) (`fastlbp.core.errors.decompression_limit`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datalog import causal_fg, formats, grounding
-from fastlbp.errors import InputError, check_path
-from fastlbp.model import Model
+from fastlbp.core.errors import InputError, check_path
+from fastlbp.core.model import Model
 
 
 def _load_causal_fg(path: Path, *, cycles: str = "cycles", compress: bool = True,

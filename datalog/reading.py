@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 def check_probability(value, path, line, location, what) -> float:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from datalog.derivation import Rule
 from datalog.reading import Once, shown
-from fastlbp.errors import InputError, read_text, text_lines
-from fastlbp.outputs import write_file
+from fastlbp.core.errors import InputError, read_text, text_lines
+from fastlbp.io.outputs import write_file
 
 RULE_DICT = "rule_dict.txt"
 

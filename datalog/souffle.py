@@ -60,7 +60,7 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     number_value,
     symbol_problem,
 )
-from fastlbp.errors import read_text
+from fastlbp.core.errors import read_text
 
 # Lexer ----------------------------------------------------------------------
 

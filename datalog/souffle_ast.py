@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 NUMBER = "number"
 SYMBOL = "symbol"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastlbp.graph import AND, OR
-from fastlbp.model import Model
-from fastlbp.writers import safe_name
+from fastlbp.core.graph import AND, OR
+from fastlbp.core.model import Model
+from fastlbp.io.writers import safe_name
 
 
 def _largest(counts: np.ndarray, names) -> dict:

@@ -11,9 +11,9 @@ README ("Python API"):
     converts a `DerivationGraph` you built in memory. A `Session` keeps the
     evidence and the messages between rounds, so each `run()` after a label
     is warm-started and never recompiles; every option of a run is one
-    `fastlbp.Settings` (or keywords of `Session`). `fastlbp.ranking.rank_alarms`
-    orders alarms, `fastlbp.explain` says why an alarm is likely,
-    and `fastlbp.simulate.simulate` replays Bingo's oracle experiment and
+    `fastlbp.Settings` (or keywords of `Session`). `fastlbp.inference.ranking.rank_alarms`
+    orders alarms, `fastlbp.inference.explain` says why an alarm is likely,
+    and `fastlbp.inference.simulate.simulate` replays Bingo's oracle experiment and
     returns its metrics (Rank-100%-T, Rank-90%-T, Inversions, AUC,
     TotalTime, AverageTime).
 """
@@ -24,7 +24,8 @@ import fastlbp
 from datalog import synthetic
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp import methods, ranking, simulate, triage
+from fastlbp import triage
+from fastlbp.inference import methods, ranking, simulate
 
 # 1. A derivation graph by hand: two facts, two rules, two alarms.
 #    race(1) :- shared(x), unlocked(x)   (rule R0, probability 0.9)

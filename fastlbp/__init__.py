@@ -19,16 +19,16 @@ writers, triage) stays importable from its module but is not this surface.
 Importing fastlbp imports neither JAX nor numpy, so the commands that run no
 inference start without them (`fastlbp --help`: 0.3 s instead of 0.9 s on a
 2-core CPU). It turns on `jax_enable_x64` when JAX is imported, before JAX
-makes any array (`fastlbp.jax_setup`, the one place): float64 is the default
+makes any array (`fastlbp.core.jax_setup`, the one place): float64 is the default
 precision (the published accuracy depends on it); float32 stays available per
 run. The factor-graph arrays, the model, loading, the session and ranking are
-imported on first use of their names, so `import fastlbp.graph` (what
+imported on first use of their names, so `import fastlbp.core.graph` (what
 `datalog` needs) stays light.
 """
 
-from fastlbp import jax_setup
-from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
-from fastlbp.settings import Settings
+from fastlbp.core import jax_setup
+from fastlbp.core.errors import ContradictoryEvidence, InputError, SettingsError
+from fastlbp.core.settings import Settings
 
 jax_setup.when_imported(jax_setup.configure)
 
@@ -37,16 +37,16 @@ __version__ = "0.1.0"
 # Name -> the module that defines it, imported on first use.
 _LAZY = {
     **dict.fromkeys(("AND", "OR", "Factor", "FactorGraph", "GraphError", "from_arrays", "from_factors"),
-                    "graph"),
-    "Model": "model",
-    **dict.fromkeys(("load", "read_labels", "detect_format"), "loading"),
-    **dict.fromkeys(("Session", "Round", "marginals"), "session"),
-    **dict.fromkeys(("rank", "Ranking"), "ranking"),
+                    "core.graph"),
+    "Model": "core.model",
+    **dict.fromkeys(("load", "read_labels", "detect_format"), "io.loading"),
+    **dict.fromkeys(("Session", "Round", "marginals"), "inference.session"),
+    **dict.fromkeys(("rank", "Ranking"), "inference.ranking"),
 }
 
 
 def __getattr__(name: str):
-    # The layers above the arrays (loading reads datalog, which imports fastlbp.graph) load on first use,
+    # The layers above the arrays (loading reads datalog, which imports fastlbp.core.graph) load on first use,
     # so importing any fastlbp module never imports them half-way; the arrays (numpy: 0.1 s) likewise.
     module = _LAZY.get(name)
     if module is None:

@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp.errors import InputError
-from fastlbp.graph import FactorGraph
+from fastlbp.core.errors import InputError
+from fastlbp.core.graph import FactorGraph
 from schedules import analysis as _analysis
 from schedules import orders as _orders
 from schedules import plan as _plan

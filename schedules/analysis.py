@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from fastlbp.graph import FactorGraph
+from fastlbp.core.graph import FactorGraph
 from schedules import levels as _levels
 from schedules.levels import Top2 as _Top2
 from schedules.levels import loo_max as _loo_max

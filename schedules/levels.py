@@ -37,7 +37,7 @@ import dataclasses
 
 import numpy as np
 
-from fastlbp.graph import FactorGraph
+from fastlbp.core.graph import FactorGraph
 from schedules.orders import Order, time_order
 
 # The walk compiled by numba from this many edges plus read events (where numba is installed):

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import InputError, read_text, text_lines
-from fastlbp.graph import FactorGraph
+from fastlbp.core.errors import InputError, read_text, text_lines
+from fastlbp.core.graph import FactorGraph
 
 BUILTIN = ("parall", "seqfix", "seqrnd", "topo")
 

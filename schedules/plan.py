@@ -27,7 +27,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from fastlbp.graph import FactorGraph
+from fastlbp.core.graph import FactorGraph
 
 # Rows of a chunk: the edge, its variable and factor, the run (segment) inside the chunk,
 # the slot of the run's head edge, whether to write the edge, the accumulator the slot adds

@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from fastlbp.graph import FactorGraph
+from fastlbp.core.graph import FactorGraph
 from schedules.orders import Order, time_order
 
 # Reader groups beyond this many edges per graph edge make a pass too costly
@@ -208,7 +208,7 @@ def reader_groups(graph: FactorGraph, order: Order) -> tuple[np.ndarray, np.ndar
 
 def virtual_graph(g: FactorGraph, group_factor: np.ndarray, v_off: np.ndarray,
                   v_own: np.ndarray) -> FactorGraph:
-    """The reader groups as factors: what `fastlbp.graph.from_arrays` builds from them, in O(Ev).
+    """The reader groups as factors: what `fastlbp.core.graph.from_arrays` builds from them, in O(Ev).
 
     Every group is a copy of its factor (groups sorted by factor), so the graph's arrays
     follow from the real graph's without its checks or its sort by variable: each slot of

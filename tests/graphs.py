@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastlbp.graph import AND, OR, Factor
+from fastlbp.core.graph import AND, OR, Factor
 
 
 def _probs(rng: np.random.Generator, hard: float) -> tuple[float, float]:
@@ -89,7 +89,7 @@ def check_engine_against_reference(factors, num_vars: int, labels, result, step,
     possible (exact enumeration) unless the factors alone are impossible, and
     every iteration the reference completes must agree with one engine step.
     """
-    from fastlbp import reference
+    import reference
 
     try:
         reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=iters, **ref_options)
@@ -141,7 +141,7 @@ def assert_matches_reference(factors, num_vars: int, labels, marginals, messages
         step: one engine iteration on (E,) log-odds messages.
         ref_options: passed to the reference (e.g. damping=).
     """
-    from fastlbp import reference
+    import reference
 
     ref = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=iters,
                                    **ref_options)
@@ -155,7 +155,7 @@ def assert_matches_reference(factors, num_vars: int, labels, marginals, messages
 
 def _assert_steps(factors, num_vars, labels, step, iters, atol, ref_options) -> None:
     """One engine step from the reference's messages after k iterations gives its messages after k + 1."""
-    from fastlbp import reference
+    import reference
 
     before = reference.sequential_lbp(factors, num_vars, labels, None, tol=0.0, max_iters=0,
                                       **ref_options).messages

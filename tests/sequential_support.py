@@ -10,15 +10,16 @@ import contextlib
 import jax
 import jax.numpy as jnp
 import numpy as np
+import reference
 from graphs import random_factors, random_labels, sweep_by_rank
+from reference import Contradiction, SequentialLBP, _evidence_pairs
 
 import schedules
-from fastlbp import engines, reference
+from fastlbp import engines
+from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
 from fastlbp.engines import loop
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.model import Model
-from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs
-from fastlbp.settings import Settings
 
 
 def runner_for(model, spec: str, **settings) -> loop.Runner:

@@ -4,9 +4,9 @@ from conftest import DATA
 from graphs import random_factors
 
 from datalog import causal_fg
-from fastlbp.errors import InputError
-from fastlbp.graph import AND, OR, from_factors
-from fastlbp.model import Model
+from fastlbp.core.errors import InputError
+from fastlbp.core.graph import AND, OR, from_factors
+from fastlbp.core.model import Model
 
 
 def test_reads_weblech():

@@ -1,21 +1,22 @@
-"""fastlbp/check.py and `fastlbp check`, `--method` on the commands, the degenerate-marginals warning."""
+"""check and `fastlbp check`, `--method` on the commands, the degenerate-marginals warning."""
 
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+import reference
 from graphs import random_polytree
 from typer.testing import CliRunner
 
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp import check, reference
 from fastlbp.cli import get_app
-from fastlbp.graph import from_factors
-from fastlbp.loading import load
-from fastlbp.model import Model
-from fastlbp.session import Session
+from fastlbp.core.graph import from_factors
+from fastlbp.core.model import Model
+from fastlbp.inference import check
+from fastlbp.inference.session import Session
+from fastlbp.io.loading import load
 
 DATA = Path(__file__).parents[1] / "data"
 runner = CliRunner()

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from datalog import causal_fg
 from fastlbp.cli import get_app
 from fastlbp.cli.app import BACKEND_ENV, Backend, backend_or_env, settings_from_options
-from fastlbp.errors import SettingsError
-from fastlbp.settings import BACKENDS, GPU_BACKENDS, Settings
+from fastlbp.core.errors import SettingsError
+from fastlbp.core.settings import BACKENDS, GPU_BACKENDS, Settings
 
 runner = CliRunner()
 WEBLECH = str(DATA / "weblech" / "graph.causal_fg")
@@ -361,7 +361,7 @@ def test_write_atomically_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
     import os
 
     from fastlbp.cli.app import write_atomically
-    from fastlbp.errors import InputError
+    from fastlbp.core.errors import InputError
 
     target = tmp_path / "out.txt"
     target.write_text("old")
@@ -386,8 +386,8 @@ def test_marginals_lists_every_tuple_and_all_adds_clause_variables(tmp_path):
     """Every one of weblech's 305 tuples is listed (91 have no variable: 67 constant inputs at 1.0, 24
     pruned); a label may name any of them (issue 20: `aliased(3,2) false` was an unknown variable)."""
     from datalog.bayesnet import rebuild, tuple_marginals
-    from fastlbp import loading
-    from fastlbp.session import marginals as run_marginals
+    from fastlbp.inference.session import marginals as run_marginals
+    from fastlbp.io import loading
 
     labels = tmp_path / "l.txt"
     labels.write_text("aliased(3, 2)\tfalse\n")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from datalog import formats
 from datalog.derivation import from_clauses
 from fastlbp.cli import get_app
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"
 runner = CliRunner()
@@ -85,7 +85,7 @@ def test_info_schedule(monkeypatch):
 
 
 def test_shipped_examples_load():
-    from fastlbp.loading import load
+    from fastlbp.io.loading import load
 
     data = Path(__file__).parent.parent / "data"
     for name in ("presto.json", "presto", "weblech.json", "weblech"):

@@ -55,8 +55,8 @@ def loaded(modules: set[str], *names: str) -> list[str]:
 
 # What only some commands need: the session and engines (inference), the schedule analysis,
 # triage, SARIF, Pallas kernels.
-HEAVY = ("fastlbp.session", "fastlbp.engines", "schedules", "fastlbp.triage", "fastlbp.sarif",
-         "fastlbp.pallas_kernels", "jax.experimental.pallas")
+HEAVY = ("fastlbp.inference.session", "fastlbp.engines", "schedules", "fastlbp.triage", "fastlbp.io.sarif",
+         "fastlbp.core.pallas_segments", "jax.experimental.pallas")
 
 
 def test_help_imports_no_inference_schedules_or_triage():
@@ -67,20 +67,20 @@ def test_help_imports_no_inference_schedules_or_triage():
 
 def test_info_imports_no_inference_schedules_or_triage():
     modules = imported("info", WEBLECH)
-    assert "fastlbp.loading" in modules
+    assert "fastlbp.io.loading" in modules
     assert loaded(modules, *HEAVY) == []
 
 
 @pytest.mark.slow
 def test_rank_imports_no_schedule_analysis_triage_or_sarif():
     modules = imported("rank", WEBLECH, "--top", "1")
-    assert "fastlbp.session" in modules
-    assert loaded(modules, "fastlbp.triage", "fastlbp.sarif", "fastlbp.check") == []
+    assert "fastlbp.inference.session" in modules
+    assert loaded(modules, "fastlbp.triage", "fastlbp.io.sarif", "fastlbp.inference.check") == []
 
 
 def test_checks_reference_choices_are_the_librarys():
-    from fastlbp import check
     from fastlbp.cli.check import Reference
+    from fastlbp.inference import check
 
     assert tuple(r.value for r in Reference) == check.REFERENCES
 

@@ -1,4 +1,4 @@
-"""fastlbp/constraints.py and the session's refusals: a label set is refused only when it has probability 0.
+"""constraints and the session's refusals: a label set is refused only when it has probability 0.
 
 Checked against enumeration on random graphs with hard and extreme parameters,
 in both precisions, and on the cases that were refused before: a hedc-size
@@ -10,18 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import reference
 from graphs import random_factors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datalog.bayesnet import to_model
 from datalog.synthetic import generate, sample_truth
-from fastlbp import constraints, reference
-from fastlbp.errors import ContradictoryEvidence
-from fastlbp.graph import AND, OR, Factor, from_factors
-from fastlbp.loading import load
-from fastlbp.model import Model
-from fastlbp.session import Session
+from fastlbp.core.errors import ContradictoryEvidence
+from fastlbp.core.graph import AND, OR, Factor, from_factors
+from fastlbp.core.model import Model
+from fastlbp.inference import constraints
+from fastlbp.inference.session import Session
+from fastlbp.io.loading import load
 
 # Probabilities whose messages leave float32's range, float64's, or both (1 - p rounds to 0 in
 # float32 for the last two), beside hard ones.

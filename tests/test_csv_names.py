@@ -1,4 +1,4 @@
-"""CSV from `rank` and `marginals` (issue 29 item 13): one writer (`fastlbp.writers.csv_document`) for
+"""CSV from `rank` and `marginals` (issue 29 item 13): one writer (`fastlbp.io.writers.csv_document`) for
 both, RFC 4180 quoting (a bare carriage return too), and names a spreadsheet would run as formulas
 neutralised by default with a leading ' (exact with --csv-exact-names)."""
 
@@ -9,8 +9,8 @@ import pytest
 from hostile_names import INPUTS, NAMES, write_hostile
 from typer.testing import CliRunner
 
-from fastlbp import writers
 from fastlbp.cli import get_app
+from fastlbp.io import writers
 
 FORMULAS = [n for n in NAMES if n[0] in "=+-@\t\r'"]
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from datalog import formats
 from datalog.derivation import from_clauses
 from datalog.io import load
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"
 SCHEMA = json.loads(formats.SCHEMA_PATH.read_text())

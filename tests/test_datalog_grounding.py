@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from datalog import formats, grounding, souffle
 from datalog.grounding import GroundOptions
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 # A naive evaluator: the reference ------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ and item 7): leading zeros, huge literals, non-ASCII digits, NUL, symbols past M
 import pytest
 
 from datalog import ground_inputs, souffle
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 ARABIC_INDIC_ONE = "\u0661"
 

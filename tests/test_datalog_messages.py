@@ -3,7 +3,7 @@
 import pytest
 
 from datalog import souffle
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 CASES = [
     # (program, where, words the message must have, words it must not)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from datalog import reading
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 def test_shown_cuts_long_values():

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from datalog import souffle
 from datalog.souffle import Atom, Comparison, Const, ProgramError, Var, Wildcard
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 PROGRAM = """// a comment
 .decl edge(from: number, to: number)

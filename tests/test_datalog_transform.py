@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import Contradiction, exact_marginals
 
 from datalog import formats
 from datalog.bayesnet import to_model
 from datalog.cycles import is_acyclic, least_fixpoint
 from datalog.derivation import from_clauses, merge_duplicates
-from fastlbp.errors import InputError
-from fastlbp.reference import Contradiction, exact_marginals
-from fastlbp.session import marginals
+from fastlbp.core.errors import InputError
+from fastlbp.inference.session import marginals
 
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"
 

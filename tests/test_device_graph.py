@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 import schedules
 from fastlbp import engines
+from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
 from fastlbp.engines import loop, relaxed
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.model import Model
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.inference.session import Session
 from schedules import orders, relax_plan
 
 # (schedule, backend, engine the dispatcher must pick): every XLA engine and its variants.

@@ -8,10 +8,10 @@ from conftest import DATA
 import schedules
 from datalog import causal_fg
 from fastlbp import engines
+from fastlbp.core.errors import InputError, SettingsError
+from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked, loop, persistent, relaxed
-from fastlbp.errors import InputError, SettingsError
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.settings import Settings
 
 WEBLECH = DATA / "weblech"
 
@@ -160,9 +160,9 @@ def test_auto_backend_rule(platform, strategy, edges, want):
 def test_lbp_options_are_checked_whatever_the_method(method, tmp_path):
     # A session that starts without LBP may fall back to it rounds later: a GPU backend on a CPU or a
     # schedule typo fails when the session is made, not then.
-    from fastlbp.errors import InputError
-    from fastlbp.model import Model
-    from fastlbp.session import Session
+    from fastlbp.core.errors import InputError
+    from fastlbp.core.model import Model
+    from fastlbp.inference.session import Session
 
     model = Model(graph=_small(), var_names=("x0", "x1", "x2"))
     with pytest.raises(SettingsError, match="needs a GPU"):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from reference import SequentialLBP
 from sequential_support import (
     call,
     cases,
@@ -10,9 +11,8 @@ from sequential_support import (
     runner_for,
 )
 
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.engines import chunked
-from fastlbp.graph import AND, OR, Factor, from_factors
-from fastlbp.reference import SequentialLBP
 from schedules import analysis, orders
 from schedules import plan as P
 

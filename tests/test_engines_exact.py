@@ -7,20 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import reference
 from graphs import random_factors, random_labels, random_polytree
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from fastlbp import reference
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
+from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_arrays, from_factors
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
 from fastlbp.engines import parall
 from fastlbp.engines.exact import Engine, ExactTooWide, binarize, engine_for, exact_marginals, kernels, plan
 from fastlbp.engines.exact.eliminate import Arena
-from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_arrays, from_factors
-from fastlbp.loading import load
-from fastlbp.model import Model
-from fastlbp.settings import Settings
+from fastlbp.io.loading import load
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ import pytest
 
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp import logspace
-from fastlbp.session import Session
+from fastlbp.core import logspace
+from fastlbp.inference.session import Session
 
 
 def _premature(compress: bool):

@@ -2,6 +2,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import reference
 from conftest import DATA
 from graphs import (
     assert_matches_reference,
@@ -15,11 +16,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from datalog import causal_fg
-from fastlbp import kernels, reference
+from fastlbp.core import equations
+from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.settings import Settings
 from fastlbp.engines import loop, parall
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.inference.session import Session
 
 
 def _run(graph, evidence=None, messages=None, **settings):
@@ -28,7 +29,7 @@ def _run(graph, evidence=None, messages=None, **settings):
 
 
 def _step(graph, messages, evidence, damping=0.0):
-    return parall.step(graph, kernels.summation(graph), messages, evidence, damping)
+    return parall.step(graph, equations.summation(graph), messages, evidence, damping)
 
 
 def _engine(factors, num_vars, labels, **kw):
@@ -165,7 +166,7 @@ def test_graph_is_an_argument_not_a_constant():
     assert parall.jitted_run(1)._cache_size() == n
     np.testing.assert_allclose(np.asarray(r2.marginals),
                                reference.exact_marginals(g2.factors(), 2), atol=1e-10)
-    sums = kernels.summation(g1)
+    sums = equations.summation(g1)
     lowered = jax.jit(lambda g, s: parall.step(g, s, loop.init(g), jnp.zeros(2))).lower(g1, sums).as_text()
     assert "0.9" not in lowered  # p1 is an argument, not embedded
 

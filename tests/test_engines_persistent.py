@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import schedules
 from datalog import causal_fg
+from fastlbp.core.graph import evidence_from_labels, from_factors
 from fastlbp.engines import chunked, loop, persistent
-from fastlbp.graph import evidence_from_labels, from_factors
 
 
 def _run(runner, g, ev, iters=12, tol=1e-10, damping=0.0):

@@ -10,6 +10,7 @@ from conftest import DATA, SHARED
 from graphs import random_factors, random_labels, sweep_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import Contradiction, SequentialLBP, _evidence_pairs
 from sequential_support import (
     check_equals_sequential_reference,
     check_leave_one_out_keeps_tiny_sums_of_others,
@@ -19,11 +20,10 @@ from typer.testing import CliRunner
 
 import schedules
 from datalog import causal_fg
-from fastlbp import loading
+from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
 from fastlbp.engines import loop, relaxed
-from fastlbp.graph import AND, OR, Factor, evidence_from_labels, from_factors
-from fastlbp.reference import Contradiction, SequentialLBP, _evidence_pairs
-from fastlbp.session import Session
+from fastlbp.inference.session import Session
+from fastlbp.io import loading
 from schedules import analysis, orders, relax_plan
 
 WEBLECH = DATA / "weblech"

@@ -1,4 +1,4 @@
-"""Explanations (`fastlbp.explain`): derivations ranked by their clause's marginal, the
+"""Explanations (`fastlbp.inference.explain`): derivations ranked by their clause's marginal, the
 factor neighbours of a graph without provenance, and the clause index a session builds once."""
 
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 from conftest import DATA
 from triage_support import demo_model, hand_model
 
-from fastlbp.explain import MAX_BODY_SHOWN, Derivation, Explanation, clause_index
-from fastlbp.loading import load
-from fastlbp.session import Session
+from fastlbp.inference.explain import MAX_BODY_SHOWN, Derivation, Explanation, clause_index
+from fastlbp.inference.session import Session
+from fastlbp.io.loading import load
 from fastlbp.triage import explain, format_explanation
 
 
@@ -94,7 +94,7 @@ def test_why_orders_by_contribution_and_never_lists_a_derivation_of_probability_
 
 
 def test_why_explains_any_tuple_even_one_compression_removed():
-    from fastlbp.explain import explain_name
+    from fastlbp.inference.explain import explain_name
 
     model = _four_ways()
     p = Session(model).run().marginals
@@ -114,7 +114,7 @@ def test_triage_jump_and_why_take_any_tuple_name(tmp_path):
     explains any tuple, one compression pruned included."""
     import io
 
-    from fastlbp.settings import Settings
+    from fastlbp.core.settings import Settings
     from fastlbp.triage import Terminal, Triage
 
     t = Triage.open(_four_ways(), tmp_path / "s.db", settings=Settings(max_iters=300))

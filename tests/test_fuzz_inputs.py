@@ -39,12 +39,12 @@ from triage_support import FAST, demo_model, made_session, write_demo
 from typer.testing import CliRunner
 
 from datalog import formats
-from fastlbp import loading
 from fastlbp.cli import get_app
-from fastlbp.errors import DEFAULT_MAX_DECOMPRESSED, InputError
-from fastlbp.model import Model
-from fastlbp.ranking import alarm_vars
-from fastlbp.simulate import read_oracle
+from fastlbp.core.errors import DEFAULT_MAX_DECOMPRESSED, InputError
+from fastlbp.core.model import Model
+from fastlbp.inference.ranking import alarm_vars
+from fastlbp.inference.simulate import read_oracle
+from fastlbp.io import loading
 from fastlbp.triage import Triage
 from schedules.orders import read_order_file
 
@@ -568,8 +568,8 @@ def test_gzip_bomb_builder_is_valid_gzip():
 # The child measures its own peak RSS (ru_maxrss, KiB on Linux) before and after loading the bomb.
 BOMB_CHILD = textwrap.dedent("""
     import resource, sys
-    from fastlbp import loading
-    from fastlbp.errors import InputError
+    from fastlbp.io import loading
+    from fastlbp.core.errors import InputError
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         loading.load(sys.argv[1])

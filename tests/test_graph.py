@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from graphs import random_factors
 
-from fastlbp.graph import AND, OR, Factor, GraphError, from_arrays, from_factors
+from fastlbp.core.graph import AND, OR, Factor, GraphError, from_arrays, from_factors
 
 
 def test_csr_layout_and_dual_permutation():

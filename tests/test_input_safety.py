@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from datalog import formats
-from fastlbp import loading
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
+from fastlbp.io import loading
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data"
 BINGO_FILES = [formats.BINGO_LABELS, formats.BINGO_RULE_PROBS, formats.BINGO_INPUT_PROBS,
@@ -115,7 +115,7 @@ def test_bom_in_causal_fg_and_labels_files(tmp_path):
 
 
 def test_bom_in_an_oracle_file(tmp_path):
-    from fastlbp.simulate import read_oracle
+    from fastlbp.inference.simulate import read_oracle
 
     model = loading.load(EXAMPLES / "presto")
     p = tmp_path / "oracle.txt"
@@ -204,7 +204,7 @@ def test_gzip_bomb_stops_at_the_limit(tmp_path):
 
 
 def test_gzip_default_limit_is_a_multiple_of_the_compressed_size():
-    from fastlbp.errors import DEFAULT_MAX_DECOMPRESSED, MAX_COMPRESSION_RATIO, decompression_limit
+    from fastlbp.core.errors import DEFAULT_MAX_DECOMPRESSED, MAX_COMPRESSION_RATIO, decompression_limit
 
     assert decompression_limit(1000) == DEFAULT_MAX_DECOMPRESSED
     big = DEFAULT_MAX_DECOMPRESSED  # a compressed file this big may inflate 64 times
@@ -283,17 +283,17 @@ def test_causal_fg_nan_inf_probabilities(tmp_path, typ):
 # Fuzzing every format, with stronger checks, is tests/test_fuzz_inputs.py.
 
 
-# The shared reader (fastlbp.errors) ------------------------------------------------
+# The shared reader (fastlbp.core.errors) ------------------------------------------------
 
 def test_text_lines_split_only_at_line_ends():
-    from fastlbp.errors import text_lines
+    from fastlbp.core.errors import text_lines
 
     assert text_lines("a\r\nb\rc\x85d\u2028e\x0bf\n") == ["a", "b", "c\x85d\u2028e\x0bf"]
     assert text_lines("") == [] and text_lines("a\n\n") == ["a", ""]
 
 
 def test_read_text_reports_bad_utf8_after_a_bom_at_its_byte(tmp_path):
-    from fastlbp.errors import read_text
+    from fastlbp.core.errors import read_text
 
     p = tmp_path / "t.txt"
     p.write_bytes(b"\xef\xbb\xbfok\nbad \xff\n")

@@ -1,4 +1,4 @@
-"""fastlbp/lbp_checks.py: every LBP `Round` says when its answer should not be trusted (`Round.flags`)."""
+"""lbp_checks: every LBP `Round` says when its answer should not be trusted (`Round.flags`)."""
 
 import numpy as np
 import pytest
@@ -6,13 +6,14 @@ from conftest import DATA
 from graphs import random_factors, random_labels, random_polytree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import Contradiction, exact_marginals
 
-from fastlbp import constraints, lbp_checks, loading
-from fastlbp.graph import AND, OR, Factor, from_factors
-from fastlbp.model import Model
-from fastlbp.reference import Contradiction, exact_marginals
-from fastlbp.session import Round, Session
-from fastlbp.simulate import graph_truth
+from fastlbp.core.graph import AND, OR, Factor, from_factors
+from fastlbp.core.model import Model
+from fastlbp.inference import constraints, lbp_checks
+from fastlbp.inference.session import Round, Session
+from fastlbp.inference.simulate import graph_truth
+from fastlbp.io import loading
 
 ROOT_DATA = DATA.parents[1] / "data"
 

@@ -11,9 +11,9 @@ from conftest import DATA
 
 from datalog import causal_fg
 from datalog import io as datalog_io
-from fastlbp import loading
-from fastlbp.errors import InputError
-from fastlbp.settings import Settings
+from fastlbp.core.errors import InputError
+from fastlbp.core.settings import Settings
+from fastlbp.io import loading
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data"
 WEBLECH_FG = DATA / "weblech" / "graph.causal_fg"

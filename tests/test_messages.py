@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fastlbp.logspace import factor_messages, log1p_nonneg, messages_from_rho, quotient, terms_and_rho
+from fastlbp.core.logspace import factor_messages, log1p_nonneg, messages_from_rho, quotient, terms_and_rho
 
 PROBS = [0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, 0.99, 0.01, 0.3, 1e-200]
 C_VALUES = [0.0, -0.0, -np.inf, -1e-300, -1e-20, -1e-8, -0.6931, -50.0, -800.0, -3000.0]

@@ -12,19 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import exact_marginals
 from typer.testing import CliRunner
 
 from datalog.bayesnet import to_model
 from datalog.synthetic import layered
-from fastlbp import loading, methods
-from fastlbp.check import check
 from fastlbp.cli import get_app
-from fastlbp.errors import ContradictoryEvidence
-from fastlbp.graph import from_factors
-from fastlbp.model import Model
-from fastlbp.reference import exact_marginals
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.errors import ContradictoryEvidence
+from fastlbp.core.graph import from_factors
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.inference import methods
+from fastlbp.inference.check import check
+from fastlbp.inference.session import Session
+from fastlbp.io import loading
 from tests.graphs import random_polytree
 from tests.test_lbp_checks import chains, impossible
 

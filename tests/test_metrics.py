@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastlbp import metrics
+from fastlbp.inference import metrics
 
 
 def naive_rank(l, frac_num, frac_den):

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import Contradiction, exact_marginals, sequential_lbp
 from test_datalog_transform import random_derivation
 
 from datalog.bayesnet import rebuild, to_model, tuple_marginals
 from datalog.cycles import least_fixpoint
 from datalog.derivation import from_clauses
-from fastlbp import loading
-from fastlbp.errors import InputError
-from fastlbp.model import CONSTANT, PRUNED, UNDERIVABLE, VARIABLE
-from fastlbp.reference import Contradiction, exact_marginals, sequential_lbp
+from fastlbp.core.errors import InputError
+from fastlbp.core.model import CONSTANT, PRUNED, UNDERIVABLE, VARIABLE
+from fastlbp.io import loading
 
 
 def _exact_tuples(model, labels=None) -> np.ndarray:

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from datalog import causal_fg, formats, synthetic
 from datalog.derivation import Rule
-from fastlbp import loading, model_cache
-from fastlbp.errors import InputError
-from fastlbp.model import Model
-from fastlbp.settings import Settings
+from fastlbp.core.errors import InputError
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.io import loading, model_cache
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data"
 
@@ -601,7 +601,7 @@ def test_the_key_is_made_once_with_mode_0600_and_a_key_others_can_read_is_refuse
 
 
 def test_folder_problem(tmp_path):
-    from fastlbp import cache_safety
+    from fastlbp.io import cache_safety
 
     assert cache_safety.folder_problem(tmp_path / "missing") is None
     assert cache_safety.folder_problem(tmp_path) is None

@@ -1,5 +1,5 @@
 """Outputs are never half-written (issue 29, items 3, 4, 11): `ground -o`, `convert` and `rank -o` go through
-`fastlbp.outputs`. A full disk, a read-only folder or a writer stopped mid-way leaves the old output as it
+`fastlbp.io.outputs`. A full disk, a read-only folder or a writer stopped mid-way leaves the old output as it
 was, and the command says `error: PATH: cannot write: REASON` (exit 2, no traceback); devices, FIFOs and
 /dev/stdout are written in place and stay what they were."""
 
@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from datalog import formats, synthetic
-from fastlbp import outputs
 from fastlbp.cli import get_app
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
+from fastlbp.io import outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"

@@ -1,17 +1,18 @@
-"""fastlbp/pallas_kernels.py: the Pallas segment sums, run by the interpreter on the CPU, against numpy and
+"""fastlbp.core.pallas_segments: the Pallas segment sums, run by the interpreter on the CPU, against numpy and
 the XLA path (PARALL with backend pallas_interpret)."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import reference
 from graphs import check_engine_against_reference, random_factors, random_labels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastlbp import pallas_kernels, reference
+from fastlbp.core import pallas_segments
+from fastlbp.core.graph import evidence_from_labels, from_factors
+from fastlbp.core.settings import Settings
 from fastlbp.engines import parall
-from fastlbp.graph import evidence_from_labels, from_factors
-from fastlbp.settings import Settings
 
 
 def _run(graph, evidence=None, messages=None, **settings):
@@ -33,7 +34,7 @@ def test_segment_sums_match_numpy(seed, n, gather):
     perm = rng.permutation(n) if gather else np.arange(n)
     src = np.empty(n)
     src[perm] = x
-    out = pallas_kernels.segment_sum((jnp.asarray(src),), jnp.asarray(seg, jnp.int32),
+    out = pallas_segments.segment_sum((jnp.asarray(src),), jnp.asarray(seg, jnp.int32),
                                      num_segments=num_segments, split_infinite=True,
                                      gather_index=jnp.asarray(perm, jnp.int32) if gather else None,
                                      interpret=True)
@@ -47,7 +48,7 @@ def test_tiny_segment_next_to_a_large_one_is_exact():
     # A block prefix sum would return 0 for the second segment (cancellation).
     seg = jnp.asarray([0, 0, 1, 1], jnp.int32)
     x = jnp.asarray([-193.0, -1.0, -1e-18, -2e-18])
-    out = np.asarray(pallas_kernels.segment_sum((x,), seg, num_segments=2, interpret=True))[:, 0]
+    out = np.asarray(pallas_segments.segment_sum((x,), seg, num_segments=2, interpret=True))[:, 0]
     assert abs(out[1] + 3e-18) < 1e-32 and out[0] == -194.0
 
 
@@ -79,7 +80,7 @@ def test_pallas_engine_matches_reference(seed):
 
 @pytest.mark.slow
 def test_pallas_engine_with_huge_fan_in():
-    from fastlbp.graph import AND, Factor
+    from fastlbp.core.graph import AND, Factor
     n = 10_000
     priors = np.linspace(0.9995, 1.0, n)
     factors = [Factor(AND, i + 1, (), float(p), float(p)) for i, p in enumerate(priors)]

@@ -1,4 +1,4 @@
-"""Plots of `fastlbp simulate --plot` (`fastlbp.plots`): the data drawn, checked without matplotlib
+"""Plots of `fastlbp simulate --plot` (`fastlbp.io.plots`): the data drawn, checked without matplotlib
 against brute force over every labelling order, and the files (only where matplotlib is installed: the
 `plots` and `notebooks` extras)."""
 
@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from triage_support import demo_model, write_demo
 from typer.testing import CliRunner
 
-from fastlbp import metrics, plots
-from fastlbp import simulate as sim
 from fastlbp.cli import get_app
-from fastlbp.settings import Settings
+from fastlbp.core.settings import Settings
+from fastlbp.inference import metrics
+from fastlbp.inference import simulate as sim
+from fastlbp.io import plots
 
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""Ranking (`fastlbp.ranking`): the order of alarms, `rank` against a session's marginals, and
+"""Ranking (`fastlbp.inference.ranking`): the order of alarms, `rank` against a session's marginals, and
 `fastlbp rank` on labels files, bare factor graphs and bad input."""
 
 import dataclasses
@@ -9,10 +9,10 @@ from conftest import DATA
 from triage_support import demo_model
 from typer.testing import CliRunner
 
-from fastlbp import ranking
 from fastlbp.cli import get_app
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.settings import Settings
+from fastlbp.inference import ranking
+from fastlbp.inference.session import Session
 
 runner = CliRunner()
 WEBLECH = str(DATA / "weblech" / "graph.causal_fg")

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from datalog.bayesnet import to_model
 from datalog.synthetic import generate
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.engines import sampling_coins, sampling_plan
 from fastlbp.engines.sampling import Sampler
 from fastlbp.engines.sampling_coins import capacities, coin_words, digit_bits, head, threefry2x32
 from fastlbp.engines.sampling_plan import FIRST_COIN
-from fastlbp.graph import AND, OR, Factor, from_factors
 
 COINS = 12  # coins per example: one shape, few compilations
 

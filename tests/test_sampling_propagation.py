@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from fastlbp.core.graph import AND, from_factors
 from fastlbp.engines import sampling_plan
 from fastlbp.engines.sampling import Sampler
 from fastlbp.engines.sampling_plan import FIRST_COIN, ONE_COIN, ONES_ROW, ZERO_COIN, ZEROS_ROW
-from fastlbp.graph import AND, from_factors
 from tests.test_engines_sampling import random_dag
 
 WIDTHS = [None, (2, 4, 16, 64), (8,)]

@@ -1,4 +1,4 @@
-"""SARIF 2.1.0 (`fastlbp.sarif`) and the source locations it carries (`datalog.annotations`).
+"""SARIF 2.1.0 (`fastlbp.io.sarif`) and the source locations it carries (`datalog.annotations`).
 
 Every log is validated against the official OASIS schema, tests/data/sarif-schema-2.1.0.json
 (where it comes from: tests/data/sarif-schema-2.1.0.SOURCE).
@@ -25,10 +25,11 @@ from datalog import formats
 from datalog.annotations import LocationIndex, is_pattern, split_tuple
 from datalog.bayesnet import to_model
 from datalog.derivation import from_clauses
-from fastlbp import ranking, sarif
 from fastlbp.cli import get_app
-from fastlbp.loading import load
-from fastlbp.ranking import LabelledAlarm, RankedAlarm, Ranking
+from fastlbp.inference import ranking
+from fastlbp.inference.ranking import LabelledAlarm, RankedAlarm, Ranking
+from fastlbp.io import sarif
+from fastlbp.io.loading import load
 
 RACE = Path(__file__).resolve().parents[1] / "data" / "race.json"
 SCHEMA = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
@@ -435,7 +436,7 @@ _location = st.dictionaries(
                                        _json, max_size=4) | _json, max_size=2))
 def test_any_locations_and_relations_read_cleanly_or_are_an_input_error(locations, relations):
     """Whatever the sections hold, reading gives a graph whose SARIF is valid, or an InputError."""
-    from fastlbp.errors import InputError
+    from fastlbp.core.errors import InputError
 
     text = json.dumps({**DOC, "locations": locations, "relations": relations})
     try:

@@ -12,14 +12,14 @@ from conftest import DATA
 from graphs import random_factors, random_labels, random_polytree
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import Contradiction, SequentialLBP, exact_marginals
 from sequential_support import analyses, call, cases, runner_for, stage_reference
 from typer.testing import CliRunner
 
 import schedules
 from datalog import causal_fg
-from fastlbp.errors import InputError
-from fastlbp.graph import AND, OR, Factor, from_factors
-from fastlbp.reference import Contradiction, SequentialLBP, exact_marginals
+from fastlbp.core.errors import InputError
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from schedules import analysis, orders
 
 WEBLECH = DATA / "weblech"

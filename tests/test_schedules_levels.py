@@ -11,7 +11,7 @@ from graphs import random_factors
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fastlbp.graph import AND, Factor, from_factors
+from fastlbp.core.graph import AND, Factor, from_factors
 from schedules import analysis, levels, orders
 
 

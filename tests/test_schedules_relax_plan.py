@@ -42,7 +42,7 @@ def test_seqfix_plan_is_the_graph_topo_plan_a_virtual_graph():
 
 def _virtual_by_from_arrays(g, group_factor, v_off, v_own):
     """The virtual graph as `from_arrays` builds it (the reference for `relax_plan.virtual_graph`)."""
-    from fastlbp.graph import from_arrays
+    from fastlbp.core.graph import from_arrays
     sizes = np.diff(v_off)
     body = ~np.asarray(g.edge_is_head, bool)[v_own]
     body_off = np.zeros(sizes.size + 1, np.int64)
@@ -57,7 +57,7 @@ def _virtual_by_from_arrays(g, group_factor, v_off, v_own):
 def test_virtual_graph_equals_from_arrays(seed):
     import dataclasses
 
-    from fastlbp.graph import from_factors
+    from fastlbp.core.graph import from_factors
     rng = np.random.default_rng(seed)
     g = from_factors(random_factors(rng, int(rng.integers(2, 12)), int(rng.integers(1, 12)),
                                     max_body=int(rng.integers(1, 6)))).to_numpy()

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastlbp import kernels, segments
+from fastlbp.core import equations, segments
 
 
 @pytest.mark.slow
@@ -19,7 +19,7 @@ def test_planned_sums_match_numpy(seed, num_segments, permute):
     src = rng.normal(scale=30, size=max(n, 1))
     src[rng.random(src.shape[0]) < 0.05] = np.inf
     plan = segments.build(offsets, positions, src.shape[0])
-    out = np.asarray(segments.segment_sum(plan, jnp.asarray(src), transform=kernels.split_infinite))
+    out = np.asarray(segments.segment_sum(plan, jnp.asarray(src), transform=equations.split_infinite))
     gathered = src[positions] if permute else src[:n]
     seg = np.repeat(np.arange(num_segments), lengths)
     finite = np.where(np.isfinite(gathered), gathered, 0)

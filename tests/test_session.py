@@ -1,15 +1,15 @@
-"""fastlbp/session.py: warm starts, evidence as data (no recompilation), settings, contradictions."""
+"""fastlbp.inference.session: warm starts, evidence as data (no recompilation), settings, contradictions."""
 
 import numpy as np
 import pytest
 from conftest import DATA
 
 from datalog import causal_fg
-from fastlbp.errors import ContradictoryEvidence, SettingsError
-from fastlbp.graph import AND, OR, Factor, from_factors
-from fastlbp.model import Model
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.errors import ContradictoryEvidence, SettingsError
+from fastlbp.core.graph import AND, OR, Factor, from_factors
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.inference.session import Session
 
 
 def test_changing_evidence_never_recompiles():
@@ -141,7 +141,7 @@ def test_label_and_marginal_of_any_tuple_of_the_graph():
     """Session.label takes any tuple that is a variable (spaces forgiven) and says why another is not;
     tuple_marginals reports every tuple of the input graph, pruned ones as the unpruned model has them."""
     from datalog.bayesnet import rebuild
-    from fastlbp import loading
+    from fastlbp.io import loading
 
     model = loading.load(DATA.parents[1] / "data" / "weblech.json")
     # LBP: deterministic, so the pruned model's marginals equal the unpruned model's to 1e-9 (auto

@@ -7,11 +7,11 @@ import pytest
 from triage_support import demo_model, write_demo
 from typer.testing import CliRunner
 
-from fastlbp import metrics, ranking
-from fastlbp import simulate as sim
 from fastlbp.cli import get_app
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.settings import Settings
+from fastlbp.inference import metrics, ranking
+from fastlbp.inference import simulate as sim
+from fastlbp.inference.session import Session
 
 runner = CliRunner()
 

@@ -1,5 +1,5 @@
 """The commands that run no inference never import JAX; `import fastlbp` does not either, and still
-gives float64 JAX and a FactorGraph pytree once JAX is imported (`fastlbp.jax_setup`).
+gives float64 JAX and a FactorGraph pytree once JAX is imported (`fastlbp.core.jax_setup`).
 
 Each case runs in a fresh interpreter (this test process imported JAX long ago) and reports
 whether `jax` ended up in `sys.modules`.
@@ -149,7 +149,7 @@ def test_float64_and_the_pytree_whichever_is_imported_first(script):
 def test_when_imported_runs_callbacks_in_order_after_jax_and_at_once_after():
     script = """
 import sys
-from fastlbp import jax_setup
+from fastlbp.core import jax_setup
 seen = []
 jax_setup.when_imported(lambda jax: seen.append(("first", jax.config.jax_enable_x64)))
 jax_setup.when_imported(lambda jax: seen.append(("second", hasattr(jax, "jit"))))
@@ -167,11 +167,11 @@ print("ok")
 
 
 def test_a_graph_error_is_still_a_users_error_with_status_2(capsys):
-    # fastlbp.cli.app no longer imports fastlbp.graph (numpy) to name GraphError; it must still catch it.
+    # fastlbp.cli.app no longer imports fastlbp.core.graph (numpy) to name GraphError; it must still catch it.
     import typer
 
     from fastlbp.cli.app import handles_errors
-    from fastlbp.graph import GraphError
+    from fastlbp.core.graph import GraphError
 
     @handles_errors
     def command():
@@ -198,7 +198,7 @@ def test_to_numpy_without_jax_equals_the_pytree_map():
     import jax
     import numpy as np
 
-    from fastlbp.graph import AND, OR, Factor, from_factors
+    from fastlbp.core.graph import AND, OR, Factor, from_factors
 
     graph = from_factors([Factor(AND, 0, (1, 2), 0.9, 0.1), Factor(OR, 1, (), 0.5, 0.5),
                           Factor(OR, 2, (1,), 0.7, 0.2)])

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from triage_support import FAST, FailingConnection, demo_model, made_session, tamper, truncate
 
-from fastlbp.errors import InputError
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.errors import InputError
+from fastlbp.core.settings import Settings
+from fastlbp.inference.session import Session
 from fastlbp.triage import Journal, Triage, default_session_path, fingerprint, legacy_session_path
 from fastlbp.triage.journal import JOURNAL_VERSION
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
 from fastlbp.cli.app import data_folder
-from fastlbp.errors import InputError
-from fastlbp.loading import load, read_labels
+from fastlbp.core.errors import InputError
+from fastlbp.io.loading import load, read_labels
 from fastlbp.triage import Triage, legacy_session_path, session_labels, write_labels
 from fastlbp.triage.labels import format_labels, is_session_file, read_labels_or_session
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 from fastlbp.triage.lock import SessionInUse, SessionLock, lock_path
 
 

@@ -15,7 +15,7 @@ from triage_support import FAST, data_home, demo_model, write_demo
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
-from fastlbp.loading import read_labels
+from fastlbp.io.loading import read_labels
 from fastlbp.triage import Terminal, Triage
 from fastlbp.triage.lineinput import has_keys, shown_keys
 from fastlbp.triage.terminal import MOVED_OTHERS, format_p, moved_line

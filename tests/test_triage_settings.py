@@ -12,10 +12,10 @@ from triage_support import FAST, FailingConnection, data_home, default_session, 
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
-from fastlbp.errors import InputError
-from fastlbp.loading import load
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.errors import InputError
+from fastlbp.core.settings import Settings
+from fastlbp.inference.session import Session
+from fastlbp.io.loading import load
 from fastlbp.triage import Journal, Triage
 from fastlbp.triage.journal import read_file
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from triage_support import FAST, FailingConnection, demo_model, hand_model, made_session, tamper, truncate
 
-from fastlbp.errors import ContradictoryEvidence, InputError, SettingsError
-from fastlbp.settings import Settings
+from fastlbp.core.errors import ContradictoryEvidence, InputError, SettingsError
+from fastlbp.core.settings import Settings
 from fastlbp.triage import Journal, SessionInUse, Triage
 from fastlbp.triage.state import stored_settings
 

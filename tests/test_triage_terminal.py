@@ -16,7 +16,7 @@ from triage_support import data_home, default_session, demo_model, load_demo, wr
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
-from fastlbp.settings import Settings
+from fastlbp.core.settings import Settings
 from fastlbp.triage import Terminal, Triage
 from fastlbp.triage.state import RoundInfo
 from fastlbp.triage.terminal import format_round

@@ -1,4 +1,4 @@
-"""The ranking writers (`fastlbp.writers`): table, JSON and CSV, directly and through
+"""The ranking writers (`fastlbp.io.writers`): table, JSON and CSV, directly and through
 `fastlbp rank --format` (SARIF: tests/test_sarif.py)."""
 
 import csv
@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from triage_support import load_demo, write_demo
 from typer.testing import CliRunner
 
-from fastlbp import ranking, writers
 from fastlbp.cli import get_app
-from fastlbp.ranking import LabelledAlarm, RankedAlarm, Ranking
-from fastlbp.settings import Settings
+from fastlbp.core.settings import Settings
+from fastlbp.inference import ranking
+from fastlbp.inference.ranking import LabelledAlarm, RankedAlarm, Ranking
+from fastlbp.io import writers
 
 runner = CliRunner()
 
@@ -202,9 +203,9 @@ def test_tiny_probabilities_keep_their_order_and_magnitude():
 def test_ranking_orders_by_log_odds():
     import numpy as np
 
-    from fastlbp.graph import AND, Factor, from_factors
-    from fastlbp.model import Model
-    from fastlbp.ranking import rank_alarms
+    from fastlbp.core.graph import AND, Factor, from_factors
+    from fastlbp.core.model import Model
+    from fastlbp.inference.ranking import rank_alarms
 
     model = Model(graph=from_factors([Factor(AND, v, (), 0.5, 0.5) for v in range(3)]),
                   var_names=("x", "y", "z"), alarms=(0, 1, 2))

@@ -22,9 +22,9 @@ from datalog import synthetic
 from datalog.bayesnet import to_model
 from datalog.derivation import DerivationGraph, Rule
 from datalog.formats import save_json
-from fastlbp.loading import load
-from fastlbp.model import Model
-from fastlbp.settings import Settings
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.io.loading import load
 from fastlbp.triage import Triage, default_session_path
 
 DEMO = {"num_inputs": 12, "layers": 2, "width": 10, "seed": 3}

@@ -42,9 +42,9 @@ def main() -> int:
     import jax
     import jax.numpy as jnp
 
-    from fastlbp.loading import load
-    from fastlbp.session import Session
-    from fastlbp.settings import Settings
+    from fastlbp.core.settings import Settings
+    from fastlbp.inference.session import Session
+    from fastlbp.io.loading import load
 
     model = load(args.graph, Settings())
     g = model.graph

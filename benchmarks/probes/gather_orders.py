@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from common import bingo_model, write_json  # noqa: E402
 
+from fastlbp.core.graph import from_arrays  # noqa: E402
 from fastlbp.engines import fused  # noqa: E402
-from fastlbp.graph import from_arrays  # noqa: E402
 
 
 def permuted(g, factor_order: np.ndarray, var_order: np.ndarray):

@@ -3,7 +3,7 @@
     python benchmarks/probes/probe_round.py --preset ftp --backends xla fused
 
 Builds the synthetic graph, converges once, then times warm rounds the way
-`fastlbp.session.Session.run` did them: one label flipped, the runner called with the
+`fastlbp.inference.session.Session.run` did them: one label flipped, the runner called with the
 last messages, the results read back. Each round is split into the
 evidence's transfer, the call's return (it blocks on the while loop's
 test), the device work left (`block_until_ready`) and the reads to the
@@ -27,8 +27,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import environment, parall_runner, write_json  # noqa: E402
 
+from fastlbp.core.graph import evidence_from_labels  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.graph import evidence_from_labels  # noqa: E402
 
 
 def main(argv=None) -> int:

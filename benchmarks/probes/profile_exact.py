@@ -23,9 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_exact import grid  # noqa: E402
 
+from fastlbp.core.graph import from_factors  # noqa: E402
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines.exact import eliminate, engine_for, exact_marginals  # noqa: E402
-from fastlbp.graph import from_factors  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 
 
 def main():

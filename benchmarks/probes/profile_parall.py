@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from common import bingo_model, parall_runner, timed
 
-from fastlbp import kernels
+from fastlbp.core import equations
 from fastlbp.engines.loop import controls, init
 
 
@@ -35,21 +35,21 @@ def main():
         host = bingo_model(size).graph
         g = jax.device_put(host)
         for backend in args.backend:
-            sums = jax.device_put(kernels.summation(host, backend))
+            sums = jax.device_put(equations.summation(host, backend))
             for dtype in (jnp.float64, jnp.float32):
                 msgs = init(g, dtype) + 0.1
                 ev = jnp.zeros((g.num_vars,), dtype)
-                agg = kernels.var_aggregates(g, sums, msgs, ev)
-                mu = kernels.var_to_factor(g, msgs, agg)
-                fin, zero = kernels.factor_inputs(g, mu)
-                fagg = kernels.factor_aggregates(g, sums, fin, zero)
+                agg = equations.var_aggregates(g, sums, msgs, ev)
+                mu = equations.var_to_factor(g, msgs, agg)
+                fin, zero = equations.factor_inputs(g, mu)
+                fagg = equations.factor_aggregates(g, sums, fin, zero)
                 stages = {
-                    "var_aggregates": lambda m: m + kernels.var_aggregates(g, sums, m, ev)[g.edge_var, 0],
-                    "var_to_factor + factor_inputs": lambda m: kernels.factor_inputs(
-                        g, kernels.var_to_factor(g, m, agg))[0],
-                    "factor_aggregates": lambda m: m + kernels.factor_aggregates(
+                    "var_aggregates": lambda m: m + equations.var_aggregates(g, sums, m, ev)[g.edge_var, 0],
+                    "var_to_factor + factor_inputs": lambda m: equations.factor_inputs(
+                        g, equations.var_to_factor(g, m, agg))[0],
+                    "factor_aggregates": lambda m: m + equations.factor_aggregates(
                         g, sums, m, zero)[g.edge_factor, 0],
-                    "factor_messages": lambda m: kernels.factor_messages(g, m, fin, zero, fagg),
+                    "factor_messages": lambda m: equations.factor_messages(g, m, fin, zero, fagg),
                     "copy m+1 (loop floor)": lambda m: m + 1,
                 }
                 print(f"== {g.num_edges} edges, {backend}, {jnp.dtype(dtype).name}", flush=True)

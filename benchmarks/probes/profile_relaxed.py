@@ -17,10 +17,11 @@ import jax.numpy as jnp  # noqa: E402
 from bench_schedules import make_model  # noqa: E402
 from common import timed  # noqa: E402
 
-from fastlbp import engines, kernels, segments  # noqa: E402
+from fastlbp import engines  # noqa: E402
+from fastlbp.core import equations, segments
+from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import parall, relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.settings import Settings  # noqa: E402
 
 
 def loop(fn, n):
@@ -47,9 +48,9 @@ def main():
     stages = {
         "whole pass": lambda m: relaxed.relax_pass(g, lay, inputs, m),
         "PARALL sweep (parall.step)": lambda m: parall.step(g, sums, m, ev),
-        "factor side (kernels.factor_to_var)": lambda m: kernels.factor_to_var(g, sums, m),
+        "factor side (equations.factor_to_var)": lambda m: equations.factor_to_var(g, sums, m),
         "row totals (segment_sum plan)": lambda m: m + segments.segment_sum(
-            sums.var, m, transform=kernels.split_infinite)[g.edge_var, 0],
+            sums.var, m, transform=equations.split_infinite)[g.edge_var, 0],
     }
     rows = []
     for name, fn in stages.items():

@@ -38,8 +38,8 @@ def main() -> int:
     import jax
     import jax.numpy as jnp
 
-    from fastlbp.session import Session
-    from fastlbp.settings import Settings
+    from fastlbp.core.settings import Settings
+    from fastlbp.inference.session import Session
 
     jnp.zeros(1).block_until_ready()
     print(f"device: {jax.devices()[0]}", flush=True)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from common import bingo_model, parall_runner, timed
 
-from fastlbp import segments
+from fastlbp.core import segments
 from fastlbp.engines.loop import controls, init
 
 

@@ -7,7 +7,7 @@ registers them on `app` in one place. Every command reports bad input as
 `error: FILE:LINE: problem` on stderr and exits with status 2, without a
 traceback.
 
-Option defaults come from `fastlbp.settings.Settings` (never written here
+Option defaults come from `fastlbp.core.settings.Settings` (never written here
 again); a command turns its options into one `Settings` with
 `settings_from_options` and passes it to the library. `$FASTLBP_BACKEND` is
 read here only (`backend_or_env`), as a default for `--backend` of the
@@ -29,10 +29,10 @@ import typer
 from typer.core import TyperGroup
 
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
-from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
-from fastlbp.jax_setup import when_imported
-from fastlbp.outputs import write_atomically
-from fastlbp.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
+from fastlbp.core.jax_setup import when_imported
+from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
+from fastlbp.io.outputs import write_atomically
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -122,10 +122,10 @@ def compilation_cache() -> Path | None:
     H200). JAX keys entries by the computation, its options and the JAX version.
     A folder that cannot be made leaves the cache off, with a warning; so does one
     that another user owns or that group or others may write (it, or its
-    `models/`: `fastlbp.cache_safety`), for both caches: a cache must never be a
+    `models/`: `fastlbp.io.cache_safety`), for both caches: a cache must never be a
     way to change answers. A folder made here has mode 0700.
 
-    JAX is configured when a command imports it (`fastlbp.jax_setup.when_imported`),
+    JAX is configured when a command imports it (`fastlbp.core.jax_setup.when_imported`),
     not here: the commands that run no inference never import it.
     """
     path = cache_folder()
@@ -136,10 +136,10 @@ def compilation_cache() -> Path | None:
     except OSError as err:
         typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
         return None
-    from fastlbp import cache_safety
+    from fastlbp.io import cache_safety
 
     problem = cache_safety.folder_problem(path)
-    if problem is not None:  # said once: the model cache (fastlbp.model_cache) refuses it quietly then
+    if problem is not None:  # said once: the model cache (fastlbp.io.model_cache) refuses it quietly then
         cache_safety.warn(path, problem, "the model and compilation caches")
         return None
     when_imported(functools.partial(_use_compilation_cache, path))
@@ -157,7 +157,7 @@ def _use_compilation_cache(path: Path, jax) -> None:
 def cache_folder() -> Path | None:
     """The cache folder (`compilation_cache`'s rules; not made here), or None when FASTLBP_CACHE is off.
 
-    JAX's compiled loops live in it, loaded models under `models/` (`fastlbp.model_cache`).
+    JAX's compiled loops live in it, loaded models under `models/` (`fastlbp.io.model_cache`).
     """
     raw = os.environ.get("FASTLBP_CACHE")
     if raw is not None and raw.strip().lower() in ("", "off", "0", "no", "none"):
@@ -213,9 +213,9 @@ def conflicts_located(labels: Path | None, model, graph: Path):
 
 
 def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> InputError:
-    from fastlbp.loading import parse_labels
+    from fastlbp.io.loading import parse_labels
+    from fastlbp.io.writers import safe_name
     from fastlbp.triage.labels import is_session_file
-    from fastlbp.writers import safe_name
 
     lines: dict[str, int] = {}
     if not is_session_file(labels):
@@ -241,9 +241,9 @@ def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> In
 
 
 def _graph_error(err: BaseException) -> bool:
-    """Whether `err` is a `fastlbp.graph.GraphError` (only a command that imported fastlbp.graph, and
+    """Whether `err` is a `fastlbp.core.graph.GraphError` (only a command that imported it, and
     with it numpy, can raise one: --help and --version import neither)."""
-    graph = sys.modules.get("fastlbp.graph")
+    graph = sys.modules.get("fastlbp.core.graph")
     return graph is not None and isinstance(err, graph.GraphError)
 
 
@@ -259,6 +259,7 @@ def emit(text: str, output: Path | None = None) -> None:
         text += "\n"
     if output is None:
         sys.stdout.write(text)
+        sys.stdout.flush()  # before the status lines on stderr, when both go to one pipe
     else:
         write_atomically(output, text)
 
@@ -353,9 +354,9 @@ def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
 
 def load_graph(graph: Path, settings: Settings, *, no_cache: bool = False, progress: Progress | None = None,
                **kwargs):
-    """`fastlbp.loading.load` through the model cache (in `cache_folder()`, unless --no-cache or
+    """`fastlbp.io.loading.load` through the model cache (in `cache_folder()`, unless --no-cache or
     FASTLBP_CACHE=off), its stages reported to `progress` as `load: STAGE`."""
-    from fastlbp.loading import load
+    from fastlbp.io.loading import load
 
     folder = None if no_cache else cache_folder()
     hear = None if progress is None else (lambda stage: progress(f"load: {stage}"))
@@ -405,7 +406,7 @@ def device_peak_bytes() -> int | None:
 
 
 # Option types ------------------------------------------------------------
-# Choices come from fastlbp.settings, so a new precision, backend or cycle mode
+# Choices come from fastlbp.core.settings, so a new precision, backend or cycle mode
 # shows up here without an edit.
 
 Precision = StrEnum("Precision", {p: p for p in PRECISIONS})

@@ -41,7 +41,7 @@ from fastlbp.cli.app import (
     status,
 )
 
-# fastlbp.check.REFERENCES, written out: importing fastlbp.check (scipy, the session and engines: 2-3 s)
+# fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines: 2-3 s)
 # for an option type would slow every command down. tests/test_cli_startup.py checks that they agree.
 Reference = StrEnum("Reference", {r: r for r in ("auto", "exact", "sample")})
 
@@ -98,7 +98,9 @@ def check(
 
       fastlbp check race.json --labels labels.txt --reference sample --samples 1000000 -f json
     """
-    from fastlbp import check as checking  # scipy, the session and engines: only when the command runs
+    from fastlbp.inference import (
+        check as checking,  # scipy, the session and engines: only when the command runs
+    )
 
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend), cycles=cycles,

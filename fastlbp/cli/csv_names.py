@@ -1,8 +1,8 @@
 """`--csv-exact-names`, declared once for the commands that write CSV (`rank`, `marginals`).
 
-Both write CSV through `fastlbp.writers.csv_document`: fields quoted as RFC 4180
+Both write CSV through `fastlbp.io.writers.csv_document`: fields quoted as RFC 4180
 says, and by default a name a spreadsheet would run as a formula marked with a
-leading `'` (`fastlbp.writers.csv_name`).
+leading `'` (`fastlbp.io.writers.csv_name`).
 """
 
 from __future__ import annotations

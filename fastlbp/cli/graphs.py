@@ -28,8 +28,8 @@ from fastlbp.cli.app import (
     settings_from_options,
     start_progress,
 )
-from fastlbp.errors import InputError, check_path
-from fastlbp.settings import Settings
+from fastlbp.core.errors import InputError, check_path
+from fastlbp.core.settings import Settings
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -114,7 +114,7 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
     and (unless `settings.compress` is false) compression; alarms, labels,
     ground truth and rule texts have no place there, and a warning counts
     them. A factor graph does not convert back into a derivation graph.
-    `max_decompressed` limits gzip input (see `fastlbp.loading.load`).
+    `max_decompressed` limits gzip input (see `fastlbp.io.loading.load`).
 
     The format is `dst_format`, else `output_format(dst)` (a name ending in
     `/` is a Bingo directory; an unknown suffix is an error). A Bingo target
@@ -127,7 +127,7 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
             and nothing is written.
     """
     from datalog import causal_fg, formats
-    from fastlbp.loading import detect_format, load
+    from fastlbp.io.loading import detect_format, load
 
     settings = settings or Settings()
     check_path(src)

@@ -18,7 +18,7 @@ from fastlbp.cli.app import (
     handles_errors,
     status,
 )
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 @handles_errors

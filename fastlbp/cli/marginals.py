@@ -108,11 +108,11 @@ def marginals(
         from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session
 
         model, known = read_labels_or_session(labels, model)
-    from fastlbp import session  # the session and engines: imported when the command runs
+    from fastlbp.inference import session  # the session and engines: imported when the command runs
 
     with conflicts_located(labels, model, graph):
         rnd = session.marginals(model, known, settings)
-    from fastlbp import methods
+    from fastlbp.inference import methods
 
     names, values = _listed(model, rnd.marginals, all_variables)
     errors = None
@@ -132,7 +132,7 @@ def marginals(
                     **methods.summary_dict(rnd)})
         emit(json.dumps(doc), output)
     else:
-        from fastlbp.writers import csv_document
+        from fastlbp.io.writers import csv_document
 
         header = ["variable", "probability"] + (["stderr", "lower", "upper"] if errors else [])
         rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])

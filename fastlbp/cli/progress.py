@@ -193,7 +193,7 @@ def jax_compile_listener(progress: Progress) -> None:
     command imports JAX (at once if it has), so the import falls in the stage
     that needs it (`jax start` of `fastlbp rank`), not before the first stage.
     """
-    from fastlbp.jax_setup import when_imported
+    from fastlbp.core.jax_setup import when_imported
 
     def listener(event: str, seconds: float, **_) -> None:
         stage = JAX_EVENTS.get(event)

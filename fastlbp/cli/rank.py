@@ -130,19 +130,20 @@ def rank(
         model, extra = read_labels_or_session(labels, model)
     known = {**model.labels, **extra}
     # JAX, the session and the engines are imported here, not at the top (`fastlbp --help` and the commands
-    # that run no inference never import JAX: fastlbp.jax_setup), and the backend (on a GPU, CUDA) starts
+    # that run no inference never import JAX: fastlbp.core.jax_setup), and the backend (on a GPU, CUDA) starts
     # on first use: both timed as this stage, apart from loading and the session.
     progress("jax start")
     import jax
 
-    from fastlbp import ranking, writers
+    from fastlbp.inference import ranking
+    from fastlbp.io import writers
 
     jax.devices()
     with conflicts_located(labels, model, graph):
         result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
     progress("output")
     if format is RankFormat.sarif:
-        from fastlbp import sarif  # 0.5 s of imports: only for SARIF
+        from fastlbp.io import sarif  # 0.5 s of imports: only for SARIF
 
         emit(sarif.dumps(sarif.to_sarif(result, model, source=str(graph))), output)
     elif format is RankFormat.csv:

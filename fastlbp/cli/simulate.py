@@ -41,7 +41,7 @@ from fastlbp.cli.app import (
     status,
 )
 from fastlbp.cli.progress import visible
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 class SimFormat(StrEnum):
@@ -50,9 +50,9 @@ class SimFormat(StrEnum):
 
 
 def progress_line(i: int, step) -> str:
-    """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)` of a `fastlbp.simulate.Step`: the live
+    """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)` of a `simulate.Step`: the live
     line on a terminal."""
-    from fastlbp.writers import format_probability, safe_name
+    from fastlbp.io.writers import format_probability, safe_name
     return (f"round {i}: found {step.found}/{step.num_true}  {'true ' if step.truth else 'false'}  "
             f"P={format_probability(step.probability)}  {step.round_s * 1e3:.1f} ms  "
             f"{safe_name(step.alarm[:60])}")
@@ -108,7 +108,7 @@ def simulate(
 
       fastlbp simulate bingo_dir/ --oracle true_alarms.txt --max-rounds 50 -f json -o run.json
     """
-    from fastlbp import simulate as sim  # the session and engines: imported when the command runs
+    from fastlbp.inference import simulate as sim  # the session and engines: imported when the command runs
 
     settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
                                      precision=precision, backend=backend_or_env(backend),
@@ -148,7 +148,7 @@ def simulate(
     if plot is not None:
         for p in sim.plot(result, plot, graph=graph, settings=settings):
             status(f"wrote {p}")
-    from fastlbp.writers import safe_name
+    from fastlbp.io.writers import safe_name
 
     dropped = [safe_name(s.alarm) for s in result.steps if s.evidence_dropped]
     if dropped:

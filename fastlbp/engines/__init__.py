@@ -29,6 +29,9 @@ from collections.abc import Callable
 import jax
 
 import schedules
+from fastlbp.core.errors import SettingsError
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.settings import GPU_BACKENDS, Settings
 from fastlbp.engines import chunked, parall, relaxed
 from fastlbp.engines.loop import (
     GRAPH_FIELDS,
@@ -40,9 +43,6 @@ from fastlbp.engines.loop import (
     device_graph,
     init,
 )
-from fastlbp.errors import SettingsError
-from fastlbp.graph import FactorGraph
-from fastlbp.settings import GPU_BACKENDS, Settings
 
 FUSED_BACKENDS = ("fused", "fused_interpret")
 

@@ -1,7 +1,7 @@
 """The chunk loop: one jitted loop over iterations and, inside, over fixed-width chunks of batches.
 
 State inside an iteration: the (E,) factor-to-variable log-odds and the (V, 3)
-per-variable aggregates of kernels.var_aggregates (finite sum, #+inf, #-inf),
+per-variable aggregates of equations.var_aggregates (finite sum, #+inf, #-inf),
 recomputed once per iteration and then kept up to date by scatter-adding each
 written message's change. A chunk (plan.py) touches only its own W slots:
 
@@ -25,10 +25,10 @@ import time
 import jax
 import jax.numpy as jnp
 
-from fastlbp import kernels, logspace
+from fastlbp.core import equations, logspace
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.logspace import factor_messages
 from fastlbp.engines.loop import PARAMS, VAR_SUMS, Controls, Runner, RunResult, iterate, xla_sums
-from fastlbp.graph import FactorGraph
-from fastlbp.logspace import factor_messages
 from schedules import plan as P
 
 
@@ -39,7 +39,7 @@ class ChunkLayout:
     (the variables' plan only: `loop.xla_sums`)."""
 
     plan: P.Plan
-    sums: kernels.Summation
+    sums: equations.Summation
 
 
 def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
@@ -61,10 +61,10 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     head, write = rows[P.HEAD], rows[P.WRITE] > 0
     dtype = msgs.dtype
     old = msgs[edge]
-    split_old = kernels.split_infinite(old)
-    mu = kernels.combine(agg[var] - split_old)  # variable-to-factor, (W,)
+    split_old = equations.split_infinite(old)
+    mu = equations.combine(agg[var] - split_old)  # variable-to-factor, (W,)
 
-    params = kernels.factor_params(graph, dtype, fac)
+    params = equations.factor_params(graph, dtype, fac)
     is_and = params.is_and
     is_head = head == jnp.arange(width, dtype=head.dtype)
 
@@ -79,7 +79,7 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     total = fsum[seg] + acc[accf]
     finite = parts[:, 0]
     # Exact leave-one-out for a factor's dominant body term (see
-    # kernels.factor_aggregates): its edge takes the sum of the other terms
+    # equations.factor_aggregates): its edge takes the sum of the other terms
     # directly. A dominant term in a leading chunk of a spread factor is
     # never written, and then no written edge is dominant.
     dominant = ~is_head & (is_zero < 0.5) & (finite < 0.5 * total[:, 0])
@@ -92,7 +92,7 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     dummy_edge = msgs.shape[0] - 1
     dummy_var = agg.shape[0] - 1
     msgs = msgs.at[jnp.where(write, edge, dummy_edge)].set(new)
-    change = jnp.where(write[:, None], kernels.split_infinite(new) - split_old, 0)
+    change = jnp.where(write[:, None], equations.split_infinite(new) - split_old, 0)
     agg = agg.at[jnp.where(write, var, dummy_var)].add(change)
     # A big factor's last chunk consumed the accumulator; leading chunks add to it.
     acc = acc.at[accf].set(0).at[accp].add(jnp.where((accp == 0)[:, None], parts, 0))
@@ -105,7 +105,7 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, unroll: in
 
     Args:
         messages: (E,) log-odds.
-        agg: (V, 3) `kernels.var_aggregates` of `messages` and the evidence.
+        agg: (V, 3) `equations.var_aggregates` of `messages` and the evidence.
         iteration: () int32.
 
     Returns:

@@ -44,8 +44,8 @@ import dataclasses
 
 import numpy as np
 
+from fastlbp.core.graph import AND
 from fastlbp.engines.sampling_plan import ONES_ROW, Plan
-from fastlbp.graph import AND
 
 _ONES = np.uint32(0xFFFFFFFF)
 # Fewest label slots and parent entries the arrays are padded to (then powers of two), so that a

@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import kernels, logspace, segments
-from fastlbp.graph import FactorGraph
+from fastlbp.core import equations, logspace, segments
+from fastlbp.core.graph import FactorGraph
 
 
 @jax.tree_util.register_dataclass
@@ -128,13 +128,13 @@ class Runner:
 
 
 # The `FactorGraph` fields each part of a round reads (`Runner.reads`, `device_graph`).
-# factor_kind, p1 and p2 (`kernels.factor_params`): every engine.
+# factor_kind, p1 and p2 (`equations.factor_params`): every engine.
 PARAMS = frozenset({"factor_kind", "p1", "p2"})
-# `kernels.var_aggregates` through the "xla" segment plans: var_offsets for `num_vars` only.
+# `equations.var_aggregates` through the "xla" segment plans: var_offsets for `num_vars` only.
 VAR_SUMS = frozenset({"var_offsets"})
 # ... through a scatter or the Pallas segment sum: the variable order's segment ids and gather.
 VAR_SCATTER = frozenset({"slot_var", "var_edges"})
-# A PARALL-like sweep, `kernels.var_to_factor` then `kernels.factor_to_var`.
+# A PARALL-like sweep, `equations.var_to_factor` then `equations.factor_to_var`.
 SWEEP = PARAMS | {"factor_offsets", "edge_factor", "edge_var", "edge_is_head"}
 GRAPH_FIELDS = frozenset(f.name for f in dataclasses.fields(FactorGraph))
 
@@ -159,14 +159,14 @@ def lean_graph(graph: FactorGraph, reads: frozenset[str] | None) -> FactorGraph:
     return lean
 
 
-def xla_sums(graph: FactorGraph, *, var: bool = True, factor: bool = True) -> kernels.Summation:
-    """`kernels.summation(graph, "xla")` with only the plans a round reads (the other None).
+def xla_sums(graph: FactorGraph, *, var: bool = True, factor: bool = True) -> equations.Summation:
+    """`equations.summation(graph, "xla")` with only the plans a round reads (the other None).
 
     The variables' plan serves `var_aggregates` (every loop); the factors' plan only the
-    XLA factor kernels (`kernels.factor_to_var`): the chunk loops never read it, and it is
+    XLA factor kernels (`equations.factor_to_var`): the chunk loops never read it, and it is
     about 13 bytes per edge (Bingo-like graphs).
     """
-    return kernels.Summation(
+    return equations.Summation(
         var=segments.build(np.asarray(graph.var_offsets), np.asarray(graph.var_edges), graph.num_edges)
         if var else None,
         factor=segments.build(np.asarray(graph.factor_offsets), None, graph.num_edges) if factor else None)
@@ -200,11 +200,11 @@ def damp(new: jax.Array, old: jax.Array, damping: jax.Array) -> jax.Array:
 
 # A sweep: (graph, layout, messages, aggregates, evidence, iteration) -> new messages (undamped).
 # `aggregates` are the (V, 3) per-variable sums of `messages` and the evidence
-# (`kernels.var_aggregates`), which the loop has already computed.
+# (`equations.var_aggregates`), which the loop has already computed.
 Sweep = Callable[[FactorGraph, Any, jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
 
 
-def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summation, messages: jax.Array,
+def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: equations.Summation, messages: jax.Array,
             evidence: jax.Array, ctl: Controls, *, unroll: int = 1, flagged: bool = False) -> RunResult:
     """Runs `sweep` to convergence on the device: the loop every engine but the fused one uses.
 
@@ -221,7 +221,7 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
         sweep: the engine's sweep (see `Sweep`).
         graph: the factor graph.
         layout: the engine's layout, handed to `sweep`.
-        sums: how the loop sums each variable's messages (`kernels.Summation`).
+        sums: how the loop sums each variable's messages (`equations.Summation`).
         messages: (E,) warm start.
         evidence: (V,) evidence log-odds.
         ctl: tol, max_iters, damping.
@@ -234,16 +234,16 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: kernels.Summati
     damping = jnp.asarray(ctl.damping, dtype)
     max_iters = ctl.max_iters
     evidence = evidence.astype(dtype)
-    agg0 = kernels.var_aggregates(graph, sums, messages, evidence)
-    lo0 = kernels.combine(agg0)
+    agg0 = equations.var_aggregates(graph, sums, messages, evidence)
+    lo0 = equations.combine(agg0)
 
     def one(state):
         msgs, agg, lo, it, _, _, _ = state
         out = sweep(graph, layout, msgs, agg, evidence, it)
         new, halt = out if flagged else (out, None)
         new = damp(new, msgs, damping)
-        agg_new = kernels.var_aggregates(graph, sums, new, evidence)
-        lo_new = kernels.combine(agg_new)
+        agg_new = equations.var_aggregates(graph, sums, new, evidence)
+        lo_new = equations.combine(agg_new)
         change, bad = logspace.log_odds_change(lo_new, lo)
         nxt = (new, agg_new, lo_new, it + 1, jnp.max(change, initial=0.0), jnp.any(bad), state[6])
         if not flagged:

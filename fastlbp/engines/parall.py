@@ -1,9 +1,9 @@
 """PARALL with XLA kernels: every factor-to-variable message from the previous state (Jacobi).
 
-One sweep is the message kernels of `fastlbp.kernels` (variable-to-factor
+One sweep is the message kernels of `fastlbp.core.equations` (variable-to-factor
 messages from the carried per-variable sums, the factors' exact
 leave-one-out body sums, the four message kinds); the loop is the shared
-`engines.loop.iterate`. The layout is the graph's `kernels.Summation` (how
+`engines.loop.iterate`. The layout is the graph's `equations.Summation` (how
 segments are summed: dense gathers and row sums for "xla", a scatter or a
 Pallas kernel otherwise), built once per graph.
 """
@@ -17,7 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import kernels
+from fastlbp.core import equations
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     SWEEP,
     VAR_SCATTER,
@@ -30,38 +32,36 @@ from fastlbp.engines.loop import (
     init,
     iterate,
 )
-from fastlbp.graph import FactorGraph
-from fastlbp.settings import Settings
 
 
-def sweep(graph: FactorGraph, sums: kernels.Summation, messages: jax.Array, agg: jax.Array,
-          params: kernels.FactorParams | None = None) -> jax.Array:
+def sweep(graph: FactorGraph, sums: equations.Summation, messages: jax.Array, agg: jax.Array,
+          params: equations.FactorParams | None = None) -> jax.Array:
     """One PARALL sweep without damping.
 
     Args:
         graph: the factor graph.
         sums: how to sum segments.
         messages: (E,) factor-to-variable log-odds.
-        agg: (V, 3) `kernels.var_aggregates` of `messages` and the evidence.
-        params: `kernels.factor_params(graph, dtype)` (loops compute it once).
+        agg: (V, 3) `equations.var_aggregates` of `messages` and the evidence.
+        params: `equations.factor_params(graph, dtype)` (loops compute it once).
 
     Returns:
         (E,) new messages.
     """
-    mu = kernels.var_to_factor(graph, messages, agg)
-    return kernels.factor_to_var(graph, sums, mu, params)
+    mu = equations.var_to_factor(graph, messages, agg)
+    return equations.factor_to_var(graph, sums, mu, params)
 
 
-def step(graph: FactorGraph, sums: kernels.Summation, messages: jax.Array, evidence: jax.Array,
+def step(graph: FactorGraph, sums: equations.Summation, messages: jax.Array, evidence: jax.Array,
          damping: float | jax.Array = 0.0) -> jax.Array:
     """One damped PARALL iteration: (messages, evidence) -> messages (for tests and probes)."""
-    agg = kernels.var_aggregates(graph, sums, messages, evidence)
+    agg = equations.var_aggregates(graph, sums, messages, evidence)
     return damp(sweep(graph, sums, messages, agg), messages, jnp.asarray(damping, messages.dtype))
 
 
-def _run(graph: FactorGraph, sums: kernels.Summation, messages: jax.Array, evidence: jax.Array,
+def _run(graph: FactorGraph, sums: equations.Summation, messages: jax.Array, evidence: jax.Array,
          ctl: Controls, *, unroll: int) -> RunResult:
-    params = kernels.factor_params(graph, messages.dtype)  # loop-invariant: its logs once per round
+    params = equations.factor_params(graph, messages.dtype)  # loop-invariant: its logs once per round
 
     def parall(g, lay, msgs, agg, ev, it):
         return sweep(g, lay, msgs, agg, params)
@@ -86,7 +86,7 @@ def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = 1) -> R
     """
     start = time.perf_counter()
     backend = "xla" if settings.backend == "auto" else settings.backend  # this engine's auto choice
-    sums = jax.device_put(kernels.summation(graph, backend))
+    sums = jax.device_put(equations.summation(graph, backend))
     return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll),
                   info={"unroll": unroll, "layout_seconds": time.perf_counter() - start, "backend": backend},
                   reads=reads(backend))

@@ -37,11 +37,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from fastlbp import kernels
+from fastlbp.core import equations
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.logspace import factor_messages, finite_part, floor_term, log_sigmoid, signed
 from fastlbp.engines.chunked import READS, ChunkLayout
 from fastlbp.engines.loop import Controls, Runner, RunResult, iterate, xla_sums
-from fastlbp.graph import FactorGraph
-from fastlbp.logspace import factor_messages, finite_part, floor_term, log_sigmoid, signed
 from schedules import plan as P
 
 # Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
@@ -67,7 +67,7 @@ class _Chunk(NamedTuple):
     own_neg: jax.Array  # (W,) 1.0 where old is -inf
     is_and: jax.Array
     is_head: jax.Array
-    params: tuple  # q, r, 1-q, 1-r, k1, k0 (`kernels.FactorParams`), (W,) each
+    params: tuple  # q, r, 1-q, 1-r, k1, k0 (`equations.FactorParams`), (W,) each
     log_h1: jax.Array  # log m(1) of the variable-to-factor message
     log_h0: jax.Array
     finite: jax.Array  # finite part of the body term
@@ -231,8 +231,8 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, q_ref, r_re
 
 
 def factor_params(graph: FactorGraph, dtype):
-    """`kernels.factor_params` with is AND as int32 (the kernels index them by factor)."""
-    is_and, *values = kernels.factor_params(graph, dtype)
+    """`equations.factor_params` with is AND as int32 (the kernels index them by factor)."""
+    is_and, *values = equations.factor_params(graph, dtype)
     return (is_and.astype(jnp.int32), *values)
 
 
@@ -240,7 +240,7 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret:
           num_warps: int = NUM_WARPS, atomic: bool = False, params=None):
     """One iteration (plan `iteration mod P`), like `chunked.sweep`; returns (E,) messages.
 
-    `agg`: (V, 3) `kernels.var_aggregates` of `messages` and the evidence.
+    `agg`: (V, 3) `equations.var_aggregates` of `messages` and the evidence.
 
     `params`: `factor_params(graph, dtype)`, computed once per run by the caller
     (None: computed here).

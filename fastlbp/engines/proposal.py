@@ -28,9 +28,9 @@ import dataclasses
 
 import numpy as np
 
+from fastlbp.core.graph import AND
 from fastlbp.engines.importance import _log1mexp
 from fastlbp.engines.sampling_plan import FIRST_ROW, Plan
-from fastlbp.graph import AND
 
 # Least probability a tilted coin keeps for the value the messages argue against (unless its prior
 # is smaller already): the messages are approximate on graphs with loops, and a coin of q = 0 would

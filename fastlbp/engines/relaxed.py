@@ -28,7 +28,7 @@ D = guess - old of the edges before it in u's row (incoming edges sorted by
 rank). Those prefix sums come from one `cumsum` over all rows laid end to end,
 each row's last element carrying minus the row's total change, so the running
 sum returns to ~0 at every row end and a row's prefix never cancels against
-its neighbours' magnitudes. Factor side: `kernels.factor_to_var`. A factor
+its neighbours' magnitudes. Factor side: `equations.factor_to_var`. A factor
 whose edges are split into several runs of the order (TOPO: the head edge
 forward, the body edges backward) reads different states per run, so each
 run (a *reader group*) becomes one copy of the factor in a virtual graph; for
@@ -75,7 +75,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import schedules
-from fastlbp import kernels, segments
+from fastlbp.core import equations, segments
+from fastlbp.core.graph import FactorGraph
 from fastlbp.engines import chunked
 from fastlbp.engines.loop import (
     PARAMS,
@@ -88,7 +89,6 @@ from fastlbp.engines.loop import (
     lean_graph,
     xla_sums,
 )
-from fastlbp.graph import FactorGraph
 from schedules import plan as P
 from schedules.relax_plan import RelaxPlan
 
@@ -117,8 +117,8 @@ class RelaxLayout:
     """
 
     plan: RelaxPlan
-    sums: kernels.Summation
-    vsums: kernels.Summation | None
+    sums: equations.Summation
+    vsums: equations.Summation | None
     chunks: P.Plan | None = None
     vfactor: jax.Array | None = None
     open: bool = dataclasses.field(default=False, metadata={"static": True})
@@ -128,12 +128,12 @@ class PassInputs(NamedTuple):
     """What every pass of one sweep reads besides the guess (computed once per sweep).
 
     Attributes:
-        old_split: (E, 3) `kernels.split_infinite` of the old messages in read order.
+        old_split: (E, 3) `equations.split_infinite` of the old messages in read order.
         old_totals: (V, 3) per-variable sums of old_split.
         base: (Ev, 3) each virtual edge's variable-to-factor aggregate in the old state
             (evidence included, own message left out).
         vg: the virtual graph (`vgraph`).
-        params: `kernels.factor_params` of the virtual graph.
+        params: `equations.factor_params` of the virtual graph.
         lo: (Ev,) int32 read_order position where the virtual edge's variable's row starts.
         split: (Ev,) int32 `plan.split`, or `own_pos` where the layout left it out (SEQFIX).
         whole: (Ev,) bool, `split` is the row's end (the prefix includes its last edge).
@@ -145,7 +145,7 @@ class PassInputs(NamedTuple):
     old_totals: jax.Array
     base: jax.Array
     vg: FactorGraph
-    params: kernels.FactorParams
+    params: equations.FactorParams
     lo: jax.Array
     split: jax.Array
     whole: jax.Array
@@ -166,9 +166,9 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
     plan = layout.plan
     vg = vgraph(graph, layout)
     dtype = messages.dtype
-    old_fo = kernels.split_infinite(messages)
-    old_totals = segments.segment_sum(layout.sums.var, messages, transform=kernels.split_infinite)
-    agg_rel = old_totals + kernels.split_infinite(evidence.astype(dtype))
+    old_fo = equations.split_infinite(messages)
+    old_totals = segments.segment_sum(layout.sums.var, messages, transform=equations.split_infinite)
+    agg_rel = old_totals + equations.split_infinite(evidence.astype(dtype))
     own = old_fo if plan.own is None else old_fo[plan.own]
     u = vg.edge_var
     off = graph.var_offsets
@@ -181,7 +181,7 @@ def pass_inputs(graph: FactorGraph, layout: RelaxLayout, messages: jax.Array,
         own_pos = plan.own_pos
     split = own_pos if plan.split is None else plan.split
     return PassInputs(old_split=old_fo[plan.read_order], old_totals=old_totals, base=agg_rel[u] - own,
-                      vg=vg, params=kernels.factor_params(vg, dtype), lo=off[u], split=split,
+                      vg=vg, params=equations.factor_params(vg, dtype), lo=off[u], split=split,
                       whole=split == off[u + 1], row_last=row_last, own_pos=own_pos)
 
 
@@ -216,8 +216,8 @@ def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, gues
     """
     plan = layout.plan
     vg = inputs.vg
-    change = kernels.split_infinite(guess[plan.read_order]) - inputs.old_split  # (E, 3) read order
-    row_change = (segments.segment_sum(layout.sums.var, guess, transform=kernels.split_infinite)
+    change = equations.split_infinite(guess[plan.read_order]) - inputs.old_split  # (E, 3) read order
+    row_change = (segments.segment_sum(layout.sums.var, guess, transform=equations.split_infinite)
                   - inputs.old_totals)
     closed = change.at[inputs.row_last].add(-row_change, mode="drop", unique_indices=True)
     run = jnp.concatenate([jnp.zeros((1, 3), change.dtype), jnp.cumsum(closed, axis=0)])
@@ -225,7 +225,7 @@ def relax_pass(graph: FactorGraph, layout: RelaxLayout, inputs: PassInputs, gues
     if plan.own_new is not None:  # None: no own edge is new (`split_is_own_position`), the term is 0
         before = before - jnp.where(plan.own_new[:, None], change[inputs.own_pos], 0)
     vsums = layout.sums if layout.vsums is None else layout.vsums
-    msgs = kernels.factor_to_var(vg, vsums, kernels.combine(inputs.base + before), params=inputs.params)
+    msgs = equations.factor_to_var(vg, vsums, equations.combine(inputs.base + before), params=inputs.params)
     return msgs if plan.out_edge is None else msgs[plan.out_edge]
 
 
@@ -255,7 +255,7 @@ def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, agg=None,
     Args:
         messages: (E,) log-odds, the sweep's start state.
         evidence: (V,) log-odds.
-        agg: (V, 3) `kernels.var_aggregates` of messages and evidence (the chunk loop's
+        agg: (V, 3) `equations.var_aggregates` of messages and evidence (the chunk loop's
             start; None: computed here when the layout has a chunk plan).
         iteration: () int32 (the chunk plan's order number: always 0 here).
         unroll: chunks per loop trip of the chunk loop (static).
@@ -289,7 +289,7 @@ def sweep(graph: FactorGraph, layout: RelaxLayout, messages, evidence, agg=None,
         # max_passes is at least the number of levels: exact by construction.
         return new, passes, jnp.asarray(False)
     if agg is None:
-        agg = kernels.var_aggregates(graph, layout.sums, messages, evidence.astype(dtype))
+        agg = equations.var_aggregates(graph, layout.sums, messages, evidence.astype(dtype))
 
     def level_by_level(_):
         return chunked.sweep(graph, layout.chunks, messages, agg, jnp.asarray(iteration, jnp.int32), unroll)

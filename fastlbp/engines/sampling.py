@@ -70,7 +70,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from fastlbp.constraints import conflicting_labels
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError
+from fastlbp.core.graph import AND, FactorGraph
+from fastlbp.core.settings import Settings
 from fastlbp.engines import importance, proposal, sampling_plan
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, digit_bits, threefry2x32
@@ -86,9 +88,7 @@ from fastlbp.engines.sampling_plan import (
     digits,
     digits_needed,
 )
-from fastlbp.errors import ContradictoryEvidence, InferenceError
-from fastlbp.graph import AND, FactorGraph
-from fastlbp.settings import Settings
+from fastlbp.inference.constraints import conflicting_labels
 
 WORD_BITS = 32
 _ONES = 0xFFFFFFFF

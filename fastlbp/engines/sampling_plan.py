@@ -26,9 +26,9 @@ import dataclasses
 
 import numpy as np
 
+from fastlbp.core.errors import InputError
+from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.engines.sampling_coins import digit_bits
-from fastlbp.errors import InputError
-from fastlbp.graph import AND, FactorGraph
 
 # Digits of p's binary expansion a coin uses. A float64 p in [2^-12, 1) has at most 64 binary digits
 # after the point (53 significant bits starting at most 12 places in), so its coin is exact; a smaller

@@ -13,7 +13,7 @@
     Terminal(t).run()
 """
 
-from fastlbp.explain import Derivation, Explanation, explain, format_explanation
+from fastlbp.inference.explain import Derivation, Explanation, explain, format_explanation
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,
     Journal,

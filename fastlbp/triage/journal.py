@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import InputError
-from fastlbp.model import Model
-from fastlbp.ranking import alarm_vars
+from fastlbp.core.errors import InputError
+from fastlbp.core.model import Model
+from fastlbp.inference.ranking import alarm_vars
 from fastlbp.triage.lock import SessionLock
 
 # Version 2 stores a custom order's text (meta "order") instead of its path. Version 1

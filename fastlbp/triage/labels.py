@@ -16,9 +16,10 @@ import os
 import time
 from pathlib import Path
 
-from fastlbp.errors import InputError
-from fastlbp.loading import load_labels
-from fastlbp.model import Model
+from fastlbp.core.errors import InputError
+from fastlbp.core.model import Model
+from fastlbp.io.loading import load_labels
+from fastlbp.io.writers import safe_name
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,
     SQLITE_MAGIC,
@@ -29,7 +30,6 @@ from fastlbp.triage.journal import (
     read_file,
 )
 from fastlbp.triage.stored import meta_problem
-from fastlbp.writers import safe_name
 
 # The first line of every labels file `export` writes; only such a file is ever overwritten.
 HEADER = "# fastlbp triage labels"
@@ -83,7 +83,7 @@ def session_labels(path: str | os.PathLike) -> list[tuple[str, bool]]:
 
 
 def read_labels_or_session(path: str | os.PathLike, model: Model) -> tuple[Model, dict[int, bool]]:
-    """Labels from a labels file (`fastlbp.loading.load_labels`) or a triage session.
+    """Labels from a labels file (`fastlbp.io.loading.load_labels`) or a triage session.
 
     A labels file may name any tuple of the input graph: one that compression
     removed is kept by making the model again (`load_labels`), so use the

@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 class SessionInUse(InputError):

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from datalog.formats import BINGO_ALARMS, BINGO_CLAUSES, BINGO_INPUT_PROBS, BINGO_RULE_PROBS
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 SUFFIX = ".triage.db"
 DIGEST_CHARS = 12  # 48 bits of sha256: a collision among one user's graphs is out of reach

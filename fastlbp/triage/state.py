@@ -42,12 +42,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
-from fastlbp.explain import Explanation, clause_index, explain, explain_name
-from fastlbp.model import Model
-from fastlbp.ranking import alarm_vars, order_alarms
-from fastlbp.session import CONTROL_FIELDS, Session
-from fastlbp.settings import Settings
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.inference.explain import Explanation, clause_index, explain, explain_name
+from fastlbp.inference.ranking import alarm_vars, order_alarms
+from fastlbp.inference.session import CONTROL_FIELDS, Session
+from fastlbp.io.writers import safe_name
 from fastlbp.triage.journal import (
     Contents,
     Journal,
@@ -74,7 +75,6 @@ from fastlbp.triage.stored import (
     stored_meta,
     stored_settings,
 )
-from fastlbp.writers import safe_name
 
 __all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
 
@@ -88,14 +88,14 @@ class RoundInfo:
     converged: bool
     delta: float
     remedy: str | None = None  # what produced the numbers when LBP alone did not converge
-    how: str = ""  # the method and its error (`fastlbp.methods.describe`); "" for LBP's own line
+    how: str = ""  # the method and its error (`fastlbp.inference.methods.describe`); "" for LBP's own line
 
 
 def _how(rnd) -> str:
     """How a round of exact inference or sampling was made (LBP's rounds say it in their own words)."""
     if rnd.method == "lbp":
         return ""
-    from fastlbp.methods import describe
+    from fastlbp.inference.methods import describe
 
     return describe(rnd)
 

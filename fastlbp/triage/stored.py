@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 import schedules
-from fastlbp.errors import InputError, SettingsError, read_text
-from fastlbp.model import Model
-from fastlbp.settings import CYCLE_MODES, PRECISIONS, Settings
+from fastlbp.core.errors import InputError, SettingsError, read_text
+from fastlbp.core.model import Model
+from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
 from fastlbp.triage.journal import JOURNAL_VERSION, Contents, classify, fingerprint, newer, read_file
 
 # The stored schedule of a session with a custom order: this name, then the spec's options

@@ -16,12 +16,12 @@ from typing import TextIO
 
 import numpy as np
 
-from fastlbp.errors import InputError
-from fastlbp.explain import format_explanation
+from fastlbp.core.errors import InputError
+from fastlbp.inference.explain import format_explanation
+from fastlbp.io.writers import format_probability, safe_name
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
-from fastlbp.writers import format_probability, safe_name
 
 PAGE = 20  # lines a search or `more` shows at once
 MOVED_SHOWN = 2  # alarms named in the "moved:" line

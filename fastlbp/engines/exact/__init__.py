@@ -36,8 +36,8 @@ costs V * C: weblech has 456 variables (about 1,600 after binarisation), so
 three eliminations' work instead of 456. Batching the queries on the device
 would hide latency but not that work, and would need V times the memory.
 
-Evidence of probability 0 raises `fastlbp.errors.ContradictoryEvidence`
-naming a conflicting subset of the labels (`fastlbp.constraints`); a model
+Evidence of probability 0 raises `fastlbp.core.errors.ContradictoryEvidence`
+naming a conflicting subset of the labels (`fastlbp.inference.constraints`); a model
 whose factors alone have probability 0 raises `InferenceError`.
 """
 
@@ -51,15 +51,15 @@ from collections import OrderedDict
 import jax
 import numpy as np
 
-from fastlbp.constraints import conflicting_labels
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import kernels, program
 from fastlbp.engines.exact.binarize import Binarized, Table, binarize
 from fastlbp.engines.exact.eliminate import Arena, default_host_below, run
 from fastlbp.engines.exact.order import BYTES, Plan, plan
 from fastlbp.engines.marginals import Marginals
-from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
-from fastlbp.graph import FactorGraph
-from fastlbp.settings import Settings
+from fastlbp.inference.constraints import conflicting_labels
 
 CPU_MEMORY = 2 * 2**30  # default budget where the device reports no memory (a CPU)
 MIN_FILL_BELOW = 20_000  # free variables (after binarisation) from which the order is min-degree's
@@ -240,7 +240,7 @@ def exact_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     """P(x=1 | labels) for every variable, exactly.
 
     Args:
-        model_or_graph: a `fastlbp.model.Model` or a `FactorGraph`.
+        model_or_graph: a `fastlbp.core.model.Model` or a `FactorGraph`.
         labels: {variable: truth}; None: the model's labels (none for a graph).
         settings: `exact_memory` is the budget (None: a quarter of the device's memory).
         host_below: buckets with fewer entries run in numpy on the host (0: all on the device; None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fastlbp.graph import AND, Factor
+from fastlbp.core.graph import AND, Factor
 
 
 @dataclasses.dataclass(frozen=True)

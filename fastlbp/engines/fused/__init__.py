@@ -1,6 +1,6 @@
 """Fused PARALL for the GPU: one Pallas kernel per half-sweep.
 
-The XLA engine (`fastlbp.engines.parall`, on `fastlbp.kernels`) runs an
+The XLA engine (`fastlbp.engines.parall`, on `fastlbp.core.equations`) runs an
 iteration as about twenty kernels, and at 0.5M edges their launches, not the
 bytes, set the time. Here an iteration is mainly two Pallas (Triton) kernels:
 
@@ -38,6 +38,8 @@ import time
 import jax
 import jax.numpy as jnp
 
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.settings import Settings
 from fastlbp.engines.fused import loop
 from fastlbp.engines.fused.control import Control
 from fastlbp.engines.fused.factor_kernel import chunks_wait, factor_pass
@@ -55,8 +57,6 @@ from fastlbp.engines.fused.tuning import (
 )
 from fastlbp.engines.fused.variable_kernel import var_pass
 from fastlbp.engines.loop import Runner
-from fastlbp.graph import FactorGraph
-from fastlbp.settings import Settings
 
 NAME = "parall/fused"
 

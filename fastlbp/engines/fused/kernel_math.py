@@ -6,7 +6,7 @@ a dominant term (below S/2; at most one), whose others are summed directly, so
 no tiny sum is lost to cancellation (see `kernels.factor_aggregates`). A wide
 row's chunks cannot see S, so there the row's smallest term (the only one that
 can dominate) plays that part. The messages are `logspace.factor_messages`, as
-in `fastlbp.kernels`.
+in `fastlbp.core.equations`.
 
 A variable's total is its finite log-odds sum (float) and a count of +inf and
 -inf terms (hard evidence), each saturated at 2 and packed in one int32
@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fastlbp.logspace import floor_term, log_sigmoid, messages_from_rho, signed, terms_and_rho
+from fastlbp.core.logspace import floor_term, log_sigmoid, messages_from_rho, signed, terms_and_rho
 
 
 def var_to_factor(m, fin, cnt):

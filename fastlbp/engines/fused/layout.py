@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fastlbp.core.graph import FactorGraph
 from fastlbp.engines.fused.tuning import TILE
-from fastlbp.graph import FactorGraph
 
 
 @jax.tree_util.register_dataclass

@@ -19,7 +19,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from fastlbp import kernels
+from fastlbp.core import equations
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.logspace import signed
 from fastlbp.engines.fused.control import BAD, IT, MAX_ITERS, PRIMED, Control, last_delta
 from fastlbp.engines.fused.factor_kernel import factor_pass
 from fastlbp.engines.fused.kernel_math import count_of
@@ -27,20 +29,18 @@ from fastlbp.engines.fused.layout import FusedLayout
 from fastlbp.engines.fused.tuning import NUM_WARPS
 from fastlbp.engines.fused.variable_kernel import var_pass
 from fastlbp.engines.loop import Controls, RunResult
-from fastlbp.graph import FactorGraph
-from fastlbp.logspace import signed
 
 
 def factor_params(layout: FusedLayout, graph: FactorGraph, dtype) -> tuple[jax.Array, ...]:
     """The factor pass's parameters, per factor of a row (`FusedLayout.seg_factor`, (2 Rf,) each).
 
-    is AND (int32), q, r and k1 - k0 (`kernels.factor_params`; empty places take factor 0's).
-    The kernels form 1 - q and 1 - r themselves, as `kernels.factor_params` does: three loads
+    is AND (int32), q, r and k1 - k0 (`equations.factor_params`; empty places take factor 0's).
+    The kernels form 1 - q and 1 - r themselves, as `equations.factor_params` does: three loads
     per slot less.
     """
     rf = layout.seg_factor
     rows = jnp.where(rf >= 0, rf, 0)
-    p = kernels.factor_params(graph, dtype)
+    p = equations.factor_params(graph, dtype)
     return tuple(x[rows] for x in (p.is_and.astype(jnp.int32), p.q, p.r, p.k1 - p.k0))
 
 

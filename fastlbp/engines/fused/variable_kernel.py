@@ -17,12 +17,12 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from fastlbp.core.logspace import log_odds_change
 from fastlbp.engines.fused.control import Control, report_change, sweep_control
 from fastlbp.engines.fused.kernel_math import count_bits, var_totals
 from fastlbp.engines.fused.layout import FusedLayout
 from fastlbp.engines.fused.lowering import bound, quiet_triton_dialect_lookup
 from fastlbp.engines.fused.tuning import NUM_WARPS
-from fastlbp.logspace import log_odds_change
 
 
 def _var_kernel(widths, tile, maxc, barrier, cls_ref, r0_ref, vs_ref, m_ref, ev_ref, first_ref, count_ref,

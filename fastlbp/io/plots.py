@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fastlbp import metrics
+from fastlbp.inference import metrics
 
 if TYPE_CHECKING:  # simulate imports this module
-    from fastlbp.settings import Settings
-    from fastlbp.simulate import SimulationResult
+    from fastlbp.core.settings import Settings
+    from fastlbp.inference.simulate import SimulationResult
 
 
 class PlotsUnavailable(RuntimeError):
@@ -100,7 +100,7 @@ def ideal_found(num_true: int, upto: int) -> Curve:
 def describe(graph: str | os.PathLike | None, settings: Settings | None) -> str:
     """The title's second line: the graph's file name and the settings that decide the numbers.
 
-    >>> from fastlbp.settings import Settings
+    >>> from fastlbp.core.settings import Settings
     >>> describe("data/weblech.json", Settings(schedule="seqfix"))
     'weblech.json: LBP seqfix, tol 1e-06, damping 0, f64'
     """

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fastlbp.graph import AND, Factor
+from fastlbp.core.graph import AND, Factor
 
 
 class Contradiction(ValueError):

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ class ContradictoryEvidence(ValueError):
     """The labels have joint probability 0 under the model; `labels` names a conflicting set."""
 
     def __init__(self, labels: dict[str, bool]):
-        from fastlbp.writers import safe_name  # names from the graph: shown escaped on a terminal
+        from fastlbp.io.writers import safe_name  # names from the graph: shown escaped on a terminal
 
         self.labels = dict(labels)
         shown = ", ".join(f"{safe_name(k)}={'true' if v else 'false'}" for k, v in self.labels.items())
@@ -133,7 +133,7 @@ def read_bytes(path, *, max_decompressed: int | None = None) -> bytes | bytearra
                 out += chunk
                 if len(out) > limit:
                     raise InputError(str(p), None, f"not a regular file, and its size exceeds {limit} bytes; "
-                                     "raise the limit with max_decompressed= (fastlbp.loading.load), or copy "
+                                     "raise the limit with max_decompressed= (fastlbp.load), or copy "
                                      "it into a regular file (which has no limit)")
             return out
         except OSError as err:
@@ -148,7 +148,7 @@ def _inflate(f, p: Path, limit: int) -> bytearray:
                 out += chunk
                 if len(out) > limit:
                     raise InputError(str(p), None, f"decompressed size exceeds {limit} bytes (a gzip bomb?); "
-                                     "raise the limit with max_decompressed= (fastlbp.loading.load), or "
+                                     "raise the limit with max_decompressed= (fastlbp.io.loading.load), or "
                                      "decompress the file first (gunzip: an uncompressed file has no limit)")
     except (OSError, EOFError, zlib.error) as err:
         raise InputError(str(p), None, f"not a valid gzip file ({err})") from None

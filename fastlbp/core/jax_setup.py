@@ -8,7 +8,7 @@ array or traces any function:
 
 * float64 is JAX's default (`jax_enable_x64`; the published accuracy depends
   on it; float32 stays available per run through `Settings.precision`);
-* `fastlbp.graph.FactorGraph` is a pytree (its arrays are jit arguments).
+* `fastlbp.core.graph.FactorGraph` is a pytree (its arrays are jit arguments).
 
 `import fastlbp` calls `when_imported(configure)`. With JAX imported already,
 `configure` runs at once. Otherwise a one-shot finder on `sys.meta_path` waits
@@ -40,9 +40,9 @@ def configure(jax: ModuleType) -> None:
     jax.config.update("jax_enable_x64", True)
     if _configured:
         return
-    from fastlbp.graph import FactorGraph
+    from fastlbp.core.graph import FactorGraph
 
-    # Registered here, not by a decorator in fastlbp.graph, so that graph.py needs no JAX; every field
+    # Registered here, not by a decorator in fastlbp.core.graph, so that graph.py needs no JAX; every field
     # is an array (data), none is static.
     jax.tree_util.register_dataclass(FactorGraph)
     _configured = True

@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from fastlbp.model import Model
-from fastlbp.settings import Settings
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
 
 # Largest table exact inference may take under "auto": 2^25 float64 entries (width 24). A larger one
 # can take seconds to minutes on a CPU; --method exact allows a quarter of the device's memory.

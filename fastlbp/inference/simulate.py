@@ -20,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp import metrics, plots
-from fastlbp.errors import ContradictoryEvidence, InputError, read_text, text_lines
-from fastlbp.model import Model
-from fastlbp.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
-from fastlbp.ranking import alarm_vars, order_alarms
-from fastlbp.session import Session
-from fastlbp.settings import Settings
-from fastlbp.writers import safe_name
+from fastlbp.core.errors import ContradictoryEvidence, InputError, read_text, text_lines
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.inference import metrics
+from fastlbp.inference.ranking import alarm_vars, order_alarms
+from fastlbp.inference.session import Session
+from fastlbp.io import plots
+from fastlbp.io.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
+from fastlbp.io.writers import safe_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +127,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         settings: the run's settings (default `Settings()`).
 
     A label the model's hard constraints rule out (the oracle contradicts the
-    model: `ContradictoryEvidence`, decided by `fastlbp.constraints`, never by
+    model: `ContradictoryEvidence`, decided by `fastlbp.inference.constraints`, never by
     LBP's messages) does not stop the run: the alarm counts as labelled, its
     label is withdrawn from the evidence, the round is rerun, and the step is
     marked `evidence_dropped`; the table, the JSON (`evidence_dropped`) and
@@ -221,7 +222,7 @@ def plot(result: SimulationResult, out_dir: str | os.PathLike, *, graph: str | o
     """Writes `roc.png` (false vs true alarms found, the paper's Figure 7) and
     `true_alarms_over_time.png` (true alarms found vs alarms labelled, with the rounds' seconds),
     each with the random-order and ideal baselines, titled with the graph and the settings
-    (`fastlbp.plots`).
+    (`fastlbp.io.plots`).
 
     Raises:
         PlotsUnavailable: matplotlib is missing.

@@ -6,7 +6,7 @@ not used at all, neither read nor written: one line on stderr says why and that
 the run goes on without the cache. The same holds for the folder's `models/`
 (which must not be a symbolic link) and for the model cache's secret key
 `models/key`: 32 random bytes, made on first use with mode 0600, never
-readable by group or others. `fastlbp.model_cache` signs every entry with it
+readable by group or others. `fastlbp.io.model_cache` signs every entry with it
 (HMAC-SHA256), so an entry written by someone without the key is a miss.
 
     fd = open_models(cache_dir, create=True)    # the checked models/ folder, or None

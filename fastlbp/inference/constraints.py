@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastlbp.graph import AND, FactorGraph
+from fastlbp.core.graph import AND, FactorGraph
 
 
 class _Factors:

@@ -2,7 +2,7 @@
 
 `rank_alarms` orders the unlabelled alarms of a model by P(alarm = 1), as log-odds (ties
 by input order, so a ranking is deterministic) and lists labelled alarms
-apart; `rank` runs the cold round first. `fastlbp.writers` turns a `Ranking`
+apart; `rank` runs the cold round first. `fastlbp.io.writers` turns a `Ranking`
 into text (table, JSON, CSV, SARIF).
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fastlbp.model import Model
-from fastlbp.session import Session
-from fastlbp.settings import Settings
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.inference.session import Session
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Ranking:
     # (V,) P(x=1) of every variable, for writers that explain alarms (SARIF's related locations);
     # None for a ranking built by hand.
     marginals: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
-    how: str = ""  # one line: the method and its error (`fastlbp.methods.describe`)
+    how: str = ""  # one line: the method and its error (`fastlbp.inference.methods.describe`)
     flags: tuple[str, ...] = ()  # why LBP's numbers may mislead (`Round.flags`)
     reason: str | None = None  # why method "auto" chose the method
 
@@ -119,7 +119,7 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
                 for v, t in labels.items()]
     extra = {}
     if rnd is not None:
-        from fastlbp.methods import describe
+        from fastlbp.inference.methods import describe
 
         extra = {"how": describe(rnd), "flags": tuple(rnd.flags), "reason": rnd.reason}
     return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy, method,

@@ -1,6 +1,8 @@
 """A `Ranking` as a SARIF 2.1.0 log for code-scanning tools (GitHub code scanning, GitLab).
 
-    from fastlbp import ranking, sarif
+    from fastlbp.inference import ranking
+
+    from fastlbp.io import sarif
     r = ranking.rank(model)
     print(sarif.dumps(sarif.to_sarif(r, model, source="race.json")))
 
@@ -43,10 +45,10 @@ import numpy as np
 
 from datalog.annotations import LocationIndex
 from fastlbp import __version__
-from fastlbp.explain import clause_index, explain
-from fastlbp.model import Model
-from fastlbp.ranking import Ranking, alarm_vars
-from fastlbp.writers import format_probability, relation
+from fastlbp.core.model import Model
+from fastlbp.inference.explain import clause_index, explain
+from fastlbp.inference.ranking import Ranking, alarm_vars
+from fastlbp.io.writers import format_probability, relation
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"  # the uriBaseId of every file: paths are relative to the source root
@@ -93,7 +95,7 @@ def supporting_tuples(model: Model, marginals: np.ndarray, var: int, located, *,
     """Located tuples that `var`'s strongest derivation rests on, nearest first.
 
     The body tuples of the strongest clause deriving `var`
-    (`fastlbp.explain`, k = 1); a body tuple without a location is
+    (`fastlbp.inference.explain`, k = 1); a body tuple without a location is
     replaced by those its own strongest derivation rests on, breadth first,
     until `limit` tuples are found or `max_explained` tuples were explained.
 

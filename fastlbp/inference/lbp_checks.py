@@ -1,7 +1,7 @@
 """Cheap checks of an LBP round: when its answer should not be trusted (`Round.flags`).
 
     rnd = session.run()
-    if fastlbp.lbp_checks.flagged(rnd):
+    if fastlbp.inference.lbp_checks.flagged(rnd):
         print("\\n".join(rnd.flags))        # short sentences; () when nothing is suspicious
 
 `Session.run` calls `check_round` after every LBP round. It reads the round's
@@ -38,13 +38,13 @@ next hard variable is checked instead.
 Messages that cancel. A round stops when no marginal moves; messages into a
 variable that move while they cancel leave its marginal still. Three OR
 facts over inputs a, b, c labelled true and three ANDs over them labelled
-false have probability 0, which `fastlbp.constraints` cannot prove (it needs
+false have probability 0, which `fastlbp.inference.constraints` cannot prove (it needs
 a case split); PARALL stops after one iteration with every input at 0.5:
 the messages into each input cancel exactly (+x from both ORs, -x from both
 ANDs) while x grows like log(iterations) (0.69, 1.10, 1.39, ..., 6.9 after
 1000). `residual_near_labels` recomputes the messages of the factors around
 the labelled variables once from the round's state (the engines' own
-`kernels.factor_to_var`): 0.69 into a becomes 1.10, a relative change of
+`equations.factor_to_var`): 0.69 into a becomes 1.10, a relative change of
 0.24, far above `RESIDUAL_TOL`. Messages into labelled or hard variables do
 not count: they never reach a marginal, and do move on after ordinary
 rounds have converged. Sequential schedules and asymmetric priors on the
@@ -66,8 +66,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import kernels, logspace
-from fastlbp.graph import FactorGraph
+from fastlbp.core import equations, logspace
+from fastlbp.core.graph import FactorGraph
 
 # Nats short of `soft_limit` at which a cavity against a variable's value counts as at the limit: an OR
 # tuple whose k derivations are all floored has cavity -(limit - ln k), so this covers k up to 1e10.
@@ -94,14 +94,14 @@ def soft_limit(dtype) -> float:
 
 
 def combine(agg: np.ndarray) -> np.ndarray:
-    """(N, 3) [finite sum, #+inf, #-inf] -> (N,) log-odds; NaN where +inf meets -inf (`kernels.combine`)."""
+    """(N, 3) [finite sum, #+inf, #-inf] -> (N,) log-odds; NaN where +inf meets -inf (`equations.combine`)."""
     pos, neg = agg[:, 1] > 0.5, agg[:, 2] > 0.5
     out = np.where(pos, np.inf, np.where(neg, -np.inf, agg[:, 0]))
     return np.where(pos & neg, np.nan, out)
 
 
 def split_infinite(x: np.ndarray) -> np.ndarray:
-    """(N,) log-odds -> (N, 3) float64 [finite part, is +inf, is -inf] (`kernels.split_infinite`)."""
+    """(N,) log-odds -> (N, 3) float64 [finite part, is +inf, is -inf] (`equations.split_infinite`)."""
     x = np.asarray(x, np.float64)
     return np.stack([np.where(np.isfinite(x), x, 0.0), x == np.inf, x == -np.inf], -1).astype(np.float64)
 
@@ -184,7 +184,7 @@ def _names(var_names: Sequence[str] | None, v: int) -> str:
 
 def _prob(lo: float) -> str:
     """P = sigmoid(lo) for people, below float64's range from the log-odds."""
-    from fastlbp.writers import format_probability
+    from fastlbp.io.writers import format_probability
 
     p = 0.0 if lo < -745 else 1.0 / (1.0 + math.exp(-lo)) if lo > -700 else math.exp(lo)
     return format_probability(p, lo)
@@ -251,11 +251,11 @@ def _bucket(n: int) -> int:
 
 @jax.jit
 def _local_messages(factor_offsets, edge_factor, edge_is_head, factor_kind, p1, p2, mu):
-    """`kernels.factor_to_var` on a small graph of whole factors (the factors around some variables)."""
+    """`equations.factor_to_var` on a small graph of whole factors (the factors around some variables)."""
     local = types.SimpleNamespace(factor_offsets=factor_offsets, edge_factor=edge_factor,
                                   edge_is_head=edge_is_head, factor_kind=factor_kind, p1=p1, p2=p2,
                                   num_factors=factor_offsets.shape[0] - 1)
-    return kernels.factor_to_var(local, kernels.Summation(None, None, "scatter"), mu)
+    return equations.factor_to_var(local, equations.Summation(None, None, "scatter"), mu)
 
 
 def residual_near_labels(graph: FactorGraph, fetched: Fetched, log_odds: np.ndarray,
@@ -266,7 +266,7 @@ def residual_near_labels(graph: FactorGraph, fetched: Fetched, log_odds: np.ndar
     while they cancel (a symmetric graph) leave its marginal still. This
     recomputes the messages of the factors around the labelled variables once
     (undamped, all at once as PARALL would) from the round's messages, with
-    the engines' `kernels.factor_to_var`; the variable-to-factor messages come
+    the engines' `equations.factor_to_var`; the variable-to-factor messages come
     from the round's marginal log-odds (hard variables: from their incoming
     messages). Only messages into soft variables (finite marginal log-odds)
     count: those into a labelled or hard variable never reach a marginal (its

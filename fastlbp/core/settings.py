@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fastlbp.errors import SettingsError
+from fastlbp.core.errors import SettingsError
 
 # Precision name -> the name of its dtype in jax.numpy (`Settings.dtype` looks it up: this module
 # imports no JAX, so the commands that run no inference never start it).
@@ -22,13 +22,13 @@ PRECISIONS = {"f64": "float64", "f32": "float32"}
 # Kernel backends for PARALL (and, for "fused", the persistent kernel of sequential schedules):
 #   auto      the default: "fused" where it measured faster, else "xla"
 #             (`fastlbp.engines.auto_backend`; always "xla" on a CPU)
-#   xla       segment sums as dense gathers and row sums (`fastlbp.segments`)
+#   xla       segment sums as dense gathers and row sums (`fastlbp.core.segments`)
 #   scatter   XLA's scatter-add (one atomic per element; for comparison)
 #   pallas    a Pallas segment-sum kernel (GPU; slower than xla, kept for comparison)
 #   fused     two Pallas kernels per PARALL sweep, one persistent kernel per sequential sweep (GPU)
 #   *_interpret  the same Pallas kernels in the interpreter (CPU; tests)
 BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
-# How marginals are computed: the first of exact, sampling and LBP that fits (`fastlbp.methods`), loopy
+# How marginals are computed: the first of exact, sampling and LBP that fits (`inference.methods`), loopy
 # belief propagation, exact (bucket elimination), or importance sampling.
 METHODS = ("auto", "lbp", "exact", "sample")
 GPU_BACKENDS = ("pallas", "fused")
@@ -54,7 +54,7 @@ class Settings:
         compress: exact chain compression of derivation graphs.
         method: "auto" (the default: exact inference where the graph's width fits,
             else importance sampling where it fits a time budget, else LBP;
-            `fastlbp.methods.choose`), "lbp" (loopy belief propagation), "exact"
+            `fastlbp.inference.methods.choose`), "lbp" (loopy belief propagation), "exact"
             (bucket elimination) or "sample" (sampling with the labels as importance
             weights, `fastlbp.engines.sampling`).
         samples: worlds drawn by `method="sample"`.

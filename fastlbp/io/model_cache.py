@@ -3,7 +3,7 @@
 Loading a derivation graph (parse, validation, cycle elimination,
 compression, factor-graph arrays) takes 1.6-2.4 s for data/ftp.json.gz on a
 2-core CPU and about 3.5 s at 2M edges; reading the same model back from an
-entry takes a few tens of milliseconds. `fastlbp.loading.load(path,
+entry takes a few tens of milliseconds. `fastlbp.io.loading.load(path,
 settings, cache_dir=...)` uses it:
 
     key = lookup_key(path, "json", settings)      # None: not cacheable (a pipe)
@@ -21,7 +21,7 @@ An entry is one `.npz` file (no pickle): a header (the key, the sha256 of
 the input's bytes, the code digest, `FORMAT_VERSION`), the model as a JSON
 tree whose numpy arrays (and long lists of names, as one UTF-8 blob) are
 members of the archive, and an HMAC-SHA256 of all of it under the folder's
-secret key (`fastlbp.cache_safety`: `models/key`, 0600, made on first use).
+secret key (`fastlbp.io.cache_safety`: `models/key`, 0600, made on first use).
 A missing, truncated, corrupt, forged or stale entry (its MAC, key, input
 hash or a dataclass' fields do not match), or one that is not a regular file
 of this user's (a FIFO, a symbolic link: never opened through), is a miss:
@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from fastlbp import cache_safety
+from fastlbp.io import cache_safety
 
 # 2: entries signed with the folder's key (HMAC), their header names the input's hash and the code.
 FORMAT_VERSION = 2
@@ -82,8 +82,9 @@ BLOB_MIN = 32
 # Long lists (and dicts) of one Python scalar type are stored as one array of these dtypes.
 SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 # The source files whose text decides a loaded model: any edit to them changes every key.
-CODE_MODULES = ("datalog", "fastlbp.graph", "fastlbp.model", "fastlbp.errors", "fastlbp.loading",
-                "fastlbp.model_cache")
+CODE_MODULES = ("datalog", "fastlbp.core.graph", "fastlbp.core.model", "fastlbp.core.errors",
+                "fastlbp.io.loading",
+                "fastlbp.io.model_cache")
 
 Progress = Callable[[str], None]
 

@@ -32,9 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import logspace, pallas_kernels, segments
-from fastlbp.graph import AND, FactorGraph
-from fastlbp.segments import SegmentPlan
+from fastlbp.core import logspace, pallas_segments, segments
+from fastlbp.core.graph import AND, FactorGraph
+from fastlbp.core.segments import SegmentPlan
 
 # Columns of the per-variable aggregate (V, 3): finite log-odds sum, number of
 # +inf terms, number of -inf terms.
@@ -124,7 +124,7 @@ def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_seg
             columns = tuple(c[gather_index] for c in columns)
         data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
         return jax.ops.segment_sum(data, segment_ids, num_segments=num_segments, indices_are_sorted=True)
-    out = pallas_kernels.segment_sum(columns, segment_ids, num_segments=num_segments,
+    out = pallas_segments.segment_sum(columns, segment_ids, num_segments=num_segments,
                                      split_infinite=split_infinite_values, gather_index=gather_index,
                                      interpret=backend == "pallas_interpret")
     return out.astype(dtype)

@@ -1,16 +1,16 @@
 """Loading: a graph file or directory into a `Model`, and a labels file into evidence.
 
-    model = fastlbp.loading.load("data/weblech.json")
-    model = fastlbp.loading.load("bingo_dir/", Settings(cycles="bingo"))
-    labels = fastlbp.loading.read_labels("labels.txt", model)     # {variable: truth}
-    model, labels = fastlbp.loading.load_labels("labels.txt", model)   # any tuple, model kept whole
+    model = fastlbp.io.loading.load("data/weblech.json")
+    model = fastlbp.io.loading.load("bingo_dir/", Settings(cycles="bingo"))
+    labels = fastlbp.io.loading.read_labels("labels.txt", model)     # {variable: truth}
+    model, labels = fastlbp.io.loading.load_labels("labels.txt", model)   # any tuple, model kept whole
 
 The formats and their detection live in `datalog.io` (derivation.json, Bingo
 directories, libDAI causal factor graphs, Datalog programs); the options of
 loading (`cycles`, `compress`) travel in `Settings` with the inference options,
 a Datalog program's grounding options in `datalog=GroundOptions(...)`:
 
-    model = fastlbp.loading.load("taint.dl", datalog=GroundOptions(facts="facts/"))
+    model = fastlbp.io.loading.load("taint.dl", datalog=GroundOptions(facts="facts/"))
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from datalog import io as datalog_io
 from datalog.grounding import GroundOptions
-from fastlbp.errors import InputError, check_path, read_text, text_lines
-from fastlbp.model import UNDERIVABLE, Model, Resolved
-from fastlbp.settings import Settings
+from fastlbp.core.errors import InputError, check_path, read_text, text_lines
+from fastlbp.core.model import UNDERIVABLE, Model, Resolved
+from fastlbp.core.settings import Settings
 
 detect_format = datalog_io.detect_format
 
@@ -44,14 +44,14 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
         max_decompressed: the most bytes a gzip-compressed file (or a pipe)
             may inflate to before loading stops with an `InputError` (a gzip
             bomb); None for max(256 MiB, 64 x the compressed size), see
-            `fastlbp.errors.decompression_limit`. Uncompressed files have no limit.
-        cache_dir: a folder for the compiled-model cache (`fastlbp.model_cache`,
+            `fastlbp.core.errors.decompression_limit`. Uncompressed files have no limit.
+        cache_dir: a folder for the compiled-model cache (`fastlbp.io.model_cache`,
             entries under `cache_dir/models`): a later load of the same bytes
             with the same settings reads the model's arrays instead of parsing
             and building it again. None: no cache. A folder another user owns,
             or that group or others may write, is not used (one warning on
             stderr); a model is stored only when the input did not change
-            while it was loaded (see `fastlbp.model_cache`).
+            while it was loaded (see `fastlbp.io.model_cache`).
         progress: called with the name of each stage as it starts: "checking the
             model cache" (hashing the input, reading an entry), then on a miss
             "loading" and "storing in the model cache"; never prints.
@@ -76,7 +76,7 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
         if progress is not None:
             progress("loading")
         return fresh()
-    from fastlbp import model_cache
+    from fastlbp.io import model_cache
 
     check_path(path)  # a missing path is an InputError, not a cache miss
     if progress is not None:
@@ -199,7 +199,7 @@ def read_labels(path: str | os.PathLike, model: Model) -> dict[int, bool]:
     rows = [(ln, name, truth, _resolve(model, p, ln, name)) for ln, name, truth in parse_labels(path)]
     for ln, name, _, r in rows:
         if r.var < 0:
-            hint = "" if r.how == UNDERIVABLE else (" (fastlbp.loading.load_labels keeps it, making the "
+            hint = "" if r.how == UNDERIVABLE else (" (fastlbp.io.loading.load_labels keeps it, making the "
                                                     "model again)")
             raise InputError(p, ln, f"{name!r} cannot be labelled in this model: {r.reason}{hint}")
     return _collect(model, p, rows)

@@ -18,12 +18,12 @@ import math
 
 import numpy as np
 
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
 from fastlbp.engines.marginals import Marginals
-from fastlbp.model import Model
-from fastlbp.ranking import alarm_vars
-from fastlbp.session import Round, Session
-from fastlbp.settings import Settings
-from fastlbp.writers import format_probability, safe_name
+from fastlbp.inference.ranking import alarm_vars
+from fastlbp.inference.session import Round, Session
+from fastlbp.io.writers import format_probability, safe_name
 
 REFERENCES = ("auto", "exact", "sample")
 # The verdict: "warn" when LBP misses the reference by more than this on some alarm (beyond 3

@@ -19,13 +19,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import constraints, engines, lbp_checks, methods
+from fastlbp import engines
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
+from fastlbp.core.graph import label_codes
+from fastlbp.core.model import UNDERIVABLE, Model
+from fastlbp.core.settings import Settings, settings_from
 from fastlbp.engines.loop import Controls, controls, init
-from fastlbp.errors import ContradictoryEvidence, InferenceError, SettingsError
-from fastlbp.graph import label_codes
-from fastlbp.model import UNDERIVABLE, Model
-from fastlbp.settings import Settings, settings_from
-from fastlbp.writers import safe_name
+from fastlbp.inference import constraints, lbp_checks, methods
+from fastlbp.io.writers import safe_name
 
 # Settings a running session may change (they are data to the jitted round); the others
 # (schedule, precision, backend, loading) decide the runner and need a new session.
@@ -48,8 +49,8 @@ class Round:
     lower: np.ndarray | None = None  # (V,) 95% interval of a sampled round (Wilson on the effective size)
     upper: np.ndarray | None = None
     info: dict | None = None  # what exact inference or sampling took (`Marginals.info`)
-    reason: str | None = None  # why `method="auto"` picked this method (`fastlbp.methods.choose`)
-    # Why an LBP round's numbers may mislead (`fastlbp.lbp_checks`): evidence its messages could not carry,
+    reason: str | None = None  # why `method="auto"` picked this method (`fastlbp.inference.methods.choose`)
+    # Why an LBP round's numbers may mislead (`lbp_checks`): evidence its messages could not carry,
     # a remedy or no convergence, messages still moving; short sentences, () when nothing is suspicious.
     flags: tuple[str, ...] = ()
 
@@ -65,7 +66,7 @@ class Session:
     Changing labels, tol, max_iters or damping never recompiles: they are data.
     With `method="exact"` or `"sample"` a round is exact inference or sampling
     from the current labels (no messages, no warm start). With `method="auto"`
-    (the default) the first round picks one (`fastlbp.methods.choose`: exact where
+    (the default) the first round picks one (`fastlbp.inference.methods.choose`: exact where
     it fits, else sampling where it fits the time budget, else LBP) and the
     session keeps it (`Session.method`); a later round whose labels the sampler
     or exact inference cannot take runs LBP instead and says so in `Round.flags`.
@@ -140,7 +141,7 @@ class Session:
         r = self.model.resolve(name_or_index)  # KeyError names an unknown one
         if r.var < 0:
             keep = "" if r.how == UNDERIVABLE else (
-                f"; to label it, start a Session on fastlbp.loading.keep_tuples(model, [{r.name!r}]), "
+                f"; to label it, start a Session on fastlbp.io.loading.keep_tuples(model, [{r.name!r}]), "
                 "which keeps it as a variable")
             raise KeyError(f"'{safe_name(r.name)}' is not a variable of this model: {r.reason}{keep}")
         return r.var
@@ -150,8 +151,8 @@ class Session:
 
         Raises:
             KeyError: see `_var`; a tuple compression removed needs
-                `fastlbp.loading.keep_tuples` (or a labels file through
-                `fastlbp.loading.load_labels`, which does it).
+                `fastlbp.io.loading.keep_tuples` (or a labels file through
+                `fastlbp.io.loading.load_labels`, which does it).
         """
         self.labels[self._var(name)] = bool(truth)
 
@@ -181,7 +182,7 @@ class Session:
 
         Raises:
             ContradictoryEvidence: the labels have probability 0 (proved by
-                the model's hard constraints, `fastlbp.constraints`); names a
+                the model's hard constraints, `fastlbp.inference.constraints`); names a
                 minimal conflicting subset. Messages are left unchanged.
             InferenceError: LBP met a conflict the hard constraints do not
                 imply (a numerical failure); the labels are kept.

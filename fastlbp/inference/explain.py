@@ -15,9 +15,9 @@ import dataclasses
 
 import numpy as np
 
-from fastlbp.graph import KIND_NAMES
-from fastlbp.model import Model
-from fastlbp.writers import format_probability, safe_name
+from fastlbp.core.graph import KIND_NAMES
+from fastlbp.core.model import Model
+from fastlbp.io.writers import format_probability, safe_name
 
 
 @dataclasses.dataclass(frozen=True)

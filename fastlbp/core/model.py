@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fastlbp.graph import FactorGraph
+from fastlbp.core.graph import FactorGraph
 
 # What became of an input tuple (meta["tuple_how"]).
 VARIABLE = 0  # a variable of the factor graph
@@ -135,7 +135,7 @@ class Model:
         if name not in self.tuple_index and name not in self.index:
             spelled = self._squeezed_index.get(_squeezed(name))
             if spelled is None:
-                from fastlbp.writers import safe_name
+                from fastlbp.io.writers import safe_name
 
                 raise KeyError(f"unknown tuple or variable '{safe_name(name)}'")
             name = spelled

@@ -16,7 +16,7 @@ inverse. Variable-side reductions run over the variable order, also sorted.
 
 A `FactorGraph` holds only arrays, so it is a pytree that jitted functions
 take as an argument (never a closure constant). Sizes come from the shapes.
-It is registered as one when JAX is imported (`fastlbp.jax_setup.configure`):
+It is registered as one when JAX is imported (`fastlbp.core.jax_setup.configure`):
 this module needs only numpy, so loading and converting graphs never start JAX.
 """
 
@@ -74,7 +74,7 @@ class FactorGraph:
         p2: (F,) float64, f(x0=1) when it does not.
 
     How an engine sums these segments (plans, kernels) is its own layout
-    (`fastlbp.kernels.Summation`), not part of the graph.
+    (`fastlbp.core.equations.Summation`), not part of the graph.
     """
 
     factor_offsets: jax.Array

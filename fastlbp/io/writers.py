@@ -1,6 +1,6 @@
 """A `Ranking` as text: a plain table, JSON and CSV; `safe_name` for names on a terminal.
 
-SARIF 2.1.0 for code-scanning tools is `fastlbp.sarif` (it needs the model
+SARIF 2.1.0 for code-scanning tools is `fastlbp.io.sarif` (it needs the model
 for source locations). Names are shown as they are in JSON (which escapes control
 characters). CSV, for `rank` and `marginals` alike (`csv_document`), quotes
 fields holding a line break or any other control character, and by default
@@ -9,8 +9,8 @@ exact with `exact_names`). The table, meant for a terminal, shows each name
 through `safe_name`, the one escaping of names on a terminal, so an escape
 sequence in a tuple's name cannot recolour, move or retitle the user's terminal.
 
-    from fastlbp.ranking import rank
-    from fastlbp.writers import WRITERS
+    from fastlbp.inference.ranking import rank
+    from fastlbp.io.writers import WRITERS
     print(WRITERS["json"](rank(model)))
 """
 
@@ -21,8 +21,8 @@ import math
 import unicodedata
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # writers need no session: `fastlbp.lbp_checks` (run by the session) uses them
-    from fastlbp.ranking import Ranking
+if TYPE_CHECKING:  # writers need no session: `fastlbp.inference.lbp_checks` (run by the session) uses them
+    from fastlbp.inference.ranking import Ranking
 
 # Unicode categories shown escaped: controls (C0, DEL, C1 such as CSI \x9b), format characters
 # (bidirectional overrides, zero-width characters, tags), line and paragraph separators, surrogates
