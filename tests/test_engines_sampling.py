@@ -11,7 +11,7 @@ from reference import Contradiction, exact_marginals
 
 from datalog.bayesnet import to_model
 from datalog.synthetic import layered
-from fastlbp.core.errors import ContradictoryEvidence, InferenceError
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines import sampling, sampling_plan
@@ -295,6 +295,27 @@ def test_target_se_draws_more_until_reached():
     # Within the budget only: max_samples stops it, and the output says how far it got.
     capped = sample_marginals(graph, None, Settings(samples=4096, target_se=0.002, max_samples=8192))
     assert capped.info["samples"] == 8192 and capped.info["max_stderr"] > 0.002
+
+
+def test_time_budget_ends_the_doubling_and_says_so():
+    # One word per round on a fair coin: the target (SE 0.002) needs 16 doublings; a budget of ~0 s
+    # stops after the first draw, and the status line says the time budget, not the worlds, ran out.
+    from fastlbp.inference.methods import describe
+    from fastlbp.inference.session import Round
+
+    factors = [Factor(AND, 0, (), 0.5, 0.5), Factor(OR, 1, (0,), 0.9, 0.2)]
+    graph = from_factors(factors, 2)
+    base = Settings(samples=4096, target_se=0.002, max_samples=10**6)
+    timed = sample_marginals(graph, None, base.replace(sample_seconds=1e-9))
+    assert timed.info["samples"] == 4096 and timed.info["stopped"] == "time"
+    assert timed.info["max_stderr"] > 0.002
+    untimed = sample_marginals(graph, None, base.replace(sample_seconds=0.0, max_samples=8192))
+    assert untimed.info["samples"] == 8192 and untimed.info["stopped"] == "worlds"
+    fields = {f: None for f in Round.__dataclass_fields__}
+    line = describe(Round(**{**fields, "method": "sample", "info": timed.info}))
+    assert "s budget" in line and "not reached" in line
+    with pytest.raises(SettingsError):
+        Settings(sample_seconds=-1)
 
 
 def test_contradictory_labels_named():

@@ -433,6 +433,7 @@ class Sampler:
         self.graph = graph
         self.tilt = bool(tilt)
         self.tilted_coins = 0  # coins the last labelled run drew from the tilted proposal
+        self.stopped = "worlds"  # what ended the last run's doubling: "target", "worlds" or "time"
         self.plan: Plan = sampling_plan.build(graph, var_names, widths)
         plan = self.plan
         self.host = plan.edges <= HOST_EDGES if host is None else bool(host)
@@ -511,12 +512,14 @@ class Sampler:
 
     def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *, target_se: float = 0.0,
                  min_effective: float = 0.0, max_samples: int | None = None,
-                 rows: np.ndarray | None = None) -> Tally:
+                 rows: np.ndarray | None = None, seconds: float = 0.0) -> Tally:
         """Draws `samples` worlds, then more until the estimates are as precise as asked.
 
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
+        `seconds` > 0 ends the doubling once the next round is predicted (from the time per world so
+        far) to end past that many seconds of drawing; `self.stopped` then says "time".
         World i is the same world whatever the rounds or batches (counters on the device, a stream
         per batch position on the host), so a run is deterministic given the seed.
         """
@@ -536,6 +539,8 @@ class Sampler:
         if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
         acc, drawn, target = None, 0, samples
+        start = time.perf_counter()
+        self.stopped = "worlds"
         while True:
             acc = self._draw(xp, key, drawn, target, la, acc, seed, tilt)
             drawn = target
@@ -546,8 +551,13 @@ class Sampler:
                 break
             if tally.effective >= min_effective and tally.positive > 0 and (
                     not target_se or _max_se(tally, rows) <= target_se):
+                self.stopped = "target"
                 break
             target = min(most, 2 * drawn)
+            elapsed = time.perf_counter() - start
+            if seconds > 0 and elapsed * target / drawn > seconds:
+                self.stopped = "time"
+                break
         return tally
 
     def _proposal(self, labels: dict[int, bool], arrays: importance.LabelArrays):
@@ -656,7 +666,7 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     t1 = time.perf_counter()
     tally = sampler(labels, int(settings.samples), int(settings.seed), target_se=float(settings.target_se),
                     min_effective=float(settings.min_accepted), max_samples=int(settings.max_samples),
-                    rows=rows)
+                    rows=rows, seconds=float(settings.sample_seconds))
     draw_seconds = time.perf_counter() - t1
     if tally.positive == 0:
         named = {name(v): t for v, t in labels.items()}
@@ -671,6 +681,7 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     info = {"samples": tally.drawn, "effective_samples": tally.effective, "positive_worlds": tally.positive,
             "max_samples": int(max(settings.max_samples, settings.samples)),
             "target_se": float(settings.target_se),
+            "sample_seconds": float(settings.sample_seconds), "stopped": sampler.stopped,
             "max_stderr": float(se_rows.max()) if se_rows.size else 0.0,
             "worlds_per_second": tally.drawn / draw_seconds if draw_seconds > 0 else float("inf"),
             "path": "host" if sampler.host else "device", "tilted_coins": sampler.tilted_coins,

@@ -128,7 +128,11 @@ def describe(rnd) -> str:
             text += f", largest alarm standard error {info['max_stderr']:.2g}"
             target = info.get("target_se") or 0
             if target and info["max_stderr"] > target:
-                text += f" (target {target:g} not reached within {info.get('max_samples', 0):,} worlds)"
+                if info.get("stopped") == "time":
+                    budget = info.get("sample_seconds", 0)
+                    text += f" (target {target:g} not reached in the {budget:g} s budget, --sample-seconds)"
+                else:
+                    text += f" (target {target:g} not reached within {info.get('max_samples', 0):,} worlds)"
         return text
     state = "converged" if rnd.converged else f"not converged (last change {rnd.delta:.3g})"
     if rnd.remedy:
