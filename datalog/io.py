@@ -58,17 +58,36 @@ FORMATS: dict[str, Callable[..., Model]] = {
 }
 
 
-def detect_format(path: str | os.PathLike) -> str:
-    """The format `path` holds: a directory is Bingo's, `.json`/`.json.gz` derivation.json, `.dl` a
-    Datalog program, else causal_fg."""
-    p = Path(path)
-    if p.is_dir():
+# The one rule from a name to a format, for reading (`detect_format`) and for writing (`fastlbp convert`
+# and `fastlbp ground -o`, `fastlbp.cli.graphs.output_format`); a directory (or a name ending in /) is
+# a Bingo graph.
+SUFFIXES = {".json": "json", ".json.gz": "json", ".fg": "causal_fg", ".causal_fg": "causal_fg",
+            ".dl": "datalog"}
+KNOWN = ("derivation.json (.json, .json.gz), a Bingo directory, a libDAI causal factor graph (.fg, "
+         ".causal_fg) or a Datalog program (.dl)")
+
+
+def format_of_name(path: str | os.PathLike) -> str | None:
+    """The format a name says (`SUFFIXES`; "bingo" for a directory or a name ending in /), else None."""
+    raw = os.fspath(path)
+    if raw.endswith(("/", os.sep)) or Path(raw).is_dir():
         return "bingo"
-    if p.name.lower().endswith(".dl"):
-        return "datalog"
-    if p.name.lower().endswith((".json", ".json.gz")):
-        return "json"
-    return "causal_fg"
+    name = Path(raw).name.lower()
+    return next((fmt for suffix, fmt in SUFFIXES.items() if name.endswith(suffix)), None)
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """The format `path` holds, by its name (`format_of_name`).
+
+    Raises:
+        InputError: an existing file whose name says no known format (`fastlbp rank README.md`).
+    """
+    fmt = format_of_name(path)
+    if fmt is not None:
+        return fmt
+    if Path(path).is_file():
+        raise InputError(os.fspath(path), None, f"not a graph fastlbp reads (by its name): give {KNOWN}")
+    return "causal_fg"  # a missing path: the reader says what is wrong with it
 
 
 def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "cycles",

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from datalog import causal_fg
 from fastlbp.cli import get_app
-from fastlbp.cli.app import BACKEND_ENV, Backend, backend_or_env, settings_from_options
+from fastlbp.cli.app import BACKEND_ENV, backend_or_env
+from fastlbp.cli.options import Backend, settings_from_options
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.settings import BACKENDS, GPU_BACKENDS, Settings
 
@@ -445,3 +446,32 @@ def test_only_the_cli_app_reads_the_environment():
             if re.search(r"\bos\.environ\b|\bgetenv\(|\benviron\.get\(", text):
                 readers.append(path.relative_to(root).as_posix())
     assert readers == ["fastlbp/cli/app.py"], readers
+
+
+def test_every_command_that_reads_a_graph_takes_the_same_options():
+    # One option set (fastlbp/cli/options.py): the loading options on every command that loads a graph,
+    # the inference options on every command that runs inference, declared once.
+    import typer.main
+
+    from fastlbp.cli import get_app
+    from fastlbp.cli.options import INFERENCE_PARAMETERS, LOAD_PARAMETERS
+
+    commands = typer.main.get_command(get_app()).commands
+    load = {name for name, _, _ in LOAD_PARAMETERS}
+    inference = {name for name, _, _ in INFERENCE_PARAMETERS}
+    for name in ("rank", "triage", "simulate", "marginals", "check", "info", "schedule"):
+        params = {p.name for p in commands[name].params}
+        assert load <= params, (name, load - params)
+        if name not in ("info", "schedule"):
+            assert inference <= params, (name, inference - params)
+
+
+def test_a_file_of_no_known_format_is_named_as_such(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a graph\n")
+    result = CliRunner().invoke(get_app(), ["rank", str(readme)])
+    assert result.exit_code == 2
+    assert "not a graph fastlbp reads" in result.output and ".dl" in result.output
+    assert "number of factors" not in result.output
+    out = CliRunner().invoke(get_app(), ["ground", "p.dl", "-o", str(tmp_path / "g.fg")])
+    assert out.exit_code == 2 and "convert" in out.output

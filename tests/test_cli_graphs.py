@@ -191,8 +191,12 @@ def test_convert_reads_the_format_from_the_name_and_refuses_guesses(tmp_path):
     # A file target that is a directory, and the input itself, are refused.
     r = cli("convert", WEBLECH, tmp_path / "b2", "--to", "json")
     assert r.exit_code == 2 and "is a directory" in r.stderr
-    r = cli("convert", tmp_path / "weird.txt", tmp_path / "weird.txt", "--to", "json")
+    assert cli("convert", WEBLECH, tmp_path / "same.json").exit_code == 0
+    r = cli("convert", tmp_path / "same.json", tmp_path / "same.json")
     assert r.exit_code == 2 and "is the input" in r.stderr
+    # A source whose name says no format is refused by the same rule (not read as a factor graph).
+    r = cli("convert", tmp_path / "weird.txt", tmp_path / "w.json")
+    assert r.exit_code == 2 and "not a graph fastlbp reads" in r.stderr
 
 
 def test_rule_texts_survive_json_bingo_json(tmp_path):

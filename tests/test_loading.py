@@ -62,11 +62,15 @@ def test_unknown_format(tmp_path):
 
 
 def test_format_named_overrides_detection(tmp_path):
-    p = tmp_path / "graph.txt"  # detected as causal_fg by its name
+    p = tmp_path / "graph.txt"  # a name that says no format
     p.write_text((EXAMPLES / "presto.json").read_text())
     assert loading.load(p, format="json").var_names == loading.load(EXAMPLES / "presto.json").var_names
-    e = err(loading.load, p)  # read as a factor graph, it is malformed
-    assert e.path == str(p) and e.line == 1
+    e = err(loading.load, p)  # without format=, refused by its name (never guessed)
+    assert e.path == str(p) and "not a graph fastlbp reads" in e.message
+    fg = tmp_path / "graph.fg"
+    fg.write_text((EXAMPLES / "presto.json").read_text())
+    e = err(loading.load, fg)  # read as a factor graph, it is malformed
+    assert e.path == str(fg) and e.line == 1
 
 
 def test_settings_reach_derivation_loaders():

@@ -75,7 +75,8 @@ def test_a_full_disk_mid_session(tmp_path, monkeypatch):
     monkeypatch.undo()
     data_home(tmp_path, monkeypatch)
     res = triage(graph, "--resume", input="t\nq\n")
-    assert res.exit_code == 0 and "resumed 0 label(s)" in res.stderr and "accepted:" in res.stdout
+    assert res.exit_code == 0, res.output
+    assert "resumed 0 label(s)" in res.stderr and "accepted:" in res.stdout
 
 
 def test_a_damaged_session_is_reported_then_recovered(tmp_path):

@@ -41,7 +41,7 @@ def test_meta_holds_the_inference_settings(tmp_path):
     assert json.loads(meta["settings"]) == settings.inference()
     assert set(json.loads(meta["settings"])) == {"schedule", "precision", "tol", "max_iters", "damping",
                                                  "backend", "method", "samples", "max_samples", "seed",
-                                                 "min_accepted", "target_se"}
+                                                 "min_accepted", "target_se", "sample_seconds"}
     assert meta["version"] == str(JOURNAL_VERSION) and meta["fingerprint"] == fingerprint(demo_model())
     assert meta["graph"] == str((tmp_path / "g.json").resolve())
 

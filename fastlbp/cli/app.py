@@ -31,11 +31,11 @@ from typer.core import TyperGroup
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.core.jax_setup import when_imported
-from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
+from fastlbp.core.settings import BACKENDS, Settings
 from fastlbp.io.outputs import write_atomically
 
 if TYPE_CHECKING:
-    from datalog.grounding import GroundOptions
+    pass
 
 # The one source of every option's default.
 DEFAULTS = Settings()
@@ -326,19 +326,6 @@ class Ticker:
 
 
 # Progress, caches and timings -------------------------------------------------
-# Every command that loads a graph takes --quiet and --no-cache; --timings (hidden) is for
-# benchmarks/bench_e2e.py.
-
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (it is shown only on "
-                                                              "a terminal, for stages over a second).")]
-NoCacheOpt = Annotated[bool, typer.Option(
-    "--no-cache", help="Load the graph afresh, neither reading nor writing the model cache (loaded models "
-                       "are kept under the cache folder's models/; FASTLBP_CACHE=off turns off it and the "
-                       "compiled-loop cache).")]
-TimingsOpt = Annotated[bool, typer.Option("--timings", hidden=True,
-                                          help="Print the seconds of each stage and the peak memory on "
-                                               "stderr (benchmarks/bench_e2e.py reads them).")]
-
 
 def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
     """A command's `Progress`: drawn on a terminal unless --quiet; with --timings it also records the
@@ -405,134 +392,6 @@ def device_peak_bytes() -> int | None:
     return stats.get("peak_bytes_in_use")
 
 
-# Option types ------------------------------------------------------------
-# Choices come from fastlbp.core.settings, so a new precision, backend or cycle mode
-# shows up here without an edit.
-
-Precision = StrEnum("Precision", {p: p for p in PRECISIONS})
-Backend = StrEnum("Backend", {b: b for b in BACKENDS})
-CycleMode = StrEnum("CycleMode", {c: c for c in CYCLE_MODES})
-Method = StrEnum("Method", {m: m for m in METHODS})
-
-GraphArg = Annotated[
-    Path,
-    typer.Argument(metavar="GRAPH", help="A derivation.json file, a Bingo directory, a libDAI causal "
-                                         "factor-graph file (.causal_fg / .fg), or a Datalog program "
-                                         "(.dl; grounded first, see --facts).", show_default=False),
-]
-ScheduleOpt = Annotated[
-    str,
-    typer.Option("--schedule", "-s",
-                 help="Update strategy: parall, seqfix, seqrnd, topo, or a file with a custom "
-                      "order; options follow colons, e.g. seqfix:chunked (level by level "
-                      "instead of relaxing whole sweeps) or topo:algorithm3 (see `fastlbp "
-                      "schedule --help`)."),
-]
-TolOpt = Annotated[float, typer.Option("--tol", help="Stop when no marginal changes by this much or more.")]
-MaxItersOpt = Annotated[int, typer.Option("--max-iters", help="Most iterations per round.")]
-DampingOpt = Annotated[float, typer.Option("--damping", help="Weight of the old message (log domain), "
-                                                             "in [0, 1).")]
-PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Floating-point precision.")]
-BackendOpt = Annotated[
-    Backend | None,
-    typer.Option("--backend", show_default=f"${BACKEND_ENV}, else {DEFAULTS.backend}",
-                 help="Kernels: xla runs everywhere; fused (GPU) runs PARALL and chunked schedules "
-                      "as Pallas kernels, faster on big graphs; pallas and scatter are for "
-                      "comparison; *_interpret run the Pallas kernels in the interpreter (CPU, "
-                      "slow; tests)."),
-]
-CyclesOpt = Annotated[
-    CycleMode,
-    typer.Option("--cycles",
-                 help="Cycle elimination for derivation graphs: 'cycles' applies Bingo's criterion (a "
-                      "clause survives only if its body is derived strictly before its head in the "
-                      "least fixpoint) to the clauses on a cycle; 'bingo' applies it to every clause, "
-                      "as Bingo does."),
-]
-CompressOpt = Annotated[bool, typer.Option("--compress/--no-compress",
-                                           help="Compress derivation graphs (exact: alarm marginals "
-                                                "are unchanged).")]
-MethodOpt = Annotated[
-    Method,
-    typer.Option("--method", "-m",
-                 help="How marginals are computed: auto (the default: exact where the graph's width "
-                      "fits, else sample where it fits a time budget, else lbp; the output says which "
-                      "and why), lbp (loopy belief propagation, fast, approximate on graphs whose "
-                      "derivations share ancestors), exact (bucket elimination; refused when the graph "
-                      "is too wide) or sample (sampling with the labels as importance weights, standard "
-                      "errors and 95% intervals). `fastlbp check` compares LBP with a reference."),
-]
-SamplesOpt = Annotated[int, typer.Option("--samples", help="Worlds of sampling's first round (it draws more, "
-                                                                "doubling, until every alarm's standard "
-                                                                "error is at most 0.0025, within 10^7).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --method sample.")]
-LabelsOpt = Annotated[
-    Path | None,
-    typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false' (any tuple of "
-                 "the graph; tab, comma or spaces between), or a triage session file."),
-]
-# A Datalog program's grounding options (`fastlbp ground`, and every command given a .dl file).
-FactsOpt = Annotated[
-    Path | None,
-    typer.Option("--facts", metavar="DIR", show_default="the current directory",
-                 help="For a Datalog program (.dl): the directory of its input relations' REL.facts files "
-                      "(one tuple per line, fields separated by tabs, as Soufflé reads them)."),
-]
-RuleProbOpt = Annotated[
-    Path | None,
-    typer.Option("--rule-prob", metavar="FILE", show_default=False,
-                 help="For a .dl program: rule probabilities, lines 'Rk: p' (rule k in file order, from 0; "
-                      "Bingo's rule-prob.txt); rules not named get 0.999."),
-]
-AlarmsOpt = Annotated[
-    str | None,
-    typer.Option("--alarms", metavar="REL[,REL...]", show_default="every .output relation",
-                 help="For a .dl program: the relations whose tuples are the alarms."),
-]
-PriorsOpt = Annotated[
-    Path | None,
-    typer.Option("--priors", metavar="FILE", show_default=False,
-                 help="For a .dl program: priors of input tuples, lines 'TUPLE p' (default 1.0)."),
-]
-OutputOpt = Annotated[
-    Path | None,
-    typer.Option("--output", "-o", metavar="FILE", show_default=False,
-                 help="Write the result to FILE instead of stdout, atomically (a temporary file renamed "
-                      "into place: never half a file; a device or FIFO such as /dev/null is written "
-                      "directly); '-' is stdout."),
-]
-
-
-def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | None = None,
-                    alarms: str | None = None, priors: Path | None = None, *,
-                    program: bool = False) -> GroundOptions | None:
-    """The grounding options for `graph` when it is a Datalog program (or `program`), else None.
-
-    Grounding's progress goes to stderr (`status`).
-
-    Raises:
-        SettingsError: a grounding option given for a graph that is not a
-            program, or --alarms naming no relation.
-    """
-    # Imported here: the Datalog front end (0.05-0.1 s) is for the commands that read a graph, not --help.
-    from datalog.grounding import GroundOptions
-    from datalog.io import detect_format
-
-    given = [name for name, value in (("--facts", facts), ("--rule-prob", rule_prob), ("--alarms", alarms),
-                                      ("--priors", priors)) if value is not None]
-    if not program and detect_format(graph) != "datalog":
-        if given:
-            raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
-                                f"{detect_format(graph)} graph")
-        return None
-    rels = None
-    if alarms is not None:
-        rels = tuple(r.strip() for r in alarms.split(",") if r.strip())
-        if not rels:
-            raise SettingsError("--alarms: name at least one relation (REL[,REL...])")
-    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors, progress=status)
-
-
 def degenerate_warning(probabilities, graph) -> str | None:
     """A warning when the alarms' marginals look degenerate: all below 1e-12, or all equal.
 
@@ -579,22 +438,3 @@ def backend_or_env(backend: str | None) -> str | None:
     if raw not in BACKENDS:
         raise SettingsError(f"${BACKEND_ENV}: {raw!r} is not a backend; choose one of {', '.join(BACKENDS)}")
     return raw
-
-
-def settings_from_options(*, schedule: str | None = None, precision: str | None = None,
-                          tol: float | None = None, max_iters: int | None = None,
-                          damping: float | None = None, backend: str | None = None,
-                          cycles: str | None = None, compress: bool | None = None,
-                          method: str | None = None, samples: int | None = None,
-                          seed: int | None = None) -> Settings:
-    """The one `Settings` of a command's options; options left None keep `Settings`' defaults.
-
-    Raises:
-        SettingsError: a value out of range or unknown.
-    """
-    def plain(value):
-        return value.value if isinstance(value, StrEnum) else value
-
-    return DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
-                            damping=damping, backend=plain(backend), cycles=plain(cycles), compress=compress,
-                            method=plain(method), samples=samples, seed=seed)

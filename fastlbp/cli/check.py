@@ -9,36 +9,21 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
-    DEFAULTS,
-    AlarmsOpt,
-    BackendOpt,
-    CyclesOpt,
-    DampingOpt,
-    FactsOpt,
-    GraphArg,
-    LabelsOpt,
-    MaxItersOpt,
-    NoCacheOpt,
-    OutputOpt,
-    PrecisionOpt,
-    PriorsOpt,
-    QuietOpt,
-    RuleProbOpt,
-    SamplesOpt,
-    ScheduleOpt,
-    SeedOpt,
     Ticker,
-    TolOpt,
-    backend_or_env,
     conflicts_located,
-    datalog_options,
     emit,
     handles_errors,
-    load_graph,
     output_target,
-    settings_from_options,
-    start_progress,
     status,
+)
+from fastlbp.cli.options import (
+    GraphArg,
+    InferenceOptions,
+    LabelsOpt,
+    LoadOptions,
+    OutputOpt,
+    graph_command,
+    settings_of,
 )
 
 # fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines: 2-3 s)
@@ -52,6 +37,7 @@ class CheckFormat(StrEnum):
 
 
 @handles_errors
+@graph_command
 def check(
     graph: GraphArg,
     reference: Annotated[Reference, typer.Option(
@@ -60,23 +46,11 @@ def check(
                                   "else sample.")] = Reference.auto,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help="table or json.")] = CheckFormat.table,
     worst: Annotated[int, typer.Option("--worst", min=0, help="Alarms listed, worst first.")] = 10,
-    schedule: ScheduleOpt = DEFAULTS.schedule,
-    tol: TolOpt = DEFAULTS.tol,
-    max_iters: MaxItersOpt = DEFAULTS.max_iters,
-    damping: DampingOpt = DEFAULTS.damping,
-    precision: PrecisionOpt = DEFAULTS.precision,
-    backend: BackendOpt = None,
-    samples: SamplesOpt = DEFAULTS.samples,
-    seed: SeedOpt = DEFAULTS.seed,
-    cycles: CyclesOpt = DEFAULTS.cycles,
-    facts: FactsOpt = None,
-    rule_prob: RuleProbOpt = None,
-    alarms: AlarmsOpt = None,
-    priors: PriorsOpt = None,
     labels: LabelsOpt = None,
     output: OutputOpt = None,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
+    *,
+    inference: InferenceOptions,
+    loading: LoadOptions,
 ) -> None:
     """Compare LBP's alarm marginals with a reference: exact inference where the graph allows, else sampling.
 
@@ -102,13 +76,10 @@ def check(
         check as checking,  # scipy, the session and engines: only when the command runs
     )
 
-    settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend_or_env(backend), cycles=cycles,
-                                     samples=samples, seed=seed)
+    settings = settings_of(loading, inference)
     output = output_target(output, graph, labels)
-    progress = start_progress(quiet)
-    model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
-                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    progress = loading.progress()
+    model = loading.load(graph, settings, progress)
     extra = {}
     if labels:
         from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -12,21 +11,18 @@ import typer
 
 from fastlbp.cli.app import (
     DEFAULTS,
-    AlarmsOpt,
-    CompressOpt,
-    CyclesOpt,
-    FactsOpt,
-    GraphArg,
-    NoCacheOpt,
-    PriorsOpt,
-    QuietOpt,
-    RuleProbOpt,
-    datalog_options,
     emit,
     handles_errors,
     load_graph,
+)
+from fastlbp.cli.options import (
+    CompressOpt,
+    CyclesOpt,
+    GraphArg,
+    LoadOptions,
+    graph_command,
     settings_from_options,
-    start_progress,
+    settings_of,
 )
 from fastlbp.core.errors import InputError, check_path
 from fastlbp.core.settings import Settings
@@ -53,29 +49,21 @@ class InfoFormat(StrEnum):
     json = "json"
 
 
-# The names `convert` reads a target's format from; anything else needs --to (or a trailing /: Bingo).
-SUFFIXES = {".json": GraphFormat.json, ".json.gz": GraphFormat.json,
-            ".fg": GraphFormat.causal_fg, ".causal_fg": GraphFormat.causal_fg}
-
-
 def output_format(dst: str | Path) -> GraphFormat:
-    """The format a target names: `.json`/`.json.gz` -> json, `.fg`/`.causal_fg` -> causal_fg, and
-    bingo for a name ending in `/` or an existing directory.
+    """The format a target's name says (`datalog.io.format_of_name`, the rule every command reads names by).
 
     Raises:
-        InputError: any other name (`weird.txt`, `out`): the known suffixes are
-            named, and how to ask for a Bingo directory.
+        InputError: any other name (`weird.txt`, `out`, a `.dl`): the known suffixes are named, and how to
+            ask for a Bingo directory.
     """
-    raw = str(dst)
-    name = Path(raw).name.lower()
-    for suffix, fmt in SUFFIXES.items():
-        if name.endswith(suffix):
-            return fmt
-    if raw.endswith(("/", os.sep)) or Path(raw).is_dir():
-        return GraphFormat.bingo
-    raise InputError(raw, None, f"unknown output format: name a file ending in {', '.join(SUFFIXES)}, "
-                     "or a Bingo directory with a trailing / (out/) or --to bingo; --to json|bingo|causal_fg "
-                     "also sets the format of any other name")
+    from datalog.io import format_of_name
+
+    fmt = format_of_name(dst)
+    if fmt in GraphFormat.__members__:
+        return GraphFormat(fmt)
+    raise InputError(str(dst), None, "unknown output format: name a file ending in .json, .json.gz, .fg or "
+                     ".causal_fg, or a Bingo directory with a trailing / (out/) or --to bingo; "
+                     "--to json|bingo|causal_fg also sets the format of any other name")
 
 
 def _lost(what: dict[str, int]) -> str:
@@ -238,6 +226,7 @@ def info_dict(graph: Path, schedule: str | None = None, settings: Settings | Non
 
 
 @handles_errors
+@graph_command
 def info(
     graph: GraphArg,
     format: Annotated[InfoFormat, typer.Option("--format", "-f", help="text for people, json for tools.")] = (
@@ -245,13 +234,8 @@ def info(
     schedule: Annotated[str | None, typer.Option(
         "--schedule", "-s", help="Also analyse this update strategy (parall, seqfix, seqrnd, topo, or a "
                                  "file): batches per iteration, batch sizes, analysis time.")] = None,
-    cycles: CyclesOpt = DEFAULTS.cycles,
-    facts: FactsOpt = None,
-    rule_prob: RuleProbOpt = None,
-    alarms: AlarmsOpt = None,
-    priors: PriorsOpt = None,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
+    *,
+    loading: LoadOptions,
 ) -> None:
     """Show what a graph holds: tuples, clauses, rules, alarms, labels, network and factor-graph sizes.
 
@@ -262,9 +246,8 @@ def info(
     Example: fastlbp info data/weblech.json --format json
     """
     try:
-        data = info_dict(graph, schedule, settings_from_options(cycles=cycles),
-                         datalog_options(graph, facts, rule_prob, alarms, priors), no_cache=no_cache,
-                         progress=start_progress(quiet))
+        data = info_dict(graph, schedule, settings_of(loading), loading.datalog(graph),
+                         no_cache=loading.no_cache, progress=loading.progress())
     except ScheduleUnavailable as err:
         raise typer.BadParameter(str(err), param_hint="'--schedule'") from None
     from datalog.summary import to_text

@@ -10,13 +10,15 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
+    handles_errors,
+    status,
+)
+from fastlbp.cli.options import (
     AlarmsOpt,
     FactsOpt,
     PriorsOpt,
     RuleProbOpt,
     datalog_options,
-    handles_errors,
-    status,
 )
 from fastlbp.core.errors import InputError
 
@@ -69,6 +71,11 @@ def ground(
             not (output / BINGO_CLAUSES).exists():
         raise InputError(str(output), None, "is a directory that holds other files and no Bingo graph; name "
                          "an empty or new directory, or a .json file")
+    from datalog.io import format_of_name
+
+    if format_of_name(output) in ("causal_fg", "datalog"):
+        raise InputError(str(output), None, "ground writes derivation.json (.json, .json.gz) or a Bingo "
+                         "directory; `fastlbp convert` makes a causal factor graph of either")
     result = grounding.ground_file(program, options)
     for note in grounding.write(result.graph, output):
         status(note)

@@ -9,33 +9,22 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
-    DEFAULTS,
-    BackendOpt,
-    CyclesOpt,
-    DampingOpt,
-    GraphArg,
-    LabelsOpt,
-    MaxItersOpt,
-    MethodOpt,
-    NoCacheOpt,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    SamplesOpt,
-    ScheduleOpt,
-    SeedOpt,
-    TolOpt,
-    backend_or_env,
     conflicts_located,
     emit,
     handles_errors,
-    load_graph,
     output_target,
-    settings_from_options,
-    start_progress,
     status,
 )
-from fastlbp.cli.csv_names import CsvExactNamesOpt
+from fastlbp.cli.options import (
+    CsvExactNamesOpt,
+    GraphArg,
+    InferenceOptions,
+    LabelsOpt,
+    LoadOptions,
+    OutputOpt,
+    graph_command,
+    settings_of,
+)
 
 
 class OutputFormat(StrEnum):
@@ -44,27 +33,19 @@ class OutputFormat(StrEnum):
 
 
 @handles_errors
+@graph_command
 def marginals(
     graph: GraphArg,
-    schedule: ScheduleOpt = DEFAULTS.schedule,
-    tol: TolOpt = DEFAULTS.tol,
-    max_iters: MaxItersOpt = DEFAULTS.max_iters,
-    damping: DampingOpt = DEFAULTS.damping,
-    precision: PrecisionOpt = DEFAULTS.precision,
-    backend: BackendOpt = None,
-    method: MethodOpt = DEFAULTS.method,
-    samples: SamplesOpt = DEFAULTS.samples,
-    seed: SeedOpt = DEFAULTS.seed,
-    cycles: CyclesOpt = DEFAULTS.cycles,
     labels: LabelsOpt = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = (
         OutputFormat.json),
     output: OutputOpt = None,
     all_variables: Annotated[bool, typer.Option(
         "--all", help="Also list the clause and auxiliary variables (R1#3, name@input).")] = False,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
     csv_exact_names: CsvExactNamesOpt = False,
+    *,
+    inference: InferenceOptions,
+    loading: LoadOptions,
 ) -> None:
     """Print every tuple's P(=1): exact, sampled (with standard errors and 95% intervals) or by LBP.
 
@@ -91,13 +72,10 @@ def marginals(
 
     Example: fastlbp marginals data/weblech.json --labels labels.txt --format csv
     """
-    settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend_or_env(backend),
-                                     method=method, samples=samples, seed=seed,
-                                     cycles=cycles)
+    settings = settings_of(loading, inference)
     output = output_target(output, graph, labels)
-    progress = start_progress(quiet)
-    model = load_graph(graph, settings, no_cache=no_cache, progress=progress)
+    progress = loading.progress()
+    model = loading.load(graph, settings, progress)
     if settings.method != "lbp" and "derivation" in model.meta:
         from datalog.bayesnet import rebuild
 

@@ -8,42 +8,24 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
-    DEFAULTS,
-    AlarmsOpt,
-    BackendOpt,
-    CyclesOpt,
-    DampingOpt,
-    FactsOpt,
-    GraphArg,
-    LabelsOpt,
-    MaxItersOpt,
-    MethodOpt,
-    NoCacheOpt,
-    OutputOpt,
-    PrecisionOpt,
-    PriorsOpt,
-    QuietOpt,
-    RuleProbOpt,
-    SamplesOpt,
-    ScheduleOpt,
-    SeedOpt,
-    TimingsOpt,
-    TolOpt,
-    backend_or_env,
     conflicts_located,
-    datalog_options,
     degenerate_warning,
     emit,
-    finish_progress,
     handles_errors,
-    load_graph,
     output_target,
-    settings_from_options,
-    start_progress,
     status,
     summary,
 )
-from fastlbp.cli.csv_names import CsvExactNamesOpt
+from fastlbp.cli.options import (
+    CsvExactNamesOpt,
+    GraphArg,
+    InferenceOptions,
+    LabelsOpt,
+    LoadOptions,
+    OutputOpt,
+    graph_command,
+    settings_of,
+)
 
 
 class RankFormat(StrEnum):
@@ -54,6 +36,7 @@ class RankFormat(StrEnum):
 
 
 @handles_errors
+@graph_command
 def rank(
     graph: GraphArg,
     format: Annotated[RankFormat, typer.Option("--format", "-f", help="table, json, csv, or sarif "
@@ -61,26 +44,12 @@ def rank(
         RankFormat.table),
     top: Annotated[int | None, typer.Option("--top", "-n", min=1,
                                             help="Show only the N most likely alarms.")] = None,
-    schedule: ScheduleOpt = DEFAULTS.schedule,
-    tol: TolOpt = DEFAULTS.tol,
-    max_iters: MaxItersOpt = DEFAULTS.max_iters,
-    damping: DampingOpt = DEFAULTS.damping,
-    precision: PrecisionOpt = DEFAULTS.precision,
-    backend: BackendOpt = None,
-    cycles: CyclesOpt = DEFAULTS.cycles,
-    facts: FactsOpt = None,
-    rule_prob: RuleProbOpt = None,
-    alarms: AlarmsOpt = None,
-    priors: PriorsOpt = None,
     labels: LabelsOpt = None,
-    method: MethodOpt = DEFAULTS.method,
-    samples: SamplesOpt = DEFAULTS.samples,
-    seed: SeedOpt = DEFAULTS.seed,
     output: OutputOpt = None,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
-    timings: TimingsOpt = False,
     csv_exact_names: CsvExactNamesOpt = False,
+    *,
+    inference: InferenceOptions,
+    loading: LoadOptions,
 ) -> None:
     """Rank alarms by P(alarm is true), most likely first.
 
@@ -111,13 +80,10 @@ def rank(
 
       fastlbp rank bingo_dir/ --schedule seqfix --format sarif -o alarms.sarif
     """
-    progress = start_progress(quiet, timings)
-    settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend_or_env(backend),
-                                     cycles=cycles, method=method, samples=samples, seed=seed)
+    progress = loading.progress()
+    settings = settings_of(loading, inference)
     output = output_target(output, graph, labels)
-    model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
-                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    model = loading.load(graph, settings, progress)
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
     extra = {}
@@ -150,7 +116,7 @@ def rank(
         emit(writers.to_csv(result, exact_names=csv_exact_names), output)
     else:
         emit(writers.WRITERS[format.value](result), output)
-    finish_progress(progress, timings, model)
+    loading.finish(progress, model)
     status(f"{result.how or summary(result.iterations, result.converged, result.delta, result.seconds)}, "
            f"{result.seconds:.3f} s")
     if result.reason:

@@ -9,16 +9,14 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
-    DEFAULTS,
-    CyclesOpt,
-    GraphArg,
-    NoCacheOpt,
-    QuietOpt,
     emit,
     handles_errors,
-    load_graph,
-    settings_from_options,
-    start_progress,
+)
+from fastlbp.cli.options import (
+    GraphArg,
+    LoadOptions,
+    graph_command,
+    settings_of,
 )
 
 
@@ -28,6 +26,7 @@ class AnalysisChoice(StrEnum):
 
 
 @handles_errors
+@graph_command
 def schedule(
     graph: GraphArg,
     schedule: Annotated[str, typer.Option(
@@ -37,9 +36,8 @@ def schedule(
              "topo:bodyfirst, width=N, unroll=N).")] = "seqfix",
     analysis: Annotated[AnalysisChoice | None, typer.Option(
         help="Dependency analysis (default levelling; overrides the spec).")] = None,
-    cycles: CyclesOpt = DEFAULTS.cycles,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
+    *,
+    loading: LoadOptions,
 ) -> None:
     """Print, as JSON, the batches a schedule makes on a graph.
 
@@ -64,7 +62,6 @@ def schedule(
     """
     import schedules  # here, not at the top: the other commands need no schedule analysis
 
-    model = load_graph(graph, settings_from_options(cycles=cycles), no_cache=no_cache,
-                       progress=start_progress(quiet))
+    model = loading.load(graph, settings_of(loading), loading.progress())
     emit(json.dumps(schedules.describe(model, schedule,
                                        analysis=analysis.value if analysis else None)))

@@ -11,34 +11,18 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
-    DEFAULTS,
-    AlarmsOpt,
-    BackendOpt,
-    CyclesOpt,
-    DampingOpt,
-    FactsOpt,
-    GraphArg,
-    MaxItersOpt,
-    MethodOpt,
-    NoCacheOpt,
-    OutputOpt,
-    PrecisionOpt,
-    PriorsOpt,
-    QuietOpt,
-    RuleProbOpt,
-    SamplesOpt,
-    ScheduleOpt,
-    SeedOpt,
-    TolOpt,
-    backend_or_env,
-    datalog_options,
     emit,
     handles_errors,
-    load_graph,
     output_target,
-    settings_from_options,
-    start_progress,
     status,
+)
+from fastlbp.cli.options import (
+    GraphArg,
+    InferenceOptions,
+    LoadOptions,
+    OutputOpt,
+    graph_command,
+    settings_of,
 )
 from fastlbp.cli.progress import visible
 from fastlbp.core.errors import InputError
@@ -59,6 +43,7 @@ def progress_line(i: int, step) -> str:
 
 
 @handles_errors
+@graph_command
 def simulate(
     graph: GraphArg,
     oracle: Annotated[Path | None, typer.Option(
@@ -71,23 +56,10 @@ def simulate(
                                               "(needs matplotlib: the `plots` extra).")] = None,
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", min=1,
                                                    help="Stop after this many labels.")] = None,
-    schedule: ScheduleOpt = DEFAULTS.schedule,
-    tol: TolOpt = DEFAULTS.tol,
-    max_iters: MaxItersOpt = DEFAULTS.max_iters,
-    damping: DampingOpt = DEFAULTS.damping,
-    precision: PrecisionOpt = DEFAULTS.precision,
-    backend: BackendOpt = None,
-    method: MethodOpt = DEFAULTS.method,
-    samples: SamplesOpt = DEFAULTS.samples,
-    seed: SeedOpt = DEFAULTS.seed,
-    cycles: CyclesOpt = DEFAULTS.cycles,
-    facts: FactsOpt = None,
-    rule_prob: RuleProbOpt = None,
-    alarms: AlarmsOpt = None,
-    priors: PriorsOpt = None,
     output: OutputOpt = None,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
+    *,
+    inference: InferenceOptions,
+    loading: LoadOptions,
 ) -> None:
     """Replay Bingo's experiment: an oracle labels the top alarm until all true alarms are found.
 
@@ -110,10 +82,7 @@ def simulate(
     """
     from fastlbp.inference import simulate as sim  # the session and engines: imported when the command runs
 
-    settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend_or_env(backend),
-                                     method=method, samples=samples, seed=seed,
-                                     cycles=cycles)
+    settings = settings_of(loading, inference)
     if plot is not None:
         try:
             sim.require_matplotlib()
@@ -121,8 +90,7 @@ def simulate(
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
     output = output_target(output, graph, oracle)
-    model = load_graph(graph, settings, no_cache=no_cache, progress=start_progress(quiet),
-                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    model = loading.load(graph, settings, loading.progress())
     if oracle is not None:
         truth = sim.read_oracle(oracle, model)
     else:
@@ -131,7 +99,7 @@ def simulate(
             raise InputError(str(graph), None, "the graph records no ground truth (\"truth\" in "
                              "derivation.json, oracle_queries.txt in a Bingo directory): give the true "
                              "alarms with --oracle FILE, one name per line")
-    live = visible(quiet)  # per-round progress: on a terminal, not with --quiet
+    live = visible(loading.quiet)  # per-round progress: on a terminal, not with --quiet
 
     def progress(i: int, step: sim.Step) -> None:
         if live:

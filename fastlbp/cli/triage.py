@@ -16,43 +16,25 @@ from typing import Annotated
 import typer
 
 from fastlbp.cli.app import (
-    DEFAULTS,
-    AlarmsOpt,
-    BackendOpt,
-    CyclesOpt,
-    DampingOpt,
-    FactsOpt,
-    GraphArg,
-    MaxItersOpt,
-    MethodOpt,
-    NoCacheOpt,
-    PrecisionOpt,
-    PriorsOpt,
-    QuietOpt,
-    RuleProbOpt,
-    SamplesOpt,
-    ScheduleOpt,
-    SeedOpt,
     Ticker,
-    TolOpt,
-    backend_or_env,
     data_folder,
-    datalog_options,
     emit,
     handles_errors,
-    load_graph,
-    settings_from_options,
-    start_progress,
     status,
+)
+from fastlbp.cli.options import (
+    INFERENCE_OPTIONS,
+    GraphArg,
+    InferenceOptions,
+    LoadOptions,
+    graph_command,
+    settings_of,
 )
 from fastlbp.core.errors import InputError
 
 # fastlbp.triage (the session, its journal and the terminal: 0.15-0.45 s of imports) is imported by
 # the functions below when they run, so other commands and `fastlbp --help` do not pay for it.
 
-# The options that decide a round's numbers: given on a resume, they change the session's settings.
-INFERENCE_OPTIONS = ("schedule", "tol", "max_iters", "damping", "precision", "backend", "method", "samples",
-                     "seed")
 
 
 def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
@@ -104,6 +86,7 @@ def session_path(graph: Path, session: Path | None, folder: Path, *, existing: b
 
 
 @handles_errors
+@graph_command
 def triage(
     ctx: typer.Context,
     graph: GraphArg,
@@ -126,22 +109,9 @@ def triage(
         "--export", help="Write the session's labels to FILE as 'NAME true|false' lines (- for stdout) and "
                          "exit; `fastlbp rank GRAPH -l FILE` reads them (or give rank the session file "
                          "itself).", show_default=False)] = None,
-    schedule: ScheduleOpt = DEFAULTS.schedule,
-    tol: TolOpt = DEFAULTS.tol,
-    max_iters: MaxItersOpt = DEFAULTS.max_iters,
-    damping: DampingOpt = DEFAULTS.damping,
-    precision: PrecisionOpt = DEFAULTS.precision,
-    backend: BackendOpt = None,
-    method: MethodOpt = DEFAULTS.method,
-    samples: SamplesOpt = DEFAULTS.samples,
-    seed: SeedOpt = DEFAULTS.seed,
-    cycles: CyclesOpt = DEFAULTS.cycles,
-    facts: FactsOpt = None,
-    rule_prob: RuleProbOpt = None,
-    alarms: AlarmsOpt = None,
-    priors: PriorsOpt = None,
-    quiet: QuietOpt = False,
-    no_cache: NoCacheOpt = False,
+    *,
+    inference: InferenceOptions,
+    loading: LoadOptions,
 ) -> None:
     """Label alarms one at a time, most likely first, in the terminal.
 
@@ -183,21 +153,17 @@ def triage(
         raise typer.BadParameter("--export reads a session: it excludes --fresh and --recover")
     data = data_folder()
     folder = data / "sessions"
-    inputs = program_inputs(graph, facts, rule_prob, alarms, priors)
+    inputs = program_inputs(graph, loading.facts, loading.rule_prob, loading.alarms, loading.priors)
     if export is not None:
         export_labels(graph, session_path(graph, session, folder, existing=True, inputs=inputs), export)
         return
-    settings = settings_from_options(schedule=schedule, tol=tol, max_iters=max_iters, damping=damping,
-                                     precision=precision, backend=backend_or_env(backend),
-                                     method=method, samples=samples, seed=seed,
-                                     cycles=cycles)
+    settings = settings_of(loading, inference)
     path = session_path(graph, session, folder, existing=resume or recover, inputs=inputs)
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
     if resume or recover:
         settings = stored_loading_settings(path, settings, "cycles" in given)
-    progress = start_progress(quiet)
-    model = load_graph(graph, settings, no_cache=no_cache, progress=progress,
-                       datalog=datalog_options(graph, facts, rule_prob, alarms, priors))
+    progress = loading.progress()
+    model = loading.load(graph, settings, progress)
     with Ticker("first round", progress):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
                         recover=recover, settings=settings)

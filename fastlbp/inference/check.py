@@ -58,8 +58,9 @@ class CheckReport:
             or a constant side).
         top_k: k, and how many of LBP's top k are in the reference's top k.
         verdict: "ok" or "warn"; `reasons` says why.
-        lbp_round: how LBP's round went.
+        lbp_round: how the checked method's round went (LBP's unless `method` says otherwise).
         reference_info: what the reference took (width, samples, accepted, seconds).
+        method: the checked method: lbp, sample or exact.
     """
 
     reference: str
@@ -73,11 +74,13 @@ class CheckReport:
     reasons: list[str]
     lbp_round: Round
     reference_info: dict
+    method: str = "lbp"
 
     def as_dict(self, worst: int = 10) -> dict:
         """The JSON document of `fastlbp check --format json`."""
         return {
             "reference": self.reference,
+            "method": self.method,
             "alarms": len(self.alarms),
             "max_abs_error": self.max_abs_error,
             "mean_abs_error": self.mean_abs_error,
@@ -93,6 +96,10 @@ class CheckReport:
             "reference_info": {k: v for k, v in self.reference_info.items()
                                if isinstance(v, (int, float, str, bool)) or v is None},
         }
+
+
+# How a report names the checked method.
+METHOD_NAMES = {"lbp": "LBP", "sample": "sampling", "exact": "exact inference"}
 
 
 def reference_marginals(model: Model, labels: dict[int, bool], settings: Settings,
@@ -113,7 +120,11 @@ def reference_marginals(model: Model, labels: dict[int, bool], settings: Setting
 
 def check(model: Model, labels: dict[int, bool] | None = None, settings: Settings | None = None,
           reference: str = "auto", top_k: int = TOP_K) -> CheckReport:
-    """Runs LBP (with `settings`, its method forced to "lbp") and a reference; compares the alarms.
+    """Runs the checked method and a reference; compares the alarms.
+
+    The checked method is `settings.method`, LBP under "auto" (what LBP's users need measured:
+    exact and sampled answers carry their own error); `--method sample --reference exact`
+    checks the sampler.
 
     Raises:
         ContradictoryEvidence: the labels have probability 0.
@@ -122,7 +133,9 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     """
     settings = settings or Settings()
     labels = dict(model.labels if labels is None else labels)
-    session = Session(model, dataclasses.replace(settings, method="lbp"))
+    checked = "lbp" if settings.method == "auto" else settings.method
+    who = METHOD_NAMES[checked]
+    session = Session(model, dataclasses.replace(settings, method=checked))
     session.labels = dict(labels)
     rnd = session.run(warm=False)
     ref = reference_marginals(model, labels, settings, reference)
@@ -148,7 +161,7 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     reasons = []
     if len(alarms) and float(beyond.max()) > MAX_ERROR_OK:
         worst = rows[0]
-        reasons.append(f"LBP is off by up to {float(err.max()):.3g} ({safe_name(worst.alarm)}: "
+        reasons.append(f"{who} is off by up to {float(err.max()):.3g} ({safe_name(worst.alarm)}: "
                        f"{format_probability(worst.lbp, worst.lbp_log_odds)} vs "
                        f"{format_probability(worst.reference)})")
     # Orders of magnitude matter even where the absolute error is small (1e-97 for a 1 % alarm).
@@ -156,20 +169,20 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     far = (lbp_p < 0.1 * low) | (lbp_p > 10 * (ref_p + 3 * ref.stderr[alarms]) + 1e-12)
     if far.any():
         i = int(np.argmax(np.where(far, low, -1.0)))
-        reasons.append(f"LBP is off by orders of magnitude on {int(far.sum())} alarm(s) "
+        reasons.append(f"{who} is off by orders of magnitude on {int(far.sum())} alarm(s) "
                        f"({safe_name(model.var_names[alarms[i]])}: "
                        f"{format_probability(float(lbp_p[i]), float(rnd.log_odds[alarms[i]]))} vs "
                        f"{format_probability(float(ref_p[i]))})")
     if not math.isnan(spearman) and spearman < SPEARMAN_OK:
-        reasons.append(f"LBP orders the alarms unlike the reference (Spearman {spearman:.2f})")
+        reasons.append(f"{who} orders the alarms unlike the reference (Spearman {spearman:.2f})")
     if k and overlap < k:
-        reasons.append(f"{overlap} of LBP's top {k} are in the reference's top {k}")
-    if not rnd.converged:
+        reasons.append(f"{overlap} of {who}'s top {k} are in the reference's top {k}")
+    if checked == "lbp" and not rnd.converged:
         reasons.append("LBP did not converge" + (f" (numbers from {rnd.remedy})" if rnd.remedy else ""))
     verdict = "warn" if reasons else "ok"
     return CheckReport(ref.method, rows, float(err.max()) if len(alarms) else 0.0,
                        float(err.mean()) if len(alarms) else 0.0, spearman, k, overlap, verdict, reasons, rnd,
-                       {**ref.info, "seconds": ref.seconds})
+                       {**ref.info, "seconds": ref.seconds}, checked)
 
 
 def to_table(report: CheckReport, worst: int = 10) -> str:

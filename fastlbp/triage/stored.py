@@ -17,6 +17,7 @@ so that a resume reads the graph the same way (`stored_loading`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -38,7 +39,8 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 # The options every journal stores; "backend", "method" and the sampler's came later (a journal
 # without them: the defaults).
 REQUIRED = ("schedule", "precision", "tol", "max_iters", "damping")
-NUMBERS = ("tol", "max_iters", "damping", "samples", "max_samples", "seed", "min_accepted", "target_se")
+# The numeric settings (from their declared types, so a new one needs no edit here).
+NUMBERS = tuple(f.name for f in dataclasses.fields(Settings) if f.type in ("int", "float", int, float))
 
 
 def stored_settings(stored: dict, settings: Settings, *, order: str | None = None) -> Settings:

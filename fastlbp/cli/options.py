@@ -1,0 +1,371 @@
+"""The options of the commands that read a graph, declared once and shared by all of them.
+
+Every command that loads a graph (`rank`, `triage`, `simulate`, `marginals`,
+`check`, `info`, `schedule`) takes the same loading options (`LoadOptions`:
+cycle elimination, compression, a Datalog program's grounding inputs, the model
+cache, progress) and every command that runs inference the same inference options
+(`InferenceOptions`: method, update strategy, tolerances, precision, kernels,
+sampling). A command declares a parameter `loading: LoadOptions` and/or
+`inference: InferenceOptions`; `graph_command` puts the shared options in their
+place in its signature (what typer reads) and hands the command the two
+frozen dataclasses, as uv flattens its shared option groups:
+
+    @graph_command
+    def marginals(graph: GraphArg, inference: InferenceOptions, loading: LoadOptions, ...):
+        settings = settings_of(loading, inference)
+        model = loading.load(graph, settings, progress)
+
+Option defaults come from `fastlbp.core.settings.Settings` (never written here again).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import inspect
+import typing
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from fastlbp.cli.app import (
+    BACKEND_ENV,
+    DEFAULTS,
+    backend_or_env,
+    finish_progress,
+    load_graph,
+    start_progress,
+    status,
+)
+from fastlbp.core.errors import SettingsError
+from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
+
+if TYPE_CHECKING:
+    from datalog.grounding import GroundOptions
+    from fastlbp.cli.progress import Progress
+
+# Option types ------------------------------------------------------------------------------------
+# Choices come from fastlbp.core.settings, so a new precision, backend or cycle mode
+# shows up here without an edit.
+
+Precision = StrEnum("Precision", {p: p for p in PRECISIONS})
+Backend = StrEnum("Backend", {b: b for b in BACKENDS})
+CycleMode = StrEnum("CycleMode", {c: c for c in CYCLE_MODES})
+Method = StrEnum("Method", {m: m for m in METHODS})
+
+GraphArg = Annotated[
+    Path,
+    typer.Argument(metavar="GRAPH", help="A derivation.json file, a Bingo directory, a libDAI causal "
+                                         "factor-graph file (.causal_fg / .fg), or a Datalog program "
+                                         "(.dl; grounded first, see --facts).", show_default=False),
+]
+ScheduleOpt = Annotated[
+    str,
+    typer.Option("--schedule", "-s",
+                 help="Update strategy: parall, seqfix, seqrnd, topo, or a file with a custom "
+                      "order; options follow colons, e.g. seqfix:chunked (level by level "
+                      "instead of relaxing whole sweeps) or topo:algorithm3 (see `fastlbp "
+                      "schedule --help`)."),
+]
+TolOpt = Annotated[float, typer.Option("--tol", help="Stop when no marginal changes by this much or more.")]
+MaxItersOpt = Annotated[int, typer.Option("--max-iters", help="Most iterations per round.")]
+DampingOpt = Annotated[float, typer.Option("--damping", help="Weight of the old message (log domain), "
+                                                             "in [0, 1).")]
+PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Floating-point precision.")]
+BackendOpt = Annotated[
+    Backend | None,
+    typer.Option("--backend", show_default=f"${BACKEND_ENV}, else {DEFAULTS.backend}",
+                 help="Kernels: xla runs everywhere; fused (GPU) runs PARALL and chunked schedules "
+                      "as Pallas kernels, faster on big graphs; pallas and scatter are for "
+                      "comparison; *_interpret run the Pallas kernels in the interpreter (CPU, "
+                      "slow; tests)."),
+]
+CyclesOpt = Annotated[
+    CycleMode,
+    typer.Option("--cycles",
+                 help="Cycle elimination for derivation graphs: 'cycles' applies Bingo's criterion (a "
+                      "clause survives only if its body is derived strictly before its head in the "
+                      "least fixpoint) to the clauses on a cycle; 'bingo' applies it to every clause, "
+                      "as Bingo does."),
+]
+CompressOpt = Annotated[bool, typer.Option("--compress/--no-compress",
+                                           help="Compress derivation graphs (exact: alarm marginals "
+                                                "are unchanged).")]
+MethodOpt = Annotated[
+    Method,
+    typer.Option("--method", "-m",
+                 help="How marginals are computed: auto (the default: exact where the graph's width "
+                      "fits, else sample where it fits a time budget, else lbp; the output says which "
+                      "and why), lbp (loopy belief propagation, fast, approximate on graphs whose "
+                      "derivations share ancestors), exact (bucket elimination; refused when the graph "
+                      "is too wide) or sample (sampling with the labels as importance weights, standard "
+                      "errors and 95% intervals). `fastlbp check` compares LBP with a reference."),
+]
+SamplesOpt = Annotated[int, typer.Option("--samples", help="Worlds of sampling's first round (it draws more, "
+                                                                "doubling, until every alarm's standard "
+                                                                "error is at most 0.0025, within 10^7 "
+                                                                "worlds and --sample-seconds).")]
+SampleSecondsOpt = Annotated[float, typer.Option(
+    "--sample-seconds", min=0.0, help="Sampling stops doubling once a round would draw for longer than this "
+                                      "(0: no limit); the status line says when it ended a round early.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --method sample.")]
+LabelsOpt = Annotated[
+    Path | None,
+    typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false' (any tuple of "
+                 "the graph; tab, comma or spaces between), or a triage session file."),
+]
+# A Datalog program's grounding options (`fastlbp ground`, and every command given a .dl file).
+FactsOpt = Annotated[
+    Path | None,
+    typer.Option("--facts", metavar="DIR", show_default="the current directory",
+                 help="For a Datalog program (.dl): the directory of its input relations' REL.facts files "
+                      "(one tuple per line, fields separated by tabs, as Soufflé reads them)."),
+]
+RuleProbOpt = Annotated[
+    Path | None,
+    typer.Option("--rule-prob", metavar="FILE", show_default=False,
+                 help="For a .dl program: rule probabilities, lines 'Rk: p' (rule k in file order, from 0; "
+                      "Bingo's rule-prob.txt); rules not named get 0.999."),
+]
+AlarmsOpt = Annotated[
+    str | None,
+    typer.Option("--alarms", metavar="REL[,REL...]", show_default="every .output relation",
+                 help="For a .dl program: the relations whose tuples are the alarms."),
+]
+PriorsOpt = Annotated[
+    Path | None,
+    typer.Option("--priors", metavar="FILE", show_default=False,
+                 help="For a .dl program: priors of input tuples, lines 'TUPLE p' (default 1.0)."),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", metavar="FILE", show_default=False,
+                 help="Write the result to FILE instead of stdout, atomically (a temporary file renamed "
+                      "into place: never half a file; a device or FIFO such as /dev/null is written "
+                      "directly); '-' is stdout."),
+]
+
+
+
+
+# Progress, caches and timings: every command that loads a graph takes --quiet and --no-cache; --timings
+# (hidden) is for benchmarks/bench_e2e.py.
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (it is shown only on "
+                                                              "a terminal, for stages over a second).")]
+NoCacheOpt = Annotated[bool, typer.Option(
+    "--no-cache", help="Load the graph afresh, neither reading nor writing the model cache (loaded models "
+                       "are kept under the cache folder's models/; FASTLBP_CACHE=off turns off it and the "
+                       "compiled-loop cache).")]
+TimingsOpt = Annotated[bool, typer.Option("--timings", hidden=True,
+                                          help="Print the seconds of each stage and the peak memory on "
+                                               "stderr (benchmarks/bench_e2e.py reads them).")]
+
+
+
+
+# CSV output (`rank`, `marginals`): fields quoted as RFC 4180 says (`fastlbp.io.writers.csv_document`).
+CSV_EXACT_NAMES_HELP = (
+    "With --format csv, write every name exactly as it is. By default a name beginning with = + - @, a tab "
+    "or a carriage return (a formula to a spreadsheet), or with ', gets a leading ' (OWASP's advice against "
+    "CSV injection); dropping one leading ' reads the name back.")
+
+CsvExactNamesOpt = Annotated[bool, typer.Option("--csv-exact-names", help=CSV_EXACT_NAMES_HELP)]
+
+
+# The shared option sets --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadOptions:
+    """How a command reads its graph: the options of every command that loads one."""
+
+    cycles: str = DEFAULTS.cycles
+    compress: bool = DEFAULTS.compress
+    facts: Path | None = None  # a Datalog program's grounding inputs (`datalog_options`)
+    rule_prob: Path | None = None
+    alarms: str | None = None
+    priors: Path | None = None
+    no_cache: bool = False
+    quiet: bool = False
+    timings: bool = False
+
+    def datalog(self, graph: Path) -> GroundOptions | None:
+        """The grounding options for `graph` (None unless it is a Datalog program; `datalog_options`)."""
+        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors)
+
+    def progress(self) -> Progress:
+        """The command's progress display (`start_progress`: --quiet, --timings)."""
+        return start_progress(self.quiet, self.timings)
+
+    def load(self, graph: Path, settings: Settings, progress: Progress | None = None, **kwargs):
+        """The model of `graph` through the model cache (unless --no-cache), a program grounded first."""
+        return load_graph(graph, settings, no_cache=self.no_cache, progress=progress,
+                          datalog=self.datalog(graph), **kwargs)
+
+    def finish(self, progress: Progress, model=None) -> None:
+        """Stops the progress display; with --timings prints the stages and peak memory."""
+        finish_progress(progress, self.timings, model)
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceOptions:
+    """How a command computes marginals: the options of every command that runs inference."""
+
+    method: str = DEFAULTS.method
+    schedule: str = DEFAULTS.schedule
+    tol: float = DEFAULTS.tol
+    max_iters: int = DEFAULTS.max_iters
+    damping: float = DEFAULTS.damping
+    precision: str = DEFAULTS.precision
+    backend: str | None = None
+    samples: int = DEFAULTS.samples
+    seed: int = DEFAULTS.seed
+    sample_seconds: float = DEFAULTS.sample_seconds
+
+
+def settings_of(loading: LoadOptions | None = None, inference: InferenceOptions | None = None) -> Settings:
+    """The one `Settings` of a command's shared options ($FASTLBP_BACKEND as --backend's default).
+
+    Raises:
+        SettingsError: a value out of range or unknown.
+    """
+    given = {}
+    if loading is not None:
+        given.update(cycles=loading.cycles, compress=loading.compress)
+    if inference is not None:
+        given.update({f.name: getattr(inference, f.name) for f in dataclasses.fields(InferenceOptions)})
+        given["backend"] = backend_or_env(inference.backend)
+    return settings_from_options(**given)
+
+
+# Each shared option: (parameter name, its typer annotation, default), in the order --help lists them.
+LOAD_PARAMETERS = (
+    ("cycles", CyclesOpt, DEFAULTS.cycles),
+    ("compress", CompressOpt, DEFAULTS.compress),
+    ("facts", FactsOpt, None),
+    ("rule_prob", RuleProbOpt, None),
+    ("alarms", AlarmsOpt, None),
+    ("priors", PriorsOpt, None),
+    ("no_cache", NoCacheOpt, False),
+    ("quiet", QuietOpt, False),
+    ("timings", TimingsOpt, False),
+)
+INFERENCE_PARAMETERS = (
+    ("method", MethodOpt, DEFAULTS.method),
+    ("schedule", ScheduleOpt, DEFAULTS.schedule),
+    ("tol", TolOpt, DEFAULTS.tol),
+    ("max_iters", MaxItersOpt, DEFAULTS.max_iters),
+    ("damping", DampingOpt, DEFAULTS.damping),
+    ("precision", PrecisionOpt, DEFAULTS.precision),
+    ("backend", BackendOpt, None),
+    ("samples", SamplesOpt, DEFAULTS.samples),
+    ("seed", SeedOpt, DEFAULTS.seed),
+    ("sample_seconds", SampleSecondsOpt, DEFAULTS.sample_seconds),
+)
+# The options that decide a round's numbers: given on a triage resume, they change the session's settings.
+INFERENCE_OPTIONS = tuple(name for name, _, _ in INFERENCE_PARAMETERS)
+# The --help panel of each group.
+PANELS = {"loading": "Reading the graph", "inference": "Inference"}
+GROUPS = {"loading": (LoadOptions, LOAD_PARAMETERS), "inference": (InferenceOptions, INFERENCE_PARAMETERS)}
+
+
+def _in_panel(annotation, panel: str):
+    """`annotation` (Annotated[T, typer.Option(...)]) with its option shown under `panel` in --help."""
+    base, *extras = typing.get_args(annotation)
+    extras = [dataclasses.replace(e) if dataclasses.is_dataclass(e) else copy.copy(e) for e in extras]
+    for extra in extras:
+        if isinstance(extra, typer.models.OptionInfo):
+            extra.rich_help_panel = panel
+    return Annotated[(base, *extras)]
+
+
+def _plain(value):
+    return value.value if isinstance(value, StrEnum) else value
+
+
+def graph_command(fn):
+    """Puts the shared options in place of a command's `loading` / `inference` parameters.
+
+    typer sees one parameter per option (`LOAD_PARAMETERS`, `INFERENCE_PARAMETERS`, in that order
+    where the placeholder stood); the command is called with a `LoadOptions` and an
+    `InferenceOptions` built from them.
+    """
+    signature = inspect.signature(fn, eval_str=True)
+    parameters, groups = [], []
+    for p in signature.parameters.values():
+        if p.name in GROUPS:
+            groups.append(p.name)
+            panel = PANELS[p.name]
+            parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                             annotation=_in_panel(annotation, panel))
+                           for name, annotation, default in GROUPS[p.name][1]]
+        else:
+            parameters.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(fn)
+    def command(**kwargs):
+        for group in groups:
+            cls, table = GROUPS[group]
+            kwargs[group] = cls(**{name: _plain(kwargs.pop(name)) for name, _, _ in table})
+        return fn(**kwargs)
+
+    command.__signature__ = signature.replace(parameters=parameters)
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    del command.__wrapped__  # typer reads `__signature__`, not the command's own parameters
+    return command
+
+
+# Helpers behind the shared options ------------------------------------------------------------------
+
+def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | None = None,
+                    alarms: str | None = None, priors: Path | None = None, *,
+                    program: bool = False) -> GroundOptions | None:
+    """The grounding options for `graph` when it is a Datalog program (or `program`), else None.
+
+    Grounding's progress goes to stderr (`status`).
+
+    Raises:
+        SettingsError: a grounding option given for a graph that is not a
+            program, or --alarms naming no relation.
+    """
+    # Imported here: the Datalog front end (0.05-0.1 s) is for the commands that read a graph, not --help.
+    from datalog.grounding import GroundOptions
+    from datalog.io import detect_format
+
+    given = [name for name, value in (("--facts", facts), ("--rule-prob", rule_prob), ("--alarms", alarms),
+                                      ("--priors", priors)) if value is not None]
+    if not program and detect_format(graph) != "datalog":
+        if given:
+            raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
+                                f"{detect_format(graph)} graph")
+        return None
+    rels = None
+    if alarms is not None:
+        rels = tuple(r.strip() for r in alarms.split(",") if r.strip())
+        if not rels:
+            raise SettingsError("--alarms: name at least one relation (REL[,REL...])")
+    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors, progress=status)
+
+
+
+
+def settings_from_options(*, schedule: str | None = None, precision: str | None = None,
+                          tol: float | None = None, max_iters: int | None = None,
+                          damping: float | None = None, backend: str | None = None,
+                          cycles: str | None = None, compress: bool | None = None,
+                          method: str | None = None, samples: int | None = None,
+                          seed: int | None = None, sample_seconds: float | None = None) -> Settings:
+    """The one `Settings` of a command's options; options left None keep `Settings`' defaults.
+
+    Raises:
+        SettingsError: a value out of range or unknown.
+    """
+    def plain(value):
+        return value.value if isinstance(value, StrEnum) else value
+
+    return DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
+                            damping=damping, backend=plain(backend), cycles=plain(cycles), compress=compress,
+                            method=plain(method), samples=samples, seed=seed, sample_seconds=sample_seconds)
