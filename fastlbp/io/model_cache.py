@@ -94,6 +94,7 @@ MAX_BYTES = 8 << 30
 # The source files whose text decides a loaded model: any edit to them changes every key.
 CODE_MODULES = ("datalog", "fastlbp.core.graph", "fastlbp.core.model", "fastlbp.core.errors",
                 "fastlbp.io.loading", "fastlbp.io.model_cache", "fastlbp.io.model_schema")
+HEADER_KEYS = {"format_version", "key", "input", "code", "fastlbp", "fields", "arrays"}
 _MAC_BYTES = 32
 _PREFIX = b"fastlbp model cache entry\0"
 
@@ -306,6 +307,8 @@ def _read_entry(f, size: int, secret: bytes, key: Key) -> Model:
     if start > body:
         raise BadEntry("truncated header")
     header = json.loads(bytes(view[len(MAGIC) + 8: start]).decode())
+    if type(header) is not dict or set(header) != HEADER_KEYS:
+        raise BadEntry("a header other than this format's")
     if (header.get("key") != key.full or header.get("input") != key.content
             or header.get("format_version") != FORMAT_VERSION
             or (key.code and header.get("code") != key.code)):

@@ -92,6 +92,13 @@ META_ARRAYS = (("tuple_var", I32, "T"), ("tuple_how", I8, "T"), ("clause_var", I
 META_KEYS = ("derivation", "stages", "tuple_names", "tuple_var", "tuple_how", "clause_var", "kept_tuples",
              "pruning", "extra_report", "truth", "report", "compressed", "num_tuples", "num_clauses")
 ANNOTATION_KEYS = ("locations", "relations")
+# The plain values of each kind (`fields`), exactly: an entry with any other is refused.
+FIELD_KEYS = {
+    "plain": {"kind", "sizes", "source"},
+    "derivation": {"kind", "sizes", "source", "dg_source", "stages_mode", "pruning", "compressed",
+                   "num_tuples", "num_clauses", "report", "extra_report", "warnings", "meta_keys",
+                   "clause_lines"},
+}
 # The classes' fields as this schema knows them: a class with other fields is refused both ways.
 CLASS_FIELDS = {
     Model: ("graph", "var_names", "alarms", "labels", "source", "meta"),
@@ -154,14 +161,16 @@ def expected(fields: Any) -> list[tuple[str, str, tuple[int, ...]]]:
     Raises:
         BadEntry: `fields` is not of this schema (another kind, missing or negative sizes).
     """
-    if not isinstance(fields, dict) or fields.get("kind") not in ("plain", "derivation"):
+    if type(fields) is not dict or type(fields.get("kind")) is not str or fields["kind"] not in FIELD_KEYS:
         raise BadEntry("not a model of a known kind")
+    if set(fields) != FIELD_KEYS[fields["kind"]]:
+        raise BadEntry("fields other than the schema's")
     if fields["kind"] == "derivation" and type(fields.get("clause_lines")) is not bool:
         raise BadEntry("clause_lines is not a bool")
     sizes = fields.get("sizes")
     specs = _specs(fields)
     needed = {shape.partition("+")[0] for _, _, shape in specs}
-    if not isinstance(sizes, dict) or set(sizes) != needed or any(
+    if type(sizes) is not dict or set(sizes) != needed or any(
             type(n) is not int or n < 0 for n in sizes.values()):
         raise BadEntry("sizes do not fit the schema")
     return [(name, dt, _shape(shape, sizes)) for name, dt, shape in specs]
