@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastlbp.io import model_cache
+from fastlbp.io import model_cache, model_schema
 
 
 def same(a, b, where="model") -> None:
@@ -67,14 +67,17 @@ def parse(entry: Path) -> tuple[dict, dict[str, np.ndarray], bytes]:
     data = entry.read_bytes()
     assert data[:8] == model_cache.MAGIC
     length = int.from_bytes(data[8:16], "little")
-    header = json.loads(data[16:16 + length])
-    arrays, at = {}, 16 + length
+    split = int.from_bytes(data[16:24], "little")
+    header = json.loads(data[24:24 + length])
+    arrays, at, first_held = {}, 24 + length, None
     for name, dtype, shape in header["arrays"]:
         at = _aligned(at)
+        if first_held is None and model_schema.held(name):
+            first_held = at
         n = int(np.prod(shape)) * np.dtype(dtype).itemsize
         arrays[name] = np.frombuffer(data[at:at + n], dtype).reshape(shape).copy()
         at += n
-    assert at == len(data) - 32
+    assert at == len(data) - 32 and split == first_held
     return header, arrays, data[-32:]
 
 
@@ -83,10 +86,14 @@ def build(header: dict, arrays: dict[str, np.ndarray], secret: bytes | None) -> 
     (None: a plain sha256 in the MAC's place, what anyone can compute)."""
     header = {**header, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()]}
     text = json.dumps(header).encode()
-    out = bytearray(model_cache.MAGIC + len(text).to_bytes(8, "little") + text)
-    for a in arrays.values():
+    out, split = bytearray(24 + len(text)), None
+    for name, a in arrays.items():
         out += bytes(_aligned(len(out)) - len(out))
+        if split is None and model_schema.held(name):
+            split = len(out)
         out += np.ascontiguousarray(a).tobytes()
+    out[:24] = model_cache.MAGIC + len(text).to_bytes(8, "little") + (split or 0).to_bytes(8, "little")
+    out[24:24 + len(text)] = text
     if secret is None:
         return bytes(out) + hashlib.sha256(out).digest()
     return bytes(out) + hmac.new(secret, b"fastlbp model cache entry\0" + out, hashlib.sha256).digest()

@@ -3,6 +3,7 @@ import nothing, even when signed with the folder's key."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from pathlib import Path, PurePosixPath
@@ -38,6 +39,27 @@ def round_trip(model: Model, cache: Path) -> None:
     assert back is not None
     same(model, back)
     assert back.graph.p1.flags.writeable and back.graph.p1.flags.aligned  # as a fresh load's arrays
+    # The model keeps only the part of the entry holding its own arrays, not the names' bytes.
+    data = (model_cache.models_dir(cache) / KEY.name).read_bytes()
+    held = int.from_bytes(data[16:24], "little")
+    assert {id(_root(a)) for a in _held_arrays(back)} == {id(_root(back.graph.p1))}
+    assert _root(back.graph.p1).nbytes == len(data) - held
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _held_arrays(model: Model) -> list[np.ndarray]:
+    out = [getattr(model.graph, f.name) for f in dataclasses.fields(model.graph)]
+    if model.meta:
+        dg, stages = model.meta["derivation"], model.meta["stages"]
+        out += [dg.clause_rule, dg.clause_head, dg.body_offsets, dg.body, dg.alarms]
+        out += [getattr(stages, f.name) for f in dataclasses.fields(stages) if f.name != "mode"]
+        out += [model.meta[k] for k in ("tuple_var", "tuple_how", "clause_var", "kept_tuples")]
+    return out
 
 
 @st.composite
@@ -106,8 +128,6 @@ def _weblech() -> Model:
 
 
 def _with(model: Model, **changes) -> Model:
-    import dataclasses
-
     return dataclasses.replace(model, **changes)
 
 

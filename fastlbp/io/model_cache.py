@@ -30,26 +30,29 @@ An entry is one file `SLOT-CONTENT.model` (no pickle, no zip):
 
     8 bytes   MAGIC
     8 bytes   H, the header's length (little-endian)
+    8 bytes   S, where the arrays the model holds begin (`model_schema.held`; a multiple of ALIGN)
     H bytes   the header, JSON: {"format_version", "key", "input" (the input's sha256),
               "code" (`code_digest()`), "fastlbp", "fields" (`model_schema.encode`'s plain values),
               "arrays": [[name, dtype, shape], ...] (`model_schema.expected(fields)`, in order)}
-    ...       each array's bytes (C order), at the next multiple of ALIGN
+    ...       each array's bytes (C order, little-endian), at the next multiple of ALIGN
     32 bytes  HMAC-SHA256 of all the bytes before it, under the folder's secret key
               (`fastlbp.io.cache_safety`: `models/key`, 0600, made on first use)
 
-The reader reads the file once, checks the MAC before it parses anything,
-then the header (key, input hash, code, version), then the array list against
-the schema and the file's length against the list; the arrays are views of
-that one buffer (writable, as a fresh load's). A missing, truncated, corrupt,
-forged or stale entry, one outside the schema, or one that is not a regular
-file of this user's (a FIFO, a symbolic link: never opened through) is a miss:
-the caller loads afresh and the entry is written again. Entries are written to
-a temporary file and renamed over the name (never through it), so a reader
+The reader reads the file once, into two buffers split at S, checks the MAC
+before it parses anything, then the header (key, input hash, code, version),
+then the array list against the schema and the file's length and S against
+the list. The arrays are views of those buffers (writable, as a fresh load's):
+the first (names, dicts) is dropped once they are read, so the model keeps
+no more memory than a fresh load's. A missing, truncated, corrupt, forged or
+stale entry, one outside the schema, or one that is not a regular file of
+this user's (a FIFO, a symbolic link: never opened through) is a miss: the
+caller loads afresh and the entry is written again. Entries are written to a
+temporary file and renamed over the name (never through it), so a reader
 never sees half of one; a folder that cannot be written leaves the cache off
 for that call. Entries of the same path and settings with older contents are
 removed when a new one is written, as are entries of the earlier `.npz`
 format, and the least recently used go once the folder holds more than
-`MAX_BYTES`.
+`MAX_BYTES` (an entry larger than that is never read).
 
 What the cache trusts: the folder and its `models/` must be this user's and
 not writable by group or others (else they are neither read nor written, with
@@ -95,8 +98,9 @@ MAX_BYTES = 8 << 30
 CODE_MODULES = ("datalog", "fastlbp.core.graph", "fastlbp.core.model", "fastlbp.core.errors",
                 "fastlbp.io.loading", "fastlbp.io.model_cache", "fastlbp.io.model_schema")
 HEADER_KEYS = {"format_version", "key", "input", "code", "fastlbp", "fields", "arrays"}
+_PREFIX_BYTES = len(MAGIC) + 16
 _MAC_BYTES = 32
-_PREFIX = b"fastlbp model cache entry\0"
+_MAC_PREFIX = b"fastlbp model cache entry\0"
 
 Progress = Callable[[str], None]
 
@@ -241,13 +245,16 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def _layout(start: int, listed: list[tuple[str, str, tuple[int, ...]]]) -> tuple[list[int], int]:
-    """(the offset of each listed array, the end of the last) when the first may start at `start`."""
-    offsets, end = [], start
-    for _, dtype, shape in listed:
+def _layout(start: int, listed: list[tuple[str, str, tuple[int, ...]]]) -> tuple[list[int], int, int]:
+    """(the offset of each listed array, where the arrays the model holds begin, the end of the last)
+    when the first may start at `start`."""
+    offsets, end, split = [], start, None
+    for name, dtype, shape in listed:
         offsets.append(_aligned(end))
+        if split is None and model_schema.held(name):
+            split = offsets[-1]
         end = offsets[-1] + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    return offsets, end
+    return offsets, _aligned(end) if split is None else split, end
 
 
 def _entry_bytes(secret: bytes, key: Key, model: Any) -> list[bytes | memoryview]:
@@ -265,48 +272,59 @@ def _entry_bytes(secret: bytes, key: Key, model: Any) -> list[bytes | memoryview
     header = json.dumps({"format_version": FORMAT_VERSION, "key": key.full, "input": key.content,
                          "code": key.code, "fastlbp": __version__, "fields": fields,
                          "arrays": [[name, dtype, list(shape)] for name, dtype, shape in listed]}).encode()
-    start = len(MAGIC) + 8 + len(header)
-    offsets, _ = _layout(start, listed)
-    chunks: list[bytes | memoryview] = [MAGIC, len(header).to_bytes(8, "little"), header]
+    start = _PREFIX_BYTES + len(header)
+    offsets, split, _ = _layout(start, listed)
+    chunks: list[bytes | memoryview] = [MAGIC, len(header).to_bytes(8, "little"), split.to_bytes(8, "little"),
+                                        header]
     at = start
     for offset, (_, a) in zip(offsets, arrays, strict=True):
         chunks.append(bytes(offset - at))
         data = memoryview(np.ascontiguousarray(a)).cast("B")
         chunks.append(data)
         at = offset + data.nbytes
-    mac = hmac.new(secret, _PREFIX, hashlib.sha256)
+    if at < split:  # no array the model holds: the split is the aligned end
+        chunks.append(bytes(split - at))
+    mac = hmac.new(secret, _MAC_PREFIX, hashlib.sha256)
     for chunk in chunks:
         mac.update(chunk)
     return [*chunks, mac.digest()]
 
 
-def _read_entry(f, size: int, secret: bytes, key: Key) -> Model:
-    """The model in an entry file of `size` bytes open as `f`. Raises BadEntry (or any error) if it is not
-    exactly an entry of `key` signed with `secret`."""
-    if size < len(MAGIC) + 8 + _MAC_BYTES:
-        raise BadEntry("truncated")
-    buf = np.empty(size, np.uint8)  # not zeroed first: each page is written once, by the read
-    view = memoryview(buf)
-    got = 0
-    while got < size:
+def _read_into(f, buf: np.ndarray) -> None:
+    view, got = memoryview(buf), 0
+    while got < buf.size:
         n = f.readinto(view[got:])
         if not n:
             raise BadEntry("truncated")
         got += n
+
+
+def _read_entry(f, size: int, secret: bytes, key: Key) -> Model:
+    """The model in an entry file of `size` bytes open as `f`. Raises BadEntry (or any error) if it is not
+    exactly an entry of `key` signed with `secret`.
+
+    The file is read into two buffers, split where the arrays the model holds begin: the first (the
+    header, the names and dicts) is dropped once they are read, the second is what the model keeps."""
+    prefix = f.read(_PREFIX_BYTES)
+    if len(prefix) != _PREFIX_BYTES or prefix[:len(MAGIC)] != MAGIC or size > MAX_BYTES:
+        raise BadEntry("not an entry of this format")
+    length = int.from_bytes(prefix[len(MAGIC):len(MAGIC) + 8], "little")
+    split = int.from_bytes(prefix[len(MAGIC) + 8:], "little")
+    body = size - _MAC_BYTES
+    if not _PREFIX_BYTES + length <= split <= body or split % ALIGN:
+        raise BadEntry("truncated")
+    first, second = np.empty(split, np.uint8), np.empty(size - split, np.uint8)  # each page written once
+    first[:_PREFIX_BYTES] = np.frombuffer(prefix, np.uint8)
+    _read_into(f, first[_PREFIX_BYTES:])
+    _read_into(f, second)
     if f.read(1):
         raise BadEntry("grew while read")
-    body = size - _MAC_BYTES
-    mac = hmac.new(secret, _PREFIX, hashlib.sha256)
-    mac.update(view[:body])
-    if not hmac.compare_digest(mac.digest(), bytes(view[body:])):
+    mac = hmac.new(secret, _MAC_PREFIX, hashlib.sha256)
+    mac.update(memoryview(first))
+    mac.update(memoryview(second)[: body - split])
+    if not hmac.compare_digest(mac.digest(), second[body - split:].tobytes()):
         raise BadEntry("not signed with this folder's key")
-    if bytes(view[: len(MAGIC)]) != MAGIC:
-        raise BadEntry("not an entry of this format")
-    length = int.from_bytes(view[len(MAGIC): len(MAGIC) + 8], "little")
-    start = len(MAGIC) + 8 + length
-    if start > body:
-        raise BadEntry("truncated header")
-    header = json.loads(bytes(view[len(MAGIC) + 8: start]).decode())
+    header = json.loads(first[_PREFIX_BYTES:_PREFIX_BYTES + length].tobytes().decode())
     if type(header) is not dict or set(header) != HEADER_KEYS:
         raise BadEntry("a header other than this format's")
     if (header.get("key") != key.full or header.get("input") != key.content
@@ -317,12 +335,13 @@ def _read_entry(f, size: int, secret: bytes, key: Key) -> Model:
     listed = model_schema.expected(fields)
     if header.get("arrays") != [[name, dtype, list(shape)] for name, dtype, shape in listed]:
         raise BadEntry("arrays other than the schema's")
-    offsets, end = _layout(start, listed)
-    if end != body:
+    offsets, at, end = _layout(_PREFIX_BYTES + length, listed)
+    if at != split or max(end, split) != body:
         raise BadEntry("a length other than its arrays'")
     arrays = {}
     for (name, dtype, shape), offset in zip(listed, offsets, strict=True):
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        buf, offset = (second, offset - split) if offset >= split else (first, offset)
         arrays[name] = buf[offset: offset + nbytes].view(dtype).reshape(shape)
     return model_schema.decode(fields, arrays)
 

@@ -8,7 +8,8 @@ in an entry. `expected(fields)` is the list of (name, dtype, shape) the
 schema requires for those fields: a reader compares an entry's arrays with it
 before reading any (`fastlbp.io.model_cache`). Anything outside the schema is
 `Unsupported` on writing (the model is then not stored) and a `BadEntry` on
-reading (a miss).
+reading (a miss). The schema's version is `fastlbp.io.model_cache.FORMAT_VERSION`
+(and any edit of this file changes every key: it is one of `CODE_MODULES`).
 
 Sizes (`fields["sizes"]`, non-negative ints) give every array's shape:
 
@@ -17,6 +18,10 @@ Sizes (`fields["sizes"]`, non-negative ints) give every array's shape:
     derivation graph's alarms / labels / truth, K kept tuples, MT truth of
     variables (derivation graphs)
     NAME_bytes: the bytes of a table of strings
+
+Arrays come in `expected`'s order: first those read into Python values (the
+string tables, dicts and tuples), then those the model holds as they are
+(`held`: the graph's, the derivation graph's, the stages', the meta maps).
 
 A table of strings NAME (N strings) is two arrays: `NAME.bytes` (NAME_bytes,)
 uint8, every string in UTF-8 (lone surrogates kept: "surrogatepass")
@@ -74,9 +79,6 @@ from datalog.derivation import DerivationGraph, Rule
 from fastlbp.core.graph import FactorGraph
 from fastlbp.core.model import Model
 
-# 3: this schema (2 was a JSON tree naming classes; 1 had no MAC).
-SCHEMA_VERSION = 3
-
 I8, I32, I64, F64, BOOL, U8 = "|i1", "<i4", "<i8", "<f8", "|b1", "|u1"
 GRAPH_FIELDS = (("factor_offsets", I32, "F+1"), ("edge_factor", I32, "E"), ("edge_var", I32, "E"),
                 ("edge_is_head", BOOL, "E"), ("var_offsets", I32, "V+1"), ("var_edges", I32, "E"),
@@ -92,6 +94,8 @@ META_ARRAYS = (("tuple_var", I32, "T"), ("tuple_how", I8, "T"), ("clause_var", I
 META_KEYS = ("derivation", "stages", "tuple_names", "tuple_var", "tuple_how", "clause_var", "kept_tuples",
              "pruning", "extra_report", "truth", "report", "compressed", "num_tuples", "num_clauses")
 ANNOTATION_KEYS = ("locations", "relations")
+HELD = {*(f"dg.{name}" for name, _, _ in DG_ARRAYS), "dg.clause_lines",
+        *(f"meta.{name}" for name, _, _ in META_ARRAYS)}
 # The plain values of each kind (`fields`), exactly: an entry with any other is refused.
 FIELD_KEYS = {
     "plain": {"kind", "sizes", "source"},
@@ -136,23 +140,31 @@ def _dict_spec(name: str, values: str, count: str) -> list[tuple[str, str, str]]
 
 
 def _specs(fields: dict) -> list[tuple[str, str, str]]:
-    """(name, dtype, shape expression) of every array an entry with `fields` holds, in order."""
-    out = [(f"graph.{name}", dt, shape) for name, dt, shape in GRAPH_FIELDS]
-    out += _strings_spec("var_names", "V") + [("alarms", I64, "A")] + _dict_spec("labels", BOOL, "L")
-    if fields["kind"] == "plain":
-        return out
-    out += _strings_spec("dg.tuples", "T") + _strings_spec("dg.rule_names", "R")
-    out += _strings_spec("dg.rule_texts", "R") + [("dg.rule_has_text", BOOL, "R"),
-                                                   ("dg.rule_probability", F64, "R")]
-    out += [(f"dg.{name}", dt, shape) for name, dt, shape in DG_ARRAYS]
-    out += _dict_spec("dg.priors", F64, "P") + _dict_spec("dg.labels", BOOL, "DL")
-    out += _dict_spec("dg.truth", BOOL, "DT")
-    if fields["clause_lines"]:
-        out.append(("dg.clause_lines", I32, "C"))
-    out.append(("dg.annotations", U8, "annotations_bytes"))
-    out += [(f"stages.{name}", dt, shape) for name, dt, shape in STAGE_ARRAYS]
-    out += [(f"meta.{name}", dt, shape) for name, dt, shape in META_ARRAYS]
-    return out + _dict_spec("meta.truth", BOOL, "MT")
+    """(name, dtype, shape expression) of every array an entry with `fields` holds, in order: first those
+    read into Python values (names, dicts), then those the model holds as they are (`held`)."""
+    derivation = fields["kind"] == "derivation"
+    out = _strings_spec("var_names", "V") + [("alarms", I64, "A")] + _dict_spec("labels", BOOL, "L")
+    if derivation:
+        out += _strings_spec("dg.tuples", "T") + _strings_spec("dg.rule_names", "R")
+        out += _strings_spec("dg.rule_texts", "R") + [("dg.rule_has_text", BOOL, "R"),
+                                                       ("dg.rule_probability", F64, "R")]
+        out += _dict_spec("dg.priors", F64, "P") + _dict_spec("dg.labels", BOOL, "DL")
+        out += _dict_spec("dg.truth", BOOL, "DT") + [("dg.annotations", U8, "annotations_bytes")]
+        out += _dict_spec("meta.truth", BOOL, "MT")
+    out += [(f"graph.{name}", dt, shape) for name, dt, shape in GRAPH_FIELDS]
+    if derivation:
+        out += [(f"dg.{name}", dt, shape) for name, dt, shape in DG_ARRAYS]
+        if fields["clause_lines"]:
+            out.append(("dg.clause_lines", I32, "C"))
+        out += [(f"stages.{name}", dt, shape) for name, dt, shape in STAGE_ARRAYS]
+        out += [(f"meta.{name}", dt, shape) for name, dt, shape in META_ARRAYS]
+    return out
+
+
+def held(name: str) -> bool:
+    """Whether the model holds array `name` itself (the others are read into names, dicts and tuples):
+    in `expected`'s order these come last, so a reader can keep them apart from the rest."""
+    return name.startswith(("graph.", "stages.")) or name in HELD
 
 
 def expected(fields: Any) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -277,9 +289,13 @@ def encode(model: Any) -> tuple[dict, Arrays]:
     if model.meta:
         fields["kind"] = "derivation"
         arrays += _encode_meta(model.meta, fields)
+    by_name = dict(arrays)
+    specs = _specs(fields)
+    if len(by_name) != len(arrays) or set(by_name) != {name for name, _, _ in specs}:
+        raise Unsupported("arrays other than the schema's")  # a bug of encode's, never a model's
+    arrays = [(name, by_name[name]) for name, _, _ in specs]
     sizes: dict[str, int] = {}
-    for (name, dt, shape), (got, a) in zip(_specs(fields), arrays, strict=True):
-        assert name == got, (name, got)
+    for (name, dt, shape), (_, a) in zip(specs, arrays, strict=True):
         size, _, plus = shape.partition("+")
         if sizes.setdefault(size, a.shape[0] - int(plus or 0)) != a.shape[0] - int(plus or 0):
             raise Unsupported(f"{name} has {a.shape[0]} entries, others say {sizes[size] + int(plus or 0)}")
@@ -448,4 +464,4 @@ def _decode_meta(fields: dict, arrays: dict[str, np.ndarray]) -> dict:
     return {k: values[k] for k in keys}
 
 
-__all__ = ["SCHEMA_VERSION", "encode", "decode", "expected", "Unsupported", "BadEntry"]
+__all__ = ["encode", "decode", "expected", "held", "Unsupported", "BadEntry"]
