@@ -103,7 +103,7 @@ def test_a_second_rank_reads_the_model_from_the_cache(tmp_path):
     first = run("rank", WEBLECH, "--top", "3", "--method", "lbp", "--timings", cache=str(cache))
     assert first.returncode == 0, first.stderr
     assert "load: loading" in stages(first.stderr)
-    assert len(list((cache / "models").glob("*.npz"))) == 1
+    assert len(list((cache / "models").glob("*.model"))) == 1
     second = run("rank", WEBLECH, "--top", "3", "--method", "lbp", "--timings", cache=str(cache))
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout

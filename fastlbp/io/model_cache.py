@@ -1,7 +1,7 @@
-"""The compiled-model cache: a loaded `Model` stored as numpy arrays + JSON, keyed by its input's bytes.
+"""The compiled-model cache: a loaded `Model` stored as named arrays of a fixed schema, keyed by its input.
 
 Loading a derivation graph (parse, validation, cycle elimination,
-compression, factor-graph arrays) takes 1.6-2.4 s for data/ftp.json.gz on a
+compression, factor-graph arrays) takes 0.6-2.4 s for data/ftp.json.gz on a
 2-core CPU and about 3.5 s at 2M edges; reading the same model back from an
 entry takes a few tens of milliseconds. `fastlbp.io.loading.load(path,
 settings, cache_dir=...)` uses it:
@@ -17,20 +17,42 @@ settings (`cycles`, `compress`, the decompression limit), `FORMAT_VERSION`,
 fastlbp's version and a digest of the loading code's source files (so an
 edited loader never serves a model it would no longer build).
 
-An entry is one `.npz` file (no pickle): a header (the key, the sha256 of
-the input's bytes, the code digest, `FORMAT_VERSION`), the model as a JSON
-tree whose numpy arrays (and long lists of names, as one UTF-8 blob) are
-members of the archive, and an HMAC-SHA256 of all of it under the folder's
-secret key (`fastlbp.io.cache_safety`: `models/key`, 0600, made on first use).
-A missing, truncated, corrupt, forged or stale entry (its MAC, key, input
-hash or a dataclass' fields do not match), or one that is not a regular file
-of this user's (a FIFO, a symbolic link: never opened through), is a miss:
-the caller loads afresh and the entry is written again. Entries are written
-to a temporary file and renamed over the name (never through it), so a reader
+What an entry holds is fixed by `fastlbp.io.model_schema` (its docstring lists
+every array with its dtype and shape): the model's arrays by name (the factor
+graph's CSR arrays, the name tables as UTF-8 bytes and offsets, labels, truth
+and the compression maps as keys and values) and a few plain values (sizes,
+the source, the report's counts). The reader builds `Model`, `FactorGraph`,
+`DerivationGraph`, `Rule` and `Stages` by calling them in code; nothing is
+imported or looked up by a name read from an entry, and an entry whose arrays
+are not exactly the schema's (a name, a dtype or a shape) is a miss.
+
+An entry is one file `SLOT-CONTENT.model` (no pickle, no zip):
+
+    8 bytes   MAGIC
+    8 bytes   H, the header's length (little-endian)
+    8 bytes   S, where the arrays the model holds begin (`model_schema.held`; a multiple of ALIGN)
+    H bytes   the header, JSON: {"format_version", "key", "input" (the input's sha256),
+              "code" (`code_digest()`), "fastlbp", "fields" (`model_schema.encode`'s plain values),
+              "arrays": [[name, dtype, shape], ...] (`model_schema.expected(fields)`, in order)}
+    ...       each array's bytes (C order, little-endian), at the next multiple of ALIGN
+    32 bytes  HMAC-SHA256 of all the bytes before it, under the folder's secret key
+              (`fastlbp.io.cache_safety`: `models/key`, 0600, made on first use)
+
+The reader reads the file once, into two buffers split at S, checks the MAC
+before it parses anything, then the header (key, input hash, code, version),
+then the array list against the schema and the file's length and S against
+the list. The arrays are views of those buffers (writable, as a fresh load's):
+the first (names, dicts) is dropped once they are read, so the model keeps
+no more memory than a fresh load's. A missing, truncated, corrupt, forged or
+stale entry, one outside the schema, or one that is not a regular file of
+this user's (a FIFO, a symbolic link: never opened through) is a miss: the
+caller loads afresh and the entry is written again. Entries are written to a
+temporary file and renamed over the name (never through it), so a reader
 never sees half of one; a folder that cannot be written leaves the cache off
 for that call. Entries of the same path and settings with older contents are
-removed when a new one is written, and the least recently used go once the
-folder holds more than `MAX_BYTES`.
+removed when a new one is written, as are entries of the earlier `.npz`
+format, and the least recently used go once the folder holds more than
+`MAX_BYTES` (an entry larger than that is never read).
 
 What the cache trusts: the folder and its `models/` must be this user's and
 not writable by group or others (else they are neither read nor written, with
@@ -38,63 +60,49 @@ one warning on stderr); an entry must carry the MAC of the folder's key. A
 model is stored only when the input's bytes (and, cheaply, its status: inode,
 size, times) are the same after loading as when hashed for the key: a file
 replaced while it was being loaded is loaded, but not stored under either key.
-
-The tree holds what `Model` and its `meta` hold, generically: None, bool,
-int, float, str, lists, tuples, dicts (any JSON-able keys), sets, numpy
-arrays and scalars, paths, and dataclasses of fastlbp, datalog and
-schedules (rebuilt field by field, without running their `__init__`). A
-model holding anything else is not stored (`Unsupported`), never stored
-wrongly.
+A model the schema cannot hold exactly (`Unsupported`: another class, an extra
+`meta` entry, an array of another dtype) is loaded but not stored.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import hmac
-import importlib
 import importlib.util
 import json
-import math
 import os
 import stat
-import struct
 import time
 from collections.abc import Callable
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fastlbp.io import cache_safety
+from fastlbp.core.model import Model
+from fastlbp.io import cache_safety, model_schema
+from fastlbp.io.model_schema import BadEntry, Unsupported
 
-# 2: entries signed with the folder's key (HMAC), their header names the input's hash and the code.
-FORMAT_VERSION = 2
+# 3: the fixed schema of `fastlbp.io.model_schema` in a file of its own (2: an .npz of a JSON tree
+# naming classes, signed with the folder's key; 1: unsigned).
+FORMAT_VERSION = 3
+MAGIC = b"FLBPMOD\x03"
+# Each array starts at a multiple of this many bytes of the file (and of the buffer it is read into).
+ALIGN = 64
+SUFFIX = ".model"
 # Entries beyond this many bytes in all are removed, least recently used first
 # (a 20M-edge model takes about 1 GB).
 MAX_BYTES = 8 << 30
-# Modules whose dataclasses an entry may name; anything else is refused on reading.
-DATACLASS_MODULES = ("fastlbp.", "datalog.", "schedules.")
-# Lists of at least this many strings are stored as one UTF-8 blob: splitting it is about
-# 10x faster than parsing the same names from JSON.
-BLOB_MIN = 32
-# Long lists (and dicts) of one Python scalar type are stored as one array of these dtypes.
-SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 # The source files whose text decides a loaded model: any edit to them changes every key.
 CODE_MODULES = ("datalog", "fastlbp.core.graph", "fastlbp.core.model", "fastlbp.core.errors",
-                "fastlbp.io.loading",
-                "fastlbp.io.model_cache")
+                "fastlbp.io.loading", "fastlbp.io.model_cache", "fastlbp.io.model_schema")
+HEADER_KEYS = {"format_version", "key", "input", "code", "fastlbp", "fields", "arrays"}
+_PREFIX_BYTES = len(MAGIC) + 16
+_MAC_BYTES = 32
+_MAC_PREFIX = b"fastlbp model cache entry\0"
 
 Progress = Callable[[str], None]
-
-
-class Unsupported(TypeError):
-    """A value the cache cannot store exactly (the model is then not stored)."""
-
-
-class BadEntry(ValueError):
-    """An entry that is corrupt, truncated, of another key or of other code: a miss."""
 
 
 # Keys ----------------------------------------------------------------------
@@ -208,7 +216,7 @@ class Key:
 
     @property
     def name(self) -> str:
-        return f"{self.slot[:20]}-{self.content[:40]}.npz"
+        return f"{self.slot[:20]}-{self.content[:40]}{SUFFIX}"
 
     @property
     def full(self) -> str:
@@ -230,192 +238,112 @@ def lookup_key(path: str | os.PathLike, format: str, options: dict[str, Any]) ->
     return Key(hashlib.sha256(slot.encode()).hexdigest(), content, code, stamp)
 
 
-# Encoding --------------------------------------------------------------------
 
-class _Encoder:
-    def __init__(self):
-        self.arrays: list[np.ndarray] = []
+# The entry file ------------------------------------------------------------------------------
 
-    def array(self, a: np.ndarray) -> int:
-        self.arrays.append(a)
-        return len(self.arrays) - 1
-
-    def scalars(self, items: list | tuple) -> int | None:
-        """Many Python ints, floats or bools of one type as one array (its index), else None."""
-        if len(items) < BLOB_MIN:
-            return None
-        kind = type(items[0])
-        if kind not in SCALAR_DTYPES or any(type(x) is not kind for x in items):
-            return None
-        try:
-            return self.array(np.array(items, dtype=SCALAR_DTYPES[kind]))
-        except OverflowError:  # an int beyond int64
-            return None
-
-    def __call__(self, obj: Any) -> Any:
-        if obj is None or type(obj) in (bool, str):
-            return obj
-        if isinstance(obj, np.ndarray):
-            if obj.dtype.hasobject:
-                raise Unsupported("a numpy array of objects")
-            return {"$": "array", "i": self.array(obj)}
-        if isinstance(obj, np.generic):
-            if isinstance(obj, np.object_):
-                raise Unsupported("a numpy object scalar")
-            return {"$": "scalar", "i": self.array(np.asarray(obj))}
-        if type(obj) is int:
-            return obj
-        if type(obj) is float:
-            if math.isnan(obj):  # JSON's NaN has no sign or payload: the 8 bytes, exactly
-                return {"$": "nan", "v": struct.pack("<d", obj).hex()}
-            # repr round-trips every other float; JSON's Infinity is read back by Python's json.
-            return obj
-        if type(obj) in (list, tuple):
-            if len(obj) >= BLOB_MIN and all(type(s) is str for s in obj):
-                blob = "\0".join(obj)
-                if blob.count("\0") == len(obj) - 1:  # no name holds a NUL itself
-                    data = np.frombuffer(blob.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-                    return {"$": "strs", "t": type(obj).__name__, "n": len(obj), "i": self.array(data)}
-            packed = self.scalars(obj)
-            if packed is not None:
-                return {"$": "nums", "t": type(obj).__name__, "i": packed}
-            items = [self(x) for x in obj]
-            return items if type(obj) is list else {"$": "tuple", "v": items}
-        if type(obj) is dict:
-            if all(type(k) is str for k in obj) and "$" not in obj:
-                return {k: self(v) for k, v in obj.items()}
-            keys, values = self.scalars(list(obj)), self.scalars(list(obj.values()))
-            if keys is not None and values is not None:  # e.g. {tuple: truth}: two arrays, not 2n nodes
-                return {"$": "numdict", "k": keys, "v": values}
-            return {"$": "dict", "k": [self(k) for k in obj], "v": [self(v) for v in obj.values()]}
-        if type(obj) in (set, frozenset):
-            return {"$": type(obj).__name__, "v": [self(x) for x in obj]}
-        if isinstance(obj, PurePath):
-            return {"$": "path", "v": os.fspath(obj)}
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            cls = type(obj)
-            if not cls.__module__.startswith(DATACLASS_MODULES) or "<locals>" in cls.__qualname__:
-                raise Unsupported(f"a {cls.__module__}.{cls.__qualname__}")
-            names = [f.name for f in dataclasses.fields(obj)]
-            for extra in set(getattr(obj, "__dict__", {})) - set(names):
-                # A cached_property is recomputed on use; any other attribute would be lost.
-                if not isinstance(getattr(cls, extra, None), functools.cached_property):
-                    raise Unsupported(f"{cls.__qualname__}.{extra} is not a field")
-            fields = {name: self(getattr(obj, name)) for name in names}
-            return {"$": "dc", "cls": f"{cls.__module__}:{cls.__qualname__}", "f": fields}
-        raise Unsupported(f"a value of type {type(obj).__module__}.{type(obj).__qualname__}")
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
 
 
-def _dataclass(name: str) -> type:
-    module, _, qualname = name.partition(":")
-    if not module.startswith(DATACLASS_MODULES):
-        raise BadEntry(f"a class of module {module!r}")
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
-        raise BadEntry(f"no class {name}") from None
-    if not (isinstance(obj, type) and dataclasses.is_dataclass(obj)):
-        raise BadEntry(f"{name} is not a dataclass")
-    return obj
+def _layout(start: int, listed: list[tuple[str, str, tuple[int, ...]]]) -> tuple[list[int], int, int]:
+    """(the offset of each listed array, where the arrays the model holds begin, the end of the last)
+    when the first may start at `start`."""
+    offsets, end, split = [], start, None
+    for name, dtype, shape in listed:
+        offsets.append(_aligned(end))
+        if split is None and model_schema.held(name):
+            split = offsets[-1]
+        end = offsets[-1] + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return offsets, _aligned(end) if split is None else split, end
 
 
-class _Decoder:
-    def __init__(self, arrays: list[np.ndarray]):
-        self.arrays = arrays
-
-    def scalars(self, i: int) -> list:
-        """The Python values of array `i` (`tolist` gives back int, float or bool exactly)."""
-        a = self.arrays[i]
-        if a.ndim != 1 or a.dtype not in SCALAR_DTYPES.values():
-            raise BadEntry("a packed list of the wrong shape")
-        return a.tolist()
-
-    def __call__(self, node: Any) -> Any:
-        if isinstance(node, list):
-            return [self(x) for x in node]
-        if not isinstance(node, dict):
-            return node
-        tag = node.get("$")
-        if tag is None:
-            return {k: self(v) for k, v in node.items()}
-        if tag == "array":
-            return self.arrays[node["i"]]
-        if tag == "nan":
-            return struct.unpack("<d", bytes.fromhex(node["v"]))[0]
-        if tag == "scalar":
-            return self.arrays[node["i"]][()]
-        if tag == "strs":
-            n = node["n"]
-            names = bytes(self.arrays[node["i"]]).decode("utf-8", "surrogatepass").split("\0")
-            if len(names) != n:
-                raise BadEntry("a list of names of the wrong length")
-            return tuple(names) if node["t"] == "tuple" else names
-        if tag == "nums":
-            values = self.scalars(node["i"])
-            return tuple(values) if node["t"] == "tuple" else values
-        if tag == "numdict":
-            return dict(zip(self.scalars(node["k"]), self.scalars(node["v"]), strict=True))
-        if tag == "tuple":
-            return tuple(self(x) for x in node["v"])
-        if tag == "dict":
-            return dict(zip([self(k) for k in node["k"]], [self(v) for v in node["v"]], strict=True))
-        if tag == "set":
-            return {self(x) for x in node["v"]}
-        if tag == "frozenset":
-            return frozenset(self(x) for x in node["v"])
-        if tag == "path":
-            return Path(node["v"])
-        if tag == "dc":
-            cls = _dataclass(node["cls"])
-            stored = node["f"]
-            names = [f.name for f in dataclasses.fields(cls)]
-            if sorted(names) != sorted(stored):
-                raise BadEntry(f"{node['cls']} has other fields now")
-            obj = object.__new__(cls)
-            for name in names:  # as stored, without __init__/__post_init__ (frozen ones too)
-                object.__setattr__(obj, name, self(stored[name]))
-            return obj
-        raise BadEntry(f"unknown tag {tag!r}")
-
-
-def encode(obj: Any) -> tuple[bytes, list[np.ndarray]]:
-    """`obj` as JSON bytes and the numpy arrays they refer to by position.
+def _entry_bytes(secret: bytes, key: Key, model: Any) -> list[bytes | memoryview]:
+    """The chunks of `model`'s entry under `key`, MAC last.
 
     Raises:
-        Unsupported: `obj` holds a value the cache cannot store exactly.
+        Unsupported: a model the schema cannot hold exactly.
     """
-    enc = _Encoder()
-    tree = enc(obj)
-    try:
-        text = json.dumps(tree, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError) as err:  # e.g. a str with lone surrogates is fine; this is not
-        raise Unsupported(str(err)) from None
-    return text.encode("utf-8", "surrogatepass"), enc.arrays
+    from fastlbp import __version__
+
+    fields, arrays = model_schema.encode(model)
+    listed = [(name, a.dtype.str, a.shape) for name, a in arrays]
+    if listed != model_schema.expected(fields):
+        raise Unsupported("the arrays do not fit the schema")  # a bug of encode's, never an entry
+    header = json.dumps({"format_version": FORMAT_VERSION, "key": key.full, "input": key.content,
+                         "code": key.code, "fastlbp": __version__, "fields": fields,
+                         "arrays": [[name, dtype, list(shape)] for name, dtype, shape in listed]}).encode()
+    start = _PREFIX_BYTES + len(header)
+    offsets, split, _ = _layout(start, listed)
+    chunks: list[bytes | memoryview] = [MAGIC, len(header).to_bytes(8, "little"), split.to_bytes(8, "little"),
+                                        header]
+    at = start
+    for offset, (_, a) in zip(offsets, arrays, strict=True):
+        chunks.append(bytes(offset - at))
+        data = memoryview(np.ascontiguousarray(a)).cast("B")
+        chunks.append(data)
+        at = offset + data.nbytes
+    if at < split:  # no array the model holds: the split is the aligned end
+        chunks.append(bytes(split - at))
+    mac = hmac.new(secret, _MAC_PREFIX, hashlib.sha256)
+    for chunk in chunks:
+        mac.update(chunk)
+    return [*chunks, mac.digest()]
 
 
-def decode(text: bytes, arrays: list[np.ndarray]) -> Any:
-    """The inverse of `encode`. Raises BadEntry on a tree that does not fit the code."""
-    try:
-        tree = json.loads(text.decode("utf-8", "surrogatepass"))
-        return _Decoder(arrays)(tree)
-    except (ValueError, KeyError, IndexError, TypeError) as err:
-        raise BadEntry(f"malformed entry: {err}") from None
+def _read_into(f, buf: np.ndarray) -> None:
+    view, got = memoryview(buf), 0
+    while got < buf.size:
+        n = f.readinto(view[got:])
+        if not n:
+            raise BadEntry("truncated")
+        got += n
 
 
-def _mac(secret: bytes, header: bytes, text: bytes, arrays: list[np.ndarray]) -> bytes:
-    """HMAC-SHA256 under the folder's key of the header, the tree and every array (dtype, shape, bytes)."""
-    h = hmac.new(secret, b"fastlbp model cache entry\0", hashlib.sha256)
-    for part in (header, text):
-        h.update(len(part).to_bytes(8, "little") + part)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        form = json.dumps([a.dtype.str, list(a.shape)]).encode()
-        h.update(len(form).to_bytes(8, "little") + form)
-        h.update(a.nbytes.to_bytes(8, "little"))
-        h.update(a.reshape(-1).view(np.uint8))
-    return h.digest()
+def _read_entry(f, size: int, secret: bytes, key: Key) -> Model:
+    """The model in an entry file of `size` bytes open as `f`. Raises BadEntry (or any error) if it is not
+    exactly an entry of `key` signed with `secret`.
+
+    The file is read into two buffers, split where the arrays the model holds begin: the first (the
+    header, the names and dicts) is dropped once they are read, the second is what the model keeps."""
+    prefix = f.read(_PREFIX_BYTES)
+    if len(prefix) != _PREFIX_BYTES or prefix[:len(MAGIC)] != MAGIC or size > MAX_BYTES:
+        raise BadEntry("not an entry of this format")
+    length = int.from_bytes(prefix[len(MAGIC):len(MAGIC) + 8], "little")
+    split = int.from_bytes(prefix[len(MAGIC) + 8:], "little")
+    body = size - _MAC_BYTES
+    if not _PREFIX_BYTES + length <= split <= body or split % ALIGN:
+        raise BadEntry("truncated")
+    first, second = np.empty(split, np.uint8), np.empty(size - split, np.uint8)  # each page written once
+    first[:_PREFIX_BYTES] = np.frombuffer(prefix, np.uint8)
+    _read_into(f, first[_PREFIX_BYTES:])
+    _read_into(f, second)
+    if f.read(1):
+        raise BadEntry("grew while read")
+    mac = hmac.new(secret, _MAC_PREFIX, hashlib.sha256)
+    mac.update(memoryview(first))
+    mac.update(memoryview(second)[: body - split])
+    if not hmac.compare_digest(mac.digest(), second[body - split:].tobytes()):
+        raise BadEntry("not signed with this folder's key")
+    header = json.loads(first[_PREFIX_BYTES:_PREFIX_BYTES + length].tobytes().decode())
+    if type(header) is not dict or set(header) != HEADER_KEYS:
+        raise BadEntry("a header other than this format's")
+    if (header.get("key") != key.full or header.get("input") != key.content
+            or header.get("format_version") != FORMAT_VERSION
+            or (key.code and header.get("code") != key.code)):
+        raise BadEntry("another key, input or code")
+    fields = header.get("fields")
+    listed = model_schema.expected(fields)
+    if header.get("arrays") != [[name, dtype, list(shape)] for name, dtype, shape in listed]:
+        raise BadEntry("arrays other than the schema's")
+    offsets, at, end = _layout(_PREFIX_BYTES + length, listed)
+    if at != split or max(end, split) != body:
+        raise BadEntry("a length other than its arrays'")
+    arrays = {}
+    for (name, dtype, shape), offset in zip(listed, offsets, strict=True):
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        buf, offset = (second, offset - split) if offset >= split else (first, offset)
+        arrays[name] = buf[offset: offset + nbytes].view(dtype).reshape(shape)
+    return model_schema.decode(fields, arrays)
 
 
 # Entries ---------------------------------------------------------------------
@@ -456,15 +384,13 @@ def usable(cache_dir: str | os.PathLike) -> bool:
     return problem is None
 
 
-def read(cache_dir: str | os.PathLike, key: Key, model_type: type | None = None) -> Any | None:
-    """The object stored under `key`, or None (a miss, or an entry that is not exactly right).
+def read(cache_dir: str | os.PathLike, key: Key) -> Model | None:
+    """The model stored under `key`, or None (a miss, or an entry that is not exactly right).
 
     Only a regular file of this user's, not writable by others, is opened (never
-    through a symbolic link, never blocking on a FIFO); its header must name
-    `key` and its input hash, and its MAC be the folder key's.
-
-    Args:
-        model_type: when given, an entry holding anything else is a miss.
+    through a symbolic link, never blocking on a FIFO); its MAC must be the
+    folder key's, its header name `key` and its input hash, and its arrays be
+    the schema's.
     """
     folder = _folder(cache_dir, create=False)
     if folder is None:
@@ -476,73 +402,46 @@ def read(cache_dir: str | os.PathLike, key: Key, model_type: type | None = None)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or cache_safety.owner_problem(info, key.name):
             raise BadEntry("not a regular file of this user's")
-        with open(fd, "rb", closefd=False) as f, np.load(f, allow_pickle=False) as z:
-            names = z.files
-            header_bytes = bytes(z["header"])
-            header = json.loads(header_bytes.decode())
-            if (header.get("key") != key.full or header.get("input") != key.content
-                    or header.get("format_version") != FORMAT_VERSION
-                    or (key.code and header.get("code") != key.code)):
-                raise BadEntry("another key, input or code")
-            count = int(header["arrays"])
-            if sorted(names) != sorted(["header", "text", "mac", *(f"a{i}" for i in range(count))]):
-                raise BadEntry("members missing")
-            text = bytes(z["text"])
-            arrays = [z[f"a{i}"] for i in range(count)]
-            if not hmac.compare_digest(bytes(z["mac"]), _mac(secret, header_bytes, text, arrays)):
-                raise BadEntry("not signed with this folder's key")
-        obj = decode(text, arrays)
-        if model_type is not None and not isinstance(obj, model_type):
-            raise BadEntry("not a model")
+        with open(fd, "rb", buffering=0, closefd=False) as f:
+            model = _read_entry(f, info.st_size, secret, key)
         try:
             os.utime(fd)  # least recently used goes first
         except OSError:
             pass
-    except Exception:  # noqa: BLE001  missing, not a file, corrupt, truncated, forged or stale: a miss
+    except Exception:  # noqa: BLE001  missing, not a file, corrupt, truncated, forged, stale: a miss
         return None
     finally:
         if fd is not None:
             os.close(fd)
         os.close(dir_fd)
-    return obj
+    return model
 
 
-def store(cache_dir: str | os.PathLike, key: Key, obj: Any, *, max_bytes: int = MAX_BYTES) -> Path | None:
-    """Writes `obj` under `key` atomically; returns the entry, or None when it could not be stored.
+def store(cache_dir: str | os.PathLike, key: Key, model: Any, *, max_bytes: int = MAX_BYTES) -> Path | None:
+    """Writes `model` under `key` atomically; returns the entry, or None when it could not be stored.
 
     The entry is written to a new temporary file (mode 0600) and renamed over
     `key.name`: whatever was there (a FIFO, a symbolic link) is replaced, never
     written through. A folder that cannot be made or written or must not be
-    trusted (`cache_safety`), a full disk, or a value the cache cannot hold
+    trusted (`cache_safety`), a full disk, or a model the schema cannot hold
     exactly (`Unsupported`) leaves no entry and raises nothing.
     """
-    try:
-        text, arrays = encode(obj)
-    except Exception:  # noqa: BLE001  a value it cannot hold: no entry, no crash
-        return None
     folder = _folder(cache_dir, create=True)
     if folder is None:
         return None
     dir_fd, secret = folder
     tmp = None
     try:
-        from fastlbp import __version__
-
-        header = json.dumps({"key": key.full, "input": key.content, "code": key.code,
-                             "format_version": FORMAT_VERSION, "fastlbp": __version__,
-                             "arrays": len(arrays)}).encode()
-        members = {"header": np.frombuffer(header, np.uint8),
-                   "text": np.frombuffer(text, np.uint8),
-                   "mac": np.frombuffer(_mac(secret, header, text, arrays), np.uint8),
-                   **{f"a{i}": a for i, a in enumerate(arrays)}}
-        tmp = f".tmp-{os.urandom(8).hex()}.npz"
+        chunks = _entry_bytes(secret, key, model)
+        tmp = f".tmp-{os.urandom(8).hex()}{SUFFIX}"
         fd = os.open(tmp, cache_safety.CREATE_FLAGS, 0o600, dir_fd=dir_fd)
         with open(fd, "wb") as f:
-            np.savez(f, **members)
+            for chunk in chunks:
+                f.write(chunk)
         os.replace(tmp, key.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         tmp = None
         _prune(dir_fd, keep=key.name, slot=key.slot[:20], max_bytes=max_bytes)
-    except Exception:  # noqa: BLE001  unwritable, full: no entry, no crash
+    except Exception:  # noqa: BLE001  a model it cannot hold, unwritable, full: no entry, no crash
         return None
     finally:
         if tmp is not None:
@@ -555,7 +454,8 @@ def store(cache_dir: str | os.PathLike, key: Key, obj: Any, *, max_bytes: int = 
 
 
 def _prune(dir_fd: int, *, keep: str, slot: str, max_bytes: int) -> None:
-    """Removes older contents of `slot`, temporary files older than an hour, then LRU beyond max_bytes."""
+    """Removes older contents of `slot`, temporary files older than an hour, entries of the `.npz` format
+    (no reader left for them), then the least recently used beyond `max_bytes`."""
     try:
         entries = []
         now = time.time()
@@ -566,7 +466,9 @@ def _prune(dir_fd: int, *, keep: str, slot: str, max_bytes: int) -> None:
             if p.name.startswith(".tmp-"):
                 if now - info.st_mtime > 3600:
                     os.unlink(p.name, dir_fd=dir_fd)
-            elif p.name.endswith(".npz") and p.name != keep:
+            elif p.name.endswith(".npz") and stat.S_ISREG(info.st_mode):
+                os.unlink(p.name, dir_fd=dir_fd)
+            elif p.name.endswith(SUFFIX) and p.name != keep:
                 if p.name.startswith(slot + "-"):
                     os.unlink(p.name, dir_fd=dir_fd)
                 elif stat.S_ISREG(info.st_mode):
@@ -581,9 +483,9 @@ def _prune(dir_fd: int, *, keep: str, slot: str, max_bytes: int) -> None:
         pass
 
 
-def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable[[], Any], *,
-           model_type: type | None = None, progress: Progress | None = None,
-           rekey: Callable[[], Key | None] | None = None) -> Any:
+def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable[[], Model], *,
+           model_type: type = Model, progress: Progress | None = None,
+           rekey: Callable[[], Key | None] | None = None) -> Model:
     """`read(cache_dir, key)` if it holds an entry, else `fresh()`, stored under `key`.
 
     `cache_dir` or `key` None: `fresh()` alone; so too a folder that must not be
@@ -591,14 +493,17 @@ def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable
     then "storing in the model cache"; on a hit nothing.
 
     Args:
+        model_type: `Model`, the one type an entry holds (any other is refused here).
         rekey: makes the key again after `fresh()` (`lookup_key` of the same
             input); the fresh object is stored only when it gives `key` with
             the same `stamp`, i.e. the input did not change while it was
             loaded (else `fresh()` may have read other bytes than were hashed).
     """
+    if model_type is not Model:
+        raise TypeError(f"the model cache holds only fastlbp Models, not {model_type!r}")
     use = cache_dir is not None and key is not None and usable(cache_dir)
     if use:
-        hit = read(cache_dir, key, model_type)
+        hit = read(cache_dir, key)
         if hit is not None:
             return hit
     if progress is not None:
@@ -616,4 +521,4 @@ def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable
 
 
 __all__ = ["FORMAT_VERSION", "MAX_BYTES", "Key", "lookup_key", "input_digest", "input_stamp", "code_digest",
-           "encode", "decode", "read", "store", "cached", "usable", "models_dir", "Unsupported", "BadEntry"]
+           "read", "store", "cached", "usable", "models_dir", "Unsupported", "BadEntry"]
