@@ -519,7 +519,8 @@ class Sampler:
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
         `seconds` > 0 ends the doubling once the next round is predicted (from the time per world so
-        far) to end past that many seconds of drawing; `self.stopped` then says "time".
+        far) to end past that many seconds of drawing, provided `min_effective` is met; `self.stopped`
+        then says "time".
         World i is the same world whatever the rounds or batches (counters on the device, a stream
         per batch position on the host), so a run is deterministic given the seed.
         """
@@ -555,7 +556,9 @@ class Sampler:
                 break
             target = min(most, 2 * drawn)
             elapsed = time.perf_counter() - start
-            if seconds > 0 and elapsed * target / drawn > seconds:
+            # The budget ends the chase for `target_se`, never for `min_effective`: fewer effective
+            # samples than that is an error, not a less precise answer.
+            if seconds > 0 and elapsed * target / drawn > seconds and tally.effective >= min_effective:
                 self.stopped = "time"
                 break
         return tally
