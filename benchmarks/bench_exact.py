@@ -35,6 +35,9 @@ from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import exact_marginals, kernels
 
+# float64 as fastlbp's entry points run it; this script also calls engines and jnp directly
+jax.config.update("jax_enable_x64", True)
+
 
 def grid(n: int, seed: int = 0) -> list[Factor]:
     """n x n noisy ORs of the upper and left neighbours (cell i*n+j), the corner an input."""

@@ -25,10 +25,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from graphs import random_factors  # noqa: E402
 
-import fastlbp  # noqa: E402, F401
 from fastlbp.core import graph as G  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import fused, loop, parall  # noqa: E402
+
+# float64 as fastlbp's entry points run it; this script also calls engines and jnp directly
+jax.config.update("jax_enable_x64", True)
 
 PRECISION = {jnp.float64: "f64", jnp.float32: "f32"}
 

@@ -13,7 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import fastlbp  # noqa: F401  (float64 on)
+# The benchmarks call engines and jnp directly, in float64 as fastlbp's entry points run them
+# (`fastlbp.core.jax_setup.float64`); a benchmark is the library's user and sets its own process.
+jax.config.update("jax_enable_x64", True)
 
 
 def out_dir() -> Path:

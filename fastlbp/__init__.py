@@ -18,19 +18,16 @@ writers, triage) stays importable from its module but is not this surface.
 
 Importing fastlbp imports neither JAX nor numpy, so the commands that run no
 inference start without them (`fastlbp --help`: 0.3 s instead of 0.9 s on a
-2-core CPU). It turns on `jax_enable_x64` when JAX is imported, before JAX
-makes any array (`fastlbp.core.jax_setup`, the one place): float64 is the default
-precision (the published accuracy depends on it); float32 stays available per
-run. The factor-graph arrays, the model, loading, the session and ranking are
-imported on first use of their names, so `import fastlbp.core.graph` (what
-`datalog` needs) stays light.
+2-core CPU), and it changes no JAX setting: fastlbp's functions that run JAX run
+with float64 on for their own duration (`fastlbp.core.jax_setup.float64`; float64
+is the default precision, float32 stays available per run), and the caller's
+`jax_enable_x64` holds outside them. The factor-graph arrays, the model, loading,
+the session and ranking are imported on first use of their names, so
+`import fastlbp.core.graph` (what `datalog` needs) stays light.
 """
 
-from fastlbp.core import jax_setup
 from fastlbp.core.errors import ContradictoryEvidence, InputError, SettingsError
 from fastlbp.core.settings import Settings
-
-jax_setup.when_imported(jax_setup.configure)
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,9 @@ import jax
 import pytest
 from hypothesis import settings
 
-import fastlbp  # noqa: F401  (turns on float64)
+# The tests call engines, kernels and jnp directly, in float64 as fastlbp's own entry points run them
+# (`fastlbp.core.jax_setup.float64`): tests are user code, and turn it on for their process themselves.
+jax.config.update("jax_enable_x64", True)
 
 # The CLI turns on JAX's persistent compilation cache; the tests do not write one
 # (test_cli.py checks the cache in a subprocess of its own).

@@ -38,6 +38,8 @@ def test_random_graphs_round_trip_and_invariants():
 
 
 def test_graph_is_a_pytree_of_arrays():
+    import fastlbp.core.equations  # noqa: F401  (where JAX meets the graph: it registers the pytree)
+
     g = from_factors([Factor(AND, 0, (), 0.3, 0.3)])
     leaves = jax.tree_util.tree_leaves(g)
     assert len(leaves) >= 12 and all(isinstance(x, np.ndarray) for x in leaves)

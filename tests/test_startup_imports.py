@@ -1,5 +1,5 @@
-"""The commands that run no inference never import JAX; `import fastlbp` does not either, and still
-gives float64 JAX and a FactorGraph pytree once JAX is imported (`fastlbp.core.jax_setup`).
+"""The commands that run no inference never import JAX; `import fastlbp` does not either (what it
+leaves of JAX's settings: tests/test_jax_config.py).
 
 Each case runs in a fresh interpreter (this test process imported JAX long ago) and reports
 whether `jax` ended up in `sys.modules`.
@@ -108,64 +108,6 @@ def test_python_dash_m_fastlbp_help_imports_no_jax():
     assert "jax" not in imported
 
 
-# The library: float64 and the pytree once JAX is imported, in either order ------------------------
-
-AFTER = """
-import sys
-import fastlbp
-assert "jax" not in sys.modules, "import fastlbp imported jax"
-model = fastlbp.load("data/race.json")
-assert "jax" not in sys.modules, "fastlbp.load imported jax"
-import jax, jax.numpy as jnp
-assert jax.config.jax_enable_x64
-assert jnp.zeros(3).dtype == jnp.float64 and jnp.asarray(0.5).dtype == jnp.float64
-leaves = jax.tree_util.tree_leaves(model.graph)
-assert len(leaves) == 12, len(leaves)
-assert float(jax.jit(lambda g: g.p1.sum())(model.graph)) == float(model.graph.p1.sum())
-assert fastlbp.Settings().dtype is jnp.float64 and fastlbp.Settings(precision="f32").dtype is jnp.float32
-assert jax.__spec__.loader is jax.__loader__ and type(jax.__loader__).__name__ == "SourceFileLoader"
-marginals = fastlbp.Session(model).run().marginals
-assert marginals.dtype == "float64", marginals.dtype
-print("ok")
-"""
-
-BEFORE = """
-import jax, jax.numpy as jnp
-import fastlbp
-assert jax.config.jax_enable_x64 and jnp.zeros(1).dtype == jnp.float64
-model = fastlbp.load("data/race.json")
-assert len(jax.tree_util.tree_leaves(model.graph)) == 12
-print("ok")
-"""
-
-
-@pytest.mark.parametrize("script", [AFTER, BEFORE], ids=["jax after fastlbp", "jax before fastlbp"])
-def test_float64_and_the_pytree_whichever_is_imported_first(script):
-    done = python("-c", script)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-
-
-def test_when_imported_runs_callbacks_in_order_after_jax_and_at_once_after():
-    script = """
-import sys
-from fastlbp.core import jax_setup
-seen = []
-jax_setup.when_imported(lambda jax: seen.append(("first", jax.config.jax_enable_x64)))
-jax_setup.when_imported(lambda jax: seen.append(("second", hasattr(jax, "jit"))))
-assert seen == [] and "jax" not in sys.modules
-import jax.numpy
-assert seen == [("first", True), ("second", True)], seen
-jax_setup.when_imported(lambda jax: seen.append(("later", True)))
-assert seen[-1] == ("later", True)
-assert not any(type(f).__name__ == "_JaxFinder" for f in sys.meta_path)
-print("ok")
-"""
-    done = python("-c", script)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-
-
 def test_a_graph_error_is_still_a_users_error_with_status_2(capsys):
     # fastlbp.cli.app no longer imports fastlbp.core.graph (numpy) to name GraphError; it must still catch it.
     import typer
@@ -198,6 +140,7 @@ def test_to_numpy_without_jax_equals_the_pytree_map():
     import jax
     import numpy as np
 
+    import fastlbp.core.equations  # noqa: F401  (registers FactorGraph as a pytree)
     from fastlbp.core.graph import AND, OR, Factor, from_factors
 
     graph = from_factors([Factor(AND, 0, (1, 2), 0.9, 0.1), Factor(OR, 1, (), 0.5, 0.5),

@@ -46,6 +46,9 @@ def main() -> int:
     from fastlbp.inference.session import Session
     from fastlbp.io.loading import load
 
+    # float64 as fastlbp's entry points run it; this script also calls engines and jnp directly
+    jax.config.update("jax_enable_x64", True)
+
     model = load(args.graph, Settings())
     g = model.graph
     session = Session(model, settings=Settings())

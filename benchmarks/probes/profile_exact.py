@@ -27,6 +27,9 @@ from fastlbp.core.graph import from_factors  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines.exact import eliminate, engine_for, exact_marginals  # noqa: E402
 
+# float64 as fastlbp's entry points run it; this script also calls engines and jnp directly
+jax.config.update("jax_enable_x64", True)
+
 
 def main():
     ap = argparse.ArgumentParser()

@@ -41,6 +41,9 @@ def main() -> int:
     from fastlbp.core.settings import Settings
     from fastlbp.inference.session import Session
 
+    # float64 as fastlbp's entry points run it; this script also calls engines and jnp directly
+    jax.config.update("jax_enable_x64", True)
+
     jnp.zeros(1).block_until_ready()
     print(f"device: {jax.devices()[0]}", flush=True)
     for schedule in args.schedules:

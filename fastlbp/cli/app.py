@@ -30,7 +30,6 @@ from typer.core import TyperGroup
 
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
-from fastlbp.core.jax_setup import when_imported
 from fastlbp.core.settings import BACKENDS, Settings
 from fastlbp.io.outputs import write_atomically
 
@@ -109,24 +108,24 @@ def root(
     show_version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
                                                help="Print fastlbp's version and exit.")] = False,
 ) -> None:
-    """Runs before every command: turns on the compilation cache (the app's help is `app`'s)."""
+    """Runs before every command: makes and checks the cache folder (the app's help is `app`'s)."""
     compilation_cache()
 
 
-def compilation_cache() -> Path | None:
-    """Turns on JAX's persistent compilation cache for this process; returns its folder.
+def compilation_cache(warn: bool = True) -> Path | None:
+    """The folder of JAX's persistent compilation cache, made and checked; None when it is off.
 
     The folder is $FASTLBP_CACHE, else $XDG_CACHE_HOME/fastlbp/jax (~/.cache/...);
     FASTLBP_CACHE=off (or empty) leaves the cache off. A run after the first then
     loads its compiled loops instead of compiling them again (0.7-2.5 s each on the
     H200). JAX keys entries by the computation, its options and the JAX version.
-    A folder that cannot be made leaves the cache off, with a warning; so does one
-    that another user owns or that group or others may write (it, or its
-    `models/`: `fastlbp.io.cache_safety`), for both caches: a cache must never be a
-    way to change answers. A folder made here has mode 0700.
+    A folder that cannot be made leaves the cache off, with a warning (unless not
+    `warn`); so does one that another user owns or that group or others may write
+    (it, or its `models/`: `fastlbp.io.cache_safety`), for both caches: a cache
+    must never be a way to change answers. A folder made here has mode 0700.
 
-    JAX is configured when a command imports it (`fastlbp.core.jax_setup.when_imported`),
-    not here: the commands that run no inference never import it.
+    JAX is not touched here (the commands that run no inference never import it):
+    `configure_jax` hands the folder to JAX.
     """
     path = cache_folder()
     if path is None:
@@ -134,24 +133,46 @@ def compilation_cache() -> Path | None:
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as err:
-        typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
+        if warn:
+            typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
         return None
     from fastlbp.io import cache_safety
 
     problem = cache_safety.folder_problem(path)
     if problem is not None:  # said once: the model cache (fastlbp.io.model_cache) refuses it quietly then
-        cache_safety.warn(path, problem, "the model and compilation caches")
+        if warn:
+            cache_safety.warn(path, problem, "the model and compilation caches")
         return None
-    when_imported(functools.partial(_use_compilation_cache, path))
     return path
 
 
-def _use_compilation_cache(path: Path, jax) -> None:
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    # JAX caches only programs that took a second to compile by default; ours take 0.2-2.5 s, and
-    # the small ones around a round (evidence, zeros, conversions) 0.01-0.1 s each, which a warm
-    # `fastlbp rank data/ftp.json.gz` paid again every run (0.1-0.2 s of its start on a 2-core CPU).
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+def configure_jax(progress: Progress | None = None) -> None:
+    """Imports and configures JAX for this process, the application's: each command that runs inference
+    calls it once its settings are valid and its graph is loaded, before its first JAX work.
+
+    * float64 by default (`jax_enable_x64`): the library runs its own programs in float64 whatever the
+      process's setting (`fastlbp.core.jax_setup.float64`); the command's own JAX work (device queries,
+      outputs) sees the same precision;
+    * the persistent compilation cache in `compilation_cache()` (unless it is off or refused; the root
+      callback has warned already);
+    * with `progress` (--timings), JAX's trace, lower and compile times as stages of it
+      (`jax_compile_listener`).
+
+    After loading, not before: grounding a Datalog program forks where this process has no JAX threads
+    (`datalog.ground_process`), and a command that fails on its input never pays for JAX's start.
+    """
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    path = compilation_cache(warn=False)
+    if path is not None:
+        jax.config.update("jax_compilation_cache_dir", str(path))
+        # JAX caches only programs that took a second to compile by default; ours take 0.2-2.5 s, and
+        # the small ones around a round (evidence, zeros, conversions) 0.01-0.1 s each, which a warm
+        # `fastlbp rank data/ftp.json.gz` paid again every run (0.1-0.2 s of its start on a 2-core CPU).
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if progress is not None:
+        jax_compile_listener(progress)
 
 
 def cache_folder() -> Path | None:
@@ -329,13 +350,13 @@ class Ticker:
 
 def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
     """A command's `Progress`: drawn on a terminal unless --quiet; with --timings it also records the
-    start-up before the command (`imports`) and JAX's trace, lower and compile times."""
+    start-up before the command (`imports`; JAX's trace, lower and compile times come with
+    `configure_jax`)."""
     progress = Progress(show=visible(quiet))
     if timings:
         age = process_age()
         if age is not None:
             progress.add("imports", age)
-        jax_compile_listener(progress)
     return progress
 
 

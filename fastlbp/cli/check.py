@@ -86,6 +86,7 @@ def check(
 
         model, extra = read_labels_or_session(labels, model)  # may make the model again (renumbered)
     known = {**model.labels, **extra}
+    loading.start_jax(progress)
     with Ticker("running LBP and the reference", progress), conflicts_located(labels, model, graph):
         report = checking.check(model, known, settings, reference=reference.value)
     if format is CheckFormat.json:

@@ -86,6 +86,7 @@ def marginals(
         from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session
 
         model, known = read_labels_or_session(labels, model)
+    loading.start_jax(progress)
     from fastlbp.inference import session  # the session and engines: imported when the command runs
 
     with conflicts_located(labels, model, graph):

@@ -35,6 +35,7 @@ from fastlbp.cli.app import (
     BACKEND_ENV,
     DEFAULTS,
     backend_or_env,
+    configure_jax,
     finish_progress,
     load_graph,
     start_progress,
@@ -204,6 +205,11 @@ class LoadOptions:
         """The model of `graph` through the model cache (unless --no-cache), a program grounded first."""
         return load_graph(graph, settings, no_cache=self.no_cache, progress=progress,
                           datalog=self.datalog(graph), **kwargs)
+
+    def start_jax(self, progress: Progress | None = None) -> None:
+        """`configure_jax` for a command that runs inference; with --timings JAX's compile times go to
+        `progress`."""
+        configure_jax(progress if self.timings else None)
 
     def finish(self, progress: Progress, model=None) -> None:
         """Stops the progress display; with --timings prints the stages and peak memory."""

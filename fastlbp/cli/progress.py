@@ -189,23 +189,17 @@ def jax_compile_listener(progress: Progress) -> None:
     """Adds JAX's trace, lowering and compile (or compilation-cache load) times to `progress`.
 
     The listener stays registered for the process (JAX has no way to remove
-    one); commands call this only with --timings. It is registered when the
-    command imports JAX (at once if it has), so the import falls in the stage
-    that needs it (`jax start` of `fastlbp rank`), not before the first stage.
+    one); commands register it only with --timings, through
+    `fastlbp.cli.app.configure_jax` (which imports JAX).
     """
-    from fastlbp.core.jax_setup import when_imported
+    from jax import monitoring
 
     def listener(event: str, seconds: float, **_) -> None:
         stage = JAX_EVENTS.get(event)
         if stage is not None:
             progress.add(stage, seconds, within=True)
 
-    def register(_jax) -> None:
-        from jax import monitoring
-
-        monitoring.register_event_duration_secs_listener(listener)
-
-    when_imported(register)
+    monitoring.register_event_duration_secs_listener(listener)
 
 
 __all__ = ["Progress", "visible", "process_age", "jax_compile_listener", "JAX_EVENTS"]

@@ -96,9 +96,10 @@ def rank(
         model, extra = read_labels_or_session(labels, model)
     known = {**model.labels, **extra}
     # JAX, the session and the engines are imported here, not at the top (`fastlbp --help` and the commands
-    # that run no inference never import JAX: fastlbp.core.jax_setup), and the backend (on a GPU, CUDA) starts
-    # on first use: both timed as this stage, apart from loading and the session.
+    # that run no inference never import JAX), and the backend (on a GPU, CUDA) starts on first use: both
+    # timed as this stage, apart from loading and the session.
     progress("jax start")
+    loading.start_jax(progress)
     import jax
 
     from fastlbp.inference import ranking

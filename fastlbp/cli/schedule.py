@@ -62,6 +62,8 @@ def schedule(
     """
     import schedules  # here, not at the top: the other commands need no schedule analysis
 
-    model = loading.load(graph, settings_of(loading), loading.progress())
+    progress = loading.progress()
+    model = loading.load(graph, settings_of(loading), progress)
+    loading.start_jax(progress)
     emit(json.dumps(schedules.describe(model, schedule,
                                        analysis=analysis.value if analysis else None)))

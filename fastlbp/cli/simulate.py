@@ -90,7 +90,9 @@ def simulate(
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
     output = output_target(output, graph, oracle)
-    model = loading.load(graph, settings, loading.progress())
+    progress = loading.progress()
+    model = loading.load(graph, settings, progress)
+    loading.start_jax(progress)
     if oracle is not None:
         truth = sim.read_oracle(oracle, model)
     else:
@@ -101,12 +103,12 @@ def simulate(
                              "alarms with --oracle FILE, one name per line")
     live = visible(loading.quiet)  # per-round progress: on a terminal, not with --quiet
 
-    def progress(i: int, step: sim.Step) -> None:
+    def each_round(i: int, step: sim.Step) -> None:
         if live:
             sys.stderr.write(f"\r{progress_line(i, step)}\033[K")
             sys.stderr.flush()
 
-    result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=progress, settings=settings)
+    result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=each_round, settings=settings)
     if live:
         sys.stderr.write("\r\033[K")
     if format is SimFormat.json:

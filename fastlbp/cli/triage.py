@@ -164,6 +164,7 @@ def triage(
         settings = stored_loading_settings(path, settings, "cycles" in given)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
+    loading.start_jax(progress)
     with Ticker("first round", progress):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
                         recover=recover, settings=settings)

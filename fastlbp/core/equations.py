@@ -36,6 +36,10 @@ from fastlbp.core import logspace, pallas_segments, segments
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.segments import SegmentPlan
 
+# A FactorGraph is a pytree from here on, where JAX first meets the graph (every engine imports this
+# module); graph.py imports no JAX. Every field is an array (data), none is static.
+jax.tree_util.register_dataclass(FactorGraph)
+
 # Columns of the per-variable aggregate (V, 3): finite log-odds sum, number of
 # +inf terms, number of -inf terms.
 FIN, POS, NEG = 0, 1, 2

@@ -16,8 +16,9 @@ inverse. Variable-side reductions run over the variable order, also sorted.
 
 A `FactorGraph` holds only arrays, so it is a pytree that jitted functions
 take as an argument (never a closure constant). Sizes come from the shapes.
-It is registered as one when JAX is imported (`fastlbp.core.jax_setup.configure`):
-this module needs only numpy, so loading and converting graphs never start JAX.
+It is registered as one by `fastlbp.core.equations`, the first module where JAX
+meets the graph (every engine imports it): this module needs only numpy, so
+loading and converting graphs never start JAX.
 """
 
 from __future__ import annotations

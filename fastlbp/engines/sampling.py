@@ -72,6 +72,7 @@ from jax import lax
 
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
 from fastlbp.engines import importance, proposal, sampling_plan
 from fastlbp.engines.marginals import Marginals
@@ -428,6 +429,7 @@ class Sampler:
             False: from the prior. The device path draws from the prior.
     """
 
+    @float64
     def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None, *,
                  head_digits: int = HEAD_DIGITS, tail_capacity: int | None = None,
                  widths: tuple[int, ...] | None = None, host: bool | None = None,
@@ -515,6 +517,7 @@ class Sampler:
         self._cap = importance.capacity(self.plan, labels, self._cap)
         return importance.label_arrays(self.plan, labels, self._cap)
 
+    @float64
     def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *, target_se: float = 0.0,
                  min_effective: float = 0.0, max_samples: int | None = None,
                  rows: np.ndarray | None = None, seconds: float = 0.0) -> Tally:
@@ -627,6 +630,7 @@ def _graph_and_names(model_or_graph):
     return model_or_graph.graph, model_or_graph.var_names
 
 
+@float64
 def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
                      settings: Settings | None = None, *, sampler: Sampler | None = None,
                      rows: np.ndarray | None = None) -> Marginals:

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.engines.marginals import Marginals
@@ -102,6 +103,7 @@ class CheckReport:
 METHOD_NAMES = {"lbp": "LBP", "sample": "sampling", "exact": "exact inference"}
 
 
+@float64
 def reference_marginals(model: Model, labels: dict[int, bool], settings: Settings,
                         reference: str = "auto") -> Marginals:
     """The reference's marginals: exact, sampled, or ("auto") exact where the width allows, else sampled."""
@@ -118,6 +120,7 @@ def reference_marginals(model: Model, labels: dict[int, bool], settings: Setting
     return sampling.sample_marginals(model, labels, settings)
 
 
+@float64
 def check(model: Model, labels: dict[int, bool] | None = None, settings: Settings | None = None,
           reference: str = "auto", top_k: int = TOP_K) -> CheckReport:
     """Runs the checked method and a reference; compares the alarms.

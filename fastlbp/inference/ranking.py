@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.inference.session import Session
@@ -126,6 +127,7 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
                    np.asarray(marginals), **extra)
 
 
+@float64
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,
          settings: Settings | None = None, progress: Callable[[str], None] | None = None) -> Ranking:
     """Runs one cold round on `model` and ranks its alarms.

@@ -22,6 +22,7 @@ import numpy as np
 from fastlbp import engines
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.core.graph import label_codes
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import UNDERIVABLE, Model
 from fastlbp.core.settings import Settings, settings_from
 from fastlbp.engines.loop import Controls, controls, init
@@ -77,6 +78,7 @@ class Session:
         **overrides: single settings by keyword, e.g. `schedule="seqfix"`, `backend="fused"`.
     """
 
+    @float64
     def __init__(self, model: Model, settings: Settings | None = None, **overrides):
         self._settings = settings_from(settings, **overrides)
         self.model = model
@@ -159,6 +161,7 @@ class Session:
     def unlabel(self, name: str | int) -> None:
         self.labels.pop(self._var(name), None)
 
+    @float64
     def evidence(self, labels: dict[int, bool] | None = None) -> jax.Array:
         """(V,) evidence log-odds on the device (+-inf where labelled)."""
         labels = self.labels if labels is None else labels
@@ -167,6 +170,7 @@ class Session:
         return _evidence_from_codes(jnp.asarray(label_codes(self.model.num_vars, labels)), self.dtype)
 
     # Inference ------------------------------------------------------------
+    @float64
     def controls(self) -> Controls:
         """tol, max_iters and damping on the device, sent again only when one changes: each
         host-to-device copy costs 0.15-0.25 ms on the H200 machine, a round three of them."""
@@ -177,6 +181,7 @@ class Session:
             self._controls = controls(s.tol, s.max_iters, s.damping, self.dtype)
         return self._controls
 
+    @float64
     def run(self, *, warm: bool = True) -> Round:
         """Runs one round to convergence, warm-started from the last messages.
 
@@ -344,6 +349,7 @@ def _evidence_from_codes(codes: jax.Array, dtype) -> jax.Array:
     return jnp.where(codes > 0, inf, jnp.where(codes < 0, -inf, jnp.zeros((), dtype)))
 
 
+@float64
 def marginals(model: Model, labels: dict[int, bool] | None = None, settings: Settings | None = None,
               **overrides) -> Round:
     """One cold round on `model` with `labels` (or the model's own labels)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fastlbp.core.errors import ContradictoryEvidence, InputError, read_text, text_lines
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.inference import metrics
@@ -112,6 +113,7 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
     return truth
 
 
+@float64
 def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int | None = None,
              on_step: Callable[[int, Step], None] | None = None,
              settings: Settings | None = None) -> SimulationResult:

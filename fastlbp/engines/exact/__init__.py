@@ -53,6 +53,7 @@ import numpy as np
 
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import kernels, program
 from fastlbp.engines.exact.binarize import Binarized, Table, binarize
@@ -234,6 +235,7 @@ def engine_for(graph: FactorGraph, host_below: int | None = None,
     return engine
 
 
+@float64
 def exact_marginals(model_or_graph, labels: dict[int, bool] | None = None,
                     settings: Settings | None = None, *, host_below: int | None = None,
                     engine: Engine | None = None) -> Marginals:

@@ -326,8 +326,16 @@ def warm(arena_size: int, rows: int, chunks: tuple[int, ...], largest: int, work
         entries *= 2
     jobs = [(fn, chunk, n) for chunk, n in dict.fromkeys(keys) for fn in (forward, reduce, belief)]
     before = sum(compiled().values())
+    # float64 as the caller has it (JAX's x64 setting is per thread): the kernels compiled are the ones
+    # the caller's runs look up.
+    x64 = jax.config.jax_enable_x64
+
+    def compile_one(job):
+        with jax.enable_x64(x64):
+            job[0].lower(*args, chunk=job[1], nchunks=job[2]).compile()
+
     with concurrent.futures.ThreadPoolExecutor(min(workers, len(jobs))) as pool:
-        list(pool.map(lambda job: job[0].lower(*args, chunk=job[1], nchunks=job[2]).compile(), jobs))
+        list(pool.map(compile_one, jobs))
     return sum(compiled().values()) - before
 
 
