@@ -53,7 +53,6 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import environment, write_json  # noqa: E402
 
-import fastlbp  # noqa: E402, F401  (float64 on)
 import schedules  # noqa: E402
 from fastlbp import engines  # noqa: E402
 from fastlbp.core import equations
