@@ -60,6 +60,23 @@ def exact_marginals(factors: Sequence[Factor], num_vars: int,
     return (weight[:, None] * states).sum(axis=0) / z
 
 
+def log_evidence(factors: Sequence[Factor], num_vars: int, labels: dict[int, bool] | None = None) -> float:
+    """log P(labels) by enumerating all assignments (-inf where the labels have probability 0)."""
+    if num_vars > 22:
+        raise ValueError("enumeration is for graphs of at most 22 variables")
+    states = ((np.arange(2**num_vars)[:, None] >> np.arange(num_vars)) & 1).astype(bool)
+    weight = np.ones(2**num_vars)
+    for f in factors:
+        body = states[:, list(f.body)]
+        cond = body.all(axis=1) if f.kind == AND else body.any(axis=1)
+        p_true = np.where(cond, f.p1, f.p2)
+        weight *= np.where(states[:, f.head], p_true, 1.0 - p_true)
+    for v, value in (labels or {}).items():
+        weight *= states[:, v] == value
+    with np.errstate(divide="ignore"):
+        return float(np.log(weight.sum()))
+
+
 @dataclasses.dataclass
 class SequentialResult:
     marginals: np.ndarray  # (V,) float64

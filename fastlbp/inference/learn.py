@@ -1,0 +1,418 @@
+"""Rule probabilities learned from labels: EM on the Bayesian network (docs/DESIGN.md section 15).
+
+    result = learn([model_a, model_b], [labels_a, labels_b], LearnOptions(method="exact"))
+    result.probability        # (R,) MAP rule probabilities, rules matched by name over the graphs
+
+The model. A clause c of rule r is X_c = z_c AND body_c with an independent
+coin z_c ~ Bernoulli(p_r). Given labels L, the log-likelihood's stationary
+points in p_r satisfy sum_c P(X_c | L) = p_r sum_c P(body_c | L); with a prior
+density proportional to p^a (1-p)^b (a Beta(a+1, b+1), `a` and `b` pseudo-counts)
+the MAP step is
+
+    p_r <- (a_r + F_r) / (a_r + b_r + B_r),   F_r = sum_c P(X_c=1 | L),  B_r = sum_c P(body_c=1 | L)
+
+(EM whose missing data are the coins of clauses whose body holds; coins of
+clauses whose body fails are independent of everything and drop out). It
+never lowers log P(L) + log prior: `LearnResult.objective` is checked to rise
+in the tests, exactly where the E-step is exact.
+
+The E-step needs P(body_c | L), which is no variable of the model. Each clause
+with a body gets one (`augment`): b_c = AND(body_c) (p1 = 1) and X_c =
+AND(b_c) (p1 = p_r). The joint over the original variables is unchanged (b_c
+is a function of the body), and so are LBP's fixed points (b_c passes messages
+through unchanged), the induced width (b_c is the last auxiliary of the
+clause's binarised chain) and the sampler's worlds. Only p1 of the clause
+factors depends on the rule probabilities: every engine gets them as data,
+so an EM step plans and compiles nothing new:
+
+* "exact": one `Engine` per graph (plan and program once); a step rewrites
+  the clause tables' log entries in place (`Engine.logflat`).
+* "sample": the importance sampler with the labels as weights, a fresh host
+  plan per step (the coins' probabilities are its data), the same seed every
+  step (common random numbers, so steps differ by p, not by noise).
+* "lbp": one LBP `Session` per graph (its runner and compiled round kept),
+  warm-started from the last step's messages; a step replaces the device
+  graph's p1 only.
+
+Graphs are handled one after another; their counts add up per rule name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from fastlbp.core.errors import SettingsError
+from fastlbp.core.graph import AND, FactorGraph, from_arrays
+from fastlbp.core.model import Model
+from fastlbp.core.settings import Settings
+from fastlbp.io.rule_probs import RuleLine, clause_factors, rule_names
+
+METHODS = ("exact", "sample", "lbp", "auto")
+EPS = 1e-9  # probabilities stay inside (EPS, 1 - EPS): a coin of probability 0 or 1 is a hard constraint
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnOptions:
+    """How to learn.
+
+    Attributes:
+        method: the E-step's inference: "exact", "sample", "lbp", or "auto"
+            (exact where the width fits `Settings.exact_memory`, else the sampler,
+            else LBP; chosen per graph).
+        max_iters: most EM steps.
+        tol: stop when no rule's probability moves by more than this in a step.
+        prior_strength: s; a rule whose stated (or `prior`) probability is
+            p0 gets pseudo-counts a = s p0, b = s (1 - p0): a rule no clause
+            informs keeps p0, a rule with n informative clauses moves from
+            p0 at about n / (n + s) of the way to what they say.
+        prior: {rule name: p0} overriding the graphs' stated probabilities as
+            the prior's centre (and the starting point).
+        settings: inference settings (exact_memory, samples, seed, LBP's
+            tol/max_iters/schedule ...).
+    """
+
+    method: str = "auto"
+    max_iters: int = 100
+    tol: float = 1e-4
+    prior_strength: float = 2.0
+    prior: dict[str, float] = dataclasses.field(default_factory=dict)
+    settings: Settings = dataclasses.field(default_factory=Settings)
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise SettingsError(f"learning method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not self.max_iters >= 1:
+            raise SettingsError(f"max_iters must be at least 1, got {self.max_iters}")
+        if not self.tol >= 0:
+            raise SettingsError(f"tol must be >= 0, got {self.tol}")
+        if not (self.prior_strength > 0 and math.isfinite(self.prior_strength)):
+            raise SettingsError(f"prior_strength must be a positive number, got {self.prior_strength}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Augmented:
+    """A model with a body variable per clause, and where its clauses are.
+
+    Attributes:
+        model: the augmented model (same variables first, then one b_c per clause with a body).
+        clause_var: (K,) int64 X_c of each clause (a variable of the original model too).
+        body_var: (K,) int64 b_c, -1 for a clause without a body (it always holds).
+        factor: (K,) int64 the factor of X_c (whose p1 is the rule's probability).
+        rule: (K,) int64 the clause's rule, an index into the graph's rules.
+        names: the graph's rule names.
+    """
+
+    model: Model
+    clause_var: np.ndarray
+    body_var: np.ndarray
+    factor: np.ndarray
+    rule: np.ndarray
+    names: list[str]
+
+    def graph_with(self, clause_p: np.ndarray) -> FactorGraph:
+        """The augmented graph with clause factors' p1 = clause_p ((K,) float64); p2 too where bodiless."""
+        g = self.model.graph
+        p1 = np.array(g.p1, np.float64, copy=True)
+        p2 = np.array(g.p2, np.float64, copy=True)
+        p1[self.factor] = clause_p
+        bodiless = self.body_var < 0
+        p2[self.factor[bodiless]] = clause_p[bodiless]
+        return dataclasses.replace(g, p1=p1, p2=p2)
+
+
+def augment(model: Model) -> Augmented:
+    """Adds b_c = AND(body_c) for every clause with a body and makes X_c = AND(b_c) (module docstring).
+
+    Raises:
+        InputError: the model has no rules (not a derivation graph).
+    """
+    names = rule_names(model)
+    factor, rule = clause_factors(model)
+    g = model.graph
+    off = np.asarray(g.factor_offsets, np.int64)
+    ev = np.asarray(g.edge_var, np.int64)
+    heads = np.asarray(g.factor_head, np.int64)
+    kinds = np.asarray(g.factor_kind, np.int64)
+    num_f, num_v = heads.size, model.num_vars
+    lens = off[1:] - off[:-1] - 1
+    split = np.sort(factor[lens[factor] > 0])
+    new_var = np.full(num_f, -1, np.int64)
+    new_var[split] = num_v + np.arange(split.size)
+    body_var = new_var[factor]
+    is_body = np.ones(ev.size, bool)
+    is_body[off[:-1]] = False
+    owner = np.repeat(np.arange(num_f), lens)
+    members = ev[is_body]
+    moved = new_var[owner] >= 0  # body entries of split clauses: they go to b_c's factor
+    owners = np.concatenate([owner[~moved], split, num_f + np.searchsorted(split, owner[moved])])
+    entries = np.concatenate([members[~moved], new_var[split], members[moved]])
+    order = np.argsort(owners, kind="stable")
+    counts = np.bincount(owners, minlength=num_f + split.size)
+    offsets = np.zeros(num_f + split.size + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    ones = np.ones(split.size)
+    graph = from_arrays(np.concatenate([kinds, np.full(split.size, AND)]),
+                        np.concatenate([heads, new_var[split]]), offsets, entries[order],
+                        np.concatenate([np.asarray(g.p1, np.float64), ones]),
+                        np.concatenate([np.asarray(g.p2, np.float64), 0 * ones]), num_vars=num_v + split.size)
+    var_names = tuple(model.var_names) + tuple(f"{model.var_names[heads[a]]}@body" for a in split)
+    aug = Model(graph=graph, var_names=var_names, alarms=model.alarms, labels=dict(model.labels),
+                source=model.source, meta={"rule_names": names})
+    return Augmented(aug, heads[factor], body_var, factor, rule, names)
+
+
+class _Posterior:
+    """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities."""
+
+    def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings):
+        self.aug, self.labels, self.settings = aug, dict(labels), settings
+        self.method = method
+        if method == "auto":
+            from fastlbp.inference.methods import choose
+
+            self.method = choose(aug.model, settings, self.labels).method
+        self.log_evidence = math.nan
+        if self.method == "exact":
+            from fastlbp.engines.exact import Engine
+
+            self.engine = Engine(aug.model.graph)
+            off = np.asarray(aug.model.graph.factor_offsets, np.int64)
+            lens = off[1:] - off[:-1] - 1
+            tables = np.where(lens <= 1, 1, lens - 1)  # `binarize`: tables per factor
+            last = np.cumsum(tables) - 1
+            pos = self.engine.offsets[last[aug.factor]]
+            # (b_c, X_c) tables hold [1, 0, 1 - p, p]; a bodiless clause's (X_c,) table [1 - p, p].
+            self.pos = np.where(aug.body_var >= 0, pos + 2, pos)
+        elif self.method == "lbp":
+            from fastlbp.inference.session import Session
+
+            self.session = Session(aug.model, dataclasses.replace(settings, method="lbp"))
+            self.session.labels = dict(self.labels)
+        elif self.method != "sample":
+            raise SettingsError(f"no E-step for method {self.method!r}")
+
+    def __call__(self, clause_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """((K,) P(X_c | L), (K,) P(body_c | L)) at clause probabilities clause_p ((K,) float64)."""
+        aug = self.aug
+        if self.method == "exact":
+            from fastlbp.engines.exact import exact_marginals
+
+            with np.errstate(divide="ignore"):
+                self.engine.logflat[self.pos] = np.log1p(-clause_p)
+                self.engine.logflat[self.pos + 1] = np.log(clause_p)
+            m = exact_marginals(aug.model, self.labels, self.settings, engine=self.engine)
+            self.log_evidence = float(m.info["log_evidence"])
+            marg = m.marginals
+        elif self.method == "sample":
+            from fastlbp.engines.sampling import sample_marginals
+
+            model = dataclasses.replace(aug.model, graph=aug.graph_with(clause_p))
+            marg = sample_marginals(model, self.labels, self.settings).marginals
+        else:
+            from fastlbp.engines.loop import device_graph
+
+            s = self.session
+            s._ensure_runner()
+            s.graph = device_graph(aug.graph_with(clause_p), s.runner.reads)
+            marg = s.run(warm=True).marginals
+        fired = marg[aug.clause_var]
+        body = np.where(aug.body_var >= 0, marg[np.maximum(aug.body_var, 0)], 1.0)
+        # A sampler's or LBP's estimates may put a clause above its body by noise: X_c implies b_c.
+        return fired, np.maximum(body, fired)
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnResult:
+    """Learned rule probabilities and their evidence.
+
+    Attributes:
+        names: (R,) rule names (first appearance over the graphs).
+        probability: (R,) float64 the MAP probabilities.
+        prior: (R,) float64 the prior's centre p0 of each rule (the stated probability unless overridden).
+        fired: (R,) float64 expected clauses that fired, sum_c P(X_c | L), at the final step.
+        body: (R,) float64 expected clauses whose body held, sum_c P(body_c | L).
+        support: (R,) int64 clause instances of the rule in the models (pruned clauses excluded:
+            nothing labelled depends on them).
+        lower, upper: (R,) float64 95% interval: quantiles of Beta(a + F, b + B - F), the posterior
+            with the expected counts taken as observed (narrower than the truth where the labels
+            leave much missing).
+        iterations: EM steps run.
+        converged: whether the last step moved every probability by at most `tol`.
+        objective: per step, sum over graphs of log P(L) plus the log prior (exact E-steps only,
+            else empty): EM never lowers it.
+        methods: the E-step's method per graph.
+        seconds: wall time.
+    """
+
+    names: tuple[str, ...]
+    probability: np.ndarray
+    prior: np.ndarray
+    fired: np.ndarray
+    body: np.ndarray
+    support: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    iterations: int
+    converged: bool
+    objective: tuple[float, ...]
+    methods: tuple[str, ...]
+    seconds: float
+
+    def as_dict(self) -> dict[str, float]:
+        """{rule name: learned probability}."""
+        return dict(zip(self.names, self.probability.tolist(), strict=True))
+
+    def lines(self) -> list[RuleLine]:
+        """The rules as `RuleLine`s with support and interval (or "no support, prior kept")."""
+        out = []
+        for i, name in enumerate(self.names):
+            if self.support[i] == 0:
+                comment = f"{name} no support: no clause of it in the labelled graphs, prior kept"
+            else:
+                comment = (f"{name} support {int(self.support[i])} clauses, expected bodies held "
+                           f"{self.body[i]:.1f}, fired {self.fired[i]:.1f}; "
+                           f"95% interval [{self.lower[i]:.4f}, {self.upper[i]:.4f}]")
+            out.append(RuleLine(name, float(self.probability[i]), comment))
+        return out
+
+
+class Learner:
+    """EM over several graphs of one analysis, kept between calls (online learning warm-starts it).
+
+    Args:
+        models: models made from derivation graphs (rules matched by name).
+        labels: per model {variable: truth}, the evidence.
+        options: `LearnOptions`.
+    """
+
+    def __init__(self, models: Sequence[Model], labels: Sequence[dict[int, bool]],
+                 options: LearnOptions | None = None):
+        if len(models) != len(labels):
+            raise SettingsError(f"{len(models)} graphs but {len(labels)} label sets")
+        if not models:
+            raise SettingsError("learning needs at least one graph")
+        self.options = options or LearnOptions()
+        self.augs = [augment(m) for m in models]
+        names: dict[str, int] = {}
+        stated: dict[str, float] = {}
+        for m in models:
+            for r in m.meta["derivation"].rules:
+                names.setdefault(r.name, len(names))
+                stated.setdefault(r.name, r.probability)
+        self.names = tuple(names)
+        self.index = names
+        self.global_rule = [np.array([names[n] for n in aug.names], np.int64)[aug.rule] for aug in self.augs]
+        p0 = np.array([self.options.prior.get(n, stated[n]) for n in self.names], np.float64)
+        self.p0 = np.clip(p0, EPS, 1 - EPS)
+        s = self.options.prior_strength
+        self.a, self.b = s * self.p0, s * (1 - self.p0)
+        self.probability = self.p0.copy()
+        self.labels = [dict(x) for x in labels]
+        self._posteriors: list[_Posterior | None] = [None] * len(models)
+
+    def set_labels(self, i: int, labels: dict[int, bool]) -> None:
+        """New evidence for graph i (the E-step's engines are kept: labels are data)."""
+        self.labels[i] = dict(labels)
+        post = self._posteriors[i]
+        if post is not None:
+            post.labels = dict(labels)
+            if post.method == "lbp":
+                post.session.labels = dict(labels)
+
+    def _posterior(self, i: int) -> _Posterior:
+        if self._posteriors[i] is None:
+            self._posteriors[i] = _Posterior(self.augs[i], self.labels[i], self.options.method,
+                                             self.options.settings)
+        return self._posteriors[i]
+
+    def counts(self, probability: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """((R,) F, (R,) B, sum of log P(L)) at rule probabilities `probability` (R,)."""
+        num_r = len(self.names)
+        fired, body = np.zeros(num_r), np.zeros(num_r)
+        log_ev = 0.0
+        for i in range(len(self.augs)):
+            rules = self.global_rule[i]
+            f, b = self._posterior(i)(probability[rules])
+            fired += np.bincount(rules, f, minlength=num_r)
+            body += np.bincount(rules, b, minlength=num_r)
+            log_ev += self._posteriors[i].log_evidence
+        return fired, body, log_ev
+
+    def objective(self, log_evidence: float, probability: np.ndarray) -> float:
+        """log P(L) + sum_r a_r log p_r + b_r log(1 - p_r)."""
+        return log_evidence + float(np.sum(self.a * np.log(probability) + self.b * np.log1p(-probability)))
+
+    def step(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """One EM step from `self.probability`; returns (F, B, log P(L) at the old probabilities)."""
+        fired, body, log_ev = self.counts(self.probability)
+        new = (self.a + fired) / (self.a + self.b + body)
+        self.probability = np.clip(new, EPS, 1 - EPS)
+        return fired, body, log_ev
+
+    def run(self, max_iters: int | None = None) -> LearnResult:
+        """EM from the current probabilities until they move by at most `tol` (or `max_iters` steps)."""
+        from scipy.stats import beta
+
+        start = time.perf_counter()
+        opts = self.options
+        most = opts.max_iters if max_iters is None else int(max_iters)
+        objective: list[float] = []
+        converged = False
+        iterations = 0
+        fired = body = np.zeros(len(self.names))
+        for _ in range(most):
+            iterations += 1
+            old = self.probability
+            fired, body, log_ev = self.step()
+            if not math.isnan(log_ev):
+                objective.append(self.objective(log_ev, old))
+            if np.max(np.abs(self.probability - old), initial=0.0) <= opts.tol:
+                converged = True
+                break
+        support = np.zeros(len(self.names), np.int64)
+        for rules in self.global_rule:
+            support += np.bincount(rules, minlength=len(self.names))
+        alpha = self.a + fired
+        beta_ = self.b + np.maximum(body - fired, 0.0)
+        lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+        return LearnResult(names=self.names, probability=self.probability.copy(), prior=self.p0.copy(),
+                           fired=fired, body=body, support=support, lower=np.asarray(lower, np.float64),
+                           upper=np.asarray(upper, np.float64), iterations=iterations, converged=converged,
+                           objective=tuple(objective),
+                           methods=tuple(p.method if p is not None else "" for p in self._posteriors),
+                           seconds=time.perf_counter() - start)
+
+
+def learn(models: Sequence[Model], labels: Sequence[dict[int, bool]] | None = None,
+          options: LearnOptions | None = None) -> LearnResult:
+    """MAP rule probabilities from the labels of one or many graphs (module docstring).
+
+    Args:
+        models: models made from derivation graphs of one analysis (rules matched by name).
+        labels: per model {variable: truth}; None: each model's labels and ground truth
+            (`model.labels` with `meta["truth"]`).
+        options: `LearnOptions`.
+
+    Raises:
+        InputError: a model without rules.
+        SettingsError: bad options.
+        ContradictoryEvidence: a graph's labels have probability 0.
+    """
+    if labels is None:
+        labels = [training_labels(m) for m in models]
+    return Learner(models, labels, options).run()
+
+
+def training_labels(model: Model) -> dict[int, bool]:
+    """A model's known labels and its ground truth (`meta["truth"]`), the evidence to learn from."""
+    out = {int(v): bool(t) for v, t in model.meta.get("truth", {}).items() if v >= 0}
+    out.update(model.labels)
+    return out
+
+
+__all__ = ["learn", "Learner", "LearnOptions", "LearnResult", "augment", "training_labels", "METHODS"]

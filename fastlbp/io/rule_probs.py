@@ -1,0 +1,154 @@
+"""Rule-probability files (`Rk: p`, Bingo's rule-prob.txt) for any loaded model.
+
+    probs = read_rule_probs("learned.txt")          # {rule name: p}
+    model = apply_rule_probs(model, probs)          # clause factors take the new values
+    write_rule_probs("learned.txt", lines)          # `Rk: p` lines with comments
+
+Rules are matched by name (the names of the derivation graph: `R12` in Bingo
+directories and programs, the keys of derivation.json's "rules"), so a file
+learned on some graphs of one analysis applies to any other graph of it. A
+rule the file names that the graph lacks is not an error (the file may come
+from other graphs); `apply_rule_probs` reports those names in
+`meta["rule_prob"]["absent"]`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+from datalog.reading import Once, check_probability, shown
+from fastlbp.core.errors import InputError, read_text, text_lines
+from fastlbp.core.model import Model
+
+
+def read_rule_probs(path: str | os.PathLike) -> dict[str, float]:
+    """{rule name: probability} from lines `NAME: p`; blank lines and `#` comments are skipped.
+
+    Raises:
+        InputError: a malformed line, a value that is not a probability, or a
+            rule given two different values (file and line).
+    """
+    p = Path(path)
+    once = Once(p, "the probability of rule")
+    for ln, line in enumerate(text_lines(read_text(p)), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        name, sep, value = s.rpartition(":")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
+        once.set(name, check_probability(value.strip(), str(p), ln, None, f"probability of rule {name}"),
+                 ln, name)
+    return once.values
+
+
+def rule_names(model: Model) -> list[str]:
+    """The rule names of a model made from a derivation graph, in the graph's rule order.
+
+    Raises:
+        InputError: the model has no rules (a libDAI factor graph, say).
+    """
+    dg = model.meta.get("derivation")
+    if dg is None:
+        raise InputError(model.source, None, "this graph has no rules (only derivation graphs, Bingo "
+                         "directories and Datalog programs do), so rule probabilities cannot apply")
+    return [r.name for r in dg.rules]
+
+
+def clause_factors(model: Model) -> tuple[np.ndarray, np.ndarray]:
+    """The clause factors of a derivation-graph model and their rules.
+
+    Every kept clause owns one variable (its own, or its head's when
+    compression merged the two) whose factor is the clause's AND with p1 =
+    the rule's probability (`datalog.bayesnet.to_model`).
+
+    Returns:
+        ((K,) int64 factor index, (K,) int64 rule index into the graph's rules).
+    """
+    rule_names(model)  # raises for a model without rules
+    dg = model.meta["derivation"]
+    cv = np.asarray(model.meta["clause_var"], np.int64)
+    kept = np.flatnonzero(cv >= 0)
+    var = cv[kept]
+    heads = np.asarray(model.graph.factor_head, np.int64)
+    factor_of = np.full(model.num_vars, -1, np.int64)
+    factor_of[heads] = np.arange(heads.size)
+    return factor_of[var], np.asarray(dg.clause_rule, np.int64)[kept]
+
+
+def apply_rule_probs(model: Model, probs: dict[str, float], source: str | None = None) -> Model:
+    """The model with the probabilities of the rules `probs` names (others unchanged).
+
+    Only factor parameters change (the graph's structure, names and labels are
+    kept), so compiled programs for the model serve the new one. The
+    derivation graph in `meta` gets the new rules too, so a rebuilt model
+    (`datalog.bayesnet.rebuild`) keeps them.
+
+    Args:
+        model: a model made from a derivation graph.
+        probs: {rule name: probability}.
+        source: the file they came from, for `meta["rule_prob"]`.
+
+    Returns:
+        A new model; `meta["rule_prob"]` = {"source", "applied": rules set, "absent": names the graph
+        lacks}.
+
+    Raises:
+        InputError: the model has no rules.
+    """
+    names = rule_names(model)
+    dg = model.meta["derivation"]
+    index = {n: i for i, n in enumerate(names)}
+    new_p = np.array([r.probability for r in dg.rules], np.float64)
+    applied = []
+    for name, p in probs.items():
+        if name in index:
+            new_p[index[name]] = p
+            applied.append(name)
+    factors, rules = clause_factors(model)
+    p1 = np.array(model.graph.p1, np.float64, copy=True)
+    p2 = np.array(model.graph.p2, np.float64, copy=True)
+    p1[factors] = new_p[rules]
+    # A clause with no body left (constant inputs removed) is a prior: p2 = p1 (`to_model`).
+    offsets = np.asarray(model.graph.factor_offsets, np.int64)
+    empty = factors[offsets[factors + 1] - offsets[factors] == 1]
+    p2[empty] = p1[empty]
+    graph = dataclasses.replace(model.graph, p1=p1, p2=p2)
+    new_dg = dataclasses.replace(dg, rules=[dataclasses.replace(r, probability=float(q))
+                                            for r, q in zip(dg.rules, new_p, strict=True)])
+    meta = {**model.meta, "derivation": new_dg,
+            "rule_prob": {"source": source, "applied": applied,
+                          "absent": [n for n in probs if n not in index]}}
+    return dataclasses.replace(model, graph=graph, meta=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleLine:
+    """One rule of a written file: `# comment` (when given), then `name: probability`."""
+
+    name: str
+    probability: float
+    comment: str = ""
+
+
+def format_rule_probs(lines: list[RuleLine], header: list[str] = ()) -> str:
+    """The text of a rule-probability file: `#` header lines, then per rule its comment line and `NAME: p`.
+
+    Comments take whole lines, as every reader of `Rk: p` files skips them
+    (`ground --rule-prob`, Bingo directories, `read_rule_probs`).
+    """
+    out = [f"# {h}" for h in header]
+    for r in lines:
+        if r.comment:
+            out.append(f"# {r.comment}")
+        out.append(f"{r.name}: {r.probability:.6g}")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["read_rule_probs", "apply_rule_probs", "rule_names", "clause_factors", "RuleLine",
+           "format_rule_probs"]

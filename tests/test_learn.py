@@ -1,0 +1,190 @@
+"""fastlbp.inference.learn: EM for rule probabilities against enumeration, recovery, no recompilation."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from reference import exact_marginals as enumerate_marginals
+from reference import log_evidence
+
+from datalog import synthetic
+from datalog.bayesnet import to_model
+from fastlbp.core.errors import InputError, SettingsError
+from fastlbp.core.settings import Settings
+from fastlbp.inference.learn import Learner, LearnOptions, augment, learn, training_labels
+from fastlbp.io.rule_probs import apply_rule_probs, clause_factors
+
+
+def tiny(seed: int, num_rules: int = 2, truth_seed: int = 0, width: int = 2):
+    """A compressed layered graph of at most ~12 variables, its alarms labelled by a sampled world."""
+    dg = synthetic.layered(num_inputs=3, layers=2, width=width, num_rules=num_rules, max_clauses=2,
+                           max_body=2, seed=seed)
+    truth = synthetic.sample_truth(dg, truth_seed)
+    dg.truth = {int(a): bool(truth[a]) for a in dg.alarms}
+    return to_model(dg, compress=True)
+
+
+def objective(model, labels, names, probability, a, b):
+    """log P(L) + log prior by enumeration, at rule probabilities {name: p}."""
+    m = apply_rule_probs(model, dict(zip(names, probability, strict=True)))
+    p = np.asarray(probability)
+    log_prior = float(np.sum(a * np.log(p) + b * np.log1p(-p)))
+    return log_evidence(m.graph.factors(), m.num_vars, labels) + log_prior
+
+
+@given(seed=st.integers(0, 10_000), truth_seed=st.integers(0, 100), num_rules=st.integers(1, 3))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_augmented_model_keeps_every_marginal(seed, truth_seed, num_rules):
+    model = tiny(seed, num_rules, truth_seed)
+    aug = augment(model)
+    labels = training_labels(model)
+    assume(aug.model.num_vars <= 18)
+    want = enumerate_marginals(model.graph.factors(), model.num_vars, labels)
+    got = enumerate_marginals(aug.model.graph.factors(), aug.model.num_vars, labels)
+    np.testing.assert_allclose(got[: model.num_vars], want, atol=1e-12)
+    # b_c is the conjunction of the body: P(b_c) >= P(X_c), and X_c's factor is AND(b_c) with the rule's p.
+    has = aug.body_var >= 0
+    assert np.all(got[aug.body_var[has]] >= got[aug.clause_var[has]] - 1e-12)
+
+
+@given(seed=st.integers(0, 10_000), truth_seed=st.integers(0, 100), num_rules=st.integers(1, 3),
+       strength=st.sampled_from([0.5, 2.0, 10.0]))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_em_reaches_a_stationary_point_of_the_enumerated_posterior(seed, truth_seed, num_rules, strength):
+    model = tiny(seed, num_rules, truth_seed)
+    labels = training_labels(model)
+    learner = Learner([model], [labels], LearnOptions(method="exact", max_iters=500, tol=1e-9,
+                                                      prior_strength=strength))
+    result = learner.run()
+    assert result.converged
+    names, a, b = result.names, learner.a, learner.b
+    # EM never lowers the objective, and its objective is the enumerated one.
+    obj = np.asarray(result.objective)
+    assert np.all(np.diff(obj) >= -1e-9)
+    p = result.probability
+    assert objective(model, labels, names, p, a, b) == pytest.approx(obj[-1], abs=1e-6)
+    # Stationary: the enumerated objective's gradient in logit space is ~0 at the fixed point.
+    logit = np.log(p) - np.log1p(-p)
+    h = 1e-5
+    for r in range(len(names)):
+        if result.support[r] == 0:
+            continue
+        up, down = logit.copy(), logit.copy()
+        up[r] += h
+        down[r] -= h
+        grad = (objective(model, labels, names, 1 / (1 + np.exp(-up)), a, b)
+                - objective(model, labels, names, 1 / (1 + np.exp(-down)), a, b)) / (2 * h)
+        assert abs(grad) < 1e-4, (names[r], grad)
+
+
+def test_one_rule_em_is_the_global_maximum_of_the_enumerated_posterior():
+    for seed in range(4):
+        model = tiny(seed, num_rules=1, truth_seed=seed)
+        labels = training_labels(model)
+        learner = Learner([model], [labels], LearnOptions(method="exact", max_iters=1000, tol=1e-10))
+        result = learner.run()
+        grid = np.linspace(1e-4, 1 - 1e-4, 2001)
+        values = [objective(model, labels, result.names, [q], learner.a, learner.b) for q in grid]
+        best = grid[int(np.argmax(values))]
+        assert result.probability[0] == pytest.approx(best, abs=1e-3)
+        assert result.objective[-1] >= max(values) - 1e-9
+
+
+def test_rules_without_support_keep_their_prior_and_say_so():
+    model = tiny(1, num_rules=6)
+    result = learn([model], None, LearnOptions(method="exact", prior={"R5": 0.3}))
+    stated = {r.name: r.probability for r in model.meta["derivation"].rules}
+    lines = {line.name: line for line in result.lines()}
+    for i, name in enumerate(result.names):
+        if result.support[i] == 0:
+            want = 0.3 if name == "R5" else stated[name]
+            assert result.probability[i] == pytest.approx(want, abs=1e-6)
+            assert "no support" in lines[name].comment
+        else:
+            assert result.lower[i] <= result.probability[i] <= result.upper[i]
+            assert f"support {result.support[i]} clauses" in lines[name].comment
+    assert result.support.sum() == clause_factors(model)[0].size
+
+
+def test_exact_em_steps_plan_and_compile_nothing_new():
+    from fastlbp.engines.exact import kernels
+
+    model = tiny(3, num_rules=3, width=3)
+    learner = Learner([model], [training_labels(model)], LearnOptions(method="exact", max_iters=3, tol=0))
+    learner.run()
+    post = learner._posteriors[0]
+    plans, before = dict(post.engine._plans), kernels.compiled()
+    learner.run(max_iters=5)
+    assert post.engine._plans.keys() == plans.keys()
+    assert all(post.engine._plans[k][1] is plans[k][1] for k in plans)  # the same programs
+    assert kernels.compiled() == before
+
+
+def test_lbp_em_steps_compile_nothing_new():
+    model = tiny(3, num_rules=3, width=3)
+    learner = Learner([model], [training_labels(model)], LearnOptions(method="lbp", max_iters=2, tol=0))
+    learner.run()
+    runner = learner._posteriors[0].session.runner
+    before = runner.run._cache_size()
+    result = learner.run(max_iters=5)
+    assert runner.run._cache_size() == before
+    # LBP's counts move the probabilities (p1 reaches the compiled round as data).
+    assert not np.allclose(result.probability, learner.p0)
+
+
+@pytest.mark.parametrize("method", ["lbp", "sample"])
+def test_approximate_e_steps_agree_with_exact_on_a_tree_like_graph(method):
+    model = tiny(5, num_rules=2, truth_seed=2)
+    s = Settings(samples=50_000, target_se=0.0, seed=1)
+    exact = learn([model], None, LearnOptions(method="exact", max_iters=30, tol=1e-6))
+    approx = learn([model], None, LearnOptions(method=method, max_iters=15, tol=1e-6, settings=s))
+    # LBP is exact on trees and close on this small loopy graph; the sampler is within its noise.
+    np.testing.assert_allclose(approx.probability, exact.probability, atol=0.03)
+
+
+def family(true_p, n_graphs: int, seed: int = 0, width: int = 12):
+    """Graphs whose truth is drawn with rule probabilities `true_p`, stated at 0.999."""
+    models = []
+    for g in range(n_graphs):
+        dg = synthetic.layered(num_inputs=16, layers=3, width=width, num_rules=len(true_p), max_clauses=2,
+                               seed=seed + g)
+        dg.rules = [dataclasses.replace(r, probability=float(p))
+                    for r, p in zip(dg.rules, true_p, strict=True)]
+        truth = synthetic.sample_truth(dg, seed + 100 + g)
+        # Every derived tuple labelled: the regime where each rule is well supported.
+        dg.truth = {t: bool(truth[t]) for t in range(16, dg.num_tuples)}
+        dg.rules = [dataclasses.replace(r, probability=0.999) for r in dg.rules]
+        models.append(to_model(dg, compress=True))
+    return models
+
+
+def test_em_recovers_true_rule_probabilities_from_sampled_truth():
+    true_p = np.array([0.35, 0.55, 0.8, 0.95])
+    models = family(true_p, 6)
+    result = learn(models, None, LearnOptions(method="exact", max_iters=200, tol=1e-6))
+    assert result.converged
+    order = [result.names.index(f"R{r}") for r in range(len(true_p))]
+    learned = result.probability[order]
+    well = result.support[order] >= 40
+    assert well.all()
+    # Sampling error of ~60 coins per rule: a binomial standard error up to 0.065, 3 sigma.
+    np.testing.assert_allclose(learned[well], true_p[well], atol=0.2)
+    inside = (result.lower[order] <= true_p) & (true_p <= result.upper[order])
+    assert inside.sum() >= len(true_p) - 1
+    # The stated 0.999 was far off: learning moved every rule toward the truth.
+    assert np.all(np.abs(learned - true_p) < np.abs(0.999 - true_p))
+
+
+def test_bad_input():
+    with pytest.raises(SettingsError, match="method"):
+        LearnOptions(method="magic")
+    with pytest.raises(SettingsError, match="2 graphs but 1"):
+        Learner([tiny(0), tiny(1)], [{}])
+    from fastlbp.core.graph import AND, Factor, from_factors
+    from fastlbp.core.model import Model
+
+    g = from_factors([Factor(AND, 0, (), 0.5, 0.5)], 1)
+    with pytest.raises(InputError, match="no rules"):
+        learn([Model(g, ("x",))], [{}])
