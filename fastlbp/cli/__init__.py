@@ -7,6 +7,7 @@ Every command is registered here, in the order `fastlbp --help` lists them:
     simulate    fastlbp.cli.simulate   Bingo's oracle experiment and its metrics
     marginals   fastlbp.cli.marginals  every variable's P(=1) (JSON, CSV)
     check       fastlbp.cli.check      LBP against exact inference or sampling
+    learn       fastlbp.cli.learn      rule probabilities from labelled graphs (EM)
     ground      fastlbp.cli.ground     a Datalog program and its facts to a derivation graph
     info        fastlbp.cli.graphs     what a graph holds
     schedule    fastlbp.cli.schedule   the batches a schedule makes on a graph
@@ -30,7 +31,7 @@ import signal
 
 import typer
 
-from fastlbp.cli import check, graphs, ground, marginals, rank, schedule, simulate, triage
+from fastlbp.cli import check, graphs, ground, learn, marginals, rank, schedule, simulate, triage
 from fastlbp.cli.app import app as typer_app
 
 typer_app.command("rank")(rank.rank)
@@ -38,6 +39,7 @@ typer_app.command("triage")(triage.triage)
 typer_app.command("simulate")(simulate.simulate)
 typer_app.command("marginals")(marginals.marginals)
 typer_app.command("check")(check.check)
+typer_app.command("learn")(learn.learn)
 typer_app.command("ground")(ground.ground)
 typer_app.command("info")(graphs.info)
 typer_app.command("schedule")(schedule.schedule)

@@ -409,8 +409,16 @@ def learn(models: Sequence[Model], labels: Sequence[dict[int, bool]] | None = No
 
 
 def training_labels(model: Model) -> dict[int, bool]:
-    """A model's known labels and its ground truth (`meta["truth"]`), the evidence to learn from."""
-    out = {int(v): bool(t) for v, t in model.meta.get("truth", {}).items() if v >= 0}
+    """A model's ground truth and known labels: the evidence to learn from ({variable: truth}).
+
+    The ground truth (`meta["truth"]`: derivation.json's "truth", a Bingo
+    directory's oracle_queries.txt) says false for every alarm it does not
+    name, as `fastlbp.inference.simulate.graph_truth` reads it; a graph
+    without one gives only its labels.
+    """
+    truth = {int(v): bool(t) for v, t in model.meta.get("truth", {}).items() if int(v) >= 0}
+    out = {int(a): truth.get(int(a), False) for a in model.alarms} if truth else {}
+    out.update(truth)
     out.update(model.labels)
     return out
 
