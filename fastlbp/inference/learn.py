@@ -95,6 +95,28 @@ class LearnOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class OnlineOptions:
+    """Online learning while labels come (`simulate(..., online=...)`, triage): after every `every`
+    labels, `steps` EM steps warm-started from the last probabilities, then the next round ranks with
+    the new ones.
+
+    Attributes:
+        options: `LearnOptions` (method, prior, settings of the E-step).
+        steps: EM steps per update.
+        every: labels between updates.
+    """
+
+    options: LearnOptions = dataclasses.field(default_factory=LearnOptions)
+    steps: int = 3
+    every: int = 1
+
+    def __post_init__(self):
+        if self.steps < 1 or self.every < 1:
+            raise SettingsError(f"online learning needs steps >= 1 and every >= 1, got {self.steps}, "
+                                f"{self.every}")
+
+
+@dataclasses.dataclass(frozen=True)
 class Augmented:
     """A model with a body variable per clause, and where its clauses are.
 
@@ -315,6 +337,10 @@ class Learner:
         self.labels = [dict(x) for x in labels]
         self._posteriors: list[_Posterior | None] = [None] * len(models)
 
+    def current(self) -> dict[str, float]:
+        """{rule name: probability} now (after the steps run so far)."""
+        return dict(zip(self.names, self.probability.tolist(), strict=True))
+
     def set_labels(self, i: int, labels: dict[int, bool]) -> None:
         """New evidence for graph i (the E-step's engines are kept: labels are data)."""
         self.labels[i] = dict(labels)
@@ -423,4 +449,5 @@ def training_labels(model: Model) -> dict[int, bool]:
     return out
 
 
-__all__ = ["learn", "Learner", "LearnOptions", "LearnResult", "augment", "training_labels", "METHODS"]
+__all__ = ["learn", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment", "training_labels",
+           "METHODS"]

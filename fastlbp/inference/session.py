@@ -116,6 +116,26 @@ class Session:
             self.runner = engines.make_runner(self.model, self._settings)
             self.graph = engines.device_graph(self.model.graph, self.runner.reads)
 
+    def set_parameters(self, model: Model) -> None:
+        """Takes `model`'s factor probabilities: the same graph structure, other p1/p2 (learned rule
+        probabilities, `fastlbp.io.rule_probs.apply_rule_probs`).
+
+        They are data to LBP's compiled round (nothing recompiles; the messages are kept as a warm
+        start); the sampler's host plan is made again at the next round, exact inference plans per
+        graph object (`fastlbp.engines.exact.engine_for`).
+
+        Raises:
+            SettingsError: `model`'s graph has another structure.
+        """
+        old, new = self.model.graph, model.graph
+        if (new.num_vars, new.num_factors, new.num_edges) != (old.num_vars, old.num_factors, old.num_edges) \
+                or not np.array_equal(np.asarray(new.edge_var), np.asarray(old.edge_var)):
+            raise SettingsError("set_parameters needs the same graph structure; start a new Session")
+        self.model = model
+        if self.runner is not None:
+            self.graph = engines.device_graph(model.graph, self.runner.reads)
+        self._sampler = None
+
     @settings.setter
     def settings(self, new: Settings) -> None:
         """Changes tol, max_iters or damping (data); other changes need a new session."""

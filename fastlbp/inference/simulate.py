@@ -25,10 +25,12 @@ from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.inference import metrics
+from fastlbp.inference.learn import Learner, OnlineOptions
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
 from fastlbp.io import plots
 from fastlbp.io.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
+from fastlbp.io.rule_probs import apply_rule_probs
 from fastlbp.io.writers import safe_name
 
 
@@ -116,7 +118,7 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
 @float64
 def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int | None = None,
              on_step: Callable[[int, Step], None] | None = None,
-             settings: Settings | None = None) -> SimulationResult:
+             settings: Settings | None = None, online: OnlineOptions | None = None) -> SimulationResult:
     """Runs Bingo's loop with an oracle.
 
     Args:
@@ -127,6 +129,10 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         on_step: called after each label with (1-based index, step), for
             progress output.
         settings: the run's settings (default `Settings()`).
+        online: learn the rule probabilities from the labels so far (`fastlbp.inference.learn`):
+            after every `online.every` labels, `online.steps` warm-started EM steps on this graph,
+            and the next round ranks with them; their time is part of the round's. None: the
+            graph's probabilities throughout.
 
     A label the model's hard constraints rule out (the oracle contradicts the
     model: `ContradictoryEvidence`, decided by `fastlbp.inference.constraints`, never by
@@ -151,6 +157,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     labelled = set(session.labels)  # every labelled alarm, even one whose label is not evidence
     found = 0
     dropped: set[int] = set()
+    learner = Learner([model], [dict(session.labels)], online.options) if online is not None else None
     t0 = time.perf_counter()
     rnd = session.run(warm=False)
     while found < need and len(steps) < len(open_alarms):
@@ -171,6 +178,10 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         if found == need:
             break
         t0 = time.perf_counter()
+        if learner is not None and len(steps) % online.every == 0:
+            learner.set_labels(0, session.labels)
+            learner.run(max_iters=online.steps)
+            session.set_parameters(apply_rule_probs(model, learner.current()))
         try:
             rnd = session.run()
         except ContradictoryEvidence:
