@@ -54,7 +54,8 @@ def family(args) -> tuple[dict[str, float], list]:
     size = {"preset": args.preset} if args.preset else {"vertices": args.vertices}
     graphs = []
     for g in range(args.graphs):
-        dg = synthetic.generate(**size, seed=args.seed * 1000 + g, rule_probabilities=true_p.tolist())
+        dg = synthetic.generate(**size, seed=args.seed * 1000 + g, rule_probabilities=true_p.tolist(),
+                                layers=args.layers, alarm_layers=args.alarm_layers)
         truth = synthetic.sample_truth(dg, args.seed * 1000 + g)
         dg.truth = {int(a): bool(truth[a]) for a in dg.alarms}
         dg.rules = [dataclasses.replace(r, probability=args.stated) for r in dg.rules]
@@ -78,6 +79,10 @@ def main() -> None:
     ap.add_argument("--preset", default=None, help="a synthetic.PRESETS size (weblech ... ftp)")
     ap.add_argument("--vertices", type=int, default=3000, help="BN vertices when no --preset")
     ap.add_argument("--graphs", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=6,
+                    help="derived layers (generate's default, ~23 at 3000 vertices, leaves almost no alarm "
+                         "true once rules are at 0.3-0.6)")
+    ap.add_argument("--alarm-layers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--low", type=float, default=0.3)
     ap.add_argument("--high", type=float, default=0.6)

@@ -262,3 +262,55 @@ def test_cli_learn_bad_input(tmp_path):
     labels.write_text(f"{dg.tuples[int(dg.alarms[0])]} nonsense\n")
     res = CliRunner().invoke(app, ["learn", f"{tmp_path / 'plain.json'}:{labels}", "--no-cache"])
     assert res.exit_code == 2 and f"{labels}:1" in res.output and "Traceback" not in res.output
+
+
+# Online learning ---------------------------------------------------------------------------------------
+
+def test_session_takes_new_probabilities_as_data():
+    from fastlbp.inference.session import Session
+
+    model = tiny(3, num_rules=3, width=3)
+    session = Session(model, method="lbp", tol=1e-10)
+    session.labels = training_labels(model)
+    session.run()
+    before = session.runner.run._cache_size()
+    new = apply_rule_probs(model, {"R0": 0.3, "R1": 0.6, "R2": 0.45})
+    session.set_parameters(new)
+    got = session.run().marginals
+    assert session.runner.run._cache_size() == before
+    fresh = Session(new, method="lbp", tol=1e-10)
+    fresh.labels = training_labels(model)
+    np.testing.assert_allclose(got, fresh.run().marginals, atol=1e-8)
+    with pytest.raises(SettingsError, match="same graph structure"):
+        session.set_parameters(tiny(4, num_rules=3, width=3))
+
+
+def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_far():
+    from fastlbp.engines.exact import exact_marginals
+    from fastlbp.inference.learn import OnlineOptions
+    from fastlbp.inference.simulate import graph_truth, simulate
+
+    dg = synthetic.layered(num_inputs=10, layers=2, width=8, num_rules=3, max_clauses=2, seed=11)
+    dg.rules = [dataclasses.replace(r, probability=p) for r, p in zip(dg.rules, [0.3, 0.5, 0.9], strict=True)]
+    # The first world (deterministic) with a few true alarms, so the run takes several labels.
+    truth = next(t for t in map(lambda k: synthetic.sample_truth(dg, k), range(100))
+                 if 3 <= t[dg.alarms].sum() <= len(dg.alarms) - 3)
+    dg.truth = {int(a): bool(truth[a]) for a in dg.alarms}
+    dg.rules = [dataclasses.replace(r, probability=0.999) for r in dg.rules]
+    model = to_model(dg, compress=True)
+    true_vars = graph_truth(model)
+    s = Settings(method="exact")
+    plain = simulate(model, true_vars, settings=s)
+    never = simulate(model, true_vars, settings=s,
+                     online=OnlineOptions(LearnOptions(method="exact"), steps=2, every=10**6))
+    assert [x.var for x in never.steps] == [x.var for x in plain.steps]
+    online = OnlineOptions(LearnOptions(method="exact"), steps=2)
+    run = simulate(model, true_vars, settings=s, online=online)
+    assert run.complete and len(run.steps) >= 3
+    # Round 2 ranked with two EM steps from the first label: its top alarm's probability is that model's.
+    first = run.steps[0]
+    learner = Learner([model], [{first.var: first.truth}], online.options)
+    learner.run(max_iters=2)
+    m = exact_marginals(apply_rule_probs(model, learner.current()), {first.var: first.truth}).marginals
+    assert run.steps[1].probability == pytest.approx(m[run.steps[1].var], abs=1e-9)
+    assert abs(run.steps[1].probability - plain.steps[1].probability) > 1e-7  # learning changed the model

@@ -56,6 +56,12 @@ def simulate(
                                               "(needs matplotlib: the `plots` extra).")] = None,
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", min=1,
                                                    help="Stop after this many labels.")] = None,
+    learn: Annotated[bool, typer.Option(
+        "--learn", help="Learn the rule probabilities from the labels as they come: after each label a "
+                        "few EM steps (--learn-steps) on this graph, warm-started, then the next round "
+                        "ranks with them (their time counts in the round's).")] = False,
+    learn_steps: Annotated[int, typer.Option("--learn-steps", min=1,
+                                             help="EM steps per label with --learn.")] = 3,
     output: OutputOpt = None,
     *,
     inference: InferenceOptions,
@@ -79,6 +85,8 @@ def simulate(
       fastlbp simulate data/weblech.json --schedule seqfix
 
       fastlbp simulate bingo_dir/ --oracle true_alarms.txt --max-rounds 50 -f json -o run.json
+
+      fastlbp simulate graph.json --learn --method lbp
     """
     from fastlbp.inference import simulate as sim  # the session and engines: imported when the command runs
 
@@ -108,7 +116,14 @@ def simulate(
             sys.stderr.write(f"\r{progress_line(i, step)}\033[K")
             sys.stderr.flush()
 
-    result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=each_round, settings=settings)
+    online = None
+    if learn:
+        from fastlbp.inference.learn import LearnOptions, OnlineOptions
+
+        # The E-step uses the rounds' method (auto: exact where it fits, else sampling, else LBP).
+        online = OnlineOptions(LearnOptions(method=settings.method, settings=settings), steps=learn_steps)
+    result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=each_round, settings=settings,
+                          online=online)
     if live:
         sys.stderr.write("\r\033[K")
     if format is SimFormat.json:
