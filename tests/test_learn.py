@@ -314,3 +314,43 @@ def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_fa
     m = exact_marginals(apply_rule_probs(model, learner.current()), {first.var: first.truth}).marginals
     assert run.steps[1].probability == pytest.approx(m[run.steps[1].var], abs=1e-9)
     assert abs(run.steps[1].probability - plain.steps[1].probability) > 1e-7  # learning changed the model
+
+
+def test_rule_prob_option_applies_to_derivation_graphs_on_every_command(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from fastlbp.cli import get_app
+    from fastlbp.io.loading import load
+
+    path = _write_family(tmp_path, [0.4, 0.9, 0.6], 1)[0]
+    probs = tmp_path / "rp.txt"
+    probs.write_text("# learned\nR0: 0.25\nR1: 0.5\nR7: 0.1\n")
+    app = get_app()
+    base = ["--method", "exact", "--no-cache", "--quiet"]
+    res = CliRunner().invoke(app, ["marginals", path, "-f", "json", "--rule-prob", str(probs), *base])
+    assert res.exit_code == 0, res.output
+    assert "1 rule(s) not in" in res.stderr and "(e.g. R7); 2 applied" in res.stderr
+    got = json.loads(res.stdout)["marginals"]
+    from fastlbp.engines.exact import exact_marginals
+
+    model = apply_rule_probs(load(path), {"R0": 0.25, "R1": 0.5})
+    want = exact_marginals(model, model.labels).marginals
+    for name, p in got.items():
+        r = model.resolve(name)
+        if r.var >= 0:
+            assert p == pytest.approx(want[r.var], abs=1e-9)
+    plain = json.loads(CliRunner().invoke(app, ["marginals", path, "-f", "json", *base]).stdout)["marginals"]
+    assert plain != got
+    for command in (["rank"], ["check"], ["simulate", "--max-rounds", "2"]):
+        res = CliRunner().invoke(app, [*command, path, "--rule-prob", str(probs), "--no-cache", "--quiet"])
+        assert res.exit_code == 0, (command, res.output)
+    # A file naming none of the graph's rules is an error, as is a malformed one.
+    none = tmp_path / "none.txt"
+    none.write_text("R9: 0.5\n")
+    res = CliRunner().invoke(app, ["rank", path, "--rule-prob", str(none), "--no-cache"])
+    assert res.exit_code == 2 and f"{none}: names none of the rules" in res.output
+    none.write_text("R0 0.5\n")
+    res = CliRunner().invoke(app, ["rank", path, "--rule-prob", str(none), "--no-cache"])
+    assert res.exit_code == 2 and f"{none}:1: malformed line" in res.output

@@ -128,8 +128,9 @@ FactsOpt = Annotated[
 RuleProbOpt = Annotated[
     Path | None,
     typer.Option("--rule-prob", metavar="FILE", show_default=False,
-                 help="For a .dl program: rule probabilities, lines 'Rk: p' (rule k in file order, from 0; "
-                      "Bingo's rule-prob.txt); rules not named get 0.999."),
+                 help="Rule probabilities, lines 'Rk: p' (Bingo's rule-prob.txt, `fastlbp learn`'s output): "
+                      "for a .dl program rule k in file order, from 0, rules not named get 0.999; for a "
+                      "derivation graph or Bingo directory they replace its rules' probabilities by name."),
 ]
 AlarmsOpt = Annotated[
     str | None,
@@ -204,7 +205,7 @@ class LoadOptions:
     def load(self, graph: Path, settings: Settings, progress: Progress | None = None, **kwargs):
         """The model of `graph` through the model cache (unless --no-cache), a program grounded first."""
         return load_graph(graph, settings, no_cache=self.no_cache, progress=progress,
-                          datalog=self.datalog(graph), **kwargs)
+                          datalog=self.datalog(graph), rule_prob=self.rule_prob, **kwargs)
 
     def start_jax(self, progress: Progress | None = None) -> None:
         """`configure_jax` for a command that runs inference; with --timings JAX's compile times go to
@@ -341,8 +342,9 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
     from datalog.grounding import GroundOptions
     from datalog.io import detect_format
 
-    given = [name for name, value in (("--facts", facts), ("--rule-prob", rule_prob), ("--alarms", alarms),
-                                      ("--priors", priors)) if value is not None]
+    # --rule-prob applies to every graph with rules (`load_graph`); the others are a program's only.
+    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors))
+             if value is not None]
     if not program and detect_format(graph) != "datalog":
         if given:
             raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "

@@ -206,9 +206,11 @@ def interrupt_on_ctrl_c() -> None:
 def program_inputs(graph: Path, facts: Path | None, rule_prob: Path | None, alarms: str | None,
                    priors: Path | None) -> tuple:
     """What a Datalog program's graph is made of besides the program: its REL.facts files, rule
-    probabilities, priors and alarm relations (part of its session's name). Empty for other graphs."""
+    probabilities, priors and alarm relations (part of its session's name). For other graphs only
+    --rule-prob."""
     if graph.suffix != ".dl":
-        return ()
+        # Another graph's probabilities are its own unless --rule-prob replaces them: a session per file.
+        return ("--rule-prob", rule_prob) if rule_prob is not None and rule_prob.is_file() else ()
     folder = facts if facts is not None else Path(".")
     try:
         found = sorted(folder.glob("*.facts")) if folder.is_dir() else []
