@@ -57,7 +57,7 @@ def test_em_reaches_a_stationary_point_of_the_enumerated_posterior(seed, truth_s
     model = tiny(seed, num_rules, truth_seed)
     labels = training_labels(model)
     learner = Learner([model], [labels], LearnOptions(method="exact", max_iters=500, tol=1e-9,
-                                                      prior_strength=strength))
+                                                      prior_strength=strength, accelerate=False))
     result = learner.run()
     assert result.converged
     names, a, b = result.names, learner.a, learner.b
@@ -354,3 +354,14 @@ def test_rule_prob_option_applies_to_derivation_graphs_on_every_command(tmp_path
     none.write_text("R0 0.5\n")
     res = CliRunner().invoke(app, ["rank", path, "--rule-prob", str(none), "--no-cache"])
     assert res.exit_code == 2 and f"{none}:1: malformed line" in res.output
+
+
+def test_squarem_reaches_plain_em_fixed_point_in_fewer_e_steps():
+    true_p = np.array([0.35, 0.55, 0.8, 0.95])
+    models = family(true_p, 3, seed=7)
+    plain = learn(models, None, LearnOptions(method="exact", max_iters=2000, tol=1e-8, accelerate=False))
+    fast = learn(models, None, LearnOptions(method="exact", max_iters=2000, tol=1e-8))
+    assert plain.converged and fast.converged
+    np.testing.assert_allclose(fast.probability, plain.probability, atol=1e-5)
+    assert fast.iterations < plain.iterations
+    assert fast.objective[-1] >= plain.objective[-1] - 1e-7

@@ -74,6 +74,8 @@ class LearnOptions:
             the prior's centre (and the starting point).
         settings: inference settings (exact_memory, samples, seed, LBP's
             tol/max_iters/schedule ...).
+        accelerate: SQUAREM extrapolation of the EM steps (`Learner.run`): EM
+            is slow where the labels leave much unobserved (alarms only).
     """
 
     method: str = "auto"
@@ -82,6 +84,7 @@ class LearnOptions:
     prior_strength: float = 2.0
     prior: dict[str, float] = dataclasses.field(default_factory=dict)
     settings: Settings = dataclasses.field(default_factory=Settings)
+    accelerate: bool = True
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -263,10 +266,10 @@ class LearnResult:
         lower, upper: (R,) float64 95% interval: quantiles of Beta(a + F, b + B - F), the posterior
             with the expected counts taken as observed (narrower than the truth where the labels
             leave much missing).
-        iterations: EM steps run.
+        iterations: E-steps run.
         converged: whether the last step moved every probability by at most `tol`.
-        objective: per step, sum over graphs of log P(L) plus the log prior (exact E-steps only,
-            else empty): EM never lowers it.
+        objective: per E-step, sum over graphs of log P(L) plus the log prior at the probabilities
+            it was taken at (exact E-steps only, else empty): plain EM never lowers it.
         methods: the E-step's method per graph.
         seconds: wall time.
     """
@@ -373,15 +376,26 @@ class Learner:
         """log P(L) + sum_r a_r log p_r + b_r log(1 - p_r)."""
         return log_evidence + float(np.sum(self.a * np.log(probability) + self.b * np.log1p(-probability)))
 
+    def mstep(self, fired: np.ndarray, body: np.ndarray) -> np.ndarray:
+        """The MAP probabilities (R,) from expected counts F and B (R,)."""
+        return np.clip((self.a + fired) / (self.a + self.b + body), EPS, 1 - EPS)
+
     def step(self) -> tuple[np.ndarray, np.ndarray, float]:
         """One EM step from `self.probability`; returns (F, B, log P(L) at the old probabilities)."""
         fired, body, log_ev = self.counts(self.probability)
-        new = (self.a + fired) / (self.a + self.b + body)
-        self.probability = np.clip(new, EPS, 1 - EPS)
+        self.probability = self.mstep(fired, body)
         return fired, body, log_ev
 
     def run(self, max_iters: int | None = None) -> LearnResult:
-        """EM from the current probabilities until they move by at most `tol` (or `max_iters` steps)."""
+        """EM from the current probabilities until a step moves none by more than `tol` (or `max_iters`
+        E-steps).
+
+        With `options.accelerate`, cycles of SQUAREM (Varadhan and Roland 2008, scheme S3): two EM
+        steps p0 -> p1 -> p2 give r = p1 - p0 and v = p2 - p1 - r, the extrapolation p0 - 2 a r +
+        a^2 v (a = -|r|/|v|, at most -1; clipped into (0, 1)) is evaluated and one EM step taken
+        from it. Where the E-step is exact and the extrapolation's objective is below p1's, the cycle
+        falls back to p2 (plain EM), so the objective never falls from cycle to cycle.
+        """
         from scipy.stats import beta
 
         start = time.perf_counter()
@@ -391,15 +405,36 @@ class Learner:
         converged = False
         iterations = 0
         fired = body = np.zeros(len(self.names))
-        for _ in range(most):
+
+        def evaluate(p):
+            nonlocal iterations, fired, body
             iterations += 1
-            old = self.probability
-            fired, body, log_ev = self.step()
-            if not math.isnan(log_ev):
-                objective.append(self.objective(log_ev, old))
-            if np.max(np.abs(self.probability - old), initial=0.0) <= opts.tol:
-                converged = True
-                break
+            fired, body, log_ev = self.counts(p)
+            obj = math.nan if math.isnan(log_ev) else self.objective(log_ev, p)
+            if not math.isnan(obj):
+                objective.append(obj)
+            return self.mstep(fired, body), obj
+
+        while iterations < most and not converged:
+            p0 = self.probability
+            p1, _ = evaluate(p0)
+            converged = np.max(np.abs(p1 - p0), initial=0.0) <= opts.tol
+            if converged or not opts.accelerate or most - iterations < 2:
+                self.probability = p1
+                continue
+            p2, obj1 = evaluate(p1)
+            r, v = p1 - p0, p2 - 2 * p1 + p0
+            if not np.any(v) or np.max(np.abs(p2 - p1), initial=0.0) <= opts.tol:
+                self.probability, converged = p2, np.max(np.abs(p2 - p1), initial=0.0) <= opts.tol
+                continue
+            alpha = min(-float(np.linalg.norm(r) / np.linalg.norm(v)), -1.0)
+            jump = np.clip(p0 - 2 * alpha * r + alpha**2 * v, EPS, 1 - EPS)
+            p3, obj_jump = evaluate(jump)
+            if not math.isnan(obj1) and obj_jump < obj1:
+                self.probability = p2  # the extrapolation lost ground: keep plain EM's step
+            else:
+                self.probability = p3
+                converged = np.max(np.abs(p3 - jump), initial=0.0) <= opts.tol
         support = np.zeros(len(self.names), np.int64)
         for rules in self.global_rule:
             support += np.bincount(rules, minlength=len(self.names))
