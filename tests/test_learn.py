@@ -285,11 +285,8 @@ def test_session_takes_new_probabilities_as_data():
         session.set_parameters(tiny(4, num_rules=3, width=3))
 
 
-def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_far():
-    from fastlbp.engines.exact import exact_marginals
-    from fastlbp.inference.learn import OnlineOptions
-    from fastlbp.inference.simulate import graph_truth, simulate
-
+def _mixed_alarms():
+    """A small graph stated at 0.999 whose alarms' truth (some true, some false) was drawn at 0.3-0.9."""
     dg = synthetic.layered(num_inputs=10, layers=2, width=8, num_rules=3, max_clauses=2, seed=11)
     dg.rules = [dataclasses.replace(r, probability=p) for r, p in zip(dg.rules, [0.3, 0.5, 0.9], strict=True)]
     # The first world (deterministic) with a few true alarms, so the run takes several labels.
@@ -297,7 +294,15 @@ def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_fa
                  if 3 <= t[dg.alarms].sum() <= len(dg.alarms) - 3)
     dg.truth = {int(a): bool(truth[a]) for a in dg.alarms}
     dg.rules = [dataclasses.replace(r, probability=0.999) for r in dg.rules]
-    model = to_model(dg, compress=True)
+    return dg
+
+
+def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_far():
+    from fastlbp.engines.exact import exact_marginals
+    from fastlbp.inference.learn import OnlineOptions
+    from fastlbp.inference.simulate import graph_truth, simulate
+
+    model = to_model(_mixed_alarms(), compress=True)
     true_vars = graph_truth(model)
     s = Settings(method="exact")
     plain = simulate(model, true_vars, settings=s)
@@ -365,3 +370,25 @@ def test_squarem_reaches_plain_em_fixed_point_in_fewer_e_steps():
     np.testing.assert_allclose(fast.probability, plain.probability, atol=1e-5)
     assert fast.iterations < plain.iterations
     assert fast.objective[-1] >= plain.objective[-1] - 1e-7
+
+
+def test_cli_simulate_learn(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from datalog.formats import save_json
+    from fastlbp.cli import get_app
+
+    path = str(tmp_path / "mixed.json")
+    save_json(_mixed_alarms(), path)
+    app = get_app()
+    args = ["simulate", path, "--method", "exact", "-f", "json", "--no-cache", "--quiet"]
+    plain = CliRunner().invoke(app, args)
+    online = CliRunner().invoke(app, [*args, "--learn", "--learn-steps", "2"])
+    assert plain.exit_code == 0 and online.exit_code == 0, online.output
+    a, b = json.loads(plain.stdout), json.loads(online.stdout)
+    assert a["complete"] and b["complete"] and a["num_true"] == b["num_true"]
+    # Same first round (nothing learned yet), other probabilities afterwards.
+    assert a["labels"][0] == {**b["labels"][0], "round_s": a["labels"][0]["round_s"]}
+    assert [x["probability"] for x in a["labels"][1:]] != [x["probability"] for x in b["labels"][1:]]
