@@ -47,7 +47,8 @@ def fastlbp_modules(*args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-COMMANDS = ("rank", "triage", "simulate", "marginals", "check", "ground", "info", "schedule", "convert")
+COMMANDS = ("rank", "triage", "simulate", "marginals", "check", "learn", "ground", "info", "schedule",
+            "convert")
 
 
 @pytest.mark.parametrize("args", [
