@@ -256,7 +256,8 @@ def test_cli_learn_bad_input(tmp_path):
     assert res.exit_code == 2 and "no labels to learn from" in res.output
     bad = tmp_path / "prior.txt"
     bad.write_text("R0: 0.5\nR1 0.3\n")
-    res = CliRunner().invoke(app, ["learn", str(tmp_path / "plain.json"), "--prior", str(bad), "--no-cache"])
+    res = CliRunner().invoke(app, ["learn", str(tmp_path / "plain.json"), "--rule-prob", str(bad),
+                                   "--no-cache"])
     assert res.exit_code == 2 and f"{bad}:2: malformed line" in res.output
     labels = tmp_path / "labels.txt"
     labels.write_text(f"{dg.tuples[int(dg.alarms[0])]} nonsense\n")
