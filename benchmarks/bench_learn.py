@@ -135,7 +135,7 @@ def main() -> None:
         learned = apply_rule_probs(stated, result.as_dict())
         fold = {"graph": i, "learn_s": learn_s, "setup_s": setup_s, "em_steps": result.iterations,
                 "converged": result.converged, "methods": sorted(set(result.methods)),
-                "learned": result.as_dict(), "support": dict(zip(result.names, result.support.tolist(),
+                "probabilities": result.as_dict(), "support": dict(zip(result.names, result.support.tolist(),
                                                                      strict=True)),
                 "num_true": len(truth)}
         if truth:
@@ -157,7 +157,7 @@ def main() -> None:
 
     rules = []
     for name, p in true_p.items():
-        got = np.array([f["learned"].get(name, np.nan) for f in folds])
+        got = np.array([f["probabilities"].get(name, np.nan) for f in folds])
         sup = np.array([f["support"].get(name, 0) for f in folds])
         rules.append({"rule": name, "true": p, "learned_mean": float(np.nanmean(got)),
                       "max_abs_error": float(np.nanmax(np.abs(got - p))), "support_mean": float(sup.mean()),
