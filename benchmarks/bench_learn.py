@@ -1,7 +1,8 @@
 """Learning rule probabilities (`fastlbp learn`): recovery of known probabilities and the ranking it buys.
 
     python benchmarks/bench_learn.py --vertices 3000 --graphs 4            # this CPU, ~minutes
-    python benchmarks/bench_learn.py --preset ftp --graphs 8 --method lbp --online   # the H200
+    # the H200, ftp size (~69k variables after compression, ~5,500 alarms, ~180 true):
+    python benchmarks/bench_learn.py --preset ftp --graphs 8 --layers 12 --alarm-layers 1 --low 0.6 --high 0.9
 
 A family of synthetic graphs of one "analysis" (`datalog.synthetic.generate`: the same 16 rules,
 different seeds) whose truth is one ancestral sample (`sample_truth`) drawn with *true* rule
@@ -60,7 +61,11 @@ def family(args) -> tuple[dict[str, float], list]:
     graphs = []
     for g in range(args.graphs):
         dg = synthetic.generate(**size, seed=args.seed * 1000 + g, rule_probabilities=true_p.tolist(),
-                                layers=args.layers, alarm_layers=args.alarm_layers)
+                                layers=args.layers or None, alarm_layers=args.alarm_layers)
+        if args.alarms and args.alarms < len(dg.alarms):  # a random subset: bounded simulate runs
+            rng_g = np.random.default_rng(args.seed * 1000 + g)
+            pick = rng_g.choice(len(dg.alarms), args.alarms, replace=False)
+            dg.alarms = np.sort(np.asarray(dg.alarms)[pick])
         truth = synthetic.sample_truth(dg, args.seed * 1000 + g)
         dg.truth = {int(a): bool(truth[a]) for a in dg.alarms}
         dg.rules = [dataclasses.replace(r, probability=args.stated) for r in dg.rules]
@@ -94,9 +99,12 @@ def main() -> None:
     ap.add_argument("--vertices", type=int, default=3000, help="BN vertices when no --preset")
     ap.add_argument("--graphs", type=int, default=4)
     ap.add_argument("--layers", type=int, default=6,
-                    help="derived layers (generate's default, ~23 at 3000 vertices, leaves almost no alarm "
-                         "true once rules are at 0.3-0.6)")
+                    help="derived layers, 0: generate's default (~23 at 3000 vertices: it leaves almost "
+                         "no alarm true once rules are at 0.3-0.6)")
     ap.add_argument("--alarm-layers", type=int, default=2)
+    ap.add_argument("--alarms", type=int, default=0,
+                    help="keep this many of the alarm layers' tuples as alarms, at random (0: all); "
+                         "compression prunes what no kept alarm depends on")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--low", type=float, default=0.3)
     ap.add_argument("--high", type=float, default=0.6)
