@@ -81,15 +81,18 @@ def test_em_reaches_a_stationary_point_of_the_enumerated_posterior(seed, truth_s
 
 
 def test_one_rule_em_is_the_global_maximum_of_the_enumerated_posterior():
-    for seed in range(4):
+    for seed in range(2):
         model = tiny(seed, num_rules=1, truth_seed=seed)
         labels = training_labels(model)
         learner = Learner([model], [labels], LearnOptions(method="exact", max_iters=1000, tol=1e-10))
         result = learner.run()
-        grid = np.linspace(1e-4, 1 - 1e-4, 2001)
+        grid = np.linspace(1e-4, 1 - 1e-4, 201)
         values = [objective(model, labels, result.names, [q], learner.a, learner.b) for q in grid]
         best = grid[int(np.argmax(values))]
-        assert result.probability[0] == pytest.approx(best, abs=1e-3)
+        fine = np.linspace(max(best - 5e-3, 1e-5), min(best + 5e-3, 1 - 1e-5), 101)  # around the best
+        values += [objective(model, labels, result.names, [q], learner.a, learner.b) for q in fine]
+        best = np.concatenate([grid, fine])[int(np.argmax(values))]
+        assert result.probability[0] == pytest.approx(best, abs=2e-4)
         assert result.objective[-1] >= max(values) - 1e-9
 
 
@@ -322,6 +325,7 @@ def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_fa
     assert abs(run.steps[1].probability - plain.steps[1].probability) > 1e-7  # learning changed the model
 
 
+@pytest.mark.slow
 def test_rule_prob_option_applies_to_derivation_graphs_on_every_command(tmp_path):
     import json
 
