@@ -48,6 +48,7 @@ import numpy as np
 
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import AND, FactorGraph, from_arrays
+from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.io.rule_probs import RuleLine, clause_factors, rule_names
@@ -194,6 +195,7 @@ def augment(model: Model) -> Augmented:
 class _Posterior:
     """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities."""
 
+    @float64
     def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings):
         self.aug, self.labels, self.settings = aug, dict(labels), settings
         self.method = method
@@ -221,6 +223,7 @@ class _Posterior:
         elif self.method != "sample":
             raise SettingsError(f"no E-step for method {self.method!r}")
 
+    @float64
     def __call__(self, clause_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """((K,) P(X_c | L), (K,) P(body_c | L)) at clause probabilities clause_p ((K,) float64)."""
         aug = self.aug

@@ -116,6 +116,7 @@ class Session:
             self.runner = engines.make_runner(self.model, self._settings)
             self.graph = engines.device_graph(self.model.graph, self.runner.reads)
 
+    @float64
     def set_parameters(self, model: Model) -> None:
         """Takes `model`'s factor probabilities: the same graph structure, other p1/p2 (learned rule
         probabilities, `fastlbp.io.rule_probs.apply_rule_probs`).
