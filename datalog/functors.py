@@ -9,7 +9,10 @@ undefined arithmetic does.
 
 from __future__ import annotations
 
+import re
+
 _BITS = 32
+_BAD_BRACE = re.compile(r"(?<!\\)\{(?![0-9]+(,[0-9]*)?\})")
 _POSIX_CLASSES = {"digit": "0-9", "alpha": "a-zA-Z", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
                   "space": " \\t\\n\\r\\f\\v", "xdigit": "0-9A-Fa-f", "punct": "!-/:-@\\[-`{-~",
                   "blank": " \\t", "cntrl": "\\x00-\\x1f\\x7f", "print": " -~", "graph": "!-~"}
@@ -60,6 +63,14 @@ class Context:
     def lnot(self, a):
         return self._num(int(not a.number))
 
+    def range(self, a, b, step=None):
+        """Soufflé's range(a, b[, step]): a, a + step, ... up to b exclusive; step 1 or -1 by default."""
+        lo, hi = a.number, b.number
+        by = (1 if lo <= hi else -1) if step is None else step.number
+        if by == 0:
+            return []
+        return [self._clingo.Number(v) for v in range(lo, hi, by)]
+
     def min(self, *args):
         return min(args, key=self._key)
 
@@ -96,16 +107,16 @@ class Context:
         return self._clingo.String(str(a.number))
 
     def match(self, pattern, s):
-        import re
-
         # Soufflé matches with std::regex (ECMAScript), which knows POSIX classes inside brackets.
         text = pattern.string
         for name, chars in _POSIX_CLASSES.items():
             text = text.replace(f"[:{name}:]", chars)
+        if _BAD_BRACE.search(text):  # ECMAScript refuses what Python reads as a literal '{'
+            return self._undefined()
         try:
             return self._num(int(re.fullmatch(text, s.string) is not None))
-        except re.error:
-            return self._num(0)
+        except re.error:  # Soufflé warns and neither match nor !match holds
+            return self._undefined()
 
     def contains(self, part, s):
         return self._num(int(part.string in s.string))

@@ -242,8 +242,8 @@ class _Translator:
 
     def comparison(self, c: souffle.Comparison, names, fresh, extra) -> str:
         left, right = (self.term(t, names, fresh, extra) for t in (c.left, c.right))
-        if c.op in ("match", "contains"):
-            return f"@{c.op}({left},{right}) = 1"
+        if c.op.lstrip("!") in ("match", "contains"):
+            return f"@{c.op.lstrip('!')}({left},{right}) = {0 if c.op.startswith('!') else 1}"
         return f"{left}{c.op}{right}"
 
     def rule(self, rule: souffle.Rule, copy: bool) -> str:

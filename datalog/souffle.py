@@ -82,12 +82,13 @@ _TOKEN = re.compile(r"""
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
   | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
-  | (?P<punct>:-|<:|!=|<=|>=|[(),.:!=<>|+\-*/%^{}])
+  | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}])
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
 _MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9u])")
 _LINE = re.compile(r'\#line[ \t]+([0-9]+)[ \t]+"([^"\n]*)"')
+MAX_ALTERNATIVES = 4096  # rules one rule's disjunctions may expand to
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _OTHER_CHARS = {
     "&": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('&' is not an operator)",
@@ -95,7 +96,6 @@ _OTHER_CHARS = {
     "[": "records are not supported", "]": "records are not supported",
     "$": "algebraic data types are not supported",
     "@": "user-defined functors are not supported",
-    ";": "disjunction ';' is not supported: write one rule per alternative",
     "#": "preprocessor directives must start a line (#include, #define)",
 }
 
@@ -267,16 +267,22 @@ class _Parser(DirectivesMixin, TermsMixin):
         heads = [self.atom(head=True)]
         while self.accept(","):
             heads.append(self.atom(head=True))
+        if self.tok.kind == "punct" and self.tok.text == "<=":
+            raise self.error(self.tok, "subsumption rules (HEAD <= HEAD :- BODY) are not supported")
         if self.accept("."):
             for head in heads:
-                for a in head.args:
-                    if not isinstance(a, Const):
+                if all(isinstance(a, Const) for a in head.args):
+                    self.facts.append(Fact(head))
+                    continue
+                for a in head.args:  # an expression of constants (1 + 2, cat("a", "b")) is a rule's head
+                    if not isinstance(a, Const) and (term_vars(a) or not isinstance(a, Functor)):
                         raise self.error_at(a.pos, "a fact's arguments must be constants (a variable or '_' "
                                             "makes it a rule without a body)")
-                self.facts.append(Fact(head))
+                text = " ".join(self.text[start.offset:self.toks[self.i - 1].offset + 1].split())
+                self.rules.append(Rule(len(self.rules), head, (), text, start.pos))
             return
         self.expect(":-", "'.' (a fact) or ':-' (a rule)")
-        body = self.body()
+        alternatives = self.disjunction()
         end = self.tok
         if end.kind == "punct" and end.text == ".":
             self.i += 1
@@ -284,12 +290,57 @@ class _Parser(DirectivesMixin, TermsMixin):
             raise self.expected("',' or '.' after a body literal")
         text = " ".join(self.text[start.offset:end.offset + 1].split())
         for head in heads:
-            self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
+            for body in alternatives:  # a disjunction is one rule per alternative, as Soufflé reads it
+                self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
+
+    def disjunction(self) -> list[list[Literal]]:
+        """A rule's body `A ; B` (with parenthesised groups) as its alternatives, each a conjunction."""
+        alternatives = self.conjunction()
+        while self.accept(";"):
+            alternatives = alternatives + self.conjunction()
+        return alternatives
+
+    def conjunction(self) -> list[list[Literal]]:
+        alternatives: list[list[Literal]] = [[]]
+        while True:
+            t = self.tok
+            group = self.group()
+            alternatives = [a + b for a in alternatives for b in group]
+            if len(alternatives) > MAX_ALTERNATIVES:
+                raise self.error(t, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} rules")
+            if not self.accept(","):
+                return alternatives
+
+    def group(self) -> list[list[Literal]]:
+        """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('."""
+        if self.tok.kind == "punct" and self.tok.text == "!" and self._is("(", 1):
+            bang = self.tok
+            self.i += 2
+            inner = self.disjunction()
+            self.expect(")", "')' closing the negated group")
+            if any(len(a) != 1 or not isinstance(a[0], Atom) or a[0].negated for a in inner):
+                raise self.error(bang, "a negated group must be a disjunction of atoms: !(a(x) ; b(x))")
+            return [[dataclasses.replace(a[0], negated=True) for a in inner]]  # !(a ; b) is !a, !b
+        if self.tok.kind == "punct" and self.tok.text == "(":
+            save = self.i
+            try:
+                self.i += 1
+                inner = self.disjunction()
+                self.expect(")")
+                if self.tok.kind == "punct" and self.tok.text in (",", ";", ".", ")"):
+                    return inner
+            except ProgramError:
+                pass
+            self.i = save
+        return [[self.literal()]]
 
     def body(self) -> list[Literal]:
+        """An aggregate's body: a conjunction."""
         body = [self.literal()]
         while self.accept(","):
             body.append(self.literal())
+        if self.tok.kind == "punct" and self.tok.text == ";":
+            raise self.error(self.tok, "disjunction ';' inside an aggregate is not supported")
         return body
 
     def atom(self, head: bool = False, negated: bool = False) -> Atom:

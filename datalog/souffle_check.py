@@ -122,7 +122,7 @@ class RuleChecker:
         for s in (c.left, c.right):
             if isinstance(s, Wildcard):
                 raise self.err(s.pos, "'_' in a comparison")
-        if c.op in _ARG_TYPES:  # match, contains
+        if c.op.lstrip("!") in _ARG_TYPES:  # match, contains and their negations
             self.expect(c.left, SYMBOL, f"an argument of {c.op}")
             self.expect(c.right, SYMBOL, f"an argument of {c.op}")
             return

@@ -19,7 +19,7 @@ _LEVELS = (("lor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr",
 _UNARY = {"-": "neg", "bnot": "bnot", "lnot": "lnot"}
 # functor name -> (least, most arguments)
 FUNCTORS = {"min": (2, 99), "max": (2, 99), "cat": (1, 99), "strlen": (1, 1), "substr": (3, 3),
-            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1)}
+            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3)}
 CONSTRAINTS = ("match", "contains")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 _REFUSED_FUNCTORS = {
@@ -27,7 +27,7 @@ _REFUSED_FUNCTORS = {
     "itou": "unsigned numbers are not supported", "utoi": "unsigned numbers are not supported",
     "itof": "floats are not supported", "ftoi": "floats are not supported",
     "utof": "floats are not supported", "ftou": "floats are not supported",
-    "as": "type casts (as) are not supported", "range": "the range functor is not supported",
+    "as": "type casts (as) are not supported",
     "autoinc": "autoinc() is not supported (its values depend on Soufflé's evaluation order)",
 }
 
@@ -44,10 +44,10 @@ class TermsMixin:
         if self.accept("!"):
             if self.tok.kind != "ident":
                 raise self.expected("an atom after '!'")
+            if self.tok.text in CONSTRAINTS and self._is("(", 1):
+                c = self.literal()
+                return Comparison("!" + c.op, c.left, c.right, c.pos)
             return self.atom(negated=True)
-        if t.kind == "punct" and t.text == "(" :
-            raise self.error(t, "parenthesised bodies (disjunction) are not supported: write one rule per "
-                                "alternative")
         if t.kind == "ident" and t.text in ("true", "false") and not self._is("(", 1) and \
                 not (self.peek().kind == "punct" and self.peek().text in COMPARISONS):
             self.i += 1
@@ -108,7 +108,8 @@ class TermsMixin:
             return Const(t.value, t.pos)
         if t.kind != "ident":
             raise self.expected("a variable, a constant, '_' or an expression")
-        if t.text in AGGREGATES and (self._is(":", 1) or (t.text != "count" and not self._is("(", 1))):
+        if t.text in AGGREGATES and (self._is(":", 1) or (t.text != "count" and not self._is("(", 1))
+                                     or self._colon_after_parenthesis()):
             return self.aggregate()
         self.i += 1
         if self.accept("("):
@@ -133,6 +134,22 @@ class TermsMixin:
         if self._qualified(t):
             raise self.error(self.tok, "qualified names (components) are not supported")
         return Var(t.text, t.pos)
+
+    def _colon_after_parenthesis(self) -> bool:
+        """`max (a / b) : ...`: the parenthesis after the aggregate's name closes before a ':'."""
+        depth, k = 0, 1
+        while True:
+            t = self.peek(k)
+            if t.kind in ("end", "bad"):
+                return False
+            if t.kind == "punct" and t.text == "(":
+                depth += 1
+            elif t.kind == "punct" and t.text == ")":
+                depth -= 1
+                if depth == 0:
+                    nxt = self.peek(k + 1)
+                    return nxt.kind == "punct" and nxt.text == ":"
+            k += 1
 
     def aggregate(self):
         t = self.tok
