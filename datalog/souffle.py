@@ -65,6 +65,7 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     aggregates_in,
 )
 from datalog.souffle_check import RuleChecker
+from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_terms import TermsMixin
 from fastlbp.errors import read_text
@@ -81,7 +82,7 @@ _TOKEN = re.compile(r"""
   | (?P<number>""" + NUMBER_PATTERN + r""")
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
-  | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
+  | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*)  # a.b: a component's member
   | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}])
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
@@ -185,7 +186,7 @@ def tokenize(text: str, path: str | None) -> list[Token]:
 
 # Parser ---------------------------------------------------------------------
 
-class _Parser(DirectivesMixin, TermsMixin):
+class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
     def __init__(self, text: str, path: str | None):
         self.text = text
         self.path = path
@@ -202,6 +203,13 @@ class _Parser(DirectivesMixin, TermsMixin):
         self.eqrel: list = []
         self.rules: list[Rule] = []
         self.facts: list[Fact] = []
+        self.components: dict = {}
+        self.scopes: dict = {}  # instance -> (enclosing instance, its relation names, its type names)
+        self.expanded = 0  # tokens that component instances added
+        self.recording = False  # reading a component's body (datalog.souffle_components), not the program
+        self.last_directive: str | None = None
+        self.last_init: str | None = None
+        self.last_override: str | None = None
 
     # helpers
     @property
@@ -253,14 +261,17 @@ class _Parser(DirectivesMixin, TermsMixin):
     # statements
     def program(self) -> None:
         while self.tok.kind != "end":
-            t = self.tok
-            if t.kind == "punct" and t.text == "." and self.peek().kind == "ident" and \
-                    self.peek().offset == t.offset + 1:
-                self.directive()
-            elif t.kind == "ident":
-                self.clause()
-            else:
-                raise self.expected("a directive (.decl, .input, .output ...), a rule or a fact")
+            self.statement()
+
+    def statement(self) -> None:
+        t = self.tok
+        if t.kind == "punct" and t.text == "." and self.peek().kind == "ident" and \
+                self.peek().offset == t.offset + 1:
+            self.directive()
+        elif t.kind == "ident":
+            self.clause()
+        else:
+            raise self.expected("a directive (.decl, .input, .output ...), a rule or a fact")
 
     def clause(self) -> None:
         start = self.tok

@@ -27,8 +27,6 @@ IGNORED_QUALIFIERS = {"btree", "brie", "btree_delete", "inline", "no_inline", "m
                       "overridable"}
 IO_PARAMETERS = ("IO", "filename", "delimiter")
 _REFUSED_DIRECTIVES = {
-    "comp": "components (.comp) are not supported", "init": "components (.init) are not supported",
-    "override": "components (.override) are not supported",
     "functor": "user-defined functors (.functor) are not supported",
     "limitsize": ".limitsize is not supported (it changes the result: Soufflé stops a relation early)",
 }
@@ -42,7 +40,20 @@ class DirectivesMixin:
         self.i += 1
         name = self.ident("a directive name")
         n = name.text
-        if n == "decl":
+        self.last_directive = n
+        if n == "comp":
+            self.component(dot)
+        elif n == "init" and self.recording:  # a nested instance: expanded with its component's instance
+            inst = self.ident("an instance name after .init")
+            self.expect("=", "'=' after the instance name")
+            self.ident("a component name")
+            self.comp_args()
+            self.last_init = inst.text
+        elif n == "init":
+            self.init(dot)
+        elif n == "override":
+            self.override()
+        elif n == "decl":
             self.decl()
         elif n in ("input", "output", "printsize"):
             self.io(n)
