@@ -25,19 +25,20 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     ap.add_argument("--only", nargs="*", help="case ids")
+    ap.add_argument("--max-rule-instances", type=int, default=5_000_000)
     ap.add_argument("--show", nargs="*", default=["different", "crashed", "timeout"],
                     help="statuses whose cases are listed with their message")
     ap.add_argument("--json", help="write every case's result here")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    results = conformance.run_suite(args.suite, args.jobs, args.timeout, args.only)
+    results = conformance.run_suite(args.suite, args.jobs, args.timeout, args.only, args.max_rule_instances)
     wall = time.perf_counter() - t0
     for r in results:
         if r.status in args.show:
             print(f"{r.status:9s} {r.id}: {r.detail.strip().splitlines()[-1][:300] if r.detail else ''}")
     s = conformance.summarize(results)
-    print(f"\n{s['cases']} cases in {wall:.0f} s ({args.jobs} jobs): equal {s['equal']}, refused {s['refused']}, "
-          f"different {s['different']}, crashed {s['crashed']}, timeout {s['timeout']}")
+    print(f"\n{s['cases']} cases in {wall:.0f} s ({args.jobs} jobs): equal {s['equal']}, refused "
+          f"{s['refused']}, different {s['different']}, crashed {s['crashed']}, timeout {s['timeout']}")
     for construct, n in s["refused_by"].items():
         print(f"  refused by {construct}: {n}")
     slow = sorted(results, key=lambda r: -r.seconds)[:5]

@@ -31,6 +31,7 @@ but bound by no positive atom) and negation through recursion.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part of this module's API)
@@ -137,6 +138,8 @@ def tokenize(text: str, path: str | None) -> list[Token]:
             end = n if end < 0 else end + 1
             line, line_start, i = int(mark.group(1)), end, end
             file = None if path is not None and mark.group(2) == path else mark.group(2)
+            if file is not None and path is not None and os.path.isabs(path):  # pcpp's paths are relative
+                file = os.path.abspath(file)
             continue
         if kind == "block":
             end = text.find("*/", i + 2)

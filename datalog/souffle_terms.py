@@ -85,8 +85,7 @@ class TermsMixin:
 
     def unary(self):
         t = self.tok
-        if t.kind in ("punct", "ident") and t.text in _UNARY and not self._is("(", 1) or \
-                (t.kind == "ident" and t.text in ("bnot", "lnot")):
+        if (t.kind == "punct" and t.text == "-") or (t.kind == "ident" and t.text in ("bnot", "lnot")):
             self.i += 1
             arg = self.unary()
             if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int):

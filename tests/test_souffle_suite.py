@@ -12,7 +12,7 @@ from datalog import conformance
 
 SUITE = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "souffle-suite"
 # Cases grounded and equal when this test was last raised; fewer is a regression.
-MIN_EQUAL = 192
+MIN_EQUAL = 210
 
 needs_suite = pytest.mark.skipif(not (SUITE / "cases.json").exists(),
                                  reason=f"Soufflé's test suite is not at {SUITE} (see its README.md)")
@@ -21,7 +21,8 @@ needs_suite = pytest.mark.skipif(not (SUITE / "cases.json").exists(),
 @needs_suite
 @pytest.mark.slow
 def test_souffle_suite_grounded_cases_equal_soufflés_output():
-    results = conformance.run_suite(SUITE, jobs=2, timeout=300)
+    # 1M rule instances: the three cases past it are refused in seconds, not grounded for a minute each.
+    results = conformance.run_suite(SUITE, jobs=2, timeout=300, max_rule_instances=1_000_000)
     bad = [f"{r.status} {r.id}: {r.detail[-1500:]}" for r in results
            if r.status in ("different", "crashed", "timeout")]
     assert not bad, "\n".join(bad)
