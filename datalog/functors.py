@@ -89,8 +89,10 @@ class Context:
 
     def substr(self, s, i, n):
         text, start, length = s.string, i.number, n.number
-        if start < 0 or start > len(text) or length < 0:
-            return self._clingo.String("")
+        if start < 0 or start > len(text):  # Soufflé warns: no value
+            return self._undefined()
+        if length < 0:  # a huge unsigned length in C++: the rest of the string
+            length = len(text)
         return self._clingo.String(text[start:start + length])
 
     def ord(self, a):

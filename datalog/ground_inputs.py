@@ -54,6 +54,9 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
                              "REL.facts files)")
     for rel, pos in program.inputs.items():
         decl = program.decls[rel]
+        if any(t in program.records for t in decl.types):
+            raise InputError(str(program.path), pos.line, f"input relation {rel!r} has a record attribute: "
+                             "records in facts files are not supported")
         params = program.input_params.get(rel, {})  # .input R(filename="...", delimiter=",")
         path = d / params.get("filename", f"{rel}.facts")
         sep = params.get("delimiter", "\t")

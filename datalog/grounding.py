@@ -192,6 +192,11 @@ class _Translator:
                 return "_"  # "no tuple with any value here": clingo's projection, over facts
             fresh[0] += 1  # a fresh variable, not '_': clingo would project the values away
             return f"W{fresh[0]}"
+        if isinstance(t, souffle.Record):  # a clingo tuple; nil a constant
+            if t.args is None:
+                return "nil"
+            args = [self.term(a, names, fresh, extra, negated) for a in t.args]
+            return f"({','.join(args)}{',' if len(args) == 1 else ''})"
         if isinstance(t, souffle.Functor):
             args = [self.term(a, names, fresh, extra) for a in t.args]
             if t.op in _NATIVE:
@@ -253,6 +258,8 @@ class _Translator:
         body: list[str] = []
         extra: list[str] = []
         self.outer = _outer_bound(rule.body)
+        for v in sorted(self.outer):  # named first: an aggregate translated before their atoms shares them
+            names.setdefault(v, f"V{len(names)}")
         for lit in rule.body:
             if isinstance(lit, souffle.Atom):
                 body.append(("not " if lit.negated else "") + self.atom(lit, names, fresh, extra, copy))
@@ -524,6 +531,8 @@ def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.nd
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
+        elif any(t in program.records for t in program.decls[rel].types):
+            names = [f"{rel}({','.join(map(_shown_value, _clingo_value(a)))})" for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
             names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
@@ -531,6 +540,44 @@ def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.nd
                      for a in args]
         name_of[atoms] = names
     return name_of, rel_of, rule_of
+
+
+_CLINGO_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+|[(),]|[a-z_][A-Za-z0-9_]*')
+
+
+def _clingo_value(text: str):
+    """A value as clingo writes it (numbers, strings, tuples, `nil`): int, str, tuple or None (nil)."""
+    tokens = _CLINGO_TOKEN.findall(text)
+    pos = 0
+
+    def value():
+        nonlocal pos
+        t = tokens[pos]
+        pos += 1
+        if t == "(":
+            items = []
+            while tokens[pos] != ")":
+                items.append(value())
+                if tokens[pos] == ",":
+                    pos += 1
+            pos += 1
+            return tuple(items)
+        if t.startswith('"'):
+            return _unquote(t[1:-1])
+        if t == "nil":
+            return None
+        return int(t)
+
+    return value()
+
+
+def _shown_value(v) -> str:
+    """A value as Soufflé writes it in a .csv: records `[1, a]`, nil `nil`."""
+    if v is None:
+        return "nil"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(map(_shown_value, v)) + "]"
+    return str(v)
 
 
 # The derivation graph -------------------------------------------------------

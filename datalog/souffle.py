@@ -51,6 +51,7 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     Decl,
     Fact,
     Functor,
+    Record,
     Literal,
     Pos,
     Program,
@@ -84,7 +85,7 @@ _TOKEN = re.compile(r"""
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
   | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*)  # a.b: a component's member
-  | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}])
+  | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}\[\]])
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
@@ -95,7 +96,6 @@ _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _OTHER_CHARS = {
     "&": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('&' is not an operator)",
     "~": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('~' is not an operator)",
-    "[": "records are not supported", "]": "records are not supported",
     "$": "algebraic data types are not supported",
     "@": "user-defined functors are not supported",
     "#": "preprocessor directives must start a line (#include, #define)",
@@ -207,6 +207,7 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         self.rules: list[Rule] = []
         self.facts: list[Fact] = []
         self.components: dict = {}
+        self.record_fields: dict[str, list[tuple[str, str]]] = {}
         self.scopes: dict = {}  # instance -> (enclosing instance, its relation names, its type names)
         self.expanded = 0  # tokens that component instances added
         self.recording = False  # reading a component's body (datalog.souffle_components), not the program
@@ -289,7 +290,7 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                     self.facts.append(Fact(head))
                     continue
                 for a in head.args:  # an expression of constants (1 + 2, cat("a", "b")) is a rule's head
-                    if not isinstance(a, Const) and (term_vars(a) or not isinstance(a, Functor)):
+                    if not isinstance(a, Const) and (term_vars(a) or not isinstance(a, Functor | Record)):
                         raise self.error_at(a.pos, "a fact's arguments must be constants (a variable or '_' "
                                             "makes it a rule without a body)")
                 text = " ".join(self.text[start.offset:self.toks[self.i - 1].offset + 1].split())
@@ -421,10 +422,10 @@ def _check(p: _Parser) -> Program:
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
     for rule in p.rules:
-        RuleChecker(rule, check_atom, err).check()
+        RuleChecker(rule, check_atom, err, p.record_fields).check()
     strata = _stratify(p, err)
-    return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, p.input_params,
-                   p.output_files)
+    return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
+                   output_files=p.output_files, records=p.record_fields)
 
 
 def _stratify(p: _Parser, err) -> list[list[str]]:

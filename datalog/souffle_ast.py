@@ -118,15 +118,32 @@ class Aggregate:
     pos: Pos
 
 
-Term = Var | Const | Wildcard | Functor | Aggregate
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A record `[a, b, ...]` (`args`), or `nil` (args None)."""
+
+    args: tuple | None
+    pos: Pos
+
+
+Term = Var | Const | Wildcard | Functor | Aggregate | Record
 
 
 def term_vars(term) -> list[Var]:
     """The variables of a term outside aggregates (an aggregate's own variables are local to it)."""
     if isinstance(term, Var):
         return [term]
-    if isinstance(term, Functor):
+    if isinstance(term, Functor) or (isinstance(term, Record) and term.args):
         return [v for a in term.args for v in term_vars(a)]
+    return []
+
+
+def pattern_vars(term) -> list[Var]:
+    """The variables a term binds when matched against a value: itself, or those in its records."""
+    if isinstance(term, Var):
+        return [term]
+    if isinstance(term, Record) and term.args:
+        return [v for a in term.args for v in pattern_vars(a)]
     return []
 
 
@@ -134,7 +151,7 @@ def aggregates_in(term) -> list[Aggregate]:
     """The aggregates of a term, outermost first (not those nested in their bodies)."""
     if isinstance(term, Aggregate):
         return [term]
-    if isinstance(term, Functor):
+    if isinstance(term, Functor) or (isinstance(term, Record) and term.args):
         return [g for a in term.args for g in aggregates_in(a)]
     return []
 
@@ -237,6 +254,8 @@ class Program:
 
     `input_params`: {relation: its .input parameters (filename, delimiter)};
     `output_files`: {relation: the filename of its .output} where given.
+    `records`: {record type: its fields (name, type)}; an attribute's type is number, symbol or one of
+    these.
 
     Attributes:
         path: the source file (for messages).
@@ -257,6 +276,7 @@ class Program:
     facts: list[Fact]
     strata: list[list[str]] = dataclasses.field(default_factory=list)
     input_params: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    records: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
     output_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def depends(self) -> dict[str, set[str]]:

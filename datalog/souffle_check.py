@@ -19,9 +19,11 @@ from datalog.souffle_ast import (
     Const,
     Functor,
     Pos,
+    Record,
     Rule,
     Var,
     Wildcard,
+    pattern_vars,
     term_vars,
 )
 
@@ -40,8 +42,9 @@ class RuleChecker:
     """Checks one rule; `check_atom(atom)` returns the atom's Decl (raising for an undeclared relation or
     a wrong arity), `err(pos, message)` makes the error."""
 
-    def __init__(self, rule: Rule, check_atom, err):
+    def __init__(self, rule: Rule, check_atom, err, records: dict | None = None):
         self.rule, self.check_atom, self.err = rule, check_atom, err
+        self.records = records or {}
         self.types: dict[str, tuple[str, Pos]] = {}
 
     def set_type(self, v: Var, ty: str, what: str) -> None:
@@ -68,7 +71,20 @@ class RuleChecker:
 
     def expect(self, t, ty: str, what: str) -> None:
         """Term `t` must be of type `ty` (`what` says where); types its variables and functor arguments."""
-        if isinstance(t, Var):
+        if isinstance(t, Record) or (ty in self.records and isinstance(t, Const | Functor | Aggregate)):
+            if ty not in self.records:
+                raise self.err(t.pos, f"a record where a {ty} is expected ({what})")
+            if not isinstance(t, Record):
+                raise self.err(t.pos, f"a {self.type_of(t)} where a record of type {ty!r} is expected ({what})")
+            fields = self.records[ty]
+            if t.args is not None and len(t.args) != len(fields):
+                raise self.err(t.pos, f"record type {ty!r} has {len(fields)} field{'s' if len(fields) != 1 else ''}"
+                               f", got {len(t.args)}")
+            for a, (field, fty) in zip(t.args if t.args is not None else (), fields if t.args is not None else (),
+                                       strict=True):
+                if not isinstance(a, Wildcard):
+                    self.expect(a, fty, f"field {field!r} of {ty!r}")
+        elif isinstance(t, Var):
             self.set_type(t, ty, what)
         elif isinstance(t, Const):
             if t.type != ty:
@@ -133,6 +149,8 @@ class RuleChecker:
             ty = tys.pop()
             self.expect(c.left, ty, f"compared with '{c.op}'")
             self.expect(c.right, ty, f"compared with '{c.op}'")
+            if ty in self.records and c.op in ORDER:
+                raise self.err(c.pos, f"order comparison '{c.op}' on records")
             if ty == SYMBOL and c.op in ORDER:
                 raise self.err(c.pos, f"order comparison '{c.op}' on symbols is not supported (only = and !=)")
 
@@ -155,7 +173,7 @@ class RuleChecker:
         bound = set(outer)
         for lit in body:
             if isinstance(lit, Atom) and not lit.negated:
-                bound.update(a.name for a in lit.args if isinstance(a, Var))
+                bound.update(v.name for a in lit.args for v in pattern_vars(a))
         comparisons = [c for c in body if isinstance(c, Comparison)]
         changed = True
         while changed:
@@ -164,13 +182,14 @@ class RuleChecker:
                 if c.op != "=":
                     continue
                 for a, b in ((c.left, c.right), (c.right, c.left)):
-                    if isinstance(a, Var) and a.name not in bound and self.ready(b, bound):
-                        bound.add(a.name)
+                    free = [v.name for v in pattern_vars(a) if v.name not in bound]
+                    if free and self.ready(b, bound):  # x = t, or [a, b] = t: a record unpacked
+                        bound.update(free)
                         changed = True
         for lit in body:
             if isinstance(lit, Atom):
                 for a in lit.args:
-                    if lit.negated or not isinstance(a, Var):
+                    if lit.negated or not _is_pattern(a):
                         self.need(a, bound, f"in the negation !{lit.relation}(...)" if lit.negated else
                                   f"in an expression of {lit.relation}(...)")
             else:
@@ -194,9 +213,16 @@ class RuleChecker:
                 self.need(g.target, inner, f"in the value aggregated by {g.kind}")
 
 
+def _is_pattern(t) -> bool:
+    """A term that matches values without computing: a variable, constant, '_' or record of them."""
+    if isinstance(t, Record):
+        return all(map(_is_pattern, t.args or ()))
+    return isinstance(t, Var | Const | Wildcard)
+
+
 def _aggregates_of(t) -> list[Aggregate]:
     if isinstance(t, Aggregate):
         return [t]
-    if isinstance(t, Functor):
+    if isinstance(t, Functor) or (isinstance(t, Record) and t.args):
         return [g for a in t.args for g in _aggregates_of(a)]
     return []

@@ -103,6 +103,11 @@ class ComponentsMixin:
                     is_type = s.kind == "type" or (s.kind == "decl" and prev is not None and
                                                    prev.kind == "punct" and prev.text == ":")
                     atom = nxt is not None and nxt.kind == "punct" and nxt.text == "("
+                    if s.kind == "init" and k != 2:  # `.init NAME = COMP<ARGS>`: components are global,
+                        is_type = k > 4               # their arguments types (or components)
+                        if k == 4 or t.text in self.components:
+                            out.append(t)
+                            continue
                     if is_type or directive or atom:
                         t = dataclasses.replace(t, text=self.scoped(inst, t.text, local_types if is_type else local,
                                                                     is_type))

@@ -96,10 +96,16 @@ class DirectivesMixin:
             return
         if not self.accept("="):
             raise self.expected("'<:' (a subtype) or '=' (an alias or a union) after the type name")
-        if self.tok.kind == "punct" and self.tok.text == "[":
-            raise self.error(self.tok, "records are not supported")
-        if self.tok.kind == "bad" and self.tok.text == "[":
-            raise self.error(self.tok, "records are not supported")
+        if self.accept("["):
+            fields: list[tuple[str, str]] = []
+            while not self.accept("]"):
+                field = self.ident("a field name")
+                self.expect(":", "':' and a type after the field name")
+                fields.append((field.text, self.type_name()))
+                if not self._is("]"):
+                    self.expect(",", "',' or ']'")
+            self.types[name.text] = ("record", fields, name.pos)
+            return
         first = self.tok
         members = [self.type_name()]
         if self.tok.kind == "punct" and self.tok.text == "{" or (self.tok.kind == "bad" and self.tok.text == "{"):
@@ -210,12 +216,21 @@ class DirectivesMixin:
                 return t
             if t in memo:
                 return memo[t]
-            if t in seen:
+            if t in seen and self.types.get(t, ("",))[0] != "record":
                 raise ProgramError(self.path, pos.line, pos.column, f"type {t!r} is defined through itself")
             if t not in self.types:
                 raise ProgramError(self.path, pos.line, pos.column, f"type {t!r} is not declared (add "
                                    f".type {t} <: number or symbol)")
-            _, members, tpos = self.types[t]
+            kind, members, tpos = self.types[t]
+            if kind == "record":  # a record type stands for itself; its fields may name it (lists)
+                memo[t] = t
+                self.record_fields[t] = []
+                fields = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in members]
+                for _, ft in fields:
+                    if ft in _UNSUPPORTED_PRIMITIVE:
+                        raise ProgramError(self.path, tpos.line, tpos.column, _UNSUPPORTED_PRIMITIVE[ft])
+                self.record_fields[t] = fields
+                return t
             bases = {resolve(m, tpos, seen + (t,)) for m in members}
             if len(bases) > 1:
                 raise ProgramError(self.path, tpos.line, tpos.column, f"type {t!r} unites types of "
@@ -232,6 +247,9 @@ class DirectivesMixin:
                     raise ProgramError(self.path, pos.line, pos.column, _UNSUPPORTED_PRIMITIVE[base])
                 attrs.append((a, base))
             self.decls[rel] = Decl(d.name, tuple(attrs), d.pos)
+        for t, (kind, _, tpos) in self.types.items():  # record types no relation uses, checked too
+            if kind == "record":
+                resolve(t, tpos)
 
 
 def preprocess(text: str, path: str | None) -> str:

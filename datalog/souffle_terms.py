@@ -10,7 +10,7 @@ may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.f
 
 from __future__ import annotations
 
-from datalog.souffle_ast import Aggregate, Atom, Comparison, Const, Functor, Var, Wildcard, aggregates_in
+from datalog.souffle_ast import Aggregate, Atom, Comparison, Const, Functor, Record, Var, Wildcard, aggregates_in
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 # Binary operators by binding strength (loosest first); each level is left-associative but '^'.
@@ -105,6 +105,12 @@ class TermsMixin:
         if t.kind == "string":
             self.i += 1
             return Const(t.value, t.pos)
+        if self.accept("["):
+            args = [] if self._is("]") else [self.term()]
+            while self.accept(","):
+                args.append(self.term())
+            self.expect("]", "',' or ']' closing the record")
+            return Record(tuple(args), t.pos)
         if t.kind != "ident":
             raise self.expected("a variable, a constant, '_' or an expression")
         if t.text in AGGREGATES and (self._is(":", 1) or (t.text != "count" and not self._is("(", 1))
@@ -129,7 +135,7 @@ class TermsMixin:
         if t.text == "_":
             return Wildcard(t.pos)
         if t.text == "nil":
-            raise self.error(t, "records are not supported")
+            return Record(None, t.pos)
         if self._qualified(t):
             raise self.error(self.tok, "qualified names (components) are not supported")
         return Var(t.text, t.pos)
