@@ -87,7 +87,8 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
                         raise InputError(spath, ln, why)
             fields = line.split(sep)
             if len(fields) != arity:
-                raise InputError(spath, ln, f"expected {arity} {'tab' if sep == chr(9) else repr(sep)}-separated field{'s' if arity > 1 else ''} "
+                how = f"{'tab' if sep == chr(9) else repr(sep)}-separated field{'s' if arity > 1 else ''}"
+                raise InputError(spath, ln, f"expected {arity} {how} "
                                  f"({', '.join(a for a, _ in conv)}), got {len(fields)}: {shown(line)}")
             if all_symbols:
                 seen[tuple(fields)] = None

@@ -181,7 +181,8 @@ class _Translator:
         self.program = program
         self.index = {rel: i for i, rel in enumerate(program.decls)}
 
-    def term(self, t, names: dict[str, str], fresh: list[int], extra: list[str], negated: bool = False) -> str:
+    def term(self, t, names: dict[str, str], fresh: list[int], extra: list[str],
+             negated: bool = False) -> str:
         """Term `t` in clingo's language; an aggregate becomes a variable defined by a literal in `extra`."""
         if isinstance(t, souffle.Var):
             return names.setdefault(t.name, f"V{len(names)}")
@@ -227,8 +228,10 @@ class _Translator:
                 cond.append(self.comparison(lit, names, fresh, inner))
         if inner:
             raise souffle.ProgramError(self.program.path, g.pos.line, g.pos.column,
-                                       "nested aggregates (an aggregate inside an aggregate) are not supported")
-        local = sorted({names[v] for v in _body_vars(g.body)}) + [f"W{k}" for k in range(w0 + 1, fresh[0] + 1)]
+                                       "nested aggregates (an aggregate inside an aggregate) are not "
+                                       "supported")
+        local = sorted({names[v] for v in _body_vars(g.body)})
+        local += [f"W{k}" for k in range(w0 + 1, fresh[0] + 1)]
         value = [] if g.target is None else [self.term(g.target, names, fresh, extra)]
         elems = ",".join(value + local) or "0"
         fresh[0] += 1

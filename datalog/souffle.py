@@ -51,20 +51,20 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     Decl,
     Fact,
     Functor,
-    Record,
     Literal,
     Pos,
     Program,
     ProgramError,
+    Record,
     Rule,
     Term,
     Var,
     Wildcard,
+    aggregates_in,
     number_shown,
     number_value,
     symbol_problem,
     term_vars,
-    aggregates_in,
 )
 from datalog.souffle_check import RuleChecker
 from datalog.souffle_components import ComponentsMixin
@@ -322,7 +322,8 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
             group = self.group()
             alternatives = [a + b for a in alternatives for b in group]
             if len(alternatives) > MAX_ALTERNATIVES:
-                raise self.error(t, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} rules")
+                raise self.error(t, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
+                                    "rules")
             if not self.accept(","):
                 return alternatives
 

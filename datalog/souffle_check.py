@@ -75,13 +75,15 @@ class RuleChecker:
             if ty not in self.records:
                 raise self.err(t.pos, f"a record where a {ty} is expected ({what})")
             if not isinstance(t, Record):
-                raise self.err(t.pos, f"a {self.type_of(t)} where a record of type {ty!r} is expected ({what})")
+                raise self.err(t.pos, f"a {self.type_of(t)} where a record of type {ty!r} is expected "
+                               f"({what})")
             fields = self.records[ty]
             if t.args is not None and len(t.args) != len(fields):
-                raise self.err(t.pos, f"record type {ty!r} has {len(fields)} field{'s' if len(fields) != 1 else ''}"
+                raise self.err(t.pos, f"record type {ty!r} has {len(fields)} "
+                               f"field{'s' if len(fields) != 1 else ''}"
                                f", got {len(t.args)}")
-            for a, (field, fty) in zip(t.args if t.args is not None else (), fields if t.args is not None else (),
-                                       strict=True):
+            given = () if t.args is None else t.args  # nil: no fields
+            for a, (field, fty) in zip(given, fields if t.args is not None else (), strict=True):
                 if not isinstance(a, Wildcard):
                     self.expect(a, fty, f"field {field!r} of {ty!r}")
         elif isinstance(t, Var):
@@ -152,7 +154,8 @@ class RuleChecker:
             if ty in self.records and c.op in ORDER:
                 raise self.err(c.pos, f"order comparison '{c.op}' on records")
             if ty == SYMBOL and c.op in ORDER:
-                raise self.err(c.pos, f"order comparison '{c.op}' on symbols is not supported (only = and !=)")
+                raise self.err(c.pos, f"order comparison '{c.op}' on symbols is not supported (only = and "
+                               "!=)")
 
     # safety
     def check(self) -> None:

@@ -72,7 +72,8 @@ class ComponentsMixin:
             if t.kind == "punct" and t.text in "{}":
                 depth += 1 if t.text == "{" else -1
             self.i += 1
-        self.components[name.text] = Component(name.text, params, bases, self.toks[start:self.i - 1], name.pos)
+        body = self.toks[start:self.i - 1]
+        self.components[name.text] = Component(name.text, params, bases, body, name.pos)
 
     def init(self, dot) -> None:
         inst = self.ident("an instance name after .init")
@@ -82,8 +83,8 @@ class ComponentsMixin:
         expansion = self.instance(inst.text, comp, args, depth=0)
         self.expanded += len(expansion)
         if self.expanded > MAX_EXPANSION:
-            raise self.error(inst, f"components expand to more than {MAX_EXPANSION:,} tokens (does a component "
-                                   "instantiate itself?)")
+            raise self.error(inst, f"components expand to more than {MAX_EXPANSION:,} tokens (does a "
+                                   "component instantiate itself?)")
         self.toks[self.i:self.i] = expansion
 
     def instance(self, inst: str, comp_tok, args: list[str], depth: int) -> list:
@@ -109,8 +110,8 @@ class ComponentsMixin:
                             out.append(t)
                             continue
                     if is_type or directive or atom:
-                        t = dataclasses.replace(t, text=self.scoped(inst, t.text, local_types if is_type else local,
-                                                                    is_type))
+                        names = local_types if is_type else local
+                        t = dataclasses.replace(t, text=self.scoped(inst, t.text, names, is_type))
                 out.append(t)
         return out
 
@@ -128,7 +129,8 @@ class ComponentsMixin:
         return name
 
     def statements_of(self, comp_tok, args: list[str], depth: int) -> list[_Statement]:
-        """The statements of component `comp_tok<args>`: its bases' (less overridden clauses), then its own."""
+        """The statements of component `comp_tok<args>`: its bases' (less overridden clauses), then its
+        own."""
         name = comp_tok.text
         comp = self.components.get(name)
         if comp is None:
@@ -181,12 +183,14 @@ class ComponentsMixin:
         end = tokens[-1] if tokens else None
         sub = _Parser("", self.path)
         sub.components = self.components
-        sub.toks = list(tokens) + [Token("end", "", end.pos if end else self.tok.pos, end.offset if end else 0)]
+        last = Token("end", "", end.pos if end else self.tok.pos, end.offset if end else 0)
+        sub.toks = list(tokens) + [last]
         sub.recording = True
         out = []
         while sub.tok.kind != "end":
             start = sub.i
-            n_decls, n_types, n_rules, n_facts = len(sub.decls), len(sub.types), len(sub.rules), len(sub.facts)
+            n_decls, n_types = len(sub.decls), len(sub.types)
+            n_rules, n_facts = len(sub.rules), len(sub.facts)
             sub.last_directive = None
             sub.statement()
             toks = sub.toks[start:sub.i]

@@ -108,7 +108,7 @@ class DirectivesMixin:
             return
         first = self.tok
         members = [self.type_name()]
-        if self.tok.kind == "punct" and self.tok.text == "{" or (self.tok.kind == "bad" and self.tok.text == "{"):
+        if self.tok.kind in ("punct", "bad") and self.tok.text == "{":
             raise self.error(first, "algebraic data types are not supported")
         while self.accept("|"):
             members.append(self.type_name())
@@ -160,7 +160,8 @@ class DirectivesMixin:
             if not self.accept(","):
                 break
         if self.tok.kind == "ident" and self.tok.pos.line == line:
-            raise self.error(self.tok, f"expected ',' between the relations of .{what}, got {self.tok.text!r}")
+            raise self.error(self.tok, f"expected ',' between the relations of .{what}, got "
+                                       f"{self.tok.text!r}")
 
     def decl(self) -> None:
         names = [self.ident("a relation name after .decl")]

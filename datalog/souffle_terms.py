@@ -10,7 +10,17 @@ may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.f
 
 from __future__ import annotations
 
-from datalog.souffle_ast import Aggregate, Atom, Comparison, Const, Functor, Record, Var, Wildcard, aggregates_in
+from datalog.souffle_ast import (
+    Aggregate,
+    Atom,
+    Comparison,
+    Const,
+    Functor,
+    Record,
+    Var,
+    Wildcard,
+    aggregates_in,
+)
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 # Binary operators by binding strength (loosest first); each level is left-associative but '^'.

@@ -123,7 +123,8 @@ def test_aggregate_is_decided_on_the_least_model_not_a_body_member():
     got, dg = outputs(AGG, {"e.facts": "1\t2\n1\t3\n"})
     c = [k for k in range(dg.num_clauses) if dg.tuples[int(dg.clause_head[k])] == "c(1,2)"]
     bodies = {frozenset(dg.tuples[int(t)] for t in dg.clause_body(k)) for k in c}
-    assert bodies == {frozenset({"e(1,2)"}), frozenset({"e(1,3)"})}  # the rule's own atom, not the aggregate's
+    # the rule's own atom, not the aggregate's
+    assert bodies == {frozenset({"e(1,2)"}), frozenset({"e(1,3)"})}
 
 
 def test_string_functors_and_constraints():
@@ -142,8 +143,9 @@ r("match", x) :- w(x), match("a[a-z]+", x).
 r("nomatch", x) :- w(x), !match("z.*", x).
 r("contains", x) :- w(x), contains("bc", x).
 """
-    assert values(text, files={"w.facts": "abcd\n"}) == {"cat": "abcd-abcd", "substr": "bc", "to_string": "40",
-                                                          "match": "abcd", "nomatch": "abcd", "contains": "abcd"}
+    assert values(text, files={"w.facts": "abcd\n"}) == {
+        "cat": "abcd-abcd", "substr": "bc", "to_string": "40", "match": "abcd", "nomatch": "abcd",
+        "contains": "abcd"}
     assert values(text, "n", files={"w.facts": "abcd\n"}) == {"strlen": "4", "ord": "97", "to_number": "43"}
 
 
@@ -222,8 +224,30 @@ def test_components_type_parameters_override_and_scoping():
     assert got["o.in.twice"] == {"o.in.twice(6)"}
 
 
+def test_records_lists_and_unpacking():
+    text = """.type List = [head: number, tail: List]
+.type Pair = [name: symbol, n: number]
+.decl l(x: List)
+.decl len(x: List, n: number)
+.decl p(x: Pair)
+.decl names(s: symbol)
+.output l, len, names
+l(nil).
+l([n, r]) :- l(r), len(r, k), k < 3, n = k * 10.
+len(nil, 0).
+len([n, r], k + 1) :- l([n, r]), len(r, k).
+p(["a b", 1]). p(["c", 2]).
+names(s) :- p(x), x = [s, n], n > 1.
+"""
+    got, _ = outputs(text)
+    assert got["l"] == {"l(nil)", "l([0, nil])", "l([10, [0, nil]])", "l([20, [10, [0, nil]]])"}
+    assert "len([10, [0, nil]],2)" in got["len"] and got["names"] == {"names(c)"}
+    with pytest.raises(InputError, match="records in facts files are not supported"):
+        outputs(".type R = [a: number]\n.decl r(x: R)\n.input r\n.output r\n", {"r.facts": ""})
+
+
 @pytest.mark.parametrize("text, where, words", [
-    (".type R = [a: number, b: number]", "1:11", "records"),
+    (".decl r(x: number)\nr(x) :- r(x), x = [1, 2].", "2:19", "a record where a number is expected"),
     (".decl r(x: float)", "1:12", "float"),
     (".decl r(x: unsigned)", "1:12", "unsigned"),
     (".decl r(x: number)\nr(1u).", "2:3", "unsigned constant"),
