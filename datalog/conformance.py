@@ -102,7 +102,7 @@ def check_case(suite: str | os.PathLike, case: dict, max_rule_instances: int = 5
     import time
 
     from datalog import grounding, souffle
-    from fastlbp.errors import InputError
+    from fastlbp.core.errors import InputError
 
     suite = Path(suite)
     t0 = time.perf_counter()

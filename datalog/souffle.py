@@ -70,7 +70,7 @@ from datalog.souffle_check import RuleChecker
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_terms import TermsMixin
-from fastlbp.errors import read_text
+from fastlbp.core.errors import read_text
 
 # Lexer ----------------------------------------------------------------------
 

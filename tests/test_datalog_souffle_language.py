@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from datalog import grounding, souffle
 from datalog.grounding import GroundOptions
-from fastlbp.errors import InputError
+from fastlbp.core.errors import InputError
 
 
 def outputs(text, files=None, facts_dir=None):
