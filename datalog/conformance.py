@@ -65,9 +65,11 @@ _CONSTRUCTS = [
 
 
 def construct_of(message: str) -> str:
-    """The construct a refusal's message names (a short label for counting)."""
+    """The construct a refusal's message names (a short label for counting); the message's
+    `FILE:LINE:COL: ` prefix is left out (a path such as aggregates4/ names no construct)."""
+    text = re.sub(r"^[^\n]*?:[0-9]+(:[0-9]+)?: ", "", message, count=1)
     for pattern, name in _CONSTRUCTS:
-        if re.search(pattern, message):
+        if re.search(pattern, text):
             return name
     return "other"
 
