@@ -54,7 +54,12 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
                              "REL.facts files)")
     for rel, pos in program.inputs.items():
         decl = program.decls[rel]
-        path = d / f"{rel}.facts"
+        if any(t in program.records for t in decl.types):
+            raise InputError(str(program.path), pos.line, f"input relation {rel!r} has a record attribute: "
+                             "records in facts files are not supported")
+        params = program.input_params.get(rel, {})  # .input R(filename="...", delimiter=",")
+        path = d / params.get("filename", f"{rel}.facts")
+        sep = params.get("delimiter", "\t")
         if not os.path.lexists(path):
             raise InputError(str(path), None, f"no such file: the facts of input relation {rel!r} (.input at "
                              f"{program.path}:{pos.line}); an empty file means no facts")
@@ -76,13 +81,14 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
             if not line:
                 continue
             if len(line) > souffle.MAX_SYMBOL or "\0" in line:  # one C-speed test a line
-                for f in line.split("\t"):
+                for f in line.split(sep):
                     why = souffle.symbol_problem(f)
                     if why is not None:
                         raise InputError(spath, ln, why)
-            fields = line.split("\t")
+            fields = line.split(sep)
             if len(fields) != arity:
-                raise InputError(spath, ln, f"expected {arity} tab-separated field{'s' if arity > 1 else ''} "
+                how = f"{'tab' if sep == chr(9) else repr(sep)}-separated field{'s' if arity > 1 else ''}"
+                raise InputError(spath, ln, f"expected {arity} {how} "
                                  f"({', '.join(a for a, _ in conv)}), got {len(fields)}: {shown(line)}")
             if all_symbols:
                 seen[tuple(fields)] = None

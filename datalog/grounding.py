@@ -75,6 +75,7 @@ from datalog.ground_process import (  # noqa: F401  (the limit and its error are
     default_max_rule_instances,
 )
 from datalog.reading import shown
+from datalog.translation import _quote, translate  # noqa: F401  (translate is part of this module's API)
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
 from fastlbp.io.outputs import cannot_write
@@ -130,111 +131,6 @@ class Grounding:
     facts: int
     ground_rules: int
     seconds: dict[str, float]
-
-
-# Translation ----------------------------------------------------------------
-
-def _quote(value) -> str:
-    if isinstance(value, int):
-        return str(value)
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def _atom(pred: str, args: list[str]) -> str:
-    return f"{pred}({','.join(args)})" if args else pred
-
-
-class _Translator:
-    def __init__(self, program: souffle.Program):
-        self.program = program
-        self.index = {rel: i for i, rel in enumerate(program.decls)}
-
-    def terms(self, atom: souffle.Atom, names: dict[str, str], fresh: list[int]) -> list[str]:
-        out = []
-        for a in atom.args:
-            if isinstance(a, souffle.Var):
-                out.append(names.setdefault(a.name, f"V{len(names)}"))
-            elif isinstance(a, souffle.Const):
-                out.append(_quote(a.value))
-            elif atom.negated:
-                out.append("_")  # "no tuple with any value here": clingo's projection, over facts
-            else:
-                fresh[0] += 1  # a fresh variable, not '_': clingo would project the values away
-                out.append(f"W{fresh[0]}")
-        return out
-
-    def rule(self, rule: souffle.Rule, copy: bool) -> str:
-        """Rule `rule` in clingo's language: over the externals with its marker, or (copy) over the facts."""
-        names: dict[str, str] = {}
-        fresh = [0]
-        body = []
-        for lit in rule.body:
-            if isinstance(lit, souffle.Atom):
-                i = self.index[lit.relation]
-                args = self.terms(lit, names, fresh)
-                if lit.negated:
-                    body.append("not " + _atom(f"m{i}", args))
-                else:
-                    body.append(_atom(f"m{i}" if copy else f"p{i}", args))
-            else:
-                side = []
-                for t in (lit.left, lit.right):
-                    side.append(names.setdefault(t.name, f"V{len(names)}") if isinstance(t, souffle.Var)
-                                else _quote(t.value))
-                body.append(f"{side[0]}{lit.op}{side[1]}")
-        if not copy:
-            body.append(f"k({rule.index})")
-        head = _atom(f"{'m' if copy else 'p'}{self.index[rule.head.relation]}",
-                     self.terms(rule.head, names, fresh))
-        return f"{head} :- {', '.join(body)}." if body else f"{head}."
-
-    def needed_copies(self) -> set[str]:
-        """Relations whose least model the negations need: the negated ones and all they depend on."""
-        deps = self.program.depends()
-        need, todo = set(), list(self.program.negated())
-        while todo:
-            r = todo.pop()
-            if r not in need:
-                need.add(r)
-                todo.extend(deps[r])
-        return need
-
-    def program_text(self, facts: dict[str, list[tuple]]) -> str:
-        parts = []
-        for rel, tuples in facts.items():
-            i = self.index[rel]
-            pred = f"i{i}"
-            if not tuples[0]:
-                parts.append(f"{pred}.\n")
-            elif all(isinstance(v, int) for v in tuples[0]) and \
-                    all(t == souffle.NUMBER for t in self.program.decls[rel].types):
-                parts.append("".join(f"{pred}({','.join(map(str, t))}).\n" for t in tuples))
-            else:
-                parts.append("".join(f"{pred}({','.join(map(_quote, t))}).\n" for t in tuples))
-            xs = [f"X{j}" for j in range(self.program.decls[rel].arity)]
-            parts.append(f"#external {_atom(f'p{i}', xs)} : {_atom(pred, xs)}.\n")
-        for rel, d in self.program.decls.items():
-            parts.append(f"#show p{self.index[rel]}/{d.arity}.\n")
-        parts.append("#show k/1.\n")
-        for rule in self.program.rules:
-            parts.append(f"#external k({rule.index}).\n{self.rule(rule, copy=False)}\n")
-        # Rules by head, once: scanning every rule for each copied relation was quadratic (a chain of
-        # 8,000 strata linked by negation: most of a 92.6 s grounding).
-        by_head: dict[str, list[souffle.Rule]] = {}
-        for r in self.program.rules:
-            by_head.setdefault(r.head.relation, []).append(r)
-        for rel in sorted(self.needed_copies(), key=self.index.__getitem__):
-            i = self.index[rel]
-            xs = [f"X{j}" for j in range(self.program.decls[rel].arity)]
-            if rel in facts:
-                parts.append(f"{_atom(f'm{i}', xs)} :- {_atom(f'i{i}', xs)}.\n")
-            parts.extend(self.rule(r, copy=True) + "\n" for r in by_head.get(rel, ()))
-        return "".join(parts)
-
-
-def translate(program: souffle.Program, facts: dict[str, list[tuple]]) -> str:
-    """The clingo program (text) that `ground` hands to clingo; see the module docstring."""
-    return _Translator(program).program_text(facts)
 
 
 # Reading the ground program back --------------------------------------------
@@ -447,6 +343,8 @@ def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.nd
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
+        elif any(t in program.records for t in program.decls[rel].types):
+            names = [f"{rel}({','.join(map(_shown_value, _clingo_value(a)))})" for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
             names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
@@ -454,6 +352,44 @@ def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.nd
                      for a in args]
         name_of[atoms] = names
     return name_of, rel_of, rule_of
+
+
+_CLINGO_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+|[(),]|[a-z_][A-Za-z0-9_]*')
+
+
+def _clingo_value(text: str):
+    """A value as clingo writes it (numbers, strings, tuples, `nil`): int, str, tuple or None (nil)."""
+    tokens = _CLINGO_TOKEN.findall(text)
+    pos = 0
+
+    def value():
+        nonlocal pos
+        t = tokens[pos]
+        pos += 1
+        if t == "(":
+            items = []
+            while tokens[pos] != ")":
+                items.append(value())
+                if tokens[pos] == ",":
+                    pos += 1
+            pos += 1
+            return tuple(items)
+        if t.startswith('"'):
+            return _unquote(t[1:-1])
+        if t == "nil":
+            return None
+        return int(t)
+
+    return value()
+
+
+def _shown_value(v) -> str:
+    """A value as Soufflé writes it in a .csv: records `[1, a]`, nil `nil`."""
+    if v is None:
+        return "nil"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(map(_shown_value, v)) + "]"
+    return str(v)
 
 
 # The derivation graph -------------------------------------------------------
@@ -572,7 +508,7 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
         f"{seconds['clingo']:.2f} s, read back in {seconds['read']:.2f} s")
     dg = merge_duplicates(dg).graph
     seconds["graph"] = time.perf_counter() - t3
-    if dg.num_clauses == 0:
+    if dg.num_clauses == 0 and len(dg.alarms) == 0:
         raise InputError(str(program.path), None, "the program derives nothing from these facts: no rule "
                          "instance holds, so there is no derivation graph (check --facts and the .input "
                          "relations)")

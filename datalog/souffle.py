@@ -31,6 +31,7 @@ but bound by no positive atom) and negation through recursion.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part of this module's API)
@@ -43,23 +44,32 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     ORDER,
     SYMBOL,
     TYPES,
+    Aggregate,
     Atom,
     Comparison,
     Const,
     Decl,
     Fact,
+    Functor,
     Literal,
     Pos,
     Program,
     ProgramError,
+    Record,
     Rule,
     Term,
     Var,
     Wildcard,
+    aggregates_in,
     number_shown,
     number_value,
     symbol_problem,
+    term_vars,
 )
+from datalog.souffle_check import RuleChecker
+from datalog.souffle_components import ComponentsMixin
+from datalog.souffle_directives import DirectivesMixin, preprocess
+from datalog.souffle_terms import TermsMixin
 from fastlbp.core.errors import read_text
 
 # Lexer ----------------------------------------------------------------------
@@ -68,31 +78,27 @@ _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r\n\f\v]+)
   | (?P<comment>//[^\n]*)
   | (?P<block>/\*)
+  | (?P<line>(?<![^\n])\#line[ \t]+[0-9]+[ \t]+"[^"\n]*"[^\n]*)
   | (?P<float>[0-9]+\.[0-9]+)
+  | (?P<unsigned>(?:""" + NUMBER_PATTERN + r""")u\b)
   | (?P<number>""" + NUMBER_PATTERN + r""")
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
-  | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
-  | (?P<punct>:-|!=|<=|>=|[(),.:!=<>])
+  | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*)  # a.b: a component's member
+  | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}\[\]])
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
-_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9])")
+_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9u])")
+_LINE = re.compile(r'\#line[ \t]+([0-9]+)[ \t]+"([^"\n]*)"')
+MAX_ALTERNATIVES = 4096  # rules one rule's disjunctions may expand to
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
-_AGGREGATES = {"count", "sum", "min", "max", "mean"}
-_STRING_CONSTRAINTS = {"match", "contains"}  # Soufflé's constraints that read like atoms
 _OTHER_CHARS = {
-    "+": "arithmetic is not supported", "-": "arithmetic is not supported",
-    "*": "arithmetic is not supported", "/": "arithmetic is not supported",
-    "%": "arithmetic is not supported", "^": "arithmetic is not supported",
-    "&": "bitwise operators are not supported", "|": "bitwise operators are not supported",
-    "~": "bitwise operators are not supported",
-    "[": "records are not supported", "]": "records are not supported",
+    "&": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('&' is not an operator)",
+    "~": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('~' is not an operator)",
     "$": "algebraic data types are not supported",
     "@": "user-defined functors are not supported",
-    ";": "disjunction ';' is not supported: write one rule per alternative",
-    "{": "aggregates are not supported", "}": "aggregates are not supported",
-    "#": "preprocessor directives (#include, #define) are not supported: run the C preprocessor first",
+    "#": "preprocessor directives must start a line (#include, #define)",
 }
 
 
@@ -111,19 +117,30 @@ def tokenize(text: str, path: str | None) -> list[Token]:
     A character or construct that cannot start a token becomes a `bad` token
     holding its message, and lexing stops there: the parser reports it when
     it gets there, so the first problem in the file is the one reported.
+    A preprocessor's `#line N "FILE"` marker sets the position of the next line.
     """
     tokens: list[Token] = []
     line, line_start, i = 1, 0, 0
+    file: str | None = None
     n = len(text)
 
     def pos_at(offset: int) -> Pos:
-        return Pos(line, offset - line_start + 1)
+        return Pos(line, offset - line_start + 1, file)
 
     while i < n:
         m = _TOKEN.match(text, i)
         kind, tok = m.lastgroup, m.group()
         pos = pos_at(i)
         bad = None
+        if kind == "line":
+            mark = _LINE.match(tok)
+            end = text.find("\n", i)
+            end = n if end < 0 else end + 1
+            line, line_start, i = int(mark.group(1)), end, end
+            file = None if path is not None and mark.group(2) == path else mark.group(2)
+            if file is not None and path is not None and os.path.isabs(path):  # pcpp's paths are relative
+                file = os.path.abspath(file)
+            continue
         if kind == "block":
             end = text.find("*/", i + 2)
             if end < 0:
@@ -133,7 +150,9 @@ def tokenize(text: str, path: str | None) -> list[Token]:
             bad = "unterminated string: '\"' has no closing '\"' on this line"
         elif kind == "float":
             bad = f"float constant {tok} is not supported (attribute types are number and symbol)"
-        elif kind == "other" and tok == "-" and _MINUS_NUMBER.match(text, i) and not (
+        elif kind == "unsigned":
+            bad = f"unsigned constant {tok} is not supported (attribute types are number and symbol)"
+        elif kind == "punct" and tok == "-" and _MINUS_NUMBER.match(text, i) and not (
                 tokens and (tokens[-1].kind in ("ident", "number", "string") or tokens[-1].text == ")")):
             tok = _MINUS_NUMBER.match(text, i).group()  # a negative constant, not a subtraction
             tokens.append(Token("number", tok, pos, i, number_value(tok)))
@@ -170,12 +189,7 @@ def tokenize(text: str, path: str | None) -> list[Token]:
 
 # Parser ---------------------------------------------------------------------
 
-_DIRECTIVES = {"decl", "input", "output"}
-_QUALIFIERS = {"input", "output", "printsize", "overridable", "inline", "no_inline", "magic", "no_magic",
-               "brie", "btree", "btree_delete", "eqrel", "choice"}
-
-
-class _Parser:
+class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
     def __init__(self, text: str, path: str | None):
         self.text = text
         self.path = path
@@ -184,8 +198,22 @@ class _Parser:
         self.decls: dict[str, Decl] = {}
         self.inputs: dict[str, Pos] = {}
         self.outputs: dict[str, Pos] = {}
+        self.printsize: dict[str, Pos] = {}
+        self.input_params: dict[str, dict[str, str]] = {}
+        self.output_files: dict[str, str] = {}
+        self.types: dict[str, tuple] = {}
+        self.attr_pos: dict[tuple[str, int], Pos] = {}
+        self.eqrel: list = []
         self.rules: list[Rule] = []
         self.facts: list[Fact] = []
+        self.components: dict = {}
+        self.record_fields: dict[str, list[tuple[str, str]]] = {}
+        self.scopes: dict = {}  # instance -> (enclosing instance, its relation names, its type names)
+        self.expanded = 0  # tokens that component instances added
+        self.recording = False  # reading a component's body (datalog.souffle_components), not the program
+        self.last_directive: str | None = None
+        self.last_init: str | None = None
+        self.last_override: str | None = None
 
     # helpers
     @property
@@ -196,7 +224,10 @@ class _Parser:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
     def error(self, tok: Token, message: str) -> ProgramError:
-        return ProgramError(self.path, tok.pos.line, tok.pos.column, message)
+        return ProgramError(tok.pos.file or self.path, tok.pos.line, tok.pos.column, message)
+
+    def error_at(self, pos: Pos, message: str) -> ProgramError:
+        return ProgramError(pos.file or self.path, pos.line, pos.column, message)
 
     def expected(self, what: str) -> ProgramError:
         t = self.tok
@@ -234,103 +265,102 @@ class _Parser:
     # statements
     def program(self) -> None:
         while self.tok.kind != "end":
-            t = self.tok
-            if t.kind == "punct" and t.text == "." and self.peek().kind == "ident" and \
-                    self.peek().offset == t.offset + 1:
-                self.directive()
-            elif t.kind == "ident":
-                self.clause()
-            else:
-                raise self.expected("a directive (.decl, .input, .output), a rule or a fact")
+            self.statement()
 
-    def directive(self) -> None:
-        dot = self.tok
-        self.i += 1
-        name = self.ident("a directive name")
-        if name.text not in _DIRECTIVES:
-            what = {"type": "user-defined types are not supported: use number or symbol",
-                    "comp": "components are not supported", "init": "components are not supported",
-                    "functor": "user-defined functors are not supported",
-                    "plan": "query plans (.plan) are not supported",
-                    "pragma": "pragmas are not supported", "printsize": ".printsize is not supported: use "
-                    ".output", "limitsize": ".limitsize is not supported"}.get(
-                        name.text, f"unknown directive '.{name.text}' (known: .decl, .input, .output)")
-            raise self.error(dot, what)
-        if name.text == "decl":
-            self.decl()
-            return
-        target = self.inputs if name.text == "input" else self.outputs
-        while True:
-            rel = self.ident("a relation name")
-            if self.tok.kind == "punct" and self.tok.text == "(":
-                how = (f".input reads DIR/{rel.text}.facts (tab-separated)" if name.text == "input" else
-                       f".output only marks {rel.text!r} as an output relation (its tuples are in the "
-                       "derivation graph); where it is written is not configurable")
-                raise self.error(self.tok, f"I/O parameters of .{name.text} are not supported: {how}")
-            if self._qualified(rel):
-                raise self.error(self.tok, "qualified names (components) are not supported")
-            target.setdefault(rel.text, rel.pos)
-            if not self.accept(","):
-                break
-        if self.tok.kind == "ident" and self.tok.pos.line == name.pos.line:
-            raise self.error(self.tok, f"expected ',' between the relations of .{name.text}, got "
-                                       f"{self.tok.text!r}")
-
-    def decl(self) -> None:
-        name = self.ident("a relation name after .decl")
-        if name.text in self.decls:
-            first = self.decls[name.text].pos
-            raise self.error(name, f"relation {name.text!r} is declared twice (first at line {first.line})")
-        self.expect("(", "'(' after the relation name")
-        attrs: list[tuple[str, str]] = []
-        if not self.accept(")"):
-            while True:
-                attr = self.ident("an attribute name")
-                self.expect(":", "':' and a type after the attribute name")
-                ty = self.ident("a type (number or symbol)")
-                if ty.text not in TYPES:
-                    raise self.error(ty, f"type {ty.text!r} is not supported (attribute types: number, "
-                                         "symbol)")
-                if any(a == attr.text for a, _ in attrs):
-                    raise self.error(attr, f"attribute {attr.text!r} appears twice")
-                attrs.append((attr.text, ty.text))
-                if self.accept(")"):
-                    break
-                self.expect(",", "',' or ')'")
-        if self.tok.kind == "ident" and self.tok.text in _QUALIFIERS and not (
-                self.peek().kind == "punct" and self.peek().text == "("):
-            raise self.error(self.tok, f"relation qualifier {self.tok.text!r} is not supported")
-        self.decls[name.text] = Decl(name.text, tuple(attrs), name.pos)
+    def statement(self) -> None:
+        t = self.tok
+        if t.kind == "punct" and t.text == "." and self.peek().kind == "ident" and \
+                self.peek().offset == t.offset + 1:
+            self.directive()
+        elif t.kind == "ident":
+            self.clause()
+        else:
+            raise self.expected("a directive (.decl, .input, .output ...), a rule or a fact")
 
     def clause(self) -> None:
         start = self.tok
-        head = self.atom(head=True)
-        if self.accept("."):
-            for a in head.args:
-                if not isinstance(a, Const):
-                    raise ProgramError(self.path, a.pos.line, a.pos.column,
-                                       "a fact's arguments must be constants (a variable or '_' makes it a "
-                                       "rule without a body)")
-            self.facts.append(Fact(head))
-            return
-        if self.tok.kind == "punct" and self.tok.text == ",":
-            raise self.error(self.tok, "several heads in one rule are not supported: write one rule per head")
-        self.expect(":-", "'.' (a fact) or ':-' (a rule)")
-        body = [self.literal()]
+        heads = [self.atom(head=True)]
         while self.accept(","):
-            body.append(self.literal())
+            heads.append(self.atom(head=True))
+        if self.tok.kind == "punct" and self.tok.text == "<=":
+            raise self.error(self.tok, "subsumption rules (HEAD <= HEAD :- BODY) are not supported")
+        if self.accept("."):
+            for head in heads:
+                if all(isinstance(a, Const) for a in head.args):
+                    self.facts.append(Fact(head))
+                    continue
+                for a in head.args:  # an expression of constants (1 + 2, cat("a", "b")) is a rule's head
+                    if not isinstance(a, Const) and (term_vars(a) or not isinstance(a, Functor | Record)):
+                        raise self.error_at(a.pos, "a fact's arguments must be constants (a variable or '_' "
+                                            "makes it a rule without a body)")
+                text = " ".join(self.text[start.offset:self.toks[self.i - 1].offset + 1].split())
+                self.rules.append(Rule(len(self.rules), head, (), text, start.pos))
+            return
+        self.expect(":-", "'.' (a fact) or ':-' (a rule)")
+        alternatives = self.disjunction()
         end = self.tok
         if end.kind == "punct" and end.text == ".":
             self.i += 1
         else:
             raise self.expected("',' or '.' after a body literal")
         text = " ".join(self.text[start.offset:end.offset + 1].split())
-        self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
+        for head in heads:
+            for body in alternatives:  # a disjunction is one rule per alternative, as Soufflé reads it
+                self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
+
+    def disjunction(self) -> list[list[Literal]]:
+        """A rule's body `A ; B` (with parenthesised groups) as its alternatives, each a conjunction."""
+        alternatives = self.conjunction()
+        while self.accept(";"):
+            alternatives = alternatives + self.conjunction()
+        return alternatives
+
+    def conjunction(self) -> list[list[Literal]]:
+        alternatives: list[list[Literal]] = [[]]
+        while True:
+            t = self.tok
+            group = self.group()
+            alternatives = [a + b for a in alternatives for b in group]
+            if len(alternatives) > MAX_ALTERNATIVES:
+                raise self.error(t, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
+                                    "rules")
+            if not self.accept(","):
+                return alternatives
+
+    def group(self) -> list[list[Literal]]:
+        """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('."""
+        if self.tok.kind == "punct" and self.tok.text == "!" and self._is("(", 1):
+            bang = self.tok
+            self.i += 2
+            inner = self.disjunction()
+            self.expect(")", "')' closing the negated group")
+            if any(len(a) != 1 or not isinstance(a[0], Atom) or a[0].negated for a in inner):
+                raise self.error(bang, "a negated group must be a disjunction of atoms: !(a(x) ; b(x))")
+            return [[dataclasses.replace(a[0], negated=True) for a in inner]]  # !(a ; b) is !a, !b
+        if self.tok.kind == "punct" and self.tok.text == "(":
+            save = self.i
+            try:
+                self.i += 1
+                inner = self.disjunction()
+                self.expect(")")
+                if self.tok.kind == "punct" and self.tok.text in (",", ";", ".", ")"):
+                    return inner
+            except ProgramError:
+                pass
+            self.i = save
+        return [[self.literal()]]
+
+    def body(self) -> list[Literal]:
+        """An aggregate's body: a conjunction."""
+        body = [self.literal()]
+        while self.accept(","):
+            body.append(self.literal())
+        if self.tok.kind == "punct" and self.tok.text == ";":
+            raise self.error(self.tok, "disjunction ';' inside an aggregate is not supported")
+        return body
 
     def atom(self, head: bool = False, negated: bool = False) -> Atom:
         name = self.ident("a relation name")
-        if name.text in _AGGREGATES and self.tok.kind in ("ident", "punct") and self.tok.text != "(":
-            raise self.error(name, "aggregates are not supported")
         if self._qualified(name):
             raise self.error(self.tok, "qualified names (components) are not supported")
         self.expect("(", f"'(' after relation {name.text!r}")
@@ -343,54 +373,6 @@ class _Parser:
                 self.expect(",", "',' or ')'")
         return Atom(name.text, tuple(args), name.pos, negated)
 
-    def literal(self) -> Literal:
-        t = self.tok
-        if self.accept("!"):
-            if self.tok.kind != "ident":
-                raise self.expected("an atom after '!'")
-            return self.atom(negated=True)
-        if t.kind == "ident" and t.text in _AGGREGATES and self.peek().kind in ("ident", "punct") and \
-                self.peek().text not in ("(",) + COMPARISONS + (",", "."):
-            raise self.error(t, "aggregates are not supported")
-        if t.kind == "ident" and t.text in ("true", "false") and not (
-                self.peek().kind == "punct" and self.peek().text in ("(",) + COMPARISONS):
-            raise self.error(t, f"'{t.text}' literals are not supported")
-        if t.kind == "ident" and self.peek().kind == "punct" and self.peek().text == "(":
-            atom = self.atom()
-            if self.tok.kind == "punct" and self.tok.text in COMPARISONS:
-                raise self.error(t, f"functor {t.text!r} is not supported (functors and arithmetic are not "
-                                    "part of this subset)")
-            return atom
-        left = self.term()
-        op = self.tok
-        if op.kind != "punct" or op.text not in COMPARISONS:
-            raise self.expected("a comparison (= != < <= > >=) after a term, or an atom rel(...)")
-        self.i += 1
-        right = self.term()
-        return Comparison(op.text, left, right, op.pos)
-
-    def term(self) -> Term:
-        t = self.tok
-        if t.kind == "ident":
-            self.i += 1
-            if t.text in _AGGREGATES and (self.tok.kind == "ident" or self.tok.text == ":"):
-                raise self.error(t, "aggregates are not supported")
-            if self.tok.kind == "punct" and self.tok.text == "(":
-                raise self.error(t, f"functor {t.text!r} is not supported (arguments are variables, "
-                                    "constants and '_')")
-            if t.text == "_":
-                return Wildcard(t.pos)
-            if t.text == "nil":
-                raise self.error(t, "records are not supported")
-            return Var(t.text, t.pos)
-        if t.kind == "number":
-            self.i += 1
-            return Const(self.number(t.value, t), t.pos)
-        if t.kind == "string":
-            self.i += 1
-            return Const(t.value, t.pos)
-        raise self.expected("a variable, a constant or '_'")
-
     def number(self, value: int, tok: Token) -> int:
         if not INT_MIN <= value <= INT_MAX:
             raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
@@ -402,12 +384,13 @@ class _Parser:
 
 def _check(p: _Parser) -> Program:
     path = p.path
+    p.resolve_types()
     decls = p.decls
 
     def err(pos: Pos, message: str) -> ProgramError:
-        return ProgramError(path, pos.line, pos.column, message)
+        return ProgramError(pos.file or path, pos.line, pos.column, message)
 
-    for group, what in ((p.inputs, "input"), (p.outputs, "output")):
+    for group, what in ((p.inputs, "input"), (p.outputs, "output"), (p.printsize, "printsize")):
         for rel, pos in group.items():
             if rel not in decls:
                 raise err(pos, f".{what} names relation {rel!r}, which is not declared (add "
@@ -415,9 +398,6 @@ def _check(p: _Parser) -> Program:
 
     def check_atom(atom: Atom) -> Decl:
         d = decls.get(atom.relation)
-        if d is None and atom.relation in _STRING_CONSTRAINTS:
-            raise err(atom.pos, f"the string constraint {atom.relation}(...) is not supported (Soufflé's "
-                      "match/contains over symbols); only relations and comparisons can be body literals")
         if d is None:
             raise err(atom.pos, f"relation {atom.relation!r} is not declared (add "
                       f".decl {atom.relation}(...))")
@@ -433,82 +413,20 @@ def _check(p: _Parser) -> Program:
 
     for f in p.facts:
         check_atom(f.atom)
+    for name in p.eqrel:  # Soufflé keeps an eqrel relation closed: reflexive, symmetric, transitive
+        r, pos = name.text, name.pos
+        x, y, z = (Var(v, pos) for v in ("x", "y", "z"))
+        for head, body, text in (
+                ((x, x), ((x, Wildcard(pos)),), f"{r}(x, x) :- {r}(x, _).  // eqrel {r}: reflexive"),
+                ((x, y), ((y, x),), f"{r}(x, y) :- {r}(y, x).  // eqrel {r}: symmetric"),
+                ((x, z), ((x, y), (y, z)), f"{r}(x, z) :- {r}(x, y), {r}(y, z).  // eqrel {r}: transitive")):
+            p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
+                                pos))
     for rule in p.rules:
-        _check_rule(rule, check_atom, err)
+        RuleChecker(rule, check_atom, err, p.record_fields).check()
     strata = _stratify(p, err)
-    return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata)
-
-
-def _check_rule(rule: Rule, check_atom, err) -> None:
-    types: dict[str, tuple[str, Pos]] = {}  # variable -> (type, where it got it)
-
-    def set_type(v: Var, ty: str, what: str) -> None:
-        known = types.get(v.name)
-        if known is None:
-            types[v.name] = (ty, v.pos)
-        elif known[0] != ty:
-            raise err(v.pos, f"variable {v.name!r} is a {ty} here ({what}) but a {known[0]} at line "
-                      f"{known[1].line}, column {known[1].column}")
-
-    head_decl = check_atom(rule.head)
-    for a, (attr, ty) in zip(rule.head.args, head_decl.attrs, strict=True):
-        if isinstance(a, Wildcard):
-            raise err(a.pos, "'_' in the head: a head argument must be a variable or a constant")
-        if isinstance(a, Var):
-            set_type(a, ty, f"attribute {attr!r} of {rule.head.relation!r}")
-    bound: set[str] = set()
-    for atom in rule.body:
-        if isinstance(atom, Atom):
-            d = check_atom(atom)
-            for a, (attr, ty) in zip(atom.args, d.attrs, strict=True):
-                if isinstance(a, Var):
-                    set_type(a, ty, f"attribute {attr!r} of {atom.relation!r}")
-                    if not atom.negated:
-                        bound.add(a.name)
-    # Comparison types; `x = t` binds x once t is bound (a constant or a bound variable).
-    for c in rule.comparisons:
-        sides = [s for s in (c.left, c.right) if not isinstance(s, Wildcard)]
-        if len(sides) < 2:
-            w = c.left if isinstance(c.left, Wildcard) else c.right
-            raise err(w.pos, "'_' in a comparison")
-        tys = {s.type if isinstance(s, Const) else types[s.name][0] for s in sides
-               if isinstance(s, Const) or s.name in types}
-        if len(tys) > 1:
-            raise err(c.pos, f"comparison '{c.op}' between a number and a symbol")
-        if tys:
-            ty = tys.pop()
-            for s in sides:
-                if isinstance(s, Var):
-                    set_type(s, ty, f"compared with '{c.op}'")
-            if ty == SYMBOL and c.op in ORDER:
-                raise err(c.pos, f"order comparison '{c.op}' on symbols is not supported (only = and !=)")
-    changed = True
-    while changed:
-        changed = False
-        for c in rule.comparisons:
-            if c.op != "=":
-                continue
-            for a, b in ((c.left, c.right), (c.right, c.left)):
-                if isinstance(a, Var) and a.name not in bound and (
-                        isinstance(b, Const) or (isinstance(b, Var) and b.name in bound)):
-                    bound.add(a.name)
-                    changed = True
-
-    def unsafe(v: Var, where: str) -> ProgramError:
-        return err(v.pos, f"variable {v.name!r} is unsafe: it appears {where} but in no positive body atom "
-                   "(each variable of the head, a negation or a comparison must be bound by a positive atom)")
-
-    for a in rule.head.args:
-        if isinstance(a, Var) and a.name not in bound:
-            raise unsafe(a, f"in the head of {rule.name}")
-    for atom in rule.negative:
-        for a in atom.args:
-            if isinstance(a, Var) and a.name not in bound:
-                raise unsafe(a, f"in the negation !{atom.relation}(...)")
-    for c in rule.comparisons:
-        for a in (c.left, c.right):
-            if isinstance(a, Var) and a.name not in bound:
-                raise unsafe(a, f"in the comparison '{c.op}'")
+    return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
+                   output_files=p.output_files, records=p.record_fields)
 
 
 def _stratify(p: _Parser, err) -> list[list[str]]:
@@ -519,6 +437,10 @@ def _stratify(p: _Parser, err) -> list[list[str]]:
         for a in rule.body:
             if isinstance(a, Atom):
                 edges[a.relation].append((rule.head.relation, a if a.negated else None))
+        for g in rule.aggregates():
+            for rel in Rule(0, rule.head, g.body, "", g.pos).aggregated() | {
+                    a.relation for a in g.body if isinstance(a, Atom)}:
+                edges[rel].append((rule.head.relation, Atom(rel, (), g.pos, True)))
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
@@ -561,6 +483,13 @@ def _stratify(p: _Parser, err) -> list[list[str]]:
                 sccs.append(comp)
     comp_of = {r: i for i, comp in enumerate(sccs) for r in comp}
     for rule in p.rules:
+        for g in rule.aggregates():
+            for rel in Rule(0, rule.head, g.body, "", g.pos).aggregated() | {
+                    a.relation for a in g.body if isinstance(a, Atom)}:
+                if comp_of[rel] == comp_of[rule.head.relation]:
+                    raise err(g.pos, f"aggregate through recursion: {rule.name} derives "
+                              f"{rule.head.relation!r} from {g.kind} over {rel!r}, which depends on it; only "
+                              "stratified aggregates are supported")
         for a in rule.negative:
             if comp_of[a.relation] == comp_of[rule.head.relation]:
                 head, neg = rule.head.relation, a.relation
@@ -598,7 +527,7 @@ def parse(text: str, path: str | None = None) -> Program:
         ProgramError: a syntax error (what was expected, where), an
             unsupported construct, or a failed check (see the module docstring).
     """
-    p = _Parser(text, path)
+    p = _Parser(preprocess(text, path), path)
     p.program()
     return _check(p)
 

@@ -75,6 +75,7 @@ class ProgramError(InputError):
 class Pos:
     line: int
     column: int
+    file: str | None = None  # the file a `#line` marker of the preprocessor named; None: the program's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +99,61 @@ class Wildcard:
     pos: Pos
 
 
-Term = Var | Const | Wildcard
+@dataclasses.dataclass(frozen=True)
+class Functor:
+    """An arithmetic operation or a functor: `op` ("+", "band", "min", "cat", "neg" ...) of `args`."""
+
+    op: str
+    args: tuple
+    pos: Pos
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregate:
+    """`kind` (count, sum, min, max) of `target` (None for count) over the tuples of `body`."""
+
+    kind: str
+    target: object
+    body: tuple
+    pos: Pos
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A record `[a, b, ...]` (`args`), or `nil` (args None)."""
+
+    args: tuple | None
+    pos: Pos
+
+
+Term = Var | Const | Wildcard | Functor | Aggregate | Record
+
+
+def term_vars(term) -> list[Var]:
+    """The variables of a term outside aggregates (an aggregate's own variables are local to it)."""
+    if isinstance(term, Var):
+        return [term]
+    if isinstance(term, Functor) or (isinstance(term, Record) and term.args):
+        return [v for a in term.args for v in term_vars(a)]
+    return []
+
+
+def pattern_vars(term) -> list[Var]:
+    """The variables a term binds when matched against a value: itself, or those in its records."""
+    if isinstance(term, Var):
+        return [term]
+    if isinstance(term, Record) and term.args:
+        return [v for a in term.args for v in pattern_vars(a)]
+    return []
+
+
+def aggregates_in(term) -> list[Aggregate]:
+    """The aggregates of a term, outermost first (not those nested in their bodies)."""
+    if isinstance(term, Aggregate):
+        return [term]
+    if isinstance(term, Functor) or (isinstance(term, Record) and term.args):
+        return [g for a in term.args for g in aggregates_in(a)]
+    return []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +216,28 @@ class Rule:
     def comparisons(self) -> tuple[Comparison, ...]:
         return tuple(x for x in self.body if isinstance(x, Comparison))
 
+    def aggregates(self) -> list[Aggregate]:
+        """The aggregates of the rule (head and body, outermost first)."""
+        terms = list(self.head.args)
+        for x in self.body:
+            terms.extend(x.args if isinstance(x, Atom) else (x.left, x.right))
+        return [g for t in terms for g in aggregates_in(t)]
+
+    def aggregated(self) -> set[str]:
+        """Relations an aggregate of the rule ranges over (also in nested aggregates)."""
+        out: set[str] = set()
+        todo = self.aggregates()
+        while todo:
+            g = todo.pop()
+            for x in g.body:
+                if isinstance(x, Atom):
+                    out.add(x.relation)
+                    terms = x.args
+                else:
+                    terms = (x.left, x.right)
+                todo.extend(a for t in terms for a in aggregates_in(t))
+        return out
+
 
 @dataclasses.dataclass(frozen=True)
 class Fact:
@@ -174,6 +251,11 @@ class Fact:
 @dataclasses.dataclass
 class Program:
     """A checked program.
+
+    `input_params`: {relation: its .input parameters (filename, delimiter)};
+    `output_files`: {relation: the filename of its .output} where given.
+    `records`: {record type: its fields (name, type)}; an attribute's type is number, symbol or one of
+    these.
 
     Attributes:
         path: the source file (for messages).
@@ -193,14 +275,19 @@ class Program:
     rules: list[Rule]
     facts: list[Fact]
     strata: list[list[str]] = dataclasses.field(default_factory=list)
+    input_params: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    records: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
+    output_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def depends(self) -> dict[str, set[str]]:
-        """{relation: relations its rules' bodies name (positively or negated)}."""
+        """{relation: relations its rules' bodies name (positively, negated or aggregated)}."""
         deps: dict[str, set[str]] = {r: set() for r in self.decls}
         for rule in self.rules:
             deps[rule.head.relation].update(a.relation for a in rule.body if isinstance(a, Atom))
+            deps[rule.head.relation].update(rule.aggregated())
         return deps
 
     def negated(self) -> set[str]:
-        """Relations that some rule negates."""
-        return {a.relation for r in self.rules for a in r.negative}
+        """Relations that some rule negates or aggregates over (decided on the least model)."""
+        return {a.relation for r in self.rules for a in r.negative} | {
+            rel for r in self.rules for rel in r.aggregated()}

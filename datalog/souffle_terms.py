@@ -1,0 +1,192 @@
+"""Body literals and terms of the Soufflé subset: arithmetic, functors, aggregates (a mixin of the parser).
+
+Operators, loosest first (as Soufflé binds them): `lor`, `land`, `bor`, `bxor`, `band`,
+`bshl bshr bshru`, `+ -`, `* / %`, `^` (power, right-associative), then unary `-`, `bnot`, `lnot`.
+Functors: `min(a, b, ...)`, `max(...)`, `cat(s, ...)`, `strlen(s)`, `substr(s, i, n)`, `ord(s)`,
+`to_number(s)`, `to_string(n)`; the constraints `match(pattern, s)` and `contains(part, s)`.
+Aggregates: `count : { body }`, `sum T : { body }`, `min T : { body }`, `max T : { body }` (the braces
+may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.functors`'.
+"""
+
+from __future__ import annotations
+
+from datalog.souffle_ast import (
+    Aggregate,
+    Atom,
+    Comparison,
+    Const,
+    Functor,
+    Record,
+    Var,
+    Wildcard,
+    aggregates_in,
+)
+
+COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+# Binary operators by binding strength (loosest first); each level is left-associative but '^'.
+_LEVELS = (("lor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"), ("+", "-"),
+           ("*", "/", "%"), ("^",))
+_UNARY = {"-": "neg", "bnot": "bnot", "lnot": "lnot"}
+# functor name -> (least, most arguments)
+FUNCTORS = {"min": (2, 99), "max": (2, 99), "cat": (1, 99), "strlen": (1, 1), "substr": (3, 3),
+            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3)}
+CONSTRAINTS = ("match", "contains")
+AGGREGATES = ("count", "sum", "min", "max", "mean")
+_REFUSED_FUNCTORS = {
+    "to_float": "floats are not supported", "to_unsigned": "unsigned numbers are not supported",
+    "itou": "unsigned numbers are not supported", "utoi": "unsigned numbers are not supported",
+    "itof": "floats are not supported", "ftoi": "floats are not supported",
+    "utof": "floats are not supported", "ftou": "floats are not supported",
+    "as": "type casts (as) are not supported",
+    "autoinc": "autoinc() is not supported (its values depend on Soufflé's evaluation order)",
+}
+
+
+class TermsMixin:
+    """Literal and term parsing for `datalog.souffle._Parser`."""
+
+    def _is(self, text: str, k: int = 0) -> bool:
+        t = self.peek(k) if k else self.tok
+        return t.kind in ("punct", "ident") and t.text == text
+
+    def literal(self):
+        t = self.tok
+        if self.accept("!"):
+            if self.tok.kind != "ident":
+                raise self.expected("an atom after '!'")
+            if self.tok.text in CONSTRAINTS and self._is("(", 1):
+                c = self.literal()
+                return Comparison("!" + c.op, c.left, c.right, c.pos)
+            return self.atom(negated=True)
+        if t.kind == "ident" and t.text in ("true", "false") and not self._is("(", 1) and \
+                not (self.peek().kind == "punct" and self.peek().text in COMPARISONS):
+            self.i += 1
+            zero = Const(0, t.pos)
+            return Comparison("=" if t.text == "true" else "!=", zero, zero, t.pos)
+        if t.kind == "ident" and t.text in CONSTRAINTS and self._is("(", 1):
+            self.i += 2
+            left = self.term()
+            self.expect(",", f"',' between the arguments of {t.text}")
+            right = self.term()
+            self.expect(")", f"')' after the arguments of {t.text}")
+            return Comparison(t.text, left, right, t.pos)
+        if t.kind == "ident" and self._is("(", 1) and t.text not in FUNCTORS and \
+                t.text not in _REFUSED_FUNCTORS:
+            return self.atom()
+        left = self.term()
+        op = self.tok
+        if op.kind != "punct" or op.text not in COMPARISONS:
+            raise self.expected("a comparison (= != < <= > >=) after a term, or an atom rel(...)")
+        self.i += 1
+        right = self.term()
+        return Comparison(op.text, left, right, op.pos)
+
+    def term(self, level: int = 0):
+        if level == len(_LEVELS):
+            return self.unary()
+        left = self.term(level + 1)
+        ops = _LEVELS[level]
+        while self.tok.kind in ("punct", "ident") and self.tok.text in ops:
+            op = self.tok
+            self.i += 1
+            right = self.term(level if op.text == "^" else level + 1)  # '^' associates to the right
+            left = Functor(op.text, (left, right), op.pos)
+        return left
+
+    def unary(self):
+        t = self.tok
+        if (t.kind == "punct" and t.text == "-") or (t.kind == "ident" and t.text in ("bnot", "lnot")):
+            self.i += 1
+            arg = self.unary()
+            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int):
+                return Const(self.number(-arg.value, t), t.pos)
+            return Functor(_UNARY[t.text], (arg,), t.pos)
+        return self.primary()
+
+    def primary(self):
+        t = self.tok
+        if self.accept("("):
+            inner = self.term()
+            self.expect(")", "')' closing the parenthesis")
+            return inner
+        if t.kind == "number":
+            self.i += 1
+            return Const(self.number(t.value, t), t.pos)
+        if t.kind == "string":
+            self.i += 1
+            return Const(t.value, t.pos)
+        if self.accept("["):
+            args = [] if self._is("]") else [self.term()]
+            while self.accept(","):
+                args.append(self.term())
+            self.expect("]", "',' or ']' closing the record")
+            return Record(tuple(args), t.pos)
+        if t.kind != "ident":
+            raise self.expected("a variable, a constant, '_' or an expression")
+        if t.text in AGGREGATES and (self._is(":", 1) or (t.text != "count" and not self._is("(", 1))
+                                     or self._colon_after_parenthesis()):
+            return self.aggregate()
+        self.i += 1
+        if self.accept("("):
+            if t.text in _REFUSED_FUNCTORS:
+                raise self.error(t, _REFUSED_FUNCTORS[t.text])
+            if t.text not in FUNCTORS:
+                raise self.error(t, f"functor {t.text!r} is not supported (functors: "
+                                    f"{', '.join(FUNCTORS)})")
+            args = [] if self._is(")") else [self.term()]
+            while self.accept(","):
+                args.append(self.term())
+            self.expect(")", "',' or ')'")
+            least, most = FUNCTORS[t.text]
+            if not least <= len(args) <= most:
+                raise self.error(t, f"functor {t.text} takes {least}{'' if least == most else ' or more'} "
+                                    f"argument{'s' if least > 1 else ''}, got {len(args)}")
+            return Functor(t.text, tuple(args), t.pos)
+        if t.text == "_":
+            return Wildcard(t.pos)
+        if t.text == "nil":
+            return Record(None, t.pos)
+        if self._qualified(t):
+            raise self.error(self.tok, "qualified names (components) are not supported")
+        return Var(t.text, t.pos)
+
+    def _colon_after_parenthesis(self) -> bool:
+        """`max (a / b) : ...`: the parenthesis after the aggregate's name closes before a ':'."""
+        depth, k = 0, 1
+        while True:
+            t = self.peek(k)
+            if t.kind in ("end", "bad"):
+                return False
+            if t.kind == "punct" and t.text == "(":
+                depth += 1
+            elif t.kind == "punct" and t.text == ")":
+                depth -= 1
+                if depth == 0:
+                    nxt = self.peek(k + 1)
+                    return nxt.kind == "punct" and nxt.text == ":"
+            k += 1
+
+    def aggregate(self):
+        t = self.tok
+        self.i += 1
+        if t.text == "mean":
+            raise self.error(t, "aggregate 'mean' is not supported (its value is a float)")
+        target = None
+        if t.text != "count":
+            target = self.term(len(_LEVELS) - 3)  # the target binds tighter than the aggregate's ':'
+        self.expect(":", f"':' after the aggregate {t.text}")
+        if self.accept("{"):
+            body = self.body()
+            self.expect("}", "'}' closing the aggregate's body")
+        else:
+            body = [self.atom()]
+        for lit in body:
+            for term in lit.args if isinstance(lit, Atom) else (lit.left, lit.right):
+                inner = aggregates_in(term)
+                if inner:
+                    raise self.error_at(inner[0].pos, "nested aggregates (an aggregate inside an aggregate's "
+                                        "body) are not supported")
+        return Aggregate(t.text, target, tuple(body), t.pos)
+
+
+__all__ = ["TermsMixin", "FUNCTORS", "CONSTRAINTS", "AGGREGATES", "COMPARISONS", "Wildcard"]

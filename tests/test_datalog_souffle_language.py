@@ -1,0 +1,264 @@
+"""Soufflé as people write it: syntax that changes nothing, arithmetic with Soufflé's semantics (checked
+against a Python reference of C's 32-bit arithmetic), aggregates, string functors, components,
+disjunction, the preprocessor, eqrel; and refusals that name their construct."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from datalog import grounding, souffle
+from datalog.grounding import GroundOptions
+from fastlbp.core.errors import InputError
+
+
+def outputs(text, files=None, facts_dir=None):
+    """{relation: set of tuple names} of the .output relations, grounding `text` with `files`
+    ({file name: content}) beside it."""
+    with tempfile.TemporaryDirectory() as d:
+        for name, content in (files or {}).items():
+            (Path(d) / name).write_text(content)
+        path = Path(d) / "p.dl"
+        path.write_text(text)
+        program = souffle.parse_file(path)
+        dg = grounding.ground(program, GroundOptions(facts=d, max_rule_instances=0)).graph
+    out = {rel: set() for rel in program.outputs}
+    for t in dg.alarms.tolist():
+        name = dg.tuples[t]
+        out[name[:name.index("(")]].add(name)
+    return out, dg
+
+
+def values(text, rel="r", files=None):
+    """{first attribute: second} of relation `rel` (a name/value relation)."""
+    got, _ = outputs(text, files)
+    return dict(n[len(rel) + 1:-1].split(",", 1) for n in got[rel])
+
+
+def test_arithmetic_as_soufflé_computes_it():
+    text = '.decl r(op: symbol, v: number)\n.output r\n' + "\n".join(f'r("{k}", {e}).' for k, e in [
+        ("div", "-7 / 2"), ("mod", "-7 % 2"), ("pow", "2 ^ 10"), ("band", "12 band 10"), ("bor", "12 bor 10"),
+        ("bxor", "12 bxor 10"), ("shl", "1 bshl 4"), ("shr", "-16 bshr 2"), ("shru", "-1 bshru 28"),
+        ("wrap", "2147483647 + 1"), ("min", "min(3, -2, 5)"), ("max", "max(3, -2, 5)"), ("neg", "-(3)"),
+        ("bnot", "bnot 0"), ("lnot", "lnot 5"), ("land", "3 land 0"), ("lor", "0 lor 2"),
+        ("prec", "2 + 3 * 4 ^ 2"), ("right", "2 ^ 3 ^ 2"), ("left", "100 / 10 / 5")])
+    assert values(text) == {"div": "-3", "mod": "-1", "pow": "1024", "band": "8", "bor": "14", "bxor": "6",
+                            "shl": "16", "shr": "-4", "shru": "15", "wrap": "-2147483648", "min": "-2",
+                            "max": "5", "neg": "-3", "bnot": "-1", "lnot": "0", "land": "0", "lor": "1",
+                            "prec": "50", "right": "512", "left": "2"}
+
+
+def _c(op, a, b):
+    """C's int32 arithmetic (Soufflé's): truncating division, remainder with the dividend's sign, wrap."""
+    if op == "+":
+        v = a + b
+    elif op == "-":
+        v = a - b
+    elif op == "*":
+        v = a * b
+    else:
+        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        v = q if op == "/" else a - q * b
+    return (v + 2**31) % 2**32 - 2**31
+
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@hsettings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(INT32, INT32.filter(lambda b: b != 0)), min_size=1, max_size=4))
+def test_arithmetic_on_derived_values_equals_c_reference(pairs):
+    facts = "".join(f"{a}\t{b}\n" for a, b in pairs)
+    text = (".decl e(a: number, b: number)\n.input e\n.decl r(op: symbol, a: number, b: number, v: number)\n"
+            ".output r\n" + "\n".join(f'r("{op}", a, b, a {op} b) :- e(a, b).' for op in "+-*/%"))
+    got, _ = outputs(text, {"e.facts": facts})
+    want = {f"r({op},{a},{b},{_c(op, a, b)})" for a, b in pairs for op in "+-*/%"}
+    assert got["r"] == want
+
+
+def test_counter_and_comparison_with_arithmetic():
+    got, dg = outputs(".decl n(x: number)\n.output n\nn(0).\nn(x + 1) :- n(x), x + 1 <= 5.\n")
+    assert got["n"] == {f"n({i})" for i in range(6)}
+    assert dg.num_clauses == 5  # one clause per step, its body the step before
+
+
+AGG = """.decl e(x: number, y: number)
+.input e
+.decl c(x: number, n: number)
+.decl s(x: number, n: number)
+.decl lo(x: number, n: number)
+.decl hi(x: number, n: number)
+.decl none(n: number)
+.decl nomin(n: number)
+.output c, s, lo, hi, none, nomin
+c(x, n) :- e(x, _), n = count : { e(x, _) }.
+s(x, n) :- e(x, _), n = sum y : { e(x, y) }.
+lo(x, n) :- e(x, _), n = min y : { e(x, y) }.
+hi(x, n) :- e(x, _), n = max y * 2 : e(x, y).
+none(n) :- n = count : { e(99, _) }.
+nomin(n) :- n = min y : { e(99, y) }.
+"""
+
+
+@hsettings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 5)), min_size=1, max_size=8, unique=True))
+def test_aggregates_equal_python_reference(facts):
+    got, _ = outputs(AGG, {"e.facts": "".join(f"{x}\t{y}\n" for x, y in facts)})
+    by = {}
+    for x, y in facts:
+        by.setdefault(x, []).append(y)
+    assert got["c"] == {f"c({x},{len(ys)})" for x, ys in by.items()}
+    assert got["s"] == {f"s({x},{sum(ys)})" for x, ys in by.items()}
+    assert got["lo"] == {f"lo({x},{min(ys)})" for x, ys in by.items()}
+    assert got["hi"] == {f"hi({x},{2 * max(ys)})" for x, ys in by.items()}
+    assert got["none"] == {"none(0)"} and got["nomin"] == set()
+
+
+def test_aggregate_is_decided_on_the_least_model_not_a_body_member():
+    got, dg = outputs(AGG, {"e.facts": "1\t2\n1\t3\n"})
+    c = [k for k in range(dg.num_clauses) if dg.tuples[int(dg.clause_head[k])] == "c(1,2)"]
+    bodies = {frozenset(dg.tuples[int(t)] for t in dg.clause_body(k)) for k in c}
+    # the rule's own atom, not the aggregate's
+    assert bodies == {frozenset({"e(1,2)"}), frozenset({"e(1,3)"})}
+
+
+def test_string_functors_and_constraints():
+    text = """.decl r(op: symbol, v: symbol)
+.decl n(op: symbol, v: number)
+.decl w(x: symbol)
+.input w
+.output r, n
+r("cat", cat(x, "-", x)) :- w(x).
+r("substr", substr(x, 1, 2)) :- w(x).
+r("to_string", to_string(strlen(x) * 10)) :- w(x).
+n("strlen", strlen(x)) :- w(x).
+n("ord", ord(x)) :- w(x).
+n("to_number", to_number("42") + 1) :- w(_).
+r("match", x) :- w(x), match("a[a-z]+", x).
+r("nomatch", x) :- w(x), !match("z.*", x).
+r("contains", x) :- w(x), contains("bc", x).
+"""
+    assert values(text, files={"w.facts": "abcd\n"}) == {
+        "cat": "abcd-abcd", "substr": "bc", "to_string": "40", "match": "abcd", "nomatch": "abcd",
+        "contains": "abcd"}
+    assert values(text, "n", files={"w.facts": "abcd\n"}) == {"strlen": "4", "ord": "97", "to_number": "43"}
+
+
+def test_syntax_that_changes_nothing(tmp_path):
+    text = """.type Name <: symbol
+.type Other = Name | symbol
+.number_type Id
+.decl a, b(x: Other, i: Id) btree
+.decl c(x: Name) brie
+.decl d(x: Name)
+.input a(IO=file, filename="a.csv", delimiter=",")
+.output c(), d(filename="dd.csv")
+.printsize c
+.pragma "magic-transform" "*"
+b("z", 1).
+c(x), d(x) :- a(x, i) ; b(x, i).
+.plan 0:(1,2)
+"""
+    got, _ = outputs(text, {"a.csv": "p,7\nq,8\n"})
+    assert got == {"c": {"c(p)", "c(q)", "c(z)"}, "d": {"d(p)", "d(q)", "d(z)"}}
+    assert souffle.parse(text).output_files == {"d": "dd.csv"}
+
+
+def test_facts_only_program_outputs_its_facts():
+    got, dg = outputs(".decl f(x: number, s: symbol)\n.output f\nf(1, \"a\").\nf(2, \"b\").\n")
+    assert got["f"] == {"f(1,a)", "f(2,b)"} and dg.num_clauses == 0
+
+
+def test_eqrel_is_closed():
+    got, _ = outputs(".decl eq(a: number, b: number) eqrel\n.output eq\neq(1, 2).\neq(2, 3).\n")
+    assert got["eq"] == {f"eq({a},{b})" for a in (1, 2, 3) for b in (1, 2, 3)}
+
+
+def test_preprocessor_include_define_and_positions(tmp_path):
+    (tmp_path / "lib.dl").write_text(".decl e(x: number)\n.output e\ne(LIMIT).\n")
+    (tmp_path / "p.dl").write_text('#define LIMIT 7\n#include "lib.dl"\ne(LIMIT + 1).\n')
+    program = souffle.parse_file(tmp_path / "p.dl")
+    assert sorted(f.values for f in program.facts) == [(7,)]
+    assert program.rules[0].pos.line == 3  # the main file's line numbers survive the include
+    (tmp_path / "bad.dl").write_text('.decl e(x: number)\ne(1, 2).\n')
+    (tmp_path / "q.dl").write_text('#include "bad.dl"\n')
+    with pytest.raises(InputError) as info:
+        souffle.parse_file(tmp_path / "q.dl")
+    assert str(info.value).startswith(f"{tmp_path / 'bad.dl'}:2:1: relation 'e' has 1 attribute")
+
+
+COMPONENTS = """.comp Graph<N> {
+    .decl edge(a: N, b: N)
+    .decl path(a: N, b: N) overridable
+    path(x, y) :- edge(x, y).
+    path(x, z) :- path(x, y), edge(y, z).
+}
+.comp OneStep<N> : Graph<N> {
+    .override path
+    path(x, y) :- edge(x, y), x != y.
+}
+.comp Outer {
+    .decl seed(x: number)
+    .comp Inner { .decl twice(x: number)  twice(2 * x) :- seed(x). }
+    .init in = Inner
+    seed(3).
+}
+.init g = Graph<number>
+.init h = OneStep<number>
+.init o = Outer
+g.edge(1, 2). g.edge(2, 3).
+h.edge(1, 2). h.edge(2, 3). h.edge(3, 3).
+.output g.path, h.path, o.in.twice
+"""
+
+
+def test_components_type_parameters_override_and_scoping():
+    got, _ = outputs(COMPONENTS)
+    assert got["g.path"] == {"g.path(1,2)", "g.path(2,3)", "g.path(1,3)"}
+    assert got["h.path"] == {"h.path(1,2)", "h.path(2,3)"}
+    assert got["o.in.twice"] == {"o.in.twice(6)"}
+
+
+def test_records_lists_and_unpacking():
+    text = """.type List = [head: number, tail: List]
+.type Pair = [name: symbol, n: number]
+.decl l(x: List)
+.decl len(x: List, n: number)
+.decl p(x: Pair)
+.decl names(s: symbol)
+.output l, len, names
+l(nil).
+l([n, r]) :- l(r), len(r, k), k < 3, n = k * 10.
+len(nil, 0).
+len([n, r], k + 1) :- l([n, r]), len(r, k).
+p(["a b", 1]). p(["c", 2]).
+names(s) :- p(x), x = [s, n], n > 1.
+"""
+    got, _ = outputs(text)
+    assert got["l"] == {"l(nil)", "l([0, nil])", "l([10, [0, nil]])", "l([20, [10, [0, nil]]])"}
+    assert "len([10, [0, nil]],2)" in got["len"] and got["names"] == {"names(c)"}
+    with pytest.raises(InputError, match="records in facts files are not supported"):
+        outputs(".type R = [a: number]\n.decl r(x: R)\n.input r\n.output r\n", {"r.facts": ""})
+
+
+@pytest.mark.parametrize("text, where, words", [
+    (".decl r(x: number)\nr(x) :- r(x), x = [1, 2].", "2:19", "a record where a number is expected"),
+    (".decl r(x: float)", "1:12", "float"),
+    (".decl r(x: unsigned)", "1:12", "unsigned"),
+    (".decl r(x: number)\nr(1u).", "2:3", "unsigned constant"),
+    (".decl r(x: number)\nr(x) <= r(y) :- x < y.", "2:6", "subsumption"),
+    (".decl r(x: number, y: number) choice-domain x", "1:31", "choice-domain"),
+    (".decl r(x: number)\nr(x) :- r(y), x = autoinc().", "2:19", "autoinc"),
+    (".decl r(x: number)\n.limitsize r(n=3)", "2:1", ".limitsize"),
+    (".decl r(x: number)\nr(x) :- r(y), x = @f(y).", "2:19", "user-defined functors"),
+    (".decl r(x: number)\nr(x) :- r(x), !(r(x), r(x)).", "2:15", "negated group"),
+])
+def test_refusals_name_construct_and_place(text, where, words):
+    with pytest.raises(InputError) as info:
+        souffle.parse(text, "p.dl")
+    assert str(info.value).startswith(f"p.dl:{where}: ") and words in str(info.value), str(info.value)
