@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from datalog.souffle_lexer import Token, tokenize
+
 MAX_EXPANSION = 1_000_000  # tokens instances may add (a component that instantiates itself never ends)
 
 
@@ -171,17 +173,13 @@ class ComponentsMixin:
         return out
 
     def arg_tokens(self, arg: str, at) -> list:
-        from datalog.souffle import tokenize
-
         return [dataclasses.replace(t, pos=at.pos, offset=at.offset) for t in tokenize(arg, None)[:-1]]
 
     def split(self, tokens: list) -> list[_Statement]:
         """A component body's statements, by parsing it with a parser of its own (nested .comp recorded
         here, .init and .override read, not expanded)."""
-        from datalog.souffle import Token, _Parser
-
         end = tokens[-1] if tokens else None
-        sub = _Parser("", self.path)
+        sub = type(self)("", self.path)  # the parser this mixin is part of
         sub.components = self.components
         last = Token("end", "", end.pos if end else self.tok.pos, end.offset if end else 0)
         sub.toks = list(tokens) + [last]
