@@ -276,7 +276,8 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
         if related:
             result["relatedLocations"] = related
         if flows and len(results) < MAX_FLOWS and 0 <= a.var < model.num_vars:
-            flow = code_flow(model, marginals, a.var, index.lookup, physical_location, clauses_by_head=by_head)
+            flow = code_flow(model, marginals, a.var, index.lookup, physical_location,
+                             clauses_by_head=by_head)
             if flow is not None:
                 result["codeFlows"] = [flow]
         if baseline is not None:
@@ -314,5 +315,5 @@ def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
-__all__ = ["to_sarif", "dumps", "states", "read_baseline", "fingerprint", "FINGERPRINT_KEY", "physical_location",
-           "supporting_tuples", "precision_level"]
+__all__ = ["to_sarif", "dumps", "states", "read_baseline", "fingerprint", "FINGERPRINT_KEY",
+           "physical_location", "supporting_tuples", "precision_level"]

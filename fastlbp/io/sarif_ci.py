@@ -188,7 +188,8 @@ def derivation_chain(model, marginals: np.ndarray, var: int, *, clauses_by_head=
     return out, True
 
 
-def code_flow(model, marginals: np.ndarray, var: int, lookup, physical, *, clauses_by_head=None) -> dict | None:
+def code_flow(model, marginals: np.ndarray, var: int, lookup, physical, *,
+              clauses_by_head=None) -> dict | None:
     """A SARIF codeFlow of `var`'s strongest derivation: its tuples from the deepest to the alarm.
 
     Args:
@@ -212,7 +213,8 @@ def code_flow(model, marginals: np.ndarray, var: int, lookup, physical, *, claus
                                 f"{alarm} (P = {format_probability(p_alarm)}): the alarm"))
     for i, step in enumerate(steps):
         step["executionOrder"] = i + 1
-    return {"message": {"text": f"the strongest derivation of {alarm}"}, "threadFlows": [{"locations": steps}]}
+    return {"message": {"text": f"the strongest derivation of {alarm}"},
+            "threadFlows": [{"locations": steps}]}
 
 
 def missing_files(files, source_root: str | os.PathLike) -> list[str]:
