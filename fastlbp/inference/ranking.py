@@ -129,7 +129,8 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
 
 @float64
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,
-         settings: Settings | None = None, progress: Callable[[str], None] | None = None) -> Ranking:
+         settings: Settings | None = None, progress: Callable[[str], None] | None = None,
+         soft: dict[int, float] | None = None) -> Ranking:
     """Runs one cold round on `model` and ranks its alarms.
 
     Args:
@@ -140,12 +141,15 @@ def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None
         settings: inference settings (default `Settings()`).
         progress: called with "session" (the engine's set-up) and "first round"
             (compiling or loading the compiled loop, then the round) as each starts.
+        soft: {variable: p} soft evidence (`fastlbp.inference.soft`).
     """
     if progress is not None:
         progress("session")
     session = Session(model, settings)
     if labels is not None:
         session.labels = dict(labels)
+    for v, p in (soft or {}).items():
+        session.observe(int(v), p)
     if progress is not None:
         progress("first round")
     rnd = session.run(warm=False)
