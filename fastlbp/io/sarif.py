@@ -209,7 +209,7 @@ def _located(loc: dict, text: str, rid: int) -> dict:
 
 def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndarray | None = None,
              source: str | None = None, version: str | None = None, source_root: str | None = None,
-             baseline: dict[str, dict] | None = None) -> dict:
+             baseline: dict[str, dict] | None = None, absent: bool = True) -> dict:
     """A SARIF 2.1.0 log of `ranking` (module docstring).
 
     Args:
@@ -227,6 +227,8 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
         baseline: `read_baseline` of an earlier log: each result gets its
             `baselineState`, and the baseline's results no alarm of this run
             matches are added as "absent".
+        absent: whether to add the baseline's vanished alarms. An alarm of
+            the model that is labelled, or left out by a filter, is not absent.
     """
     version = __version__ if version is None else version
     marginals = ranking.marginals if marginals is None else marginals
@@ -283,8 +285,11 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
         if baseline is not None:
             result["baselineState"] = baseline_state(result, baseline)
         results.append(result)
-    if baseline is not None:
+    if baseline is not None and absent:
         now = {r["partialFingerprints"][FINGERPRINT_KEY] for r in results}
+        now |= {fingerprint(a.alarm) for a in ranking.labelled}
+        if model is not None:
+            now |= {fingerprint(model.var_names[v]) for v in alarm_vars(model).tolist()}
         results += [absent_result(old, rule_ids) for key, old in baseline.items() if key not in now]
     run: dict = {
         "tool": {"driver": {"name": "fastlbp", "version": version, "rules": rules}},
