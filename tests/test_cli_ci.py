@@ -130,3 +130,28 @@ def test_labels_from_an_old_version(tmp_path, probabilities):
                  "--match", match)
     assert "2 carried, 1 softened (P = 0.9), 0 dropped" in res.stderr
     assert invoke("rank", path, "--match", match).exit_code == 2
+
+
+def test_soft_labels_in_marginals_and_simulate(tmp_path):
+    soft = tmp_path / "soft.txt"
+    soft.write_text("race(1,2) 0.95\n")
+    res = invoke("marginals", RACE, "-q", "--soft-labels", soft)
+    p = json.loads(res.stdout)["marginals"]["race(1,2)"]
+    odds = 0.242757 / (1 - 0.242757) * 19  # the prior's odds (race.json, exact) times p / (1 - p)
+    assert p == pytest.approx(odds / (1 + odds), rel=1e-5)
+    res = invoke("simulate", RACE, "-q", "-f", "json", "--soft-labels", soft)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["complete"]
+
+
+def test_info_names_the_backend_and_device():
+    import jax
+
+    res = invoke("info", RACE, "--device", "-q", "-f", "json")
+    assert res.exit_code == 0, res.output
+    rt = json.loads(res.stdout)["runtime"]
+    assert rt["backend"] == jax.default_backend() and rt["devices"][0]["kind"] == jax.devices()[0].device_kind
+    assert rt["jax"] == jax.__version__ and rt["x64"] is True
+    text = invoke("info", RACE, "--device", "-q").stdout
+    kind = jax.devices()[0].device_kind
+    assert f"JAX {jax.__version__} runs on {jax.default_backend()}: {len(jax.devices())} x {kind}" in text

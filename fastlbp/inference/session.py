@@ -419,12 +419,14 @@ def _evidence_from_codes(codes: jax.Array, dtype) -> jax.Array:
 
 
 @float64
-def marginals(model: Model, labels: dict[int, bool] | None = None, settings: Settings | None = None,
-              **overrides) -> Round:
-    """One cold round on `model` with `labels` (or the model's own labels)."""
+def marginals(model: Model, labels: dict[int, bool] | None = None, settings: Settings | None = None, *,
+              soft: dict[int, float] | None = None, **overrides) -> Round:
+    """One cold round on `model` with `labels` (or the model's own labels) and `soft` evidence."""
     session = Session(model, settings, **overrides)
     if labels is not None:
         session.labels = dict(labels)
+    for v, p in (soft or {}).items():
+        session.observe(int(v), p)
     return session.run(warm=False)
 
 
