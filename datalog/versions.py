@@ -7,7 +7,8 @@ For measuring labels carried across versions (`fastlbp.triage.carry`). A
 change removes a fraction of the clauses, adds new ones (a random head among
 the derived tuples, a body from tuples of lower layers) and rewires others
 (one body tuple replaced), as an edit of the analysed program adds, removes and
-redirects derivations.
+redirects derivations. A derived tuple keeps at least one clause (a tuple
+without any reads as an input fact).
 
 The two versions' truths come from one world of names: each input tuple's
 truth and each clause's coin (does the rule fire?) are drawn once per name
@@ -41,6 +42,12 @@ def next_version(dg: DerivationGraph, *, seed: int = 0, remove: float = 0.03, ad
     rules = np.asarray(dg.clause_rule, np.int64)
     bodies = [dg.clause_body(g).astype(np.int64).tolist() for g in range(c)]
     keep = rng.random(c) >= remove
+    # A derived tuple keeps at least one clause: one with none would read as an input of prior 1.
+    left = np.bincount(heads[keep], minlength=dg.num_tuples)
+    for g in np.flatnonzero(~keep).tolist():
+        if left[heads[g]] == 0:
+            keep[g] = True
+            left[heads[g]] = 1
     derived = np.flatnonzero(np.bincount(heads, minlength=dg.num_tuples) > 0)
     lower = {int(t): np.flatnonzero(layer < layer[t]) for t in np.unique(heads).tolist()}
     for g in np.flatnonzero(keep & (rng.random(c) < rewire)).tolist():
