@@ -136,3 +136,15 @@ def test_bad_baselines_are_input_errors(tmp_path, text, message):
         read_baseline(path)
     with pytest.raises(InputError, match="cannot read"):
         read_baseline(tmp_path / "missing.sarif")
+
+
+def test_an_alarm_whose_derivations_hold_with_p_0_still_has_a_flow():
+    model = load(RACE)
+    r = ranking.rank(model, {model.index["unlocked(1)"]: False})  # race(1,4) and race(1,2) cannot hold
+    doc = check(sarif.to_sarif(r, model))
+    results = {x["properties"]["alarm"]: x for x in doc["runs"][0]["results"]}
+    assert results["race(1,4)"]["properties"]["probability"] == 0.0
+    for alarm in ("race(1,4)", "race(1,2)"):
+        steps = results[alarm]["codeFlows"][0]["threadFlows"][0]["locations"]
+        names = [s["location"]["logicalLocations"][0]["name"] for s in steps]
+        assert "unlocked(1)" in names and names[-1] == alarm

@@ -145,16 +145,40 @@ def _flow_location(name: str, p: float, locs: list[dict], physical, text: str) -
                  "message": {"text": text}}
     if locs:
         loc["physicalLocation"] = physical(locs[0])
-    return {"location": loc, "properties": {"probability": p}}
+    return {"location": loc, "properties": {"probability": p if math.isfinite(p) else None}}
 
 
-def derivation_chain(model, marginals: np.ndarray, var: int, *, clauses_by_head=None,
+def _strongest(model, ex, tuple_p, by_head=None) -> tuple[str, list[tuple[str, float]]] | None:
+    """(rule, [(body tuple, P)]) of an explanation's strongest derivation; when every derivation holds
+    with P = 0 under these marginals (underflow, or a label ruled them out), the first one that cycle
+    elimination kept, so that a derived alarm always has a flow."""
+    if ex.derivations:
+        return ex.derivations[0].rule, ex.derivations[0].body
+    dg = model.meta.get("derivation")
+    if ex.kind != "derivation" or dg is None or ex.total - ex.dropped <= 0:
+        return None
+    t = dg.tuple_index.get(ex.alarm)
+    if t is None:
+        return None
+    clauses = np.flatnonzero(np.asarray(dg.clause_head) == t) if by_head is None else by_head.get(
+        t, np.zeros(0, np.int64))
+    if "stages" in model.meta:
+        clauses = clauses[np.asarray(model.meta["stages"].clause_kept)[clauses]]
+    if not clauses.size:
+        return None
+    g = int(clauses[0])
+    body = [(dg.tuples[b], float(tuple_p[b]) if tuple_p is not None else math.nan)
+            for b in dg.clause_body(g).tolist()]
+    return dg.rules[int(dg.clause_rule[g])].name, body
+
+
+def derivation_chain(model, marginals: np.ndarray, var: int, *, clauses_by_head=None, tuple_p=None,
                      max_steps: int = MAX_FLOW - 1, max_explained: int = MAX_FLOW_EXPLAINED):
     """The tuples `var`'s strongest derivation rests on, breadth first (nearest first).
 
     Each tuple explained contributes the body of its strongest derivation
-    (`fastlbp.inference.explain`, k = 1), in the clause's order; input tuples
-    end a branch; a tuple met again is not repeated.
+    (`fastlbp.inference.explain`, k = 1; `_strongest`), in the clause's order;
+    input tuples end a branch; a tuple met again is not repeated.
 
     Returns:
         ([(tuple name, P(tuple), rule of the derivation that used it, depth >= 1)], whether `var`
@@ -162,51 +186,57 @@ def derivation_chain(model, marginals: np.ndarray, var: int, *, clauses_by_head=
     """
     from fastlbp.inference.explain import explain, explain_name
 
-    first = explain(model, marginals, var, k=1, clauses_by_head=clauses_by_head)
-    if not first.derivations:
+    first = explain(model, marginals, var, k=1, clauses_by_head=clauses_by_head, tuple_p=tuple_p)
+    top = _strongest(model, first, tuple_p, clauses_by_head)
+    if top is None:
         return [], False
     out: list[tuple[str, float, str, int]] = []
     seen = {first.alarm}
-    frontier = [(first.derivations[0], 1)]
+    frontier = [(top, 1)]
     explained = 1
     while frontier and len(out) < max_steps:
-        der, depth = frontier.pop(0)
-        for name, p in der.body:
+        (rule, body), depth = frontier.pop(0)
+        for name, p in body:
             if name in seen or len(out) >= max_steps:
                 continue
             seen.add(name)
-            out.append((name, p, der.rule, depth))
+            out.append((name, p, rule, depth))
             if explained >= max_explained:
                 continue
             try:
-                ex = explain_name(model, marginals, name, k=1, clauses_by_head=clauses_by_head)
+                ex = explain_name(model, marginals, name, k=1, clauses_by_head=clauses_by_head,
+                                  tuple_p=tuple_p)
             except KeyError:
                 continue
             explained += 1
-            if ex.derivations:
-                frontier.append((ex.derivations[0], depth + 1))
+            step = _strongest(model, ex, tuple_p, clauses_by_head)
+            if step is not None:
+                frontier.append((step, depth + 1))
     return out, True
 
 
 def code_flow(model, marginals: np.ndarray, var: int, lookup, physical, *,
-              clauses_by_head=None) -> dict | None:
+              clauses_by_head=None, tuple_p=None) -> dict | None:
     """A SARIF codeFlow of `var`'s strongest derivation: its tuples from the deepest to the alarm.
 
     Args:
         lookup: tuple name -> its locations (`datalog.annotations.LocationIndex.lookup`).
         physical: a location -> SARIF physicalLocation.
+        tuple_p: (T,) P of every tuple (`datalog.bayesnet.tuple_marginals`), computed once per log.
 
     Returns:
         The codeFlow, or None when the alarm has no derivation (an input tuple).
     """
-    chain, derived = derivation_chain(model, marginals, var, clauses_by_head=clauses_by_head)
+    chain, derived = derivation_chain(model, marginals, var, clauses_by_head=clauses_by_head,
+                                      tuple_p=tuple_p)
     if not derived:
         return None
     alarm = model.var_names[var]
     # The deepest tuples first, each level in its clauses' order, the alarm last.
     chain = sorted(chain, key=lambda step: -step[3])
     steps = [_flow_location(name, p, lookup(name), physical,
-                            f"{name} (P = {format_probability(p)}; rule {rule})")
+                            f"{name} (P = {format_probability(p)}; rule {rule})" if math.isfinite(p)
+                            else f"{name} (rule {rule})")
              for name, p, rule, _ in chain]
     p_alarm = float(marginals[var])
     steps.append(_flow_location(alarm, p_alarm, lookup(alarm), physical,
