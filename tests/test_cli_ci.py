@@ -151,7 +151,7 @@ def test_info_names_the_backend_and_device():
     assert res.exit_code == 0, res.output
     rt = json.loads(res.stdout)["runtime"]
     assert rt["backend"] == jax.default_backend() and rt["devices"][0]["kind"] == jax.devices()[0].device_kind
-    assert rt["jax"] == jax.__version__ and rt["x64"] is True
+    assert rt["jax"] == jax.__version__
     text = invoke("info", RACE, "--device", "-q").stdout
     kind = jax.devices()[0].device_kind
     assert f"JAX {jax.__version__} runs on {jax.default_backend()}: {len(jax.devices())} x {kind}" in text

@@ -59,24 +59,23 @@ def devices() -> dict:
     """JAX's default backend and its devices (starts JAX: on a GPU, CUDA too).
 
     Returns:
-        {"backend": "cpu" | "gpu" | "tpu", "devices": [{"platform", "kind", "id"}], "x64": bool,
-        "jax": version}.
+        {"backend": "cpu" | "gpu" | "tpu", "devices": [{"platform", "kind", "id"}], "jax": version}.
     """
     import jax
 
     return {"backend": jax.default_backend(),
             "devices": [{"platform": d.platform, "kind": d.device_kind, "id": d.id} for d in jax.devices()],
-            "x64": bool(jax.config.jax_enable_x64), "jax": jax.__version__}
+            "jax": jax.__version__}
 
 
 def device_text(info: dict | None = None) -> str:
-    """One line: `JAX 0.10.2 runs on gpu: 1 x NVIDIA H200 (float64 on)`."""
+    """One line: `JAX 0.10.2 runs on gpu: 1 x NVIDIA H200`."""
     info = devices() if info is None else info
     kinds: dict[str, int] = {}
     for d in info["devices"]:
         kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
     shown = ", ".join(f"{n} x {k}" for k, n in kinds.items()) or "no device"
-    return f"JAX {info['jax']} runs on {info['backend']}: {shown} (float64 {'on' if info['x64'] else 'off'})"
+    return f"JAX {info['jax']} runs on {info['backend']}: {shown}"
 
 
 __all__ = ["installed", "version_text", "devices", "device_text", "DISTRIBUTIONS"]
