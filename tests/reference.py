@@ -31,8 +31,11 @@ def _evidence_pairs(num_vars: int, labels: dict[int, bool] | None) -> np.ndarray
 
 
 def exact_marginals(factors: Sequence[Factor], num_vars: int,
-                    labels: dict[int, bool] | None = None) -> np.ndarray:
+                    labels: dict[int, bool] | None = None,
+                    soft: dict[int, float] | None = None) -> np.ndarray:
     """Exact P(x=1) for every variable by enumerating all assignments.
+
+    `soft` {v: p}: each a unary factor, p where v holds and 1 - p where it does not.
 
     Returns:
         (V,) float64.
@@ -54,6 +57,8 @@ def exact_marginals(factors: Sequence[Factor], num_vars: int,
         weight *= np.where(states[:, f.head], p_true, 1.0 - p_true)
     for v, value in (labels or {}).items():
         weight *= states[:, v] == value
+    for v, p in (soft or {}).items():
+        weight *= np.where(states[:, v], p, 1.0 - p)
     z = weight.sum()
     if z <= 0:
         raise Contradiction("the labels have probability 0")

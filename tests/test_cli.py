@@ -305,10 +305,14 @@ def _listed_commands():
 def test_version_from_package_metadata():
     from importlib import metadata
 
+    from fastlbp.core.runtime import installed
+
     for flag in ("--version", "-V"):
         res = invoke(flag)
         assert res.exit_code == 0, res.output
-        assert res.stdout == f"fastlbp {metadata.version('fastlbp')}\n"
+        first, second = res.stdout.splitlines()
+        assert first == f"fastlbp {metadata.version(installed()['distribution'] or 'fastlbp')}"
+        assert second.startswith(f"jax {metadata.version('jax')}, jaxlib ") and "plugins" in second
 
 
 def test_h_is_help_and_flags_show_no_bool_metavar():

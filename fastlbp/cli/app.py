@@ -21,7 +21,6 @@ import functools
 import os
 import sys
 from enum import StrEnum
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -71,12 +70,11 @@ class Group(TyperGroup):
 
 
 def version() -> str:
-    """fastlbp's version from the installed package's metadata (the source tree's when not installed)."""
-    try:
-        return metadata.version("fastlbp")
-    except metadata.PackageNotFoundError:
-        from fastlbp import __version__
-        return __version__
+    """fastlbp's version from the installed distribution's metadata (`fastlbp.core.runtime.DISTRIBUTIONS`;
+    the source tree's when none is installed)."""
+    from fastlbp.core.runtime import installed
+
+    return installed()["fastlbp"]
 
 
 app = typer.Typer(
@@ -99,14 +97,18 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"fastlbp {version()}")
+        from fastlbp.core.runtime import version_text  # package metadata only: JAX is not started
+
+        typer.echo(version_text())
         raise typer.Exit()
 
 
 @app.callback()
 def root(
     show_version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
-                                               help="Print fastlbp's version and exit.")] = False,
+                                               help="Print fastlbp's version, JAX's and its accelerator "
+                                                    "plugins' (`info --device` names the device), and "
+                                                    "exit.")] = False,
 ) -> None:
     """Runs before every command: makes and checks the cache folder (the app's help is `app`'s)."""
     compilation_cache()

@@ -234,6 +234,9 @@ def info(
     schedule: Annotated[str | None, typer.Option(
         "--schedule", "-s", help="Also analyse this update strategy (parall, seqfix, seqrnd, topo, or a "
                                  "file): batches per iteration, batch sizes, analysis time.")] = None,
+    device: Annotated[bool, typer.Option(
+        "--device", help="Also start JAX and say which backend and device inference runs on (CPU or GPU, "
+                         "its name).")] = False,
     *,
     loading: LoadOptions,
 ) -> None:
@@ -252,4 +255,13 @@ def info(
         raise typer.BadParameter(str(err), param_hint="'--schedule'") from None
     from datalog.summary import to_text
 
-    emit(json.dumps(data, indent=2, default=str) if format is InfoFormat.json else to_text(data))
+    text = None
+    if device:
+        from fastlbp.core import runtime
+
+        data["runtime"] = {**runtime.installed(), **runtime.devices()}
+        text = runtime.device_text(data["runtime"])
+    if format is InfoFormat.json:
+        emit(json.dumps(data, indent=2, default=str))
+    else:
+        emit(to_text({k: v for k, v in data.items() if k != "runtime"}) + (f"\n{text}" if text else ""))

@@ -15,6 +15,7 @@ from fastlbp.cli.app import (
     output_target,
     status,
 )
+from fastlbp.cli.evidence import SoftLabelsOpt, evidence
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -37,6 +38,7 @@ class OutputFormat(StrEnum):
 def marginals(
     graph: GraphArg,
     labels: LabelsOpt = None,
+    soft_labels: SoftLabelsOpt = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = (
         OutputFormat.json),
     output: OutputOpt = None,
@@ -86,11 +88,14 @@ def marginals(
         from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session
 
         model, known = read_labels_or_session(labels, model)
+    soft = {}
+    if soft_labels is not None:
+        model, known, soft = evidence(model, known, soft_labels=soft_labels)
     loading.start_jax(progress)
     from fastlbp.inference import session  # the session and engines: imported when the command runs
 
     with conflicts_located(labels, model, graph):
-        rnd = session.marginals(model, known, settings)
+        rnd = session.marginals(model, known, settings, soft=soft)
     from fastlbp.inference import methods
 
     names, values = _listed(model, rnd.marginals, all_variables)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,6 +17,14 @@ from fastlbp.cli.app import (
     status,
     summary,
 )
+from fastlbp.cli.evidence import (
+    CarryConfidenceOpt,
+    LabelsFromOpt,
+    MatchOpt,
+    OldLabelsOpt,
+    SoftLabelsOpt,
+    evidence,
+)
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -26,6 +35,31 @@ from fastlbp.cli.options import (
     graph_command,
     settings_of,
 )
+
+CI = "CI and filters"  # the --help panel of the options a CI job uses
+FailOnOpt = Annotated[float | None, typer.Option(
+    "--fail-on", min=0.0, max=1.0, metavar="P", rich_help_panel=CI,
+    help="Exit with status 1 when an unlabelled alarm (of those the filters keep) has probability >= P; "
+         "the output is written first. Exit status: 0 done, 1 an alarm passed --fail-on, 2 bad input or "
+         "an error.")]
+RelationOpt = Annotated[list[str] | None, typer.Option(
+    "--relation", metavar="REL", rich_help_panel=CI,
+    help="Only alarms of this relation (race keeps race(1,2)); repeat for several.")]
+MinProbabilityOpt = Annotated[float | None, typer.Option(
+    "--min-probability", min=0.0, max=1.0, metavar="P", rich_help_panel=CI,
+    help="Only alarms with probability >= P.")]
+BaselineOpt = Annotated[Path | None, typer.Option(
+    "--baseline", metavar="OLD.sarif", rich_help_panel=CI,
+    help="A SARIF log of an earlier run: each SARIF result gets its baselineState (new, unchanged, "
+         "updated; the baseline's alarms that are gone are listed as absent), matched by fingerprint "
+         "(relation and tuple name).")]
+NewOnlyOpt = Annotated[bool, typer.Option(
+    "--new-only", rich_help_panel=CI, help="Only alarms the --baseline does not have.")]
+SourceRootOpt = Annotated[Path | None, typer.Option(
+    "--source-root", metavar="DIR", rich_help_panel=CI,
+    help="The analysed source tree's root: SARIF file URIs are relative to it (%SRCROOT%), the graph's "
+         "path is written relative to it, and location files missing under it are reported on stderr. "
+         "No absolute path is written.")]
 
 
 class RankFormat(StrEnum):
@@ -47,6 +81,17 @@ def rank(
     labels: LabelsOpt = None,
     output: OutputOpt = None,
     csv_exact_names: CsvExactNamesOpt = False,
+    fail_on: FailOnOpt = None,
+    relation: RelationOpt = None,
+    min_probability: MinProbabilityOpt = None,
+    baseline: BaselineOpt = None,
+    new_only: NewOnlyOpt = False,
+    source_root: SourceRootOpt = None,
+    soft_labels: SoftLabelsOpt = None,
+    labels_from: LabelsFromOpt = None,
+    old_labels: OldLabelsOpt = None,
+    match: MatchOpt = None,
+    carry_confidence: CarryConfidenceOpt = 0.9,
     *,
     inference: InferenceOptions,
     loading: LoadOptions,
@@ -74,12 +119,23 @@ def rank(
     alarm, ruleId = the alarm's relation, rank = 100 * probability, position and
     probability in properties.
 
+    CI: --fail-on P exits with status 1 when an unlabelled alarm kept by the
+    filters (--relation, --min-probability, --new-only) has P(true) >= P,
+    after writing the output; bad input or an error exits with 2, anything
+    else with 0. SARIF results carry partialFingerprints (the alarm's relation
+    and tuple name: the same in every run), codeFlows (the strongest
+    derivation) and, with --baseline, their baselineState.
+
     Examples:
 
       fastlbp rank race.json --top 20
 
       fastlbp rank bingo_dir/ --schedule seqfix --format sarif -o alarms.sarif
+
+      fastlbp rank new.json -f sarif -o now.sarif --baseline last.sarif --new-only --fail-on 0.8
     """
+    if new_only and baseline is None:
+        raise typer.BadParameter("needs --baseline OLD.sarif", param_hint="'--new-only'")
     progress = loading.progress()
     settings = settings_of(loading, inference)
     output = output_target(output, graph, labels)
@@ -95,6 +151,14 @@ def rank(
         # (its variables renumbered), so the graph's own labels are read from the model returned.
         model, extra = read_labels_or_session(labels, model)
     known = {**model.labels, **extra}
+    model, known, soft = evidence(model, known, soft_labels=soft_labels, labels_from=labels_from,
+                                  old_labels=old_labels, match=match, confidence=carry_confidence,
+                                  loading=loading, settings=settings, progress=progress)
+    base = None
+    if baseline is not None:
+        from fastlbp.io.sarif_ci import read_baseline
+
+        base = read_baseline(baseline)
     # JAX, the session and the engines are imported here, not at the top (`fastlbp --help` and the commands
     # that run no inference never import JAX), and the backend (on a GPU, CUDA) starts on first use: both
     # timed as this stage, apart from loading and the session.
@@ -107,12 +171,33 @@ def rank(
 
     jax.devices()
     with conflicts_located(labels, model, graph):
-        result = ranking.rank(model, known, top=top, settings=settings, progress=progress)
+        full = ranking.rank(model, known, settings=settings, progress=progress, soft=soft)
     progress("output")
+    keep = None
+    if new_only:
+        from fastlbp.io.sarif_ci import fingerprint
+
+        def keep(name):
+            return fingerprint(name) not in base
+    kept = ranking.select(full, relations=relation, min_probability=min_probability, keep=keep)
+    result = ranking.select(kept, top=top) if top is not None else kept
     if format is RankFormat.sarif:
         from fastlbp.io import sarif  # 0.5 s of imports: only for SARIF
 
-        emit(sarif.dumps(sarif.to_sarif(result, model, source=str(graph))), output)
+        doc = sarif.to_sarif(result, model, source=str(graph), source_root=source_root, baseline=base,
+                             absent=not new_only)
+        emit(sarif.dumps(doc), output)
+        if base is not None:
+            counts = sarif.states(doc)
+            status("baseline: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+        if source_root is not None:
+            from fastlbp.io.sarif_ci import missing_files
+
+            files = [loc["file"] for locs in (model.meta.get("locations") or {}).values() for loc in locs]
+            missing = missing_files(files, source_root)
+            if missing:
+                status(f"warning: {len(missing)} location file(s) not under --source-root, e.g. "
+                       f"{missing[0]}: code scanning will not show those results at a line")
     elif format is RankFormat.csv:
         emit(writers.to_csv(result, exact_names=csv_exact_names), output)
     else:
@@ -134,3 +219,10 @@ def rank(
         warning = degenerate_warning(shown, graph)
     if warning:
         status(warning)
+    if fail_on is not None:
+        failed = ranking.failing(kept, fail_on)
+        if failed:
+            shown = ", ".join(f"{a.alarm} ({a.probability:.3g})" for a in failed[:3])
+            status(f"fail-on: {len(failed)} alarm(s) with P >= {fail_on:g}: {shown}"
+                   f"{', ...' if len(failed) > 3 else ''}")
+            raise typer.Exit(1)

@@ -16,6 +16,14 @@ from fastlbp.cli.app import (
     output_target,
     status,
 )
+from fastlbp.cli.evidence import (
+    CarryConfidenceOpt,
+    LabelsFromOpt,
+    MatchOpt,
+    OldLabelsOpt,
+    SoftLabelsOpt,
+    evidence,
+)
 from fastlbp.cli.options import (
     GraphArg,
     InferenceOptions,
@@ -63,6 +71,11 @@ def simulate(
     learn_steps: Annotated[int, typer.Option("--learn-steps", min=1,
                                              help="EM steps per label with --learn.")] = 3,
     output: OutputOpt = None,
+    soft_labels: SoftLabelsOpt = None,
+    labels_from: LabelsFromOpt = None,
+    old_labels: OldLabelsOpt = None,
+    match: MatchOpt = None,
+    carry_confidence: CarryConfidenceOpt = 0.9,
     *,
     inference: InferenceOptions,
     loading: LoadOptions,
@@ -101,6 +114,13 @@ def simulate(
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
     loading.start_jax(progress)
+    model, known, soft = evidence(model, dict(model.labels), soft_labels=soft_labels, labels_from=labels_from,
+                                  old_labels=old_labels, match=match, confidence=carry_confidence,
+                                  loading=loading, settings=settings)
+    if known != model.labels:
+        import dataclasses
+
+        model = dataclasses.replace(model, labels=known)  # carried labels: known before round 1
     if oracle is not None:
         truth = sim.read_oracle(oracle, model)
     else:
@@ -123,7 +143,7 @@ def simulate(
         # The E-step uses the rounds' method (auto: exact where it fits, else sampling, else LBP).
         online = OnlineOptions(LearnOptions(method=settings.method, settings=settings), steps=learn_steps)
     result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=each_round, settings=settings,
-                          online=online)
+                          online=online, soft=soft)
     if live:
         sys.stderr.write("\r\033[K")
     if format is SimFormat.json:

@@ -49,10 +49,10 @@ class Explanation:
 class _TupleP:
     """P(tuple) for every tuple of the graph, the forward pass for pruned ones computed on first need."""
 
-    def __init__(self, model: Model, marginals: np.ndarray):
+    def __init__(self, model: Model, marginals: np.ndarray, all_tuples: np.ndarray | None = None):
         self.model, self.marginals = model, marginals
         self.tuple_var = np.asarray(model.meta["tuple_var"], np.int64)
-        self._all: np.ndarray | None = None
+        self._all: np.ndarray | None = all_tuples
 
     def __call__(self, t: int) -> float:
         v = int(self.tuple_var[t])
@@ -78,7 +78,8 @@ def clause_index(dg) -> dict[int, np.ndarray]:
 
 
 def _explain_tuple(model: Model, marginals: np.ndarray, t: int, k: int,
-                   clauses_by_head: dict[int, np.ndarray] | None) -> Explanation:
+                   clauses_by_head: dict[int, np.ndarray] | None,
+                   tuple_p: np.ndarray | None = None) -> Explanation:
     """The derivations of tuple `t`, strongest first: ordered by P(clause holds) under the marginals.
 
     P(clause) is its variable's marginal (a clause merged into its head is the
@@ -88,7 +89,7 @@ def _explain_tuple(model: Model, marginals: np.ndarray, t: int, k: int,
     listed; clauses cycle elimination dropped are counted apart.
     """
     dg = model.meta["derivation"]
-    tuple_p = _TupleP(model, marginals)
+    tuple_p = _TupleP(model, marginals, tuple_p)
     if clauses_by_head is None:
         clauses = np.flatnonzero(np.asarray(dg.clause_head) == t)
     else:
@@ -120,7 +121,8 @@ def _explain_tuple(model: Model, marginals: np.ndarray, t: int, k: int,
 
 
 def explain_name(model: Model, marginals: np.ndarray, name: str, k: int = 3, *,
-                 clauses_by_head: dict[int, np.ndarray] | None = None) -> Explanation:
+                 clauses_by_head: dict[int, np.ndarray] | None = None,
+                 tuple_p: np.ndarray | None = None) -> Explanation:
     """`explain` of any tuple of the input graph (or variable) by name, with or without a variable.
 
     Raises:
@@ -128,25 +130,27 @@ def explain_name(model: Model, marginals: np.ndarray, name: str, k: int = 3, *,
     """
     r = model.resolve(name)
     if r.tuple >= 0 and "derivation" in model.meta and "tuple_var" in model.meta:
-        return _explain_tuple(model, marginals, r.tuple, k, clauses_by_head)
-    return explain(model, marginals, r.var, k, clauses_by_head=clauses_by_head)
+        return _explain_tuple(model, marginals, r.tuple, k, clauses_by_head, tuple_p)
+    return explain(model, marginals, r.var, k, clauses_by_head=clauses_by_head, tuple_p=tuple_p)
 
 
 def explain(model: Model, marginals: np.ndarray, var: int, k: int = 3, *,
-            clauses_by_head: dict[int, np.ndarray] | None = None) -> Explanation:
+            clauses_by_head: dict[int, np.ndarray] | None = None,
+            tuple_p: np.ndarray | None = None) -> Explanation:
     """Why `var` has its probability: its `k` strongest derivations.
 
     With a derivation graph (`model.meta["derivation"]`), the clauses deriving
     the tuple, strongest first by P(clause holds) (`_explain_tuple`), each
     with its rule and body tuples. Without one (a bare factor graph), the
     factors with `var` as head and their body variables, and the factors
-    that use `var`.
+    that use `var`. `tuple_p`: (T,) P of every tuple (`datalog.bayesnet.tuple_marginals` of these
+    marginals), when many tuples are explained: else computed per call where a pruned tuple needs it.
     """
     names = model.var_names
     dg = model.meta.get("derivation")
     t = model.tuple_index.get(names[var], -1) if dg is not None and "tuple_var" in model.meta else -1
     if t >= 0:
-        return _explain_tuple(model, marginals, t, k, clauses_by_head)
+        return _explain_tuple(model, marginals, t, k, clauses_by_head, tuple_p)
 
     g = model.graph
     off = np.asarray(g.factor_offsets)

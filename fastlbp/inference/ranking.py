@@ -127,9 +127,40 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
                    np.asarray(marginals), **extra)
 
 
+def select(ranking: Ranking, *, relations=None, min_probability: float | None = None, keep=None,
+           top: int | None = None) -> Ranking:
+    """The ranking's alarms that pass every filter given, then at most `top` of them.
+
+    Each alarm keeps its rank among all unlabelled alarms (so `rank 7` still
+    means the seventh most likely); `total_unlabelled` counts the alarms that
+    passed the filters, before `top`.
+
+    Args:
+        relations: relation names to keep (`race` keeps `race(1,2)`); None: all.
+        min_probability: keep alarms with P >= this.
+        keep: a predicate on the alarm's name (e.g. "not in the baseline").
+        top: keep at most this many.
+    """
+    from fastlbp.io.writers import relation
+
+    wanted = None if relations is None else set(relations)
+    out = [a for a in ranking.alarms
+           if (wanted is None or relation(a.alarm) in wanted)
+           and (min_probability is None or a.probability >= min_probability)
+           and (keep is None or keep(a.alarm))]
+    total = len(out)
+    return dataclasses.replace(ranking, alarms=out if top is None else out[:top], total_unlabelled=total)
+
+
+def failing(ranking: Ranking, threshold: float) -> list[RankedAlarm]:
+    """The unlabelled alarms with P >= `threshold` (what `rank --fail-on` fails a CI job for)."""
+    return [a for a in ranking.alarms if a.probability >= threshold]
+
+
 @float64
 def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None = None,
-         settings: Settings | None = None, progress: Callable[[str], None] | None = None) -> Ranking:
+         settings: Settings | None = None, progress: Callable[[str], None] | None = None,
+         soft: dict[int, float] | None = None) -> Ranking:
     """Runs one cold round on `model` and ranks its alarms.
 
     Args:
@@ -140,12 +171,15 @@ def rank(model: Model, labels: dict[int, bool] | None = None, *, top: int | None
         settings: inference settings (default `Settings()`).
         progress: called with "session" (the engine's set-up) and "first round"
             (compiling or loading the compiled loop, then the round) as each starts.
+        soft: {variable: p} soft evidence (`fastlbp.inference.soft`).
     """
     if progress is not None:
         progress("session")
     session = Session(model, settings)
     if labels is not None:
         session.labels = dict(labels)
+    for v, p in (soft or {}).items():
+        session.observe(int(v), p)
     if progress is not None:
         progress("first round")
     rnd = session.run(warm=False)

@@ -118,7 +118,8 @@ def read_oracle(path: str | os.PathLike, model: Model) -> set[int]:
 @float64
 def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int | None = None,
              on_step: Callable[[int, Step], None] | None = None,
-             settings: Settings | None = None, online: OnlineOptions | None = None) -> SimulationResult:
+             settings: Settings | None = None, online: OnlineOptions | None = None,
+             soft: dict[int, float] | None = None) -> SimulationResult:
     """Runs Bingo's loop with an oracle.
 
     Args:
@@ -133,6 +134,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
             after every `online.every` labels, `online.steps` warm-started EM steps on this graph,
             and the next round ranks with them; their time is part of the round's. None: the
             graph's probabilities throughout.
+        soft: {variable: p} soft evidence for every round (`fastlbp.inference.soft`).
 
     A label the model's hard constraints rule out (the oracle contradicts the
     model: `ContradictoryEvidence`, decided by `fastlbp.inference.constraints`, never by
@@ -145,6 +147,8 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     start = time.perf_counter()
     settings = settings or Settings()
     session = Session(model, dataclasses.replace(settings, max_iters=1, remedies=False))
+    for v, p in (soft or {}).items():
+        session.observe(int(v), p)
     # Compile with max_iters as data = 1: the same program the rounds run.
     session.run(warm=False)
     session.settings = settings

@@ -21,7 +21,14 @@ One result per ranked (unlabelled) alarm:
 * `relatedLocations`: the alarm's other locations, then the located tuples
   its strongest derivation rests on (`supporting_tuples`), at most
   `MAX_RELATED`;
-* `properties`: position, probability, log-odds, the alarm's name.
+* `properties`: position, probability, log-odds, the alarm's name;
+* `partialFingerprints[FINGERPRINT_KEY]`: the alarm's identity across runs
+  (relation and tuple name, never rank or probability: `fastlbp.io.sarif_ci`);
+* `codeFlows`: the alarm's strongest derivation, its tuples from the deepest
+  to the alarm, each with its location when it has one (GitHub shows a
+  path-problem's steps from them), for the first `MAX_FLOWS` results;
+* with a baseline (`read_baseline`), `baselineState` new, unchanged or
+  updated, and the baseline's alarms that are gone as "absent" results.
 
 Each rule descriptor carries `properties.precision` in GitHub's vocabulary,
 from the mean P(true) of all the relation's alarms (a labelled alarm counts
@@ -48,6 +55,16 @@ from fastlbp import __version__
 from fastlbp.core.model import Model
 from fastlbp.inference.explain import clause_index, explain
 from fastlbp.inference.ranking import Ranking, alarm_vars
+from fastlbp.io.sarif_ci import (
+    BASELINE_STATES,
+    FINGERPRINT_KEY,
+    absent_result,
+    baseline_state,
+    code_flow,
+    fingerprint,
+    read_baseline,
+    shown_path,
+)
 from fastlbp.io.writers import format_probability, relation
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -61,6 +78,12 @@ MAX_RELATED = 10  # related locations per result
 # so data/avrora.json.gz's 273 alarms take 1.2 s in all when the walk finds little (0.01 s without
 # locations, when no walk runs).
 MAX_EXPLAINED = 64
+# Results given a code flow: a flow explains up to 32 tuples (data/avrora.json.gz: 273 flows in 1.3-1.5 s
+# on this loaded 2-core CPU, the log without them 0.04 s), and a bare factor graph ranks every variable,
+# so the flows stop at the 5,000 highest-ranked results.
+MAX_FLOWS = 5000
+SRCROOT_DESCRIPTION = ("The root of the analysed source tree (--source-root); every file URI is relative "
+                       "to it.")
 
 
 def precision_level(mean_probability: float) -> str:
@@ -186,7 +209,8 @@ def _located(loc: dict, text: str, rid: int) -> dict:
 
 
 def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndarray | None = None,
-             source: str | None = None, version: str | None = None) -> dict:
+             source: str | None = None, version: str | None = None, source_root: str | None = None,
+             baseline: dict[str, dict] | None = None, absent: bool = True) -> dict:
     """A SARIF 2.1.0 log of `ranking` (module docstring).
 
     Args:
@@ -197,8 +221,15 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
         marginals: (V,) P(x=1) of every variable; default `ranking.marginals`.
             Needed for related locations from derivations and for a rule's
             precision over all its alarms (else over the ranked ones).
-        source: the graph's path, recorded in the run's invocation.
+        source: the graph's path, recorded in the run's invocation relative to
+            `source_root` or the working directory (else its file name: `shown_path`).
         version: the tool version written (default fastlbp's).
+        source_root: the source tree's root on this machine (never written).
+        baseline: `read_baseline` of an earlier log: each result gets its
+            `baselineState`, and the baseline's results no alarm of this run
+            matches are added as "absent".
+        absent: whether to add the baseline's vanished alarms. An alarm of
+            the model that is labelled, or left out by a filter, is not absent.
     """
     version = __version__ if version is None else version
     marginals = ranking.marginals if marginals is None else marginals
@@ -208,7 +239,13 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
     means = _relation_means(ranking, model, marginals)
     dg = meta.get("derivation")
     explainable = model is not None and marginals is not None and dg is not None and bool(index)
-    by_head = clause_index(dg) if explainable else None
+    by_head = clause_index(dg) if model is not None and marginals is not None and dg is not None else None
+    flows = model is not None and marginals is not None
+    tuple_p = None
+    if flows and dg is not None and "tuple_var" in meta:
+        from datalog.bayesnet import tuple_marginals
+
+        tuple_p = tuple_marginals(model, marginals)  # once: an explanation of a pruned tuple needs them all
 
     rule_ids: dict[str, int] = {}
     for a in ranking.alarms:
@@ -240,14 +277,29 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
             "rank": round(100.0 * p, 6),
             "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds)} (rank {a.rank})"},
             "locations": [primary],
+            "partialFingerprints": {FINGERPRINT_KEY: fingerprint(a.alarm)},
             "properties": {"rank": a.rank, "probability": p,
                            "log_odds": a.log_odds if math.isfinite(a.log_odds) else None, "alarm": a.alarm},
         }
         if related:
             result["relatedLocations"] = related
+        if flows and len(results) < MAX_FLOWS and 0 <= a.var < model.num_vars:
+            flow = code_flow(model, marginals, a.var, index.lookup, physical_location,
+                             clauses_by_head=by_head, tuple_p=tuple_p)
+            if flow is not None:
+                result["codeFlows"] = [flow]
+        if baseline is not None:
+            result["baselineState"] = baseline_state(result, baseline)
         results.append(result)
+    if baseline is not None and absent:
+        now = {r["partialFingerprints"][FINGERPRINT_KEY] for r in results}
+        now |= {fingerprint(a.alarm) for a in ranking.labelled}
+        if model is not None:
+            now |= {fingerprint(model.var_names[v]) for v in alarm_vars(model).tolist()}
+        results += [absent_result(old, rule_ids) for key, old in baseline.items() if key not in now]
     run: dict = {
         "tool": {"driver": {"name": "fastlbp", "version": version, "rules": rules}},
+        "originalUriBaseIds": {SRCROOT: {"description": {"text": SRCROOT_DESCRIPTION}}},
         "results": results,
         "properties": {
             "iterations": ranking.iterations, "converged": ranking.converged, "method": ranking.method,
@@ -255,10 +307,24 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
         },
     }
     if source:
-        run["invocations"] = [{"executionSuccessful": True, "properties": {"graph": str(source)}}]
+        run["invocations"] = [{"executionSuccessful": True,
+                               "properties": {"graph": shown_path(source, source_root)}}]
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+
+
+def states(doc: dict) -> dict[str, int]:
+    """{baselineState: number of results} of a log (every state of `BASELINE_STATES`, 0 when none)."""
+    out = dict.fromkeys(BASELINE_STATES, 0)
+    for res in doc["runs"][0]["results"]:
+        if res.get("baselineState") in out:
+            out[res["baselineState"]] += 1
+    return out
 
 
 def dumps(doc: dict) -> str:
     """The log as JSON text (indented, ending in a newline)."""
     return json.dumps(doc, indent=1) + "\n"
+
+
+__all__ = ["to_sarif", "dumps", "states", "read_baseline", "fingerprint", "FINGERPRINT_KEY",
+           "physical_location", "supporting_tuples", "precision_level"]
