@@ -79,7 +79,7 @@ def main(argv=None) -> int:
                 lay = jax.device_put(fused.build(host_graph, tune["tile"], tune["var_tile"]))
                 slots = jnp.zeros((lay.num_slots,), dt)
                 evk = jnp.zeros((lay.num_kvars,), dt)
-                params = fused.factor_params(lay, graph, dt)
+                params = fused.kernel_params(lay, graph, dt)
                 nw = tune["num_warps"]
 
                 control = fused.Control.start(0.0, 10, 0.0, dt, wide_rows=lay.variables.wide_rows,

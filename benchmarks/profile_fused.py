@@ -50,7 +50,7 @@ def main(argv=None) -> int:
             vw = var_warps or fused.AUTO_VAR_WARPS[jnp.dtype(dt).itemsize]
             msgs = jnp.zeros((lay.num_slots,), dt)
             ev = jnp.zeros((lay.num_kvars,), dt)
-            params = fused.factor_params(lay, graph, dt)
+            params = fused.kernel_params(lay, graph, dt)
             control = fused.Control.start(0.0, 10**6, 0.0, dt, wide_rows=lay.variables.wide_rows,
                                           factor_wide_rows=lay.factors.wide_rows)
             # A first variable pass primes the control cells and forms the totals.

@@ -1,4 +1,4 @@
-"""The factor-message equations (`logspace.factor_messages`) against their log-space form.
+"""The factor-message equations (`equations.edge_messages`) against their log-space form.
 
 The engines evaluate DESIGN.md section 4 mostly in the linear domain (five
 transcendental evaluations per edge in the fused kernels: `terms_and_rho`
@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fastlbp.core.logspace import factor_messages, log1p_nonneg, messages_from_rho, quotient, terms_and_rho
+from fastlbp.core.equations import edge_messages, messages_from_rho, terms_and_rho
+from fastlbp.core.logspace import log1p_nonneg, quotient
 
 PROBS = [0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, 0.99, 0.01, 0.3, 1e-200]
 C_VALUES = [0.0, -0.0, -np.inf, -1e-300, -1e-20, -1e-8, -0.6931, -50.0, -800.0, -3000.0]
@@ -39,7 +40,7 @@ def log_space(is_head, is_and, c, hn, q, r):
 
 
 def linear(is_head, is_and, c, hn, q, r, dtype=jnp.float64, shared=False):
-    """`factor_messages`; `shared`: log rho from `terms_and_rho` (the fused kernels' path)."""
+    """`edge_messages`; `shared`: log rho from `terms_and_rho` (the fused kernels' path)."""
     q1, r1 = 1 - q, 1 - r
     with np.errstate(divide="ignore"):
         k1 = np.where(q == 0, np.log(r), np.where(r == 0, np.log(q), 0.0))
@@ -50,7 +51,7 @@ def linear(is_head, is_and, c, hn, q, r, dtype=jnp.float64, shared=False):
         _, lr = terms_and_rho(hn, jnp.ones_like(is_head), q, r, q1, r1)
         out = messages_from_rho(is_head, is_and, c, lr, q, r, q1, r1, k1, k0)
     else:
-        out = factor_messages(is_head, is_and, c, hn, q, r, q1, r1, k1, k0)
+        out = edge_messages(is_head, is_and, c, hn, q, r, q1, r1, k1, k0)
     return np.asarray(out, np.float64)
 
 

@@ -61,7 +61,7 @@ def _parall_fused(model, spec: schedules.Spec, settings: Settings) -> Runner:
     # Eight sweeps per while-loop trip (fused.UNROLL) measured fastest for the fused kernels.
     runner = fused.make_runner(_graph(model), settings, unroll=spec.unroll or fused.UNROLL)
     # The kernels read the layout's rows; of the graph only the factors' parameters
-    # (`fused.factor_params`).
+    # (`fused.kernel_params`).
     return dataclasses.replace(runner, reads=PARAMS)
 
 

@@ -8,7 +8,7 @@ written message's change. A chunk (plan.py) touches only its own W slots:
     gather the slots' messages and their variables' aggregates
     -> variable-to-factor messages (leave-one-out, exact with +-inf)
     -> per-run factor aggregates (segment sum over W+1 segments)
-    -> new factor-to-variable messages (kernels' log-odds formulas)
+    -> new factor-to-variable messages (`fastlbp.core.equations`, as every engine)
     -> scatter the written ones and their aggregate changes.
 
 So a chunk costs O(W) and a handful of kernels, with no host sync per batch.
@@ -25,9 +25,9 @@ import time
 import jax
 import jax.numpy as jnp
 
-from fastlbp.core import equations, logspace
+from fastlbp.core import equations
+from fastlbp.core.equations import FIN, NEG, POS
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.logspace import factor_messages
 from fastlbp.engines.loop import PARAMS, VAR_SUMS, Controls, Runner, RunResult, iterate, xla_sums
 from schedules import plan as P
 
@@ -62,32 +62,25 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     dtype = msgs.dtype
     old = msgs[edge]
     split_old = equations.split_infinite(old)
-    mu = equations.combine(agg[var] - split_old)  # variable-to-factor, (W,)
+    mine = agg[var]
+    mu = equations.variable_message(mine[:, FIN], mine[:, POS], mine[:, NEG], old)  # (W,)
 
     params = equations.factor_params(graph, dtype, fac)
-    is_and = params.is_and
     is_head = head == jnp.arange(width, dtype=head.dtype)
-
-    log_h1 = jax.nn.log_sigmoid(mu)
-    log_h0 = jax.nn.log_sigmoid(-mu)
-    term = logspace.floor_term(jnp.where(is_and, log_h1, log_h0), mu)  # soft stays soft
-    term = jnp.where(is_head, 0, term)
-    is_zero = (term == -jnp.inf).astype(dtype)
-    parts = jnp.stack([jnp.where(is_zero > 0, 0, term), is_zero], -1)
+    finite, zero = equations.body_term(mu, params.is_and, ~is_head)
+    is_zero = zero.astype(dtype)
+    parts = jnp.stack([finite, is_zero], -1)
     fsum = jax.ops.segment_sum(parts, seg, num_segments=width + 1, indices_are_sorted=True)
     accp, accf = rows[P.ACCP], rows[P.ACCF]
     total = fsum[seg] + acc[accf]
-    finite = parts[:, 0]
-    # Exact leave-one-out for a factor's dominant body term (see
-    # equations.factor_aggregates): its edge takes the sum of the other terms
-    # directly. A dominant term in a leading chunk of a spread factor is
-    # never written, and then no written edge is dominant.
-    dominant = ~is_head & (is_zero < 0.5) & (finite < 0.5 * total[:, 0])
+    # A factor spread over several chunks adds the leading chunks' sums (`acc`). A dominant
+    # term in a leading chunk is never written, and then no written edge is dominant.
+    dominant = equations.is_dominant(finite, total[:, 0])
     rest = jax.ops.segment_sum(jnp.where(dominant, 0, finite), seg, num_segments=width + 1,
                                indices_are_sorted=True)
-    others = jnp.where(dominant, rest[seg] + acc[accf][:, 0], total[:, 0] - finite)
-    c = jnp.where(total[:, 1] - is_zero > 0.5, -jnp.inf, others)
-    new = factor_messages(is_head, is_and, c, mu[head], *params[1:])
+    c = equations.others_product(finite, is_zero, total[:, 0], total[:, 1], rest[seg] + acc[accf][:, 0],
+                                 dominant)
+    new = equations.edge_messages(is_head, params.is_and, c, mu[head], *params[1:])
 
     dummy_edge = msgs.shape[0] - 1
     dummy_var = agg.shape[0] - 1

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp.core import equations, logspace, segments
+from fastlbp.core.equations import damp  # the loop's damping is the equations' (one definition)
 from fastlbp.core.graph import FactorGraph
 
 
@@ -190,12 +191,6 @@ def device_graph(graph: FactorGraph, reads: frozenset[str] | None = None) -> Fac
 def init(graph: FactorGraph, dtype=jnp.float64) -> jax.Array:
     """Uniform messages: (E,) zeros (log-odds 0 = m(1) = m(0))."""
     return jnp.zeros((graph.num_edges,), dtype=dtype)
-
-
-def damp(new: jax.Array, old: jax.Array, damping: jax.Array) -> jax.Array:
-    """Damping in the log domain; a hard (infinite) message is never softened."""
-    mixed = (1 - damping) * new + damping * old
-    return jnp.where(jnp.isfinite(new) & jnp.isfinite(old), mixed, new)
 
 
 # A sweep: (graph, layout, messages, aggregates, evidence, iteration) -> new messages (undamped).

@@ -9,7 +9,9 @@ writes the new messages and adds their changes to the aggregates, then
 waits at a block barrier so the next chunk reads them. There is no launch and
 no host round trip per chunk: a chunk costs a few dependent memory round trips.
 
-Same plan (`schedules.plan`), same arithmetic as `chunked._chunk_update`:
+Same plan (`schedules.plan`) and the same equations as `chunked._chunk_update`
+(`fastlbp.core.equations`, called in the kernel on the chunk's slots); only the
+sums differ:
 
 * runs are segments of the chunk; their sums use a (W, W) same-run mask
   (exact: a run never mixes with its neighbours), so W is kept small (32);
@@ -39,7 +41,6 @@ import jax.numpy as jnp
 
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.logspace import factor_messages, finite_part, floor_term, log_sigmoid, signed
 from fastlbp.engines.chunked import READS, ChunkLayout
 from fastlbp.engines.loop import Controls, Runner, RunResult, iterate, xla_sums
 from schedules import plan as P
@@ -50,6 +51,9 @@ NUM_WARPS = 4
 # The GPU variant (atomic run sums, O(W) per chunk): fastest measured at the ftp size.
 ATOMIC_WIDTH = 128
 ATOMIC_WARPS = 8
+# The atomic kernel's scratch: per run of a chunk, its finite sum, zero count, sum without the
+# dominant term, and its head's variable-to-factor message.
+SCRATCH_ROWS = 4
 
 
 class _Chunk(NamedTuple):
@@ -63,16 +67,12 @@ class _Chunk(NamedTuple):
     to_acc: jax.Array  # (W,) bool, adds its term to the carried accumulator
     from_acc: jax.Array  # (W,) bool, its run adds the accumulator
     old: jax.Array  # (W,) message before the update
-    own_pos: jax.Array  # (W,) 1.0 where old is +inf
-    own_neg: jax.Array  # (W,) 1.0 where old is -inf
     is_and: jax.Array
     is_head: jax.Array
     params: tuple  # q, r, 1-q, 1-r, k1, k0 (`equations.FactorParams`), (W,) each
-    log_h1: jax.Array  # log m(1) of the variable-to-factor message
-    log_h0: jax.Array
+    mu: jax.Array  # (W,) the variable-to-factor message
     finite: jax.Array  # finite part of the body term
-    zero: jax.Array  # bool, body term is -inf
-    zf: jax.Array  # zero as 0.0/1.0
+    zf: jax.Array  # (W,) 1.0 where the body term is -inf (a zero), else 0.0
 
 
 def _chunk_rows(chunks_ref, base, c, width):
@@ -87,36 +87,26 @@ def _chunk_front(rows, load, msgs_ref, fin_ref, pos_ref, neg_ref, param_refs, la
     """Gathers a chunk's messages, aggregates and factor parameters; forms the body terms."""
     edge, var, fac, seg, head = rows[P.EDGE], rows[P.VAR], rows[P.FACTOR], rows[P.SEG], rows[P.HEAD]
     old = load(msgs_ref, edge)
-    own_pos = (old == jnp.inf).astype(dt)
-    own_neg = (old == -jnp.inf).astype(dt)
-    mu = signed(load(pos_ref, var) - own_pos > 0.5, load(neg_ref, var) - own_neg > 0.5,
-                load(fin_ref, var) - finite_part(old))
+    mu = equations.variable_message(load(fin_ref, var), load(pos_ref, var), load(neg_ref, var), old)
     and_ref, *value_refs = param_refs
     is_and = and_ref[fac] > 0
     is_head = head == lane
-    log_h1 = log_sigmoid(mu)
-    log_h0 = log_sigmoid(-mu)
-    zeros = jnp.zeros_like(old)
-    term = jnp.where(is_head, zeros, floor_term(jnp.where(is_and, log_h1, log_h0), mu))  # soft stays soft
-    zero = term == -jnp.inf
+    finite, zero = equations.body_term(mu, is_and, ~is_head)
     return _Chunk(edge, var, seg, head, rows[P.WRITE] > 0, rows[P.ACCP] == 0, rows[P.ACCF] == 0, old,
-                  own_pos, own_neg, is_and, is_head, tuple(r[fac] for r in value_refs), log_h1, log_h0,
-                  jnp.where(zero, zeros, term), zero, zero.astype(dt))
+                  is_and, is_head, tuple(r[fac] for r in value_refs), mu, finite, zero.astype(dt))
 
 
-def _chunk_messages(ch: _Chunk, tot_fin, tot_zero, rest, carried_fin, dominant, h1, h0):
-    """New messages from the runs' sums (exact leave-one-out, as `chunked._chunk_update`)."""
-    others = jnp.where(dominant, rest + carried_fin, tot_fin - ch.finite)
-    c = jnp.where(tot_zero - ch.zf > 0.5, jnp.full_like(others, -jnp.inf), others)
-    return factor_messages(ch.is_head, ch.is_and, c, h1 - h0, *ch.params)
+def _chunk_messages(ch: _Chunk, tot_fin, tot_zero, rest, carried_fin, dominant, hn):
+    """New messages from the runs' sums and the head's variable-to-factor message `hn`."""
+    c = equations.others_product(ch.finite, ch.zf, tot_fin, tot_zero, rest + carried_fin, dominant)
+    return equations.edge_messages(ch.is_head, ch.is_and, c, hn, *ch.params)
 
 
 def _changes(ch: _Chunk, new):
     """Per-slot changes of the variable aggregates [finite, #+inf, #-inf] (0 where not written)."""
     zeros = jnp.zeros_like(new)
-    return [jnp.where(ch.write, x, zeros) for x in (
-        finite_part(new) - finite_part(ch.old), (new == jnp.inf).astype(new.dtype) - ch.own_pos,
-        (new == -jnp.inf).astype(new.dtype) - ch.own_neg)]
+    return [jnp.where(ch.write, x - y, zeros)
+            for x, y in zip(equations.split(new, new.dtype), equations.split(ch.old, new.dtype), strict=True)]
 
 
 def _next_acc(ch: _Chunk, acc):
@@ -152,11 +142,10 @@ def _kernel(width, num_chunks, interpret, base_ref, chunks_ref, and_ref, q_ref, 
         carried_fin = jnp.where(ch.from_acc, acc[0], zeros)
         tot_fin = seg_sum(same, ch.finite) + carried_fin
         tot_zero = seg_sum(same, ch.zf) + jnp.where(ch.from_acc, acc[1], zeros)
-        dominant = ~ch.is_head & ~ch.zero & (ch.finite < 0.5 * tot_fin)
+        dominant = equations.is_dominant(ch.finite, tot_fin)
         rest = seg_sum(same, jnp.where(dominant, zeros, ch.finite))
         pick = ch.head[:, None] == lane[None, :]
-        new = _chunk_messages(ch, tot_fin, tot_zero, rest, carried_fin, dominant, seg_sum(pick, ch.log_h1),
-                              seg_sum(pick, ch.log_h0))
+        new = _chunk_messages(ch, tot_fin, tot_zero, rest, carried_fin, dominant, seg_sum(pick, ch.mu))
 
         msgs_ref[jnp.where(ch.write, ch.edge, dummy_edge)] = new
         # One update per variable: the first writing slot adds the chunk's changes.
@@ -185,7 +174,7 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, q_ref, r_re
     from jax.experimental.pallas import triton as plgpu
 
     W = width
-    SF, SZ, SR, H1, H0 = (k * (W + 1) for k in range(5))
+    SF, SZ, SR, H = (k * (W + 1) for k in range(SCRATCH_ROWS))
     dummy_edge = msgs_ref.shape[0] - 1
     dt = msgs_ref.dtype
     lane = jax.lax.broadcasted_iota(jnp.int32, (W,), 0)
@@ -202,20 +191,17 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, q_ref, r_re
         seg = ch.seg
         plgpu.atomic_add(scratch_ref, SF + seg, ch.finite)
         plgpu.atomic_add(scratch_ref, SZ + seg, ch.zf)
-        at_head = jnp.where(ch.is_head, seg, W)
-        scratch_ref[H1 + at_head] = ch.log_h1
-        scratch_ref[H0 + at_head] = ch.log_h0
+        scratch_ref[H + jnp.where(ch.is_head, seg, W)] = ch.mu
         plgpu.debug_barrier()
         carried_fin = jnp.where(ch.from_acc, acc[0], zeros)
         tot_fin = load(scratch_ref, SF + seg) + carried_fin
         tot_zero = load(scratch_ref, SZ + seg) + jnp.where(ch.from_acc, acc[1], zeros)
-        h1 = load(scratch_ref, H1 + seg)
-        h0 = load(scratch_ref, H0 + seg)
-        dominant = ~ch.is_head & ~ch.zero & (ch.finite < 0.5 * tot_fin)
+        hn = load(scratch_ref, H + seg)
+        dominant = equations.is_dominant(ch.finite, tot_fin)
         plgpu.atomic_add(scratch_ref, SR + seg, jnp.where(dominant, zeros, ch.finite))
         plgpu.debug_barrier()
         rest = load(scratch_ref, SR + seg)
-        new = _chunk_messages(ch, tot_fin, tot_zero, rest, carried_fin, dominant, h1, h0)
+        new = _chunk_messages(ch, tot_fin, tot_zero, rest, carried_fin, dominant, hn)
 
         msgs_ref[jnp.where(ch.write, ch.edge, dummy_edge)] = new
         for ref, change in zip((fin_ref, pos_ref, neg_ref), _changes(ch, new), strict=True):
@@ -230,10 +216,9 @@ def _kernel_atomic(width, num_chunks, base_ref, chunks_ref, and_ref, q_ref, r_re
     jax.lax.fori_loop(0, num_chunks, body, (jnp.zeros((), dt), jnp.zeros((), dt)))
 
 
-def factor_params(graph: FactorGraph, dtype):
-    """`equations.factor_params` with is AND as int32 (the kernels index them by factor)."""
-    is_and, *values = equations.factor_params(graph, dtype)
-    return (is_and.astype(jnp.int32), *values)
+def _operands(params: equations.FactorParams) -> tuple[jax.Array, ...]:
+    """`equations.factor_params` as the kernels' operands: is AND as int32 (indexed by factor there)."""
+    return (params.is_and.astype(jnp.int32), *params[1:])
 
 
 def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret: bool = False,
@@ -242,7 +227,7 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret:
 
     `agg`: (V, 3) `equations.var_aggregates` of `messages` and the evidence.
 
-    `params`: `factor_params(graph, dtype)`, computed once per run by the caller
+    `params`: `equations.factor_params(graph, dtype)`, computed once per run by the caller
     (None: computed here).
     """
     from jax.experimental import pallas as pl
@@ -258,12 +243,12 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret:
     if atomic:
         if interpret:
             raise ValueError("the atomic variant runs on the GPU only")
-        state.append(jnp.zeros((5 * (width + 1),), dt))
+        state.append(jnp.zeros((SCRATCH_ROWS * (width + 1),), dt))
         kernel = functools.partial(_kernel_atomic, width, num_chunks)
     else:
         kernel = functools.partial(_kernel, width, num_chunks, interpret)
-    params = factor_params(graph, dt) if params is None else params
-    operands = (base, plan.chunks.reshape(-1), *params, *state)
+    params = equations.factor_params(graph, dt) if params is None else params
+    operands = (base, plan.chunks.reshape(-1), *_operands(params), *state)
     first = len(operands) - len(state)
     out = pl.pallas_call(
         kernel,
@@ -278,7 +263,7 @@ def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret:
 
 def _run(graph: FactorGraph, layout: ChunkLayout, messages: jax.Array, evidence: jax.Array, ctl: Controls,
          *, interpret: bool = False, num_warps: int = NUM_WARPS, atomic: bool = False) -> RunResult:
-    params = factor_params(graph, messages.dtype)  # once per round, not per iteration
+    params = equations.factor_params(graph, messages.dtype)  # once per round, not per iteration
 
     def persistent(g, lay, msgs, agg, ev, it):
         return sweep(g, lay.plan, msgs, agg, it, interpret, num_warps, atomic, params)

@@ -44,7 +44,7 @@ from fastlbp.engines.fused import loop
 from fastlbp.engines.fused.control import Control
 from fastlbp.engines.fused.factor_kernel import chunks_wait, factor_pass
 from fastlbp.engines.fused.layout import FusedLayout, Side, build
-from fastlbp.engines.fused.loop import factor_params, one_at_a_time, run_loop
+from fastlbp.engines.fused.loop import kernel_params, one_at_a_time, run_loop
 from fastlbp.engines.fused.tuning import (
     AUTO_TILE,
     AUTO_VAR_TILE,
@@ -105,6 +105,6 @@ def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = UNROLL,
                   info=dict(chosen, unroll=unroll, layout_seconds=seconds))
 
 
-__all__ = ["make_runner", "NAME", "FusedLayout", "Side", "Control", "build", "factor_params", "factor_pass",
+__all__ = ["make_runner", "NAME", "FusedLayout", "Side", "Control", "build", "kernel_params", "factor_pass",
            "var_pass", "run_loop", "one_at_a_time", "chunks_wait", "TILE", "NUM_WARPS", "AUTO_TILE",
            "AUTO_WARPS", "AUTO_VAR_TILE", "AUTO_VAR_WARPS", "UNROLL", "tuning"]

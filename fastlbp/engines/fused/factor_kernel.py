@@ -29,16 +29,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from fastlbp.core import equations
 from fastlbp.engines.fused.control import BAD, DELTA_LANES, IT, PRIMED, Control, sweep_control
-from fastlbp.engines.fused.kernel_math import (
-    body_terms,
-    body_terms_and_rho,
-    count_of,
-    damped,
-    new_messages,
-    row_params,
-    var_to_factor,
-)
+from fastlbp.engines.fused.kernel_math import count_of, damped, new_messages, row_params, var_to_factor
 from fastlbp.engines.fused.layout import PAIRED_WIDTHS, FusedLayout
 from fastlbp.engines.fused.lowering import bound, quiet_triton_dialect_lookup
 from fastlbp.engines.fused.tuning import NUM_WARPS
@@ -64,7 +57,7 @@ def _chunk_inputs(sv_ref, m_ref, tot_ref, start, head, is_and, size):
     m, valid, n = _incoming(sv_ref, m_ref, tot_ref, sl)
     gidx = start + jax.lax.broadcasted_iota(jnp.int32, (size,), 0)
     is_head = gidx == head
-    tf, zero = body_terms(n, valid & ~is_head, is_and)
+    tf, zero = equations.body_term(n, is_and, valid & ~is_head)
     return sl, m, valid, gidx, is_head, n, tf, zero
 
 
@@ -150,7 +143,7 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv
     body = valid & ~is_head
     # The head's log rho is formed on its own slot, sharing the body terms' exp and log1p,
     # and reaches the row's slots with the row sums.
-    tf, zero, lr = body_terms_and_rho(n, is_head, body, is_and, *params[:4])
+    tf, zero, lr = equations.body_term_and_rho(n, is_head, body, is_and, *params[:4])
     izero = zero.astype(jnp.int32)
 
     def tile_branch(w):
@@ -170,12 +163,11 @@ def _factor_tile(widths, size, pid, go, cls_ref, r0_ref, shift_ref, role_ref, sv
 
         def branch():
             t2 = tf.reshape(r, w)
-            b2 = body.reshape(r, w) & (izero.reshape(r, w) == 0)
             S = total(t2)
             Z = total(izero.reshape(r, w))
             # The factor's sum is known here, so the dominant term (below half of it) is found
-            # without a min/argmin (`kernels.factor_aggregates`).
-            dominant = b2 & (t2 < 0.5 * S)
+            # without a min/argmin.
+            dominant = equations.is_dominant(t2, S)
             O = total(jnp.where(dominant, jnp.zeros_like(t2), t2))
             lrow = total(jnp.where(is_head.reshape(r, w), lr.reshape(r, w), jnp.zeros((r, w), lr.dtype)))
             flat = [x.reshape(size) for x in (S, Z, O, lrow)]
@@ -320,7 +312,7 @@ def factor_pass(layout: FusedLayout, messages, totals, params, control: Control,
         messages: (S,) slot order.
         totals: (2 Vk,) per kernel variable, the finite part of its total, then its packed
             counts (`var_pass`).
-        params: (is_and (Rf,) int32, q, r, k1 - k0 (Rf,) floats; `factor_params`).
+        params: (is_and (Rf,) int32, q, r, k1 - k0 (Rf,) floats; `loop.kernel_params`).
         control: `Control` of this sweep; the messages change only if the sweep goes ahead.
 
     Returns:

@@ -21,7 +21,6 @@ import jax.numpy as jnp
 
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.logspace import signed
 from fastlbp.engines.fused.control import BAD, IT, MAX_ITERS, PRIMED, Control, last_delta
 from fastlbp.engines.fused.factor_kernel import factor_pass
 from fastlbp.engines.fused.kernel_math import count_of
@@ -31,17 +30,16 @@ from fastlbp.engines.fused.variable_kernel import var_pass
 from fastlbp.engines.loop import Controls, RunResult
 
 
-def factor_params(layout: FusedLayout, graph: FactorGraph, dtype) -> tuple[jax.Array, ...]:
-    """The factor pass's parameters, per factor of a row (`FusedLayout.seg_factor`, (2 Rf,) each).
+def kernel_params(layout: FusedLayout, graph: FactorGraph, dtype) -> tuple[jax.Array, ...]:
+    """The factor pass's operands: `equations.factor_params` per factor of a row
+    (`FusedLayout.seg_factor`, (2 Rf,) each; empty places take factor 0's).
 
-    is AND (int32), q, r and k1 - k0 (`equations.factor_params`; empty places take factor 0's).
-    The kernels form 1 - q and 1 - r themselves, as `equations.factor_params` does: three loads
-    per slot less.
+    is AND (int32), q, r and k1 - k0: the kernels form 1 - q and 1 - r themselves
+    (`kernel_math.row_params`), three loads per slot less.
     """
     rf = layout.seg_factor
-    rows = jnp.where(rf >= 0, rf, 0)
-    p = equations.factor_params(graph, dtype)
-    return tuple(x[rows] for x in (p.is_and.astype(jnp.int32), p.q, p.r, p.k1 - p.k0))
+    p = equations.factor_params(graph, dtype, jnp.where(rf >= 0, rf, 0))
+    return p.is_and.astype(jnp.int32), p.q, p.r, p.k1 - p.k0
 
 
 def run_loop(graph: FactorGraph, layout: FusedLayout, messages: jax.Array, evidence: jax.Array,
@@ -70,7 +68,7 @@ def run_loop(graph: FactorGraph, layout: FusedLayout, messages: jax.Array, evide
     slots = jnp.zeros((layout.num_slots,), dtype).at[layout.edge_slot].set(messages)
     kv = layout.kvar_var
     evidence_k = jnp.where(kv >= 0, evidence.astype(dtype)[jnp.where(kv >= 0, kv, 0)], 0)
-    params = factor_params(layout, graph, dtype)
+    params = kernel_params(layout, graph, dtype)
     vk = layout.num_kvars
     sweeps = unroll + unroll % 2
     last = (sweeps - 1) % 2
@@ -103,8 +101,7 @@ def run_loop(graph: FactorGraph, layout: FusedLayout, messages: jax.Array, evide
     fin, cnt = totals[0::2], count_of(totals[1::2])
     k = layout.var_kvar
     c = cnt[k]
-    pos, neg = (c & 3) > 0, (c >> 2) > 0
-    lo = signed(pos, neg, fin[k])
+    lo = equations.log_odds(fin[k], c & 3, c >> 2)
     delta = last_delta(control, last)
     conflict = control.ctl[BAD + last] > 0
     return RunResult(messages=slots[layout.edge_slot], log_odds=lo, marginals=jax.nn.sigmoid(lo),
@@ -142,4 +139,4 @@ def run(graph: FactorGraph, layout: FusedLayout, messages: jax.Array, evidence: 
     return one_at_a_time(loop)(graph, layout, messages, evidence, controls)
 
 
-__all__ = ["factor_params", "run_loop", "one_at_a_time", "run"]
+__all__ = ["kernel_params", "run_loop", "one_at_a_time", "run"]

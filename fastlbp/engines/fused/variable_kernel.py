@@ -17,6 +17,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from fastlbp.core import equations
 from fastlbp.core.logspace import log_odds_change
 from fastlbp.engines.fused.control import Control, report_change, sweep_control
 from fastlbp.engines.fused.kernel_math import count_bits, var_totals
@@ -48,9 +49,7 @@ def _var_kernel(widths, tile, maxc, barrier, cls_ref, r0_ref, vs_ref, m_ref, ev_
     valid = vs >= 0
     m = m_ref[jnp.where(valid, vs, 0)]
     m = jnp.where(valid, m, jnp.zeros_like(m))
-    fin = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
-    pos = (m == jnp.inf).astype(jnp.int32)
-    neg = (m == -jnp.inf).astype(jnp.int32)
+    fin, pos, neg = equations.split(m, jnp.int32)
 
     def tile_branch(w):
         r = tile // w
