@@ -81,10 +81,11 @@ def _graph(model):
 
 
 def _round(runner, graph, msgs, ev, tol, iters):
+    """(result, seconds, the runner for the next rounds: `Runner.step`'s, finished when a sweep needed it)."""
     t0 = time.perf_counter()
-    res = runner(graph, msgs, ev, controls(tol, iters, 0.0, msgs.dtype))
+    res, runner = runner.step(graph, msgs, ev, controls(tol, iters, 0.0, msgs.dtype))
     jax.block_until_ready(res.marginals)
-    return res, time.perf_counter() - t0
+    return res, time.perf_counter() - t0, runner
 
 
 def _best(fn, repeats=3):
@@ -159,44 +160,45 @@ def row(n: int, strategy: str, args) -> dict:
     t0 = time.perf_counter()
     runner = engines.make_runner(model, Settings(schedule=strategy))
     r["runner_s"] = time.perf_counter() - t0
-    rel = runner.info["compiled"]
-    r.update(engine=runner.name, budget=rel.budget, chunk_steps=runner.info.get("chunk_steps", 0),
+    rel = runner.info.compiled
+    steps = 0 if rel.chunks is None else rel.chunks.plan.num_chunks
+    r.update(engine=runner.name, budget=rel.budget, chunk_steps=steps,
              analysis_s=rel.analysis_seconds, relax_plan_s=rel.plan_seconds,
              pack_s=None if rel.chunks is None else rel.chunks.pack_seconds,
              width=None if rel.chunks is None else rel.chunks.plan.width,
-             layout_s=runner.info["layout_seconds"])
+             layout_s=runner.info.layout_seconds)
     gdev = jax.device_put(graph)
     ev = jnp.zeros(graph.num_vars)
     r["pass_us"] = pass_cost_us(gdev, runner.layout, ev)
-    unroll = runner.info["unroll"]
+    unroll = runner.info.unroll
     if runner.layout.chunks is not None:
         r["step_us"] = step_cost_us(gdev, runner.layout, ev, unroll)
     r["sweeps"] = sweeps(gdev, runner.layout, ev, unroll=unroll)
 
-    first, r["first_round_s"] = _round(runner, gdev, init(graph), ev, 1e-6, 1000)
-    cold, r["cold_round_s"] = _round(runner, gdev, init(graph), ev, 1e-6, 1000)
+    first, r["first_round_s"], runner = _round(runner, gdev, init(graph), ev, 1e-6, 1000)
+    cold, r["cold_round_s"], runner = _round(runner, gdev, init(graph), ev, 1e-6, 1000)
     r.update(end_to_end_s=r["runner_s"] + r["first_round_s"], cold_iterations=int(cold.iterations),
              converged=bool(cold.converged))
     ev1 = jnp.asarray(evidence_from_labels(graph.num_vars, {n: False}))
-    warm, r["warm_round_s"] = _round(runner, gdev, cold.messages, ev1, 1e-6, args.warm_iters)
+    warm, r["warm_round_s"], runner = _round(runner, gdev, cold.messages, ev1, 1e-6, args.warm_iters)
     r.update(warm_iterations=int(warm.iterations), warm_converged=bool(warm.converged))
 
     if args.check:
         ref = engines.make_runner(model, Settings(schedule=f"{strategy}:chunked"))
         iters = int(cold.iterations)
-        a, r["chunk_loop_round_s"] = _round(ref, gdev, init(graph), ev, 0.0, iters)
-        b, _ = _round(runner, gdev, init(graph), ev, 0.0, iters)
+        a, r["chunk_loop_round_s"], ref = _round(ref, gdev, init(graph), ev, 0.0, iters)
+        b, _, runner = _round(runner, gdev, init(graph), ev, 0.0, iters)
         r["marginals_vs_chunk_loop"] = float(np.max(np.abs(np.asarray(a.marginals)
                                                            - np.asarray(b.marginals))))
         r["messages_vs_chunk_loop"] = _rel(b.messages, a.messages)
-        a2, _ = _round(ref, gdev, a.messages, ev1, 0.0, 3)
-        b2, _ = _round(runner, gdev, b.messages, ev1, 0.0, 3)
+        a2, _, ref = _round(ref, gdev, a.messages, ev1, 0.0, 3)
+        b2, _, runner = _round(runner, gdev, b.messages, ev1, 0.0, 3)
         r["warm_messages_vs_chunk_loop"] = _rel(b2.messages, a2.messages)
     if n <= args.before_up_to:
         old = engines.make_runner(model, Settings(schedule=f"{strategy}:budget={max(lev.num_batches, 1)}"))
         assert old.layout.chunks is None
-        _round(old, gdev, init(graph), ev, 1e-6, 1000)  # compile
-        res, r["before_cold_round_s"] = _round(old, gdev, init(graph), ev, 1e-6, 1000)
+        _, _, old = _round(old, gdev, init(graph), ev, 1e-6, 1000)  # compile
+        res, r["before_cold_round_s"], old = _round(old, gdev, init(graph), ev, 1e-6, 1000)
         r["before_passes"] = [s["passes"] for s in sweeps(gdev, old.layout, ev)]
         r["before_marginals_diff"] = float(np.max(np.abs(np.asarray(res.marginals)
                                                          - np.asarray(cold.marginals))))
@@ -217,9 +219,9 @@ def calibrate(size: str, strategy: str, width: int | None) -> dict:
     gdev = jax.device_put(model.graph)
     ev = jnp.zeros(model.graph.num_vars)
     lay = runner.layout
-    rel = runner.info["compiled"]
-    unroll = runner.info["unroll"]
-    steps, virtual = lay.chunks.num_chunks, runner.info["virtual_edges"]
+    rel = runner.info.compiled
+    unroll = runner.info.unroll
+    steps, virtual = lay.chunks.num_chunks, rel.plan.virtual_edges
     return {"size": size, "strategy": strategy, "edges": model.graph.num_edges, "virtual_edges": virtual,
             "levels": rel.analysis.num_batches, "width": lay.chunks.width, "chunk_steps": steps,
             "unroll": unroll, "pass_us": pass_cost_us(gdev, lay, ev),

@@ -59,9 +59,9 @@ def bench(size: str, strategies, xla_iters: int, width: int, warps: int, atomic:
         comp_p = schedules.compile_schedule(model, f"{strategy}:width={width}")
         analysis_s = time.perf_counter() - t0
         comp_x = schedules.compile_schedule(model, strategy)
-        run_p = persistent.make_runner(model.graph, comp_p.plan, f"{strategy}/persistent",
+        run_p = persistent.runner_for(model.graph, comp_p.plan, f"{strategy}/persistent",
                                        interpret=interpret, num_warps=warps, atomic=atomic)
-        run_x = chunked.make_runner(model.graph, comp_x.plan, f"{strategy}/chunked",
+        run_x = chunked.runner_for(model.graph, comp_x.plan, f"{strategy}/chunked",
                                     unroll=8 if not interpret else 1)
         m0 = jnp.zeros((graph.num_edges,), jnp.float64)
         ev0 = jnp.zeros((graph.num_vars,), jnp.float64)
@@ -111,13 +111,13 @@ def sweep(size: str, strategy: str, widths, warps, atomic: bool) -> list[dict]:
     def args(iters):
         return (graph, m0, ev0, controls(0.0, iters, 0.0, jnp.float64))
 
-    ref = chunked.make_runner(model.graph, schedules.compile_schedule(model, strategy).plan,
+    ref = chunked.runner_for(model.graph, schedules.compile_schedule(model, strategy).plan,
                               f"{strategy}/chunked")(*args(3)).marginals
     rows = []
     for w in widths:
         comp = schedules.compile_schedule(model, f"{strategy}:width={w}")
         for nw in warps:
-            run = persistent.make_runner(model.graph, comp.plan, f"{strategy}/persistent",
+            run = persistent.runner_for(model.graph, comp.plan, f"{strategy}/persistent",
                                          interpret=interpret, num_warps=nw, atomic=atomic)
             diff = float(jnp.max(jnp.abs(run(*args(3)).marginals - ref)))
             t0 = time.perf_counter()

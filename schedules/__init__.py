@@ -34,7 +34,6 @@ Custom order files: see `schedules.orders.ORDER_FILE_HELP`.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Any
 
@@ -42,88 +41,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp.core.errors import InputError
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import Spec, parse_spec
 from schedules import analysis as _analysis
 from schedules import orders as _orders
 from schedules import plan as _plan
 from schedules import relax_plan as _relax_plan
 from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
 from schedules.orders import BUILTIN, ORDER_FILE_HELP, Order
-
-_FLAGS = {"levelling", "algorithm3", "bodyfirst", "relaxed", "chunked"}
-_VALUED = {"seed", "cycle", "width", "unroll", "budget"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Spec:
-    """A parsed schedule spec."""
-
-    strategy: str  # parall | seqfix | seqrnd | topo | file
-    path: str | None = None
-    analysis: str = "levelling"
-    seed: int = 0
-    cycle: int = 8
-    body_first: bool = False
-    width: int | None = None
-    unroll: int | None = None  # None: 8 on a GPU (a while-loop trip costs ~15 us there), else 1
-    engine: str = "relaxed"  # relaxed | chunked (SEQRND and other many-run orders: chunked)
-    budget: int | None = None  # relaxed: passes per sweep before the chunk loop; None: cost model
-
-
-def _is_option(part: str) -> bool:
-    key = part.split("=", 1)[0].lower()
-    return part.lower() in _FLAGS or (key in _VALUED and "=" in part)
-
-
-def parse_spec(spec: str, **overrides: Any) -> Spec:
-    """Parses `NAME[:OPTION...]` (see the module docstring); keywords override options.
-
-    Raises:
-        InputError: unknown strategy, missing order file, or a bad option.
-    """
-    text = spec.strip()
-    parts = text.split(":")
-    head = parts[0].lower()
-    if head in BUILTIN:
-        strategy, path, opts = head, None, parts[1:]
-    else:
-        opts = []
-        while len(parts) > 1 and _is_option(parts[-1]) and not os.path.exists(":".join(parts)):
-            opts.insert(0, parts.pop())
-        path = ":".join(parts)
-        if not os.path.exists(path):
-            raise InputError(path, None, f"unknown schedule {spec!r}: expected one of "
-                                         f"{', '.join(BUILTIN)} or a custom order file")
-        strategy = "file"
-    kw: dict[str, Any] = {}
-    for opt in opts:
-        low = opt.lower()
-        if low in ("levelling", "algorithm3"):
-            kw["analysis"] = low
-        elif low == "bodyfirst":
-            kw["body_first"] = True
-        elif low in ("relaxed", "chunked"):
-            kw["engine"] = low
-        elif "=" in opt and low.split("=", 1)[0] in _VALUED:
-            key, value = low.split("=", 1)
-            try:
-                kw[key] = int(value)
-            except ValueError:
-                raise InputError(None, None, f"schedule option {opt!r}: {value!r} is not an "
-                                             f"integer") from None
-        else:
-            raise InputError(None, None, f"unknown schedule option {opt!r} in {spec!r} (expected "
-                                         f"levelling, algorithm3, relaxed, chunked, bodyfirst, seed=N, "
-                                         f"cycle=N, width=N, unroll=N or budget=N)")
-    kw.update({k: v for k, v in overrides.items() if v is not None})
-    out = Spec(strategy, path, **kw)
-    if out.analysis not in ANALYSES:
-        raise InputError(None, None, f"unknown analysis {out.analysis!r} (expected one of "
-                                     f"{', '.join(ANALYSES)})")
-    if out.cycle < 1 or any(v is not None and v < 1 for v in (out.width, out.unroll, out.budget)):
-        raise InputError(None, None, f"schedule options must be positive in {spec!r}")
-    return out
 
 
 def _graph_and_names(model) -> tuple[FactorGraph, tuple[str, ...]]:
@@ -143,6 +68,8 @@ def orders_for(model, spec: Spec) -> list[Order]:
         return _orders.seqrnd(graph, spec.seed, spec.cycle)
     if spec.strategy == "topo":
         return [_orders.topo(graph, spec.body_first)]
+    if spec.order is not None:  # the text `fastlbp.core.plan.make_plan` read (or a stored session's)
+        return [_orders.parse_order(spec.order, graph, names, spec.path)]
     return [_orders.read_order_file(spec.path, graph, names)]
 
 
@@ -158,24 +85,31 @@ class Compiled:
     pack_seconds: float
 
 
-def _per_slot_cost() -> float:
+def _on_gpu(gpu: bool | None) -> bool:
+    # The engines pass their plan's platform (`fastlbp.core.plan.Plan.gpu`); other callers (tests,
+    # `describe`) get JAX's default.
+    return jax.default_backend() == "gpu" if gpu is None else bool(gpu)
+
+
+def _per_slot_cost(gpu: bool) -> float:
     # Relative cost of one slot vs. one chunk step: a GPU step is launch-bound up to
     # tens of thousands of slots; on a CPU every slot costs.
-    return 1.0 / 65536 if jax.default_backend() == "gpu" else 1.0 / 256
+    return 1.0 / 65536 if gpu else 1.0 / 256
 
 
-def compile_schedule(model, spec: str | Spec, **overrides: Any) -> Compiled:
-    """Orders, dependency analysis and chunk packing for `model` (host side, numpy)."""
+def compile_schedule(model, spec: str | Spec, *, gpu: bool | None = None, **overrides: Any) -> Compiled:
+    """Orders, dependency analysis and chunk packing for `model` (host side, numpy); `gpu`: the
+    platform the plan is for (None: JAX's default)."""
     sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
     graph, _ = _graph_and_names(model)
     t0 = time.perf_counter()
     ords = orders_for(model, sp)
     t1 = time.perf_counter()
     ans = [_analysis.analyse(graph, o, sp.analysis) for o in ords]
-    return _pack(graph, sp, ans, t1 - t0)
+    return _pack(graph, sp, ans, t1 - t0, _on_gpu(gpu))
 
 
-def _pack(graph: FactorGraph, sp: Spec, ans: list[Analysis], order_seconds: float) -> Compiled:
+def _pack(graph: FactorGraph, sp: Spec, ans: list[Analysis], order_seconds: float, gpu: bool) -> Compiled:
     """Packs analysed orders into the chunk plan (`compile_schedule` after its analysis)."""
     t2 = time.perf_counter()
     ords = [a.order for a in ans]
@@ -183,7 +117,7 @@ def _pack(graph: FactorGraph, sp: Spec, ans: list[Analysis], order_seconds: floa
     lo = max(_plan.min_width(graph, a.batch, o.rank, o.is_total) for a, o in zip(ans, ords,
                                                                                   strict=True))
     if width is None:
-        width = max(_plan.choose_width(graph, a.batch, o.rank, o.is_total, _per_slot_cost())
+        width = max(_plan.choose_width(graph, a.batch, o.rank, o.is_total, _per_slot_cost(gpu))
                     for a, o in zip(ans, ords, strict=True))
     # Powers of two keep the number of distinct shapes (compilations) small.
     width = 1 << int(np.ceil(np.log2(max(width, lo))))
@@ -223,7 +157,8 @@ class Relaxation:
     open: bool = False
 
 
-def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, **overrides: Any) -> Relaxation | None:
+def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, gpu: bool | None = None,
+                    **overrides: Any) -> Relaxation | None:
     """The relaxation plan of a single-order spec (`schedules.relax_plan`), or None.
 
     None when the spec has several orders (SEQRND) or its order splits the
@@ -255,15 +190,16 @@ def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, **overrid
     if rplan is None:
         return None
     budget = min(bound, sp.budget or _relax_plan.first_budget(graph.num_edges, rplan.virtual_edges,
-                                                               jax.default_backend() == "gpu"))
+                                                               _on_gpu(gpu)))
     if budget < bound:
         rplan = dataclasses.replace(rplan, max_passes=jnp.asarray(budget, jnp.int32))
     rel = Relaxation(sp, ords[0], rplan, t1 - t0, time.perf_counter() - t1, bound, budget,
                      open=budget < bound)
-    return finish(graph, rel) if analyse else rel
+    return finish(graph, rel, gpu=gpu) if analyse else rel
 
 
-def finish(graph: FactorGraph, rel: Relaxation, analysis: Analysis | None = None) -> Relaxation:
+def finish(graph: FactorGraph, rel: Relaxation, analysis: Analysis | None = None, *,
+           gpu: bool | None = None) -> Relaxation:
     """`rel` with the exact levelling of its order and, when it has more levels than the budget,
     the chunk plan that finishes the sweeps the budget does not settle (a chain: one level per
     link, and a pass per level).
@@ -277,14 +213,14 @@ def finish(graph: FactorGraph, rel: Relaxation, analysis: Analysis | None = None
     analysis_seconds = time.perf_counter() - t1
     sp = rel.spec
     levels = max(an.num_batches, 1)
-    gpu = jax.default_backend() == "gpu"
+    gpu = _on_gpu(gpu)
     virtual = rel.plan.virtual_edges
     # A chunk sweep takes at least one chunk per level: the budget of that many chunks of the
     # narrowest width first, and the real plan's only when the order is deeper than that.
     budget = sp.budget or _relax_plan.pass_budget(levels, 2, virtual, gpu)
     chunks = None
     if levels > budget:
-        chunks = _pack(graph, sp, [an], rel.order_seconds)
+        chunks = _pack(graph, sp, [an], rel.order_seconds, gpu)
         budget = sp.budget or _relax_plan.pass_budget(chunks.plan.num_chunks, chunks.plan.width,
                                                       virtual, gpu)
         if levels <= budget:

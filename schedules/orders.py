@@ -32,8 +32,9 @@ import numpy as np
 
 from fastlbp.core.errors import InputError, read_text, text_lines
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import STRATEGIES
 
-BUILTIN = ("parall", "seqfix", "seqrnd", "topo")
+BUILTIN = STRATEGIES  # `fastlbp.core.plan` parses specs without this module (and JAX)
 
 
 def unique(x: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ def runner_for(model, spec: str, **settings) -> loop.Runner:
 def analyses(runner: loop.Runner) -> list[schedules.Analysis]:
     """The dependency analyses a sequential runner was built from (relaxed: one, None until a sweep
     needed the chunk plan; chunked: one per order)."""
-    compiled = runner.info["compiled"]
+    compiled = runner.info.compiled
     return list(compiled.analyses) if isinstance(compiled, schedules.Compiled) else [compiled.analysis]
 
 
@@ -70,7 +70,7 @@ def check_equals_sequential_reference(spec: str, engine: str, jit: bool = False)
     for rng, factors, graph, labels in cases(16):
         runner = runner_for(graph, spec)
         assert runner.name.endswith("/" + engine), (spec, runner.name)
-        ords = schedules.orders_for(graph, runner.info["compiled"].spec)
+        ords = schedules.orders_for(graph, runner.info.compiled.spec)
         iters = int(rng.integers(1, 4))
         try:
             ref_p, ref_m = stage_reference(SequentialLBP(factors, graph.num_vars), labels,

@@ -480,3 +480,17 @@ def test_a_file_of_no_known_format_is_named_as_such(tmp_path):
     assert "number of factors" not in result.output
     out = CliRunner().invoke(get_app(), ["ground", "p.dl", "-o", str(tmp_path / "g.fg")])
     assert out.exit_code == 2 and "convert" in out.output
+
+
+@pytest.mark.parametrize("command", ["rank", "marginals", "check", "simulate", "triage"])
+@pytest.mark.parametrize("schedule, words", [("nosuch", "unknown schedule"),
+                                             ("seqfix:bogus", "unknown schedule option")])
+def test_the_plan_is_checked_before_the_graph_loads(command, schedule, words, monkeypatch):
+    from fastlbp.cli.options import LoadOptions
+
+    def never(*args, **kwargs):
+        raise AssertionError("the graph was loaded before the plan was checked")
+
+    monkeypatch.setattr(LoadOptions, "load", never)
+    res = invoke(command, str(DATA / "race.json"), "--schedule", schedule)
+    assert res.exit_code == 2 and words in res.output and "Traceback" not in res.output

@@ -135,7 +135,7 @@ def _closed_runners(graph):
     for spec in ("seqfix:budget=1", "topo:budget=1"):
         rel = schedules.relaxation_plan(graph, spec, analyse=True)
         assert rel.chunks is not None  # the chunk loop is in the program
-        out.append(relaxed.make_runner(graph, rel, spec))
+        out.append(relaxed.runner_for(graph, rel, spec))
     return [r for r in out if r.finish is None]
 
 

@@ -1,5 +1,7 @@
 """fastlbp/engines/__init__.py: which engine runs which schedule and backend, and the Runner contract."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -10,6 +12,7 @@ from datalog import causal_fg
 from fastlbp import engines
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked, loop, persistent, relaxed
 
@@ -47,13 +50,15 @@ def test_the_dispatcher_picks_the_engine_of_schedule_and_backend(schedule, backe
 
 
 def test_engine_keys_table():
-    spec = schedules.parse_spec
-    assert engines.engine_keys(spec("parall"), "xla") == ("parall",)
-    assert engines.engine_keys(spec("parall"), "fused") == ("parall/fused",)
-    assert engines.engine_keys(spec("seqfix"), "xla") == ("relaxed", "chunked")
-    assert engines.engine_keys(spec("seqfix"), "fused_interpret") == ("relaxed", "persistent")
-    assert engines.engine_keys(spec("seqfix:chunked"), "pallas") == ("chunked",)
-    assert engines.engine_keys(spec("seqrnd:chunked"), "fused") == ("persistent",)
+    def keys(schedule, backend):
+        return make_plan(Settings(schedule=schedule, backend=backend), platform="gpu").engines()
+
+    assert keys("parall", "xla") == ("parall",)
+    assert keys("parall", "fused") == ("parall/fused",)
+    assert keys("seqfix", "xla") == ("relaxed", "chunked")
+    assert keys("seqfix", "fused_interpret") == ("relaxed", "persistent")
+    assert keys("seqfix:chunked", "pallas") == ("chunked",)
+    assert keys("seqrnd:chunked", "fused") == ("persistent",)
     assert set(engines.ENGINES) == {"parall", "parall/fused", "relaxed", "chunked", "persistent"}
 
 
@@ -61,15 +66,15 @@ def test_runners_carry_their_layout_and_host_facts():
     g = _small()
     rel = engines.make_runner(g, Settings(schedule="seqfix"))
     assert isinstance(rel.layout, relaxed.RelaxLayout)
-    assert isinstance(rel.info["compiled"], schedules.Relaxation)
-    assert rel.info["virtual_edges"] == g.num_edges
+    assert isinstance(rel.info.compiled, schedules.Relaxation) and rel.info.relaxation is rel.info.compiled
+    assert rel.info.compiled.plan.virtual_edges == g.num_edges
     chk = engines.make_runner(g, Settings(schedule="seqfix:width=4:chunked"))
     assert isinstance(chk.layout, chunked.ChunkLayout)
-    assert isinstance(chk.info["compiled"], schedules.Compiled) and chk.layout.plan.width == 4
+    assert isinstance(chk.info.compiled, schedules.Compiled) and chk.layout.plan.width == 4
     per = engines.make_runner(g, Settings(schedule="seqfix:chunked", backend="fused_interpret"))
     assert isinstance(per.layout, chunked.ChunkLayout) and per.layout.plan.width == persistent.WIDTH
-    assert per.info["atomic"] is False
-    assert engines.make_runner(g, Settings(schedule="parall:unroll=3")).info["unroll"] == 3
+    assert per.info.tuning["atomic"] is False
+    assert engines.make_runner(g, Settings(schedule="parall:unroll=3")).info.unroll == 3
 
 
 def test_a_spec_that_cannot_relax_falls_back_to_the_chunk_loop():
@@ -77,8 +82,8 @@ def test_a_spec_that_cannot_relax_falls_back_to_the_chunk_loop():
     # SEQRND cycles several orders: no single sweep to relax.
     runner = engines.make_runner(model, Settings(schedule="seqrnd"))
     assert runner.name == "seqrnd/chunked" and isinstance(runner.layout, chunked.ChunkLayout)
-    assert not isinstance(runner.info["compiled"], schedules.Relaxation)
-    assert len(runner.info["compiled"].analyses) == 8
+    assert not isinstance(runner.info.compiled, schedules.Relaxation) and runner.info.relaxation is None
+    assert len(runner.info.compiled.analyses) == 8
     # One SEQRND order splits the factors into ~one reader group per edge (too many).
     assert schedules.relaxation_plan(model, "seqrnd:cycle=1") is None
     one = engines.make_runner(model, Settings(schedule="seqrnd:cycle=1"))
@@ -92,10 +97,11 @@ def test_gpu_backends_without_a_gpu_are_a_settings_error(backend):
     for schedule in ("parall", "seqfix", "seqfix:chunked"):
         with pytest.raises(SettingsError, match="needs a GPU"):
             engines.make_runner(_small(), Settings(schedule=schedule, backend=backend))
+    # The plan refuses them before any graph is loaded.
     with pytest.raises(SettingsError, match=f"{backend}_interpret"):
-        engines.check_backend(backend)
-    engines.check_backend(f"{backend}_interpret")
-    engines.check_backend("xla")
+        make_plan(Settings(backend=backend))
+    assert make_plan(Settings(backend=f"{backend}_interpret")).interpret
+    make_plan(Settings(backend="xla")).placed()
 
 
 def test_bad_specs_are_input_errors():
@@ -130,13 +136,13 @@ def test_no_recompilation_when_evidence_or_settings_change(spec):
 def test_backend_auto_is_the_default_and_xla_on_a_cpu(schedule):
     assert Settings().backend == "auto"
     runner = engines.make_runner(_weblech(), Settings(schedule=schedule))
-    assert runner.info["backend"] == "xla" and runner.info["backend_reason"].startswith("auto: xla")
+    assert runner.info.backend == "xla" and runner.info.reason.startswith("auto: xla")
     assert "backend xla (auto: xla" in engines.describe_runner(runner)
     if schedule == "parall":
         assert runner.name == "parall/xla"
     # Named, it is taken as it is (and said so without a reason).
     named = engines.make_runner(_weblech(), Settings(schedule=schedule, backend="scatter"))
-    assert named.info["backend"] == "scatter" and named.info["backend_reason"] is None
+    assert named.info.backend == "scatter" and named.info.reason is None
 
 
 @pytest.mark.parametrize("platform, strategy, edges, want", [
@@ -151,8 +157,11 @@ def test_backend_auto_is_the_default_and_xla_on_a_cpu(schedule):
     ("gpu", "file", 688_090, "xla"),
 ])
 def test_auto_backend_rule(platform, strategy, edges, want):
-    backend, reason = engines.auto_backend(platform, strategy, edges)
-    assert backend == want and reason.startswith(f"auto: {want}")
+    plan = make_plan(Settings(schedule="parall"), platform=platform)
+    plan = dataclasses.replace(plan, schedule=dataclasses.replace(plan.schedule, strategy=strategy))
+    chosen = plan.for_graph(edges)
+    assert chosen.kernels == want and chosen.reason.startswith(f"auto: {want}")
+    assert chosen.for_graph(1).kernels == want  # decided once: a concrete plan stays as it is
 
 
 @pytest.mark.skipif(jax.default_backend() == "gpu", reason="checks the CPU refusal of GPU backends")

@@ -43,7 +43,7 @@ def test_reading_one_batch_too_early_changes_the_result():
 
     def run_with(batch):
         lay = P.pack(graph, batch, order.rank, True, 8)
-        runner = chunked.make_runner(graph, P.stack([lay], graph.num_edges, graph.num_vars), "seqfix/chunked")
+        runner = chunked.runner_for(graph, P.stack([lay], graph.num_edges, graph.num_vars), "seqfix/chunked")
         return np.asarray(call(runner, graph, {}, 1).marginals)
 
     assert np.max(np.abs(run_with(good) - ref)) < 1e-12

@@ -237,8 +237,9 @@ def test_runner_contract_name_info_and_concrete_graph():
     runner = fused.make_runner(g, Settings(backend="fused_interpret"))
     assert runner.name == "parall/fused"
     assert isinstance(runner.layout, fused.FusedLayout)
-    assert runner.info["unroll"] == fused.UNROLL and runner.info["layout_seconds"] >= 0
-    assert {k: runner.info[k] for k in ("tile", "var_tile", "num_warps", "var_warps")} == dict(
+    assert runner.info.unroll == fused.UNROLL and runner.info.layout_seconds >= 0
+    assert runner.info.backend == "fused_interpret"
+    assert runner.info.tuning == dict(
         tile=fused.AUTO_TILE[8], var_tile=fused.AUTO_VAR_TILE[8], num_warps=fused.AUTO_WARPS[8],
         var_warps=fused.AUTO_VAR_WARPS[8])
     ev = np.zeros(8)

@@ -38,8 +38,8 @@ def test_persistent_kernel_matches_the_chunk_loop(seed, spec, damping):
     g = from_factors(random_factors(rng, V, int(rng.integers(2, 25)), max_body=int(rng.integers(1, 16))), V)
     ev = evidence_from_labels(V, random_labels(rng, V, 3))
     comp = schedules.compile_schedule(g, spec)
-    xla = chunked.make_runner(g, comp.plan, "chunked")
-    pallas = persistent.make_runner(g, comp.plan, "persistent", interpret=True)
+    xla = chunked.runner_for(g, comp.plan, "chunked")
+    pallas = persistent.runner_for(g, comp.plan, "persistent", interpret=True)
     ref = _run(xla, g, ev, damping=damping)
     if not bool(ref.converged) and not bool(ref.conflict):
         # Possibly chaotic (rounding-level differences grow): one iteration from the same state must agree.

@@ -232,12 +232,15 @@ def test_a_chain_of_ten_thousand_links_through_a_session():
     session = Session(model, method="lbp", schedule="seqfix")
     # No levelling before a sweep needs it: the plan is open, a budget below the level bound.
     assert session.runner.name == "seqfix/relaxed" and session.runner.layout.chunks is None
-    assert session.runner.layout.open and session.runner.info["level_bound"] >= n
+    assert session.runner.layout.open and session.runner.info.relaxation.bound >= n
+    opened = session.runner
     first = session.run()
     assert first.converged
     # The first cold sweep did not settle within the budget: the runner built the chunk plan.
+    # The runner is immutable: the round returned the finished one (`Runner.step`), the session keeps it.
     assert session.runner.finish is None and session.runner.layout.chunks is not None
-    assert session.runner.info["budget"] < n and not session.runner.layout.open
+    assert session.runner.info.relaxation.budget < n and not session.runner.layout.open
+    assert opened.layout.open and opened.finish is not None and session.runner.info.finish_seconds >= 0
     chunk = Session(model, method="lbp", schedule="seqfix:chunked")
     ref = chunk.run()
     assert first.iterations == ref.iterations
@@ -374,7 +377,7 @@ def test_an_open_plan_finishes_exactly_through_the_runner(seed, strategy, budget
     graph = from_factors(factors)
     labels = random_labels(rng, graph.num_vars) if rng.random() < 0.3 else {}
     runner = runner_for(graph, f"{strategy}:budget={budget}")
-    rel = runner.info["compiled"]
+    rel = runner.info.relaxation
     assert rel.analysis is None and rel.open == (budget < rel.bound) == (runner.finish is not None)
     iters = int(rng.integers(1, 4))
     order = rel.order
@@ -391,11 +394,14 @@ def test_an_open_plan_finishes_exactly_through_the_runner(seed, strategy, budget
         if np.isnan(lbp.marginals(msgs, ev_pairs)).any():
             return
     ev = jnp.asarray(evidence_from_labels(graph.num_vars, labels))
-    res = runner(graph, jnp.zeros(graph.num_edges), ev, loop.controls(0.0, iters, 0.0))
+    res, after = runner.step(graph, jnp.zeros(graph.num_edges), ev, loop.controls(0.0, iters, 0.0))
     assert int(res.iterations) == iters and not bool(res.conflict)
     _assert_same(res.messages, want)
-    if runner.finish is None and rel.open:  # finished: levels known, plan closed
-        assert runner.info["compiled"].analysis is not None and not runner.layout.open
+    if after is not runner:  # finished: levels known, plan closed; the runner stepped from is as it was
+        assert after.finish is None and after.info.relaxation.analysis is not None and not after.layout.open
+        assert runner.finish is not None and runner.layout.open and runner.info.relaxation.analysis is None
+        again = after(graph, jnp.zeros(graph.num_edges), ev, loop.controls(0.0, iters, 0.0))
+        np.testing.assert_array_equal(np.asarray(again.messages), np.asarray(res.messages))
 
 
 def test_an_open_sweep_is_reported_not_taken():

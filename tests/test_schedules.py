@@ -49,7 +49,7 @@ def test_custom_weak_orders_equal_definition(tmp_path, kind):
                 assert an is None
             else:  # an order relaxation declines (too many reader groups) runs chunk by chunk
                 assert an.method == ("levelling" if method == "relaxed" else method.split(":")[0])
-            rank = schedules.orders_for(graph, runner.info["compiled"].spec)[0].rank
+            rank = schedules.orders_for(graph, runner.info.compiled.spec)[0].rank
             try:
                 ref_p, _ = stage_reference(SequentialLBP(factors, graph.num_vars), labels,
                                            lambda it, rank=rank: rank, 2)

@@ -72,11 +72,11 @@ def check(
 
       fastlbp check race.json --labels labels.txt --reference sample --samples 1000000 -f json
     """
+    settings = settings_of(loading, inference)
     from fastlbp.inference import (
-        check as checking,  # scipy, the session and engines: only when the command runs
+        check as checking,  # scipy, the session and engines: only when the command runs, its plan valid
     )
 
-    settings = settings_of(loading, inference)
     output = output_target(output, graph, labels)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)

@@ -368,12 +368,23 @@ def settings_from_options(*, schedule: str | None = None, precision: str | None 
                           seed: int | None = None, sample_seconds: float | None = None) -> Settings:
     """The one `Settings` of a command's options; options left None keep `Settings`' defaults.
 
+    Its `Plan` (`fastlbp.core.plan.make_plan`: the schedule parsed, a custom order read, GPU
+    kernels checked) is made here too, before any graph loads, so that a typo'd schedule or a
+    backend this machine cannot run fails at once; the library makes the same plan from these
+    settings.
+
     Raises:
-        SettingsError: a value out of range or unknown.
+        SettingsError: a value out of range or unknown, GPU kernels without a GPU.
+        InputError: a bad schedule (unknown strategy, missing order file, bad option).
     """
+    from fastlbp.core.plan import make_plan
+
     def plain(value):
         return value.value if isinstance(value, StrEnum) else value
 
-    return DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
-                            damping=damping, backend=plain(backend), cycles=plain(cycles), compress=compress,
-                            method=plain(method), samples=samples, seed=seed, sample_seconds=sample_seconds)
+    settings = DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
+                                damping=damping, backend=plain(backend), cycles=plain(cycles),
+                                compress=compress, method=plain(method), samples=samples, seed=seed,
+                                sample_seconds=sample_seconds)
+    make_plan(settings)
+    return settings

@@ -19,9 +19,11 @@ from fastlbp.core.errors import SettingsError
 # imports no JAX, so the commands that run no inference never start it).
 PRECISIONS = {"f64": "float64", "f32": "float32"}
 
-# Kernel backends for PARALL (and, for "fused", the persistent kernel of sequential schedules):
+# Kernel backends (the CLI's --backend; `fastlbp.core.plan.BACKEND_PARTS` splits each into the
+# engine family, the segment-sum implementation and the interpreter flag) for PARALL (and, for
+# "fused", the persistent kernel of sequential schedules):
 #   auto      the default: "fused" where it measured faster, else "xla"
-#             (`fastlbp.engines.auto_backend`; always "xla" on a CPU)
+#             (`fastlbp.core.plan.Plan.for_graph`; always "xla" on a CPU)
 #   xla       segment sums as dense gathers and row sums (`fastlbp.core.segments`)
 #   scatter   XLA's scatter-add (one atomic per element; for comparison)
 #   pallas    a Pallas segment-sum kernel (GPU; slower than xla, kept for comparison)
@@ -33,6 +35,20 @@ BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fu
 METHODS = ("auto", "lbp", "exact", "sample")
 GPU_BACKENDS = ("pallas", "fused")
 CYCLE_MODES = ("cycles", "bingo")
+
+
+# What each option is for, written once beside it (`_option`); the lists below are read from it.
+PLAN = "plan"  # decides what runs (`fastlbp.core.plan.Plan`): a running session cannot change it
+CONTROL = "control"  # data to a round (tol, max_iters, damping) or host policy: a session may change it
+SAMPLER = "sampler"  # exact inference's and the sampler's budgets
+LOADING = "loading"  # how a graph is read: shapes the model before any session
+
+
+def _option(default, role: str, *, stored: bool | None = None):
+    """A `Settings` field of `role`; `stored`: one of the options that decide a round's numbers, kept
+    with a triage session (`Settings.inference`; default: all but the loading options)."""
+    stored = role != LOADING if stored is None else stored
+    return dataclasses.field(default=default, metadata={"role": role, "stored": stored})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +63,7 @@ class Settings:
         max_iters: most iterations per round.
         damping: weight of the old message in [0, 1), in the log domain.
         backend: kernel backend (`BACKENDS`); "auto" (the default) picks one by device,
-            schedule and graph size (`fastlbp.engines.auto_backend`); "xla" runs on every
+            schedule and graph size (`fastlbp.core.plan.Plan.for_graph`); "xla" runs on every
             device.
         cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
             criterion on the clauses on a cycle) or "bingo" (on every clause).
@@ -80,23 +96,23 @@ class Settings:
             iterations (Bingo's remedy); `Round.remedy` says which produced the numbers.
     """
 
-    schedule: str = "parall"
-    precision: str = "f64"
-    tol: float = 1e-6
-    max_iters: int = 1000
-    damping: float = 0.0
-    backend: str = "auto"
-    cycles: str = "cycles"
-    compress: bool = True
-    method: str = "auto"
-    samples: int = 100_000
-    max_samples: int = 10_000_000
-    seed: int = 0
-    min_accepted: int = 1000
-    target_se: float = 0.0025
-    sample_seconds: float = 4.0
-    exact_memory: int | None = None
-    remedies: bool = True
+    schedule: str = _option("parall", PLAN)
+    precision: str = _option("f64", PLAN)
+    tol: float = _option(1e-6, CONTROL)
+    max_iters: int = _option(1000, CONTROL)
+    damping: float = _option(0.0, CONTROL)
+    backend: str = _option("auto", PLAN)
+    cycles: str = _option("cycles", LOADING)
+    compress: bool = _option(True, LOADING)
+    method: str = _option("auto", PLAN)
+    samples: int = _option(100_000, SAMPLER)
+    max_samples: int = _option(10_000_000, SAMPLER)
+    seed: int = _option(0, SAMPLER)
+    min_accepted: int = _option(1000, SAMPLER)
+    target_se: float = _option(0.0025, SAMPLER)
+    sample_seconds: float = _option(4.0, SAMPLER)
+    exact_memory: int | None = _option(None, SAMPLER, stored=False)
+    remedies: bool = _option(True, CONTROL, stored=False)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -138,13 +154,17 @@ class Settings:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def inference(self) -> dict:
-        """The options that decide a round's numbers (stored with a triage session)."""
-        return {k: getattr(self, k) for k in ("schedule", "precision", "tol", "max_iters", "damping",
-                                              "backend", "method", "samples", "max_samples", "seed",
-                                              "min_accepted", "target_se", "sample_seconds")}
+        """The options that decide a round's numbers (`INFERENCE_FIELDS`, stored with a triage session)."""
+        return {k: getattr(self, k) for k in INFERENCE_FIELDS}
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
+# The options that decide a round's numbers, in field order (a triage session stores them).
+INFERENCE_FIELDS = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata["stored"])
+# The options a running session may change: data to the jitted round, or host policy (remedies).
+CONTROL_FIELDS = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata["role"] == CONTROL)
+# The options of reading a graph.
+LOADING_FIELDS = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata["role"] == LOADING)
 
 
 def settings_from(settings: Settings | None = None, **overrides) -> Settings:
@@ -156,4 +176,4 @@ def settings_from(settings: Settings | None = None, **overrides) -> Settings:
 
 
 __all__ = ["Settings", "settings_from", "PRECISIONS", "BACKENDS", "METHODS", "GPU_BACKENDS", "CYCLE_MODES",
-           "FIELDS"]
+           "FIELDS", "INFERENCE_FIELDS", "CONTROL_FIELDS", "LOADING_FIELDS"]

@@ -25,10 +25,24 @@ import time
 import jax
 import jax.numpy as jnp
 
+import schedules
 from fastlbp.core import equations
 from fastlbp.core.equations import FIN, NEG, POS
 from fastlbp.core.graph import FactorGraph
-from fastlbp.engines.loop import PARAMS, VAR_SUMS, Controls, Runner, RunResult, iterate, xla_sums
+from fastlbp.core.plan import Plan
+from fastlbp.core.settings import Settings
+from fastlbp.engines.loop import (
+    PARAMS,
+    VAR_SUMS,
+    Controls,
+    Runner,
+    RunnerInfo,
+    RunResult,
+    graph_of,
+    iterate,
+    plan_for,
+    xla_sums,
+)
 from schedules import plan as P
 
 
@@ -131,14 +145,25 @@ def jitted_run(unroll: int = 1):
     return jax.jit(functools.partial(_run, unroll=unroll))
 
 
-def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, unroll: int = 1,
-                info: dict | None = None) -> Runner:
-    """A `Runner` for a chunk plan packed by `schedules.compile_schedule`."""
+def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
+    """The chunk loop of the plan's order(s) (`schedules.compile_schedule`) for a model."""
+    plan = plan_for(model, plan)
+    compiled = schedules.compile_schedule(model, plan.schedule, gpu=plan.gpu)
+    return runner_for(graph_of(model), compiled.plan, f"{plan.schedule.strategy}/chunked",
+                      unroll=plan.chunk_unroll(), compiled=compiled, backend=plan.backend,
+                      reason=plan.reason)
+
+
+def runner_for(graph: FactorGraph, plan: P.Plan, name: str, *, unroll: int = 1, compiled=None,
+               backend: str = "xla", reason: str | None = None) -> Runner:
+    """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (tests, benchmarks); `backend`
+    and `reason` are what the plan asked for and why (the chunk loop sums with dense gathers)."""
     start = time.perf_counter()
     layout = jax.device_put(ChunkLayout(plan, xla_sums(graph, factor=False)))
-    return Runner(name=name, layout=layout, run=jitted_run(unroll),
-                  info={**(info or {}), "unroll": unroll, "layout_seconds": time.perf_counter() - start},
-                  reads=READS)
+    seconds = time.perf_counter() - start
+    info = RunnerInfo(backend=backend, reason=reason, unroll=unroll, layout_seconds=seconds,
+                      compiled=compiled)
+    return Runner(name=name, layout=layout, run=jitted_run(unroll), info=info, reads=READS)
 
 
 # The graph's fields a round reads (`Runner.reads`): the chunks carry their edges, variables and
@@ -146,4 +171,4 @@ def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, unroll: int = 1,
 READS = PARAMS | VAR_SUMS
 
 
-__all__ = ["ChunkLayout", "sweep", "jitted_run", "make_runner", "READS"]
+__all__ = ["ChunkLayout", "sweep", "jitted_run", "make_runner", "runner_for", "READS"]

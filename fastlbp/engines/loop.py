@@ -38,6 +38,8 @@ import numpy as np
 from fastlbp.core import equations, logspace, segments
 from fastlbp.core.equations import damp  # the loop's damping is the equations' (one definition)
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import Plan, make_plan
+from fastlbp.core.settings import Settings
 
 
 @jax.tree_util.register_dataclass
@@ -56,7 +58,7 @@ class RunResult:
         unsettled: () bool or None: a relaxed sweep ran out of its pass budget and the
             layout had no chunk plan to finish it exactly, so the round stopped *before*
             that sweep (`messages` are its start, `iterations` the sweeps completed);
-            `Runner.__call__` builds the chunk plan and finishes the round. None for
+            `Runner.step` builds the chunk plan and finishes the round. None for
             engines whose sweeps are always exact.
     """
 
@@ -86,21 +88,52 @@ def controls(tol: float = 1e-6, max_iters: int = 1000, damping: float = 0.0, dty
 RunFn = Callable[[FactorGraph, Any, jax.Array, jax.Array, Controls], RunResult]
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(frozen=True)
+class RunnerInfo:
+    """What preparing a runner decided and took (host facts, for `--verbose`, `fastlbp info` and
+    benchmarks).
+
+    Attributes:
+        backend: the kernels that run ("xla", "scatter", "pallas", "fused", or *_interpret).
+        reason: why "auto" chose them (`fastlbp.core.plan.Plan.for_graph`); None when named.
+        unroll: sweeps (PARALL) or chunks (chunk loops) per while-loop trip.
+        layout_seconds: host time of the layout.
+        compiled: the schedule's host analysis: `schedules.Compiled` (chunk loops) or
+            `schedules.Relaxation` (relaxation); None for PARALL.
+        tuning: the fused kernels' tiles and warps {"tile", "var_tile", "num_warps",
+            "var_warps"}, or the persistent kernel's {"num_warps", "atomic"}; empty otherwise.
+        finish_seconds: host time of the chunk plan a relaxation runner built when a sweep did
+            not settle (`Runner.step`); None before.
+    """
+
+    backend: str
+    reason: str | None = None
+    unroll: int = 1
+    layout_seconds: float = 0.0
+    compiled: Any = None
+    tuning: dict = dataclasses.field(default_factory=dict)
+    finish_seconds: float | None = None
+
+    @property
+    def relaxation(self):
+        """The `schedules.Relaxation` of a relaxation runner (budget, bound, open, ...), else None."""
+        return self.compiled if hasattr(self.compiled, "bound") else None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Runner:
-    """An engine prepared for one graph.
+    """An engine prepared for one graph: immutable, so sessions (and their copies) share it.
 
     Attributes:
         name: what runs, e.g. "parall/xla", "seqfix/relaxed", "parall/fused".
         layout: the engine's precomputed layout (a pytree of device arrays, or None).
         run: pure, jitted `run(graph, layout, messages, evidence, controls) -> RunResult`;
             messages (E,) and evidence (V,) are log-odds in the round's dtype.
-        info: host-side facts about the preparation (schedule analysis, timings), for
-            `fastlbp info` and benchmarks.
-        finish: None, or host work deferred until a round needs it: `finish() -> (layout,
-            run, info)`, called once when a round comes back `unsettled` (the relaxation
-            engine's chunk plan, `fastlbp.engines.relaxed`); the runner then holds the new
-            layout and run and finishes that round with them.
+        info: what the preparation decided and took (`RunnerInfo`).
+        finish: None, or host work deferred until a round needs it: `finish() -> Runner`, the
+            runner that finishes a round that came back `unsettled` (the relaxation engine's
+            chunk plan, `fastlbp.engines.relaxed`). `step` returns that runner; nothing is
+            stored in this one.
         reads: the `FactorGraph` fields `run` reads (after `finish` too), or None for all of
             them: `device_graph(graph, reads)` is the graph the runner needs on the device.
     """
@@ -108,24 +141,45 @@ class Runner:
     name: str
     layout: Any
     run: RunFn
-    info: dict
-    finish: Callable[[], tuple[Any, RunFn, dict]] | None = None
+    info: RunnerInfo
+    finish: Callable[[], Runner] | None = None
     reads: frozenset[str] | None = None
 
-    def __call__(self, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
-                 controls: Controls) -> RunResult:
+    def step(self, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
+             controls: Controls) -> tuple[RunResult, Runner]:
+        """A round, and the runner for the next ones (this one, or its `finish`ed successor).
+
+        Pure in the optax sense: the caller keeps the returned runner; a runner whose
+        deferred work a round needed returns the runner that did it.
+        """
         result = self.run(graph, self.layout, messages, evidence, controls)
         # Only a runner with deferred work asks the device whether it is needed (one
         # scalar transfer per round until then).
         if self.finish is None or result.unsettled is None or not bool(result.unsettled):
-            return result
-        self.layout, self.run, extra = self.finish()
-        self.finish = None
-        self.info = {**self.info, **extra}
-        done = result.iterations
-        rest = self.run(graph, self.layout, result.messages, evidence,
-                        controls._replace(max_iters=controls.max_iters - done))
-        return dataclasses.replace(rest, iterations=rest.iterations + done)
+            return result, self
+        done = self.finish()
+        ran = result.iterations
+        rest = done.run(graph, done.layout, result.messages, evidence,
+                        controls._replace(max_iters=controls.max_iters - ran))
+        return dataclasses.replace(rest, iterations=rest.iterations + ran), done
+
+    def __call__(self, graph: FactorGraph, messages: jax.Array, evidence: jax.Array,
+                 controls: Controls) -> RunResult:
+        """A round (`step` without its successor: a caller that runs several rounds keeps it)."""
+        return self.step(graph, messages, evidence, controls)[0]
+
+
+def graph_of(model) -> FactorGraph:
+    """The factor graph of a model, or the graph itself."""
+    return model if isinstance(model, FactorGraph) else model.graph
+
+
+def plan_for(model, plan: Plan | Settings | None = None) -> Plan:
+    """`plan` (or the plan of settings, default `Settings()`) placed on JAX's platform and made
+    concrete for `model`'s graph (`Plan.for_graph`): what every engine's `make_runner` reads."""
+    if not isinstance(plan, Plan):
+        plan = make_plan(plan)
+    return plan.for_graph(graph_of(model).num_edges)
 
 
 # The `FactorGraph` fields each part of a round reads (`Runner.reads`, `device_graph`).
@@ -269,6 +323,6 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: equations.Summa
                      unsettled=unsettled if flagged else None)
 
 
-__all__ = ["RunResult", "Controls", "controls", "Runner", "RunFn", "Sweep", "init", "damp", "iterate",
-           "device_graph", "lean_graph", "xla_sums", "PARAMS", "VAR_SUMS", "VAR_SCATTER", "SWEEP",
-           "GRAPH_FIELDS"]
+__all__ = ["RunResult", "Controls", "controls", "Runner", "RunnerInfo", "RunFn", "Sweep", "init", "damp",
+           "iterate", "device_graph", "lean_graph", "graph_of", "plan_for", "xla_sums", "PARAMS", "VAR_SUMS",
+           "VAR_SCATTER", "SWEEP", "GRAPH_FIELDS"]

@@ -10,6 +10,7 @@ Pallas kernel otherwise), built once per graph.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     SWEEP,
@@ -26,11 +28,14 @@ from fastlbp.engines.loop import (
     VAR_SUMS,
     Controls,
     Runner,
+    RunnerInfo,
     RunResult,
     controls,
     damp,
+    graph_of,
     init,
     iterate,
+    plan_for,
 )
 
 
@@ -76,19 +81,24 @@ def jitted_run(unroll: int = 1):
     return jax.jit(functools.partial(_run, unroll=unroll))
 
 
-def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = 1) -> Runner:
-    """PARALL with `settings.backend`'s segment sums ("xla", "scatter", "pallas", "pallas_interpret").
+def make_runner(model, plan: Plan | Settings | None = None, *, unroll: int | None = None) -> Runner:
+    """PARALL with the plan's segment sums ("xla", "scatter", "pallas", in the interpreter or not).
 
     Four sweeps per while-loop trip (`unroll`) saved at most a trip's ~15 us
     on the H200 (126.9 vs 133.4 us per float64 iteration at 0.5M edges, none
     at 5M) and compiled 0.7 s slower (docs/benchmark-log.md), so the
-    dispatcher keeps 1 unless the schedule spec says `:unroll=N`.
+    dispatcher keeps 1 unless the schedule spec says `:unroll=N` (or `unroll`, benchmarks).
     """
+    plan = plan_for(model, plan)
+    graph = graph_of(model)
+    unroll = unroll or plan.schedule.unroll or 1
     start = time.perf_counter()
-    backend = "xla" if settings.backend == "auto" else settings.backend  # this engine's auto choice
+    backend = plan.summation_name
     sums = jax.device_put(equations.summation(graph, backend))
-    return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll),
-                  info={"unroll": unroll, "layout_seconds": time.perf_counter() - start, "backend": backend},
+    reason = plan.reason if plan.kernels == "xla" else None
+    info = RunnerInfo(backend=backend, reason=reason, unroll=unroll,
+                      layout_seconds=time.perf_counter() - start)
+    return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll), info=info,
                   reads=reads(backend))
 
 
@@ -106,7 +116,8 @@ def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,
         graph: the factor graph.
         evidence: (V,) log-odds (0 none, +inf true, -inf false); None = none.
         messages: (E,) warm start; None = uniform in `settings.precision`. Its dtype wins.
-        settings: tol, max_iters, damping, precision, backend (default `Settings()`).
+        settings: tol, max_iters, damping, precision, backend (default `Settings()`; the
+            backend's segment sums, whatever its kernels: this is the XLA engine).
         runner: a runner made by `make_runner` for this graph (saves rebuilding the layout).
     """
     settings = settings or Settings()
@@ -115,7 +126,9 @@ def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,
     dtype = messages.dtype
     if evidence is None:
         evidence = jnp.zeros((graph.num_vars,), dtype)
-    runner = runner or make_runner(graph, settings)
+    if runner is None:
+        plan = plan_for(graph, settings)
+        runner = make_runner(graph, dataclasses.replace(plan, kernels="xla"))
     return runner(graph, messages, jnp.asarray(evidence, dtype),
                   controls(settings.tol, settings.max_iters, settings.damping, dtype))
 

@@ -32,6 +32,7 @@ the interpreter does not model, so the GPU check is
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import NamedTuple
@@ -39,10 +40,22 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+import schedules
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import Plan
+from fastlbp.core.settings import Settings
 from fastlbp.engines.chunked import READS, ChunkLayout
-from fastlbp.engines.loop import Controls, Runner, RunResult, iterate, xla_sums
+from fastlbp.engines.loop import (
+    Controls,
+    Runner,
+    RunnerInfo,
+    RunResult,
+    graph_of,
+    iterate,
+    plan_for,
+    xla_sums,
+)
 from schedules import plan as P
 
 # Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
@@ -277,17 +290,37 @@ def jitted_run(interpret: bool = False, num_warps: int = NUM_WARPS, atomic: bool
     return jax.jit(functools.partial(_run, interpret=interpret, num_warps=num_warps, atomic=atomic))
 
 
-def make_runner(graph: FactorGraph, plan: P.Plan, name: str, *, interpret: bool = False,
-                num_warps: int = NUM_WARPS, atomic: bool = False, info: dict | None = None) -> Runner:
+def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
+    """The plan's order(s) in the persistent kernel: the atomic variant on a GPU, the mask kernel
+    in the interpreter (`plan.interpret`)."""
+    plan = plan_for(model, plan)
+    spec = plan.schedule
+    if spec.width is None:
+        spec = dataclasses.replace(spec, width=WIDTH if plan.interpret else ATOMIC_WIDTH)
+    compiled = schedules.compile_schedule(model, spec, gpu=plan.gpu)
+    name = f"{spec.strategy}/persistent"
+    if plan.interpret:
+        return runner_for(graph_of(model), compiled.plan, name, interpret=True, compiled=compiled,
+                          reason=plan.reason)
+    return runner_for(graph_of(model), compiled.plan, name, num_warps=ATOMIC_WARPS, atomic=True,
+                      compiled=compiled, reason=plan.reason)
+
+
+def runner_for(graph: FactorGraph, plan: P.Plan, name: str, *, interpret: bool = False,
+               num_warps: int = NUM_WARPS, atomic: bool = False, compiled=None,
+               reason: str | None = None) -> Runner:
     """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (widths: `WIDTH` for the
     mask kernel, `ATOMIC_WIDTH` for the atomic one)."""
     if atomic and interpret:
         raise ValueError("the atomic variant runs on the GPU only")
     start = time.perf_counter()
     layout = jax.device_put(ChunkLayout(plan, xla_sums(graph, factor=False)))
-    return Runner(name=name, layout=layout, run=jitted_run(interpret, num_warps, atomic),
-                  info={**(info or {}), "num_warps": num_warps, "atomic": atomic,
-                        "layout_seconds": time.perf_counter() - start}, reads=READS)
+    info = RunnerInfo(backend="fused_interpret" if interpret else "fused", reason=reason,
+                      layout_seconds=time.perf_counter() - start, compiled=compiled,
+                      tuning={"num_warps": num_warps, "atomic": atomic})
+    return Runner(name=name, layout=layout, run=jitted_run(interpret, num_warps, atomic), info=info,
+                  reads=READS)
 
 
-__all__ = ["WIDTH", "NUM_WARPS", "ATOMIC_WIDTH", "ATOMIC_WARPS", "sweep", "jitted_run", "make_runner"]
+__all__ = ["WIDTH", "NUM_WARPS", "ATOMIC_WIDTH", "ATOMIC_WARPS", "sweep", "jitted_run", "make_runner",
+           "runner_for"]

@@ -48,8 +48,8 @@ L steps of O(W). So a sweep runs at most `plan.max_passes` passes, a budget
 below the bound when the order may be deeper than it. The plan starts *open*
 (no levels, no chunk plan, budget `relax_plan.first_budget`): a sweep that
 has not settled within the budget is not taken, the round stops before it
-(`RunResult.unsettled`), and the runner (`loop.Runner.finish`) builds the
-levelling and chunk plan once and finishes the round from there. After that
+(`RunResult.unsettled`), and `loop.Runner.step` (through `Runner.finish`) builds the
+levelling and chunk plan once, finishes the round and returns the runner that holds them. After that
 the budget is `relax_plan.pass_budget` (the passes that cost one chunk sweep)
 and a sweep that has not settled by then is redone from its start state by
 the chunk loop (`lax.cond` in the same program), so every sweep is the exact
@@ -77,6 +77,8 @@ import numpy as np
 import schedules
 from fastlbp.core import equations, segments
 from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import Plan
+from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked
 from fastlbp.engines.loop import (
     PARAMS,
@@ -84,9 +86,12 @@ from fastlbp.engines.loop import (
     VAR_SUMS,
     Controls,
     Runner,
+    RunnerInfo,
     RunResult,
+    graph_of,
     iterate,
     lean_graph,
+    plan_for,
     xla_sums,
 )
 from schedules import plan as P
@@ -394,47 +399,56 @@ def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None
                                       open=open and chunks is None))
 
 
-def _info(rel, layout_seconds: float) -> dict:
-    return {"compiled": rel, "order_seconds": rel.order_seconds, "analysis_seconds": rel.analysis_seconds,
-            "plan_seconds": rel.plan_seconds, "budget": rel.budget, "level_bound": rel.bound,
-            "open": rel.open, "layout_seconds": layout_seconds, "virtual_edges": rel.plan.virtual_edges,
-            "max_passes": int(rel.plan.max_passes),
-            "chunk_steps": 0 if rel.chunks is None else rel.chunks.plan.num_chunks}
+def make_runner(model, plan: Plan | Settings | None = None) -> Runner | None:
+    """The relaxation runner of the plan's order (`schedules.relaxation_plan`), or None when the
+    order cannot be relaxed (several orders, too many reader groups: the chunk loop runs it)."""
+    plan = plan_for(model, plan)
+    rel = schedules.relaxation_plan(model, plan.schedule, gpu=plan.gpu)
+    if rel is None:
+        return None
+    return runner_for(graph_of(model), rel, f"{plan.schedule.strategy}/relaxed", unroll=plan.chunk_unroll(),
+                      gpu=plan.gpu, backend=plan.backend, reason=plan.reason)
 
 
-def make_runner(graph: FactorGraph, rel, name: str, *, unroll: int = 1) -> Runner:
-    """A `Runner` for a relaxation plan built by the dispatcher (`schedules.relaxation_plan`).
+def runner_for(graph: FactorGraph, rel, name: str, *, unroll: int = 1, gpu: bool | None = None,
+               backend: str = "xla", reason: str | None = None) -> Runner:
+    """A `Runner` for a relaxation plan (`schedules.relaxation_plan`).
 
     An open plan (`rel.open`: a budget below the level bound, no chunk plan) gets the
     runner's `finish`: the first round with a sweep the budget does not settle builds the
-    levelling and chunk plan (`schedules.finish`) and finishes with them; rounds whose
-    sweeps settle never pay for it.
+    levelling and chunk plan (`schedules.finish`) and finishes with the runner it returns
+    (`Runner.step`); rounds whose sweeps settle never pay for it.
 
     Args:
         rel: `schedules.Relaxation`.
         unroll: chunks per loop trip of the chunk loop (if any).
+        gpu: the plan's platform is a GPU (the cost models of `schedules.finish`).
+        backend, reason: what the plan asked for and why (relaxation sums with dense gathers).
     """
     start = time.perf_counter()
     chunks = None if rel.chunks is None else rel.chunks.plan
     layout = layout_for(graph, rel.plan, chunks, open=rel.open)
-    info = {**_info(rel, time.perf_counter() - start), "unroll": unroll if chunks is not None else 1}
+    info = RunnerInfo(backend=backend, reason=reason, unroll=unroll if chunks is not None else 1,
+                      layout_seconds=time.perf_counter() - start, compiled=rel)
 
-    def finish():
+    def finish() -> Runner:
         t0 = time.perf_counter()
-        done = schedules.finish(graph, rel)
+        done = schedules.finish(graph, rel, gpu=gpu)
         plan_chunks = None if done.chunks is None else done.chunks.plan
         # The graph's segment sums and the plan's index arrays are on the device already.
         new = dataclasses.replace(layout, plan=dataclasses.replace(layout.plan, max_passes=jnp.asarray(
             done.budget, jnp.int32)), chunks=None if plan_chunks is None else jax.device_put(plan_chunks),
             open=False)
         use = unroll if plan_chunks is not None else 1
-        return new, jitted_run(use), {**_info(done, info["layout_seconds"]), "unroll": use,
-                                      "finish_seconds": time.perf_counter() - t0}
+        done_info = dataclasses.replace(info, unroll=use, compiled=done,
+                                        finish_seconds=time.perf_counter() - t0)
+        return Runner(name=name, layout=new, run=jitted_run(use), info=done_info, reads=reads(rel.plan))
 
-    return Runner(name=name, layout=layout, run=jitted_run(info["unroll"]), info=info,
+    return Runner(name=name, layout=layout, run=jitted_run(info.unroll), info=info,
                   finish=finish if rel.open else None, reads=reads(rel.plan))
 
 
 __all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
-           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner", "reads",
+           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner",
+           "runner_for", "reads",
            "split_is_own_position"]

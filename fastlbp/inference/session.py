@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import time
@@ -24,14 +25,11 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsE
 from fastlbp.core.graph import label_codes
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import UNDERIVABLE, Model
-from fastlbp.core.settings import Settings, settings_from
+from fastlbp.core.plan import Plan, make_plan
+from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.inference import constraints, lbp_checks, methods
 from fastlbp.io.writers import safe_name
-
-# Settings a running session may change (they are data to the jitted round); the others
-# (schedule, precision, backend, loading) decide the runner and need a new session.
-CONTROL_FIELDS = ("tol", "max_iters", "damping", "remedies")
 
 
 @dataclasses.dataclass
@@ -79,15 +77,18 @@ class Session:
     """
 
     @float64
-    def __init__(self, model: Model, settings: Settings | None = None, **overrides):
+    def __init__(self, model: Model, settings: Settings | None = None, *, plan: Plan | None = None,
+                 **overrides):
         self._settings = settings_from(settings, **overrides)
         self.model = model
         # "auto" is decided at the first round, with its labels (`methods.choose`).
         self.choice = None if self._settings.method == "auto" else methods.Choice(self._settings.method)
         # LBP's runner (host work once per graph); exact inference and sampling need none.
-        self.runner = engines.make_runner(model, self._settings) if self._settings.method == "lbp" else None
-        if self.runner is None:
-            engines.check_settings(self._settings)  # LBP may be needed later (a fallback round)
+        # What runs, decided and checked once (the schedule, the kernels, the platform): LBP may be
+        # needed by a later round (a fallback), so its plan is checked whatever the method.
+        self.plan = (plan or make_plan(self._settings)).placed()
+        # LBP's runner, immutable: a round that finishes deferred host work returns the one to keep.
+        self.runner = engines.make_runner(model, self.plan) if self._settings.method == "lbp" else None
         self._sampler = None
         # Only the graph's fields the runner reads go to the device (`engines.device_graph`):
         # of the graph's 29.5 bytes per edge (1M Bingo-like edges) the XLA PARALL and SEQFIX
@@ -104,6 +105,14 @@ class Session:
         self._controls_key: tuple | None = None
         self._controls: Controls | None = None
 
+    def fork(self) -> Session:
+        """A session with this one's state and its own labels: a round on it leaves this one as it was
+        (a round replaces the messages, `last` and the runner, an immutable `Runner`, never changes
+        them in place)."""
+        twin = copy.copy(self)
+        twin.labels = dict(self.labels)
+        return twin
+
     @property
     def settings(self) -> Settings:
         return self._settings
@@ -116,7 +125,7 @@ class Session:
     def _ensure_runner(self) -> None:
         """LBP's runner and the device graph it reads, made when a round first needs them."""
         if self.runner is None:
-            self.runner = engines.make_runner(self.model, self._settings)
+            self.runner = engines.make_runner(self.model, self.plan)
             self.graph = engines.device_graph(self.model.graph, self.runner.reads)
 
     @float64
@@ -322,7 +331,7 @@ class Session:
 
     def _round(self, messages, ctl: Controls, evidence: jax.Array):
         """One jitted round from `messages`; (device result, host `Round` without its time)."""
-        result = self.runner(self.graph, messages, evidence, ctl)
+        result, self.runner = self.runner.step(self.graph, messages, evidence, ctl)
         # One transfer for all results: their copies overlap (1 ms less per round at 0.2M
         # variables than one np.asarray after another).
         conflict, lo, marginals, iterations, converged, delta = jax.device_get(

@@ -33,10 +33,8 @@ rounds exactly; settings that cannot run are refused, and nothing changes.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,10 +42,11 @@ import numpy as np
 
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.core.model import Model
-from fastlbp.core.settings import Settings
+from fastlbp.core.plan import make_plan
+from fastlbp.core.settings import CONTROL_FIELDS, Settings
 from fastlbp.inference.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.inference.ranking import alarm_vars, order_alarms
-from fastlbp.inference.session import CONTROL_FIELDS, Session
+from fastlbp.inference.session import Session
 from fastlbp.io.writers import safe_name
 from fastlbp.triage.journal import (
     Contents,
@@ -62,7 +61,6 @@ from fastlbp.triage.journal import (
 )
 from fastlbp.triage.lock import SessionLock
 from fastlbp.triage.stored import (
-    CUSTOM_ORDER,
     change_payload,
     check_changes,
     check_identity,
@@ -400,7 +398,7 @@ class Triage:
         else:
             # tol, max_iters, damping are data to the compiled round: a copy of the session with its
             # messages runs warm, and the session itself stays untouched until the switch.
-            session = _copy(self.session)
+            session = self.session.fork()
             session.settings = settings
             rnd = session.run(warm=True)
         return session, rnd, time.perf_counter() - start
@@ -617,14 +615,6 @@ def _text(err: Exception) -> str:
     return str(err)
 
 
-def _copy(session: Session) -> Session:
-    """A shallow copy of `session` with its own labels: a round on it leaves `session` as it was
-    (a round replaces the messages and `last`, never changes them in place)."""
-    twin = copy.copy(session)
-    twin.labels = dict(session.labels)
-    return twin
-
-
 def _refused(what: str, err: Exception, kept: Settings) -> Outcome:
     return Outcome(False, f"refused the settings change ({what}): {_text(err)}; the session is unchanged "
                           f"({settings_text(kept)})")
@@ -636,21 +626,11 @@ def _not_saved(what: str, err: SessionWriteError) -> Outcome:
 
 
 def _session(model: Model, settings: Settings, order: str | None, source: str | None) -> Session:
-    """The `Session` of `settings`; a custom order runs from a private copy of its stored text."""
+    """The `Session` of `settings`; a custom order runs from its stored text, which its plan carries
+    (`fastlbp.core.plan.Spec.order`): no path from the session file is ever opened."""
     if order is None:
         return Session(model, settings)
-    options = settings.schedule.strip()[len(CUSTOM_ORDER):]
-    # The engines read an order from a file: hand them a copy this process wrote (read once,
-    # while the runner is built), never a path from the session file.
-    with tempfile.TemporaryDirectory(prefix="fastlbp-order-") as folder:
-        copy = Path(folder) / "order"
-        copy.write_text(order, encoding="utf-8")
-        try:
-            return Session(model, settings.replace(schedule=f"{copy}{options}"))
-        except InputError as err:
-            if err.path != str(copy) and err.path is not None:
-                raise
-            raise InputError(source, err.line, err.message, err.location) from None
+    return Session(model, settings, plan=make_plan(settings, order=order, source=source))
 
 
 def _move_aside(path: Path, backup: Path) -> list[tuple[Path, Path]]:

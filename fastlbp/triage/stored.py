@@ -24,9 +24,9 @@ import re
 import time
 from pathlib import Path
 
-import schedules
-from fastlbp.core.errors import InputError, SettingsError, read_text
+from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.model import Model
+from fastlbp.core.plan import STRATEGIES, make_plan, parse_spec
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
 from fastlbp.triage.journal import JOURNAL_VERSION, Contents, classify, fingerprint, newer, read_file
 
@@ -86,16 +86,16 @@ def stored_settings(stored: dict, settings: Settings, *, order: str | None = Non
 
 def _check_schedule(schedule: str, order: str | None) -> None:
     head, _, options = schedule.strip().partition(":")
-    if head.lower() in schedules.BUILTIN:
+    if head.lower() in STRATEGIES:
         try:
-            schedules.parse_spec(schedule)  # a builtin name: touches no file
+            parse_spec(schedule)  # a builtin name: touches no file
         except InputError as err:
             raise SettingsError(f"schedule {schedule!r}: {err.message}") from None
     elif head == CUSTOM_ORDER:
         if order is None:
             raise SettingsError(f"schedule {schedule!r} without its stored order")
     else:
-        builtin = ", ".join(schedules.BUILTIN)
+        builtin = ", ".join(STRATEGIES)
         raise SettingsError(f"the schedule {schedule!r} is neither a strategy ({builtin}) "
                             f"nor a stored custom order, and a path read from a session file is never "
                             f"opened (sessions before journal version 2 stored a custom order's path: "
@@ -108,12 +108,11 @@ def custom_order(settings: Settings) -> tuple[Settings, str | None, str | None]:
     Raises:
         InputError: an unknown schedule, an order file that cannot be read.
     """
-    spec = schedules.parse_spec(settings.schedule)
+    spec = make_plan(settings).schedule  # a custom order read once, here
     if spec.strategy != "file":
         return settings, None, None
-    text = read_text(spec.path)
-    options = settings.schedule.strip()[len(spec.path):]  # ":OPTION..." after the path
-    return settings.replace(schedule=CUSTOM_ORDER + options), text, str(Path(spec.path).resolve())
+    return (settings.replace(schedule=CUSTOM_ORDER + spec.options()), spec.order,
+            str(Path(spec.path).resolve()))
 
 
 def new_meta(model: Model, graph_path: str | None, settings: Settings, order: str | None,

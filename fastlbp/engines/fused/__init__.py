@@ -15,7 +15,7 @@ No XLA kernel runs between them: the loop's control lives in device cells
 the kernels read and write themselves. On the CPU (tests) the same kernels
 run in the Pallas interpreter (`interpret=True`, backend "fused_interpret").
 
-    runner = make_runner(graph, Settings(backend="fused"))   # the layout, once (host)
+    runner = make_runner(graph, plan)   # the layout, once (host)
     result = runner(graph, messages, evidence, controls)     # a round (jitted)
 
 Modules, from the host down to the kernels:
@@ -32,13 +32,14 @@ Modules, from the host down to the kernels:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
 import jax
 import jax.numpy as jnp
 
-from fastlbp.core.graph import FactorGraph
+from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.fused import loop
 from fastlbp.engines.fused.control import Control
@@ -56,7 +57,7 @@ from fastlbp.engines.fused.tuning import (
     tuning,
 )
 from fastlbp.engines.fused.variable_kernel import var_pass
-from fastlbp.engines.loop import Runner
+from fastlbp.engines.loop import PARAMS, Runner, RunnerInfo, graph_of
 
 NAME = "parall/fused"
 
@@ -69,17 +70,18 @@ def _jitted(unroll: int, interpret: bool, num_warps: int, var_warps: int):
                                      var_warps=var_warps))
 
 
-def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = UNROLL,
+def make_runner(model, plan: Plan | Settings | None = None, *, unroll: int | None = None,
                 interpret: bool | None = None, tile: int | None = None, num_warps: int | None = None,
                 var_tile: int | None = None, var_warps: int | None = None) -> Runner:
-    """The fused PARALL engine prepared for `graph`: its layout built once, here, on the host.
+    """The fused PARALL engine prepared for a model's graph: its layout built once, here, on the host.
 
     Args:
-        graph: a concrete factor graph (not traced).
-        settings: the run's settings; `settings.dtype` picks the tiles and warps, and
-            `settings.backend == "fused_interpret"` the interpreter.
-        unroll: sweeps per while-loop trip (rounded up to an even number).
-        interpret: run the kernels in the Pallas interpreter; None: by `settings.backend`.
+        model: a model or a concrete factor graph (not traced).
+        plan: the run's plan (or settings); its precision picks the tiles and warps, and
+            `plan.interpret` the interpreter.
+        unroll: sweeps per while-loop trip (rounded up to an even number); None: the
+            schedule's `:unroll=N`, else `UNROLL` (measured fastest for these kernels).
+        interpret: run the kernels in the Pallas interpreter; None: by the plan.
         tile, num_warps: slots and warps per factor-kernel program; None: by precision
             (`AUTO_TILE`, `AUTO_WARPS`).
         var_tile, var_warps: the same for the variable kernel; None: `tile` if given, else
@@ -88,21 +90,30 @@ def make_runner(graph: FactorGraph, settings: Settings, *, unroll: int = UNROLL,
     Returns:
         `Runner` named "parall/fused": `layout` the `FusedLayout`, `run` the jitted
         `run(graph, layout, messages, evidence, controls) -> RunResult` (under `jax.vmap` it
-        runs the batch's problems one after another), `info` the tile, var_tile, num_warps,
-        var_warps, unroll and layout_seconds (the host time of `build`).
+        runs the batch's problems one after another), `info.tuning` the tile, var_tile,
+        num_warps and var_warps. The kernels read the layout's rows; of the graph only the
+        factors' parameters (`factor_params`).
 
     Raises:
-        TypeError: `graph` is traced.
+        TypeError: the graph is traced.
     """
+    if not isinstance(plan, Plan):
+        # Asked for directly (tests, benchmarks): these kernels, the interpreter if the settings say so.
+        settings = plan or Settings()
+        plan = dataclasses.replace(make_plan(settings.replace(backend="auto")), kernels="fused",
+                                   interpret=settings.backend == "fused_interpret")
+    graph = graph_of(model)
     if interpret is None:
-        interpret = settings.backend == "fused_interpret"
-    chosen = tuning(jnp.dtype(settings.dtype).itemsize, tile, num_warps, var_tile, var_warps)
+        interpret = plan.interpret
+    unroll = unroll or plan.schedule.unroll or UNROLL
+    chosen = tuning(jnp.dtype(plan.dtype).itemsize, tile, num_warps, var_tile, var_warps)
     t0 = time.perf_counter()
     layout = jax.block_until_ready(build(graph, chosen["tile"], chosen["var_tile"]))
     seconds = time.perf_counter() - t0
     run = _jitted(unroll, bool(interpret), chosen["num_warps"], chosen["var_warps"])
-    return Runner(name=NAME, layout=layout, run=run,
-                  info=dict(chosen, unroll=unroll, layout_seconds=seconds))
+    info = RunnerInfo(backend="fused_interpret" if interpret else "fused", reason=plan.reason, unroll=unroll,
+                      layout_seconds=seconds, tuning=dict(chosen))
+    return Runner(name=NAME, layout=layout, run=run, info=info, reads=PARAMS)
 
 
 __all__ = ["make_runner", "NAME", "FusedLayout", "Side", "Control", "build", "kernel_params", "factor_pass",

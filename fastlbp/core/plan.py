@@ -1,0 +1,300 @@
+"""`Plan`: what a run executes, decided once from `Settings` before anything is loaded.
+
+    plan = make_plan(settings)          # the schedule parsed, the backend split, checked (no JAX)
+    plan = plan.placed()                # + the JAX platform (imports JAX): the session does this
+    plan = plan.for_graph(num_edges)    # + kernels "auto" made concrete: the dispatcher does this
+
+Every engine reads the plan, and nothing else decides what runs. Three things
+that the CLI calls "backend" are three fields here:
+
+* `kernels`: the engine family, "xla" (the XLA engines), "fused" (the Pallas
+  kernels: PARALL's two per sweep, the persistent one of sequential orders) or
+  "auto" (`for_graph` picks by platform, strategy and size);
+* `summation`: how the XLA engines sum segments ("xla" dense gathers, "scatter",
+  "pallas"), with `interpret` running any Pallas kernel in the interpreter;
+* `platform`: JAX's platform ("cpu", "gpu", "tpu"), None until `placed`.
+
+The schedule is a `Spec` (strategy and its options); a custom order travels as
+its text (`Spec.order`), read once when the plan is made, so engines never open
+a path (and a stored session never has one to open).
+
+This module imports no JAX: a typo'd schedule fails before the graph loads and
+before JAX starts (`fastlbp rank BIG --schedule nosuch`: the CLI's start-up time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from fastlbp.core.errors import InputError, SettingsError, read_text
+from fastlbp.core.settings import BACKENDS, PRECISIONS, Settings
+
+# The built-in strategies (`schedules.orders`); anything else is a custom order file.
+STRATEGIES = ("parall", "seqfix", "seqrnd", "topo")
+ANALYSES = ("levelling", "algorithm3")
+
+_FLAGS = {"levelling", "algorithm3", "bodyfirst", "relaxed", "chunked"}
+_VALUED = ("seed", "cycle", "width", "unroll", "budget")
+
+# `Settings.backend` (the CLI's --backend) -> (kernels, summation, interpret).
+BACKEND_PARTS = {
+    "auto": ("auto", "xla", False),
+    "xla": ("xla", "xla", False),
+    "scatter": ("xla", "scatter", False),
+    "pallas": ("xla", "pallas", False),
+    "pallas_interpret": ("xla", "pallas", True),
+    "fused": ("fused", "xla", False),
+    "fused_interpret": ("fused", "xla", True),
+}
+assert set(BACKEND_PARTS) == set(BACKENDS)
+
+# Backend "auto": the fused Pallas kernels for PARALL on a GPU from this many edges. Measured
+# (BENCHMARKS.md, "PARALL" and "Interactive rounds"): below it both are launch-bound and the XLA
+# loop compiles in half the time; sequential orders relax faster on XLA than in the persistent
+# kernel, so "auto" never picks that.
+FUSED_MIN_EDGES = 50_000
+
+# The engines (`fastlbp.engines.ENGINES`): PARALL by kernels, and a sequential order's.
+PARALL, PARALL_FUSED = "parall", "parall/fused"
+RELAXED, CHUNKED, PERSISTENT = "relaxed", "chunked", "persistent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A parsed schedule spec (`parse_spec`).
+
+    Attributes:
+        strategy: parall, seqfix, seqrnd, topo, or "file" (a custom order).
+        path: a custom order's file, for messages (None for a built-in strategy).
+        order: a custom order's text (None until `make_plan` reads it; the engines read this,
+            never the file).
+        analysis, seed, cycle, body_first, width, unroll, budget: the `:OPTION`s.
+        engine: how a sequential order runs: "relaxed" (the default; SEQRND and orders
+            relaxation cannot take run chunked) or "chunked".
+    """
+
+    strategy: str
+    path: str | None = None
+    analysis: str = "levelling"
+    seed: int = 0
+    cycle: int = 8
+    body_first: bool = False
+    width: int | None = None
+    unroll: int | None = None  # None: 8 on a GPU (a while-loop trip costs ~15 us there), else 1
+    engine: str = "relaxed"  # relaxed | chunked (SEQRND and other many-run orders: chunked)
+    budget: int | None = None  # relaxed: passes per sweep before the chunk loop; None: cost model
+    order: str | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def options(self) -> str:
+        """The spec's options as `:OPTION...` text (what `parse_spec` reads back; "" for defaults)."""
+        parts = []
+        if self.analysis != "levelling":
+            parts.append(self.analysis)
+        if self.engine != "relaxed":
+            parts.append(self.engine)
+        if self.body_first:
+            parts.append("bodyfirst")
+        for key in _VALUED:
+            value = getattr(self, key)
+            if value is not None and value != Spec.__dataclass_fields__[key].default:
+                parts.append(f"{key}={value}")
+        return "".join(f":{p}" for p in parts)
+
+
+def _is_option(part: str) -> bool:
+    key = part.split("=", 1)[0].lower()
+    return part.lower() in _FLAGS or (key in _VALUED and "=" in part)
+
+
+def parse_spec(spec: str, *, order: str | None = None, source: str | None = None, **overrides: Any) -> Spec:
+    """Parses `NAME[:OPTION...]` (see `schedules`); keywords override options.
+
+    Args:
+        spec: the schedule text.
+        order: a custom order's text: the spec's head then only names it (a stored session's
+            "custom-order"), and no file is looked at.
+        source: what `order` came from, for messages (default: the spec's head).
+
+    Raises:
+        InputError: unknown strategy, missing order file, or a bad option.
+    """
+    text = spec.strip()
+    parts = text.split(":")
+    head = parts[0].lower()
+    if head in STRATEGIES and order is None:
+        strategy, path, opts = head, None, parts[1:]
+    else:
+        opts = []
+        while len(parts) > 1 and _is_option(parts[-1]) and (order is not None
+                                                            or not os.path.exists(":".join(parts))):
+            opts.insert(0, parts.pop())
+        path = ":".join(parts)
+        if order is None and not os.path.exists(path):
+            raise InputError(path, None, f"unknown schedule {spec!r}: expected one of "
+                                         f"{', '.join(STRATEGIES)} or a custom order file")
+        strategy = "file"
+        if order is not None:
+            path = source or path
+    kw: dict[str, Any] = {}
+    for opt in opts:
+        low = opt.lower()
+        if low in ("levelling", "algorithm3"):
+            kw["analysis"] = low
+        elif low == "bodyfirst":
+            kw["body_first"] = True
+        elif low in ("relaxed", "chunked"):
+            kw["engine"] = low
+        elif "=" in opt and low.split("=", 1)[0] in _VALUED:
+            key, value = low.split("=", 1)
+            try:
+                kw[key] = int(value)
+            except ValueError:
+                raise InputError(None, None, f"schedule option {opt!r}: {value!r} is not an "
+                                             f"integer") from None
+        else:
+            raise InputError(None, None, f"unknown schedule option {opt!r} in {spec!r} (expected "
+                                         f"levelling, algorithm3, relaxed, chunked, bodyfirst, seed=N, "
+                                         f"cycle=N, width=N, unroll=N or budget=N)")
+    kw.update({k: v for k, v in overrides.items() if v is not None})
+    out = Spec(strategy, path, order=order, **kw)
+    if out.analysis not in ANALYSES:
+        raise InputError(None, None, f"unknown analysis {out.analysis!r} (expected one of "
+                                     f"{', '.join(ANALYSES)})")
+    if out.cycle < 1 or any(v is not None and v < 1 for v in (out.width, out.unroll, out.budget)):
+        raise InputError(None, None, f"schedule options must be positive in {spec!r}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a run executes (`make_plan`); immutable, so sessions and their copies share it.
+
+    Attributes:
+        method: "auto", "lbp", "exact" or "sample" (`Settings.method`).
+        schedule: the parsed schedule, a custom order's text included.
+        kernels: "auto", "xla" or "fused" (the engine family).
+        summation: "xla", "scatter" or "pallas": the XLA engines' segment sums.
+        interpret: Pallas kernels run in the interpreter (CPU; tests).
+        platform: JAX's platform, None until `placed`.
+        precision: "f64" or "f32".
+        reason: why "auto" chose `kernels` (set by `for_graph`; None when the settings named them).
+    """
+
+    method: str
+    schedule: Spec
+    kernels: str
+    summation: str
+    interpret: bool
+    precision: str
+    platform: str | None = None
+    reason: str | None = None
+
+    @property
+    def gpu(self) -> bool:
+        return self.platform == "gpu"
+
+    @property
+    def dtype(self):
+        """The JAX dtype of messages and marginals."""
+        import jax.numpy as jnp  # JAX only where a dtype is asked for: by the engines, at a run
+
+        return getattr(jnp, PRECISIONS[self.precision])
+
+    @property
+    def backend(self) -> str:
+        """The `Settings.backend` name of the concrete kernels and summation (for people)."""
+        name = self.kernels if self.kernels != "xla" else self.summation
+        return f"{name}_interpret" if self.interpret and name in ("fused", "pallas") else name
+
+    @property
+    def summation_name(self) -> str:
+        """`equations.summation`'s name of the segment sums ("pallas_interpret" in the interpreter)."""
+        return "pallas_interpret" if self.summation == "pallas" and self.interpret else self.summation
+
+    def placed(self, platform: str | None = None) -> Plan:
+        """The plan on `platform` (default: JAX's default backend; imports JAX).
+
+        Raises:
+            SettingsError: the kernels or summation need a GPU and the platform has none.
+        """
+        if platform is None and self.platform is not None:
+            return self
+        if platform is None:
+            import jax
+
+            platform = jax.default_backend()
+        needs_gpu = not self.interpret and (self.kernels == "fused" or self.summation == "pallas")
+        if needs_gpu and platform != "gpu":
+            name = self.backend
+            raise SettingsError(f"backend {name!r} needs a GPU (this JAX runs on {platform}); "
+                                f"{name}_interpret runs the same kernels, slowly")
+        return dataclasses.replace(self, platform=platform)
+
+    def for_graph(self, num_edges: int) -> Plan:
+        """The plan with kernels "auto" made concrete for a graph of `num_edges` (and a `reason`)."""
+        plan = self.placed()
+        if plan.kernels != "auto":
+            return plan
+        strategy = plan.schedule.strategy
+        if not plan.gpu:
+            kernels, why = "xla", f"auto: xla on {plan.platform} (the Pallas kernels need a GPU)"
+        elif strategy != "parall":
+            kernels, why = "xla", ("auto: xla (sequential orders: relaxation on XLA beats the persistent "
+                                   "kernel)")
+        elif num_edges < FUSED_MIN_EDGES:
+            kernels, why = "xla", (f"auto: xla ({num_edges:,} edges < {FUSED_MIN_EDGES:,}: launch-bound, "
+                                   "cheaper compile")
+        else:
+            kernels, why = "fused", (f"auto: fused ({num_edges:,} edges >= {FUSED_MIN_EDGES:,} on a GPU: "
+                                     "1.7-3.4x per iteration")
+        return dataclasses.replace(plan, kernels=kernels, reason=why)
+
+    def engines(self) -> tuple[str, ...]:
+        """The engines that may run the plan, in the order the dispatcher tries them (concrete kernels)."""
+        if self.kernels == "auto":
+            raise ValueError("kernels 'auto' is decided by for_graph")
+        fused = self.kernels == "fused"
+        if self.schedule.strategy == "parall":
+            return (PARALL_FUSED,) if fused else (PARALL,)
+        sequential = PERSISTENT if fused else CHUNKED
+        return (RELAXED, sequential) if self.schedule.engine == "relaxed" else (sequential,)
+
+    def chunk_unroll(self) -> int:
+        """Chunks per loop trip of the chunk loops: the spec's, else 8 on a GPU (a while-loop trip
+        costs ~15 us on the H200; several chunks per trip pay there, not on a CPU), else 1."""
+        return self.schedule.unroll or (8 if self.gpu else 1)
+
+
+def make_plan(settings: Settings | None = None, *, order: str | None = None, source: str | None = None,
+              platform: str | None = None) -> Plan:
+    """The plan of `settings`, checked without loading anything (and without JAX unless it is needed).
+
+    A custom order file is read here, once (`Spec.order`). GPU kernels asked for by name
+    (`--backend fused`, `pallas`) are checked against JAX's platform here (that imports JAX);
+    otherwise the platform is left to `Plan.placed`.
+
+    Args:
+        settings: the run's settings (default `Settings()`).
+        order: a custom order's text (a stored session's): `settings.schedule` only names it.
+        source: where `order` came from, for messages.
+        platform: JAX's platform, when the caller knows it.
+
+    Raises:
+        InputError: a bad schedule (unknown strategy, missing or unreadable order file, bad option).
+        SettingsError: GPU kernels without a GPU.
+    """
+    settings = settings or Settings()
+    spec = parse_spec(settings.schedule, order=order, source=source)
+    if spec.strategy == "file" and spec.order is None:
+        spec = dataclasses.replace(spec, order=read_text(spec.path))
+    kernels, summation, interpret = BACKEND_PARTS[settings.backend]
+    plan = Plan(method=settings.method, schedule=spec, kernels=kernels, summation=summation,
+                interpret=interpret, precision=settings.precision)
+    needs_gpu = not interpret and (kernels == "fused" or summation == "pallas")
+    return plan.placed(platform) if needs_gpu or platform is not None else plan
+
+
+__all__ = ["Plan", "Spec", "make_plan", "parse_spec", "STRATEGIES", "ANALYSES", "BACKEND_PARTS",
+           "FUSED_MIN_EDGES"]
