@@ -168,13 +168,24 @@ def test_resume_with_other_settings_applies_them_or_refuses(tmp_path):
     assert res.exit_code == 0 and "note: the session runs with --schedule as given already" in res.stderr
     assert [(e["schedule"], e["precision"]) for e in settings_events(session)] == [("seqfix", "f32")]
     before = session.read_bytes()
-    res = triage(graph, "--resume", "--backend", "fused")
-    assert res.exit_code == 2 and f"\nerror: {session}: refused the settings change" in res.stderr
-    assert "Resume without those options" in res.stderr and "Traceback" not in res.output
+    gpu = jax.default_backend() == "gpu"
+    if not gpu:  # the plan refuses GPU kernels on a CPU before the graph loads and the session opens
+        res = triage(graph, "--resume", "--backend", "fused")
+        assert res.exit_code == 2 and "error: backend 'fused' needs a GPU" in res.stderr
+        assert "Traceback" not in res.output
+    # A bad schedule: refused before loading as well; nothing is written.
+    res = triage(graph, "--resume", "--schedule", "seqfix:bogus")
+    assert res.exit_code == 2 and "unknown schedule option" in res.stderr and "Traceback" not in res.output
     assert session.read_bytes() == before
     t = Triage.open(load(graph), session, resume=True)
     assert t.settings.schedule == "seqfix" and t.settings.precision == "f32" and len(t.labels) == 1
+    if not gpu:  # through the library, the session refuses the change and stays as it is
+        out = t.change_settings({"backend": "fused"})
+        assert not out.accepted and "refused the settings change" in out.message
+        assert "needs a GPU" in out.message
+        assert t.settings.backend == "auto"
     t.close()
+    assert session.read_bytes() == before
 
 
 def test_the_cycle_mode_is_stored_and_a_resume_reads_the_graph_with_it(tmp_path):
