@@ -75,11 +75,12 @@ def _evidence(graph, labels=None):
 
 
 def _timed_call(runner, graph, msgs, ev, tol, iters):
-    """One round of at most `iters` iterations to `tol`, timed end to end with its results."""
+    """One round of at most `iters` iterations to `tol`, timed end to end with its results, and the
+    runner for the next rounds (`Runner.step`: a relaxation runner's finished successor)."""
     t0 = time.perf_counter()
-    res = runner(graph, msgs, ev, controls(tol, iters, 0.0, msgs.dtype))
+    res, runner = runner.step(graph, msgs, ev, controls(tol, iters, 0.0, msgs.dtype))
     jax.block_until_ready(res.marginals)
-    return res, time.perf_counter() - t0
+    return res, time.perf_counter() - t0, runner
 
 
 def _runner(model, name: str):
@@ -92,7 +93,7 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
     t0 = time.perf_counter()
     runner = _runner(model, name)  # levelling (the default)
     row["setup_s"] = round(time.perf_counter() - t0, 3)
-    comp = runner.info["compiled"]  # schedules.Relaxation or schedules.Compiled
+    comp = runner.info.compiled  # schedules.Relaxation or schedules.Compiled
     relax = runner.name.endswith("/relaxed")
     row["engine"] = runner.name.split("/")[-1]
     # Relaxation plans without levels (a bound); the levels are measured here for the table.
@@ -109,18 +110,18 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
         row["chunks_per_iteration"] = comp.plan.num_chunks
         row["chunk_width"] = comp.plan.width
         row["pack_s"] = round(comp.pack_seconds, 3)
-        row["unroll"] = runner.info["unroll"]
+        row["unroll"] = runner.info.unroll
     else:
         row["chunks_per_iteration"] = row["chunk_width"] = "-"
-        row["virtual_edges"] = runner.info["virtual_edges"]
+        row["virtual_edges"] = comp.plan.virtual_edges
 
     zeros = init(graph_dev)
     ev = _evidence(graph)
     few = 2 if quick else 5
     t0 = time.perf_counter()
-    res, _ = _timed_call(runner, graph_dev, zeros, ev, 0.0, 1)
+    res, _, runner = _timed_call(runner, graph_dev, zeros, ev, 0.0, 1)
     row["compile_and_first_s"] = round(time.perf_counter() - t0, 3)
-    _, secs = _timed_call(runner, graph_dev, zeros, ev, 0.0, few)
+    _, secs, runner = _timed_call(runner, graph_dev, zeros, ev, 0.0, few)
     per_iter = secs / few
     row["us_per_iteration"] = round(per_iter * 1e6, 1)
     if not relax:
@@ -128,7 +129,7 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
 
     cap = int(max(1, min(1000, budget / max(per_iter, 1e-9))))
     row["round_iteration_cap"] = cap
-    res, secs = _timed_call(runner, graph_dev, zeros, ev, 1e-6, cap)
+    res, secs, runner = _timed_call(runner, graph_dev, zeros, ev, 1e-6, cap)
     row["cold_round_s"] = round(secs, 4)
     row["cold_iterations"] = int(res.iterations)
     row["cold_converged"] = bool(res.converged)
@@ -140,10 +141,10 @@ def bench_strategy(model, graph_dev, name: str, budget: float, quick: bool) -> d
     ev1 = _evidence(graph, {top: False})
     # A warm iteration can cost more than a cold one (relaxation needs more passes after a
     # label), so the warm cap comes from a few warm iterations.
-    _, secs = _timed_call(runner, graph_dev, res.messages, ev1, 0.0, few)
+    _, secs, runner = _timed_call(runner, graph_dev, res.messages, ev1, 0.0, few)
     cap = int(max(1, min(1000, budget / max(secs / few, 1e-9))))
     row["warm_iteration_cap"] = cap
-    res2, secs2 = _timed_call(runner, graph_dev, res.messages, ev1, 1e-6, cap)
+    res2, secs2, runner = _timed_call(runner, graph_dev, res.messages, ev1, 1e-6, cap)
     row["warm_label"] = top
     row["warm_round_s"] = round(secs2, 4)
     row["warm_iterations"] = int(res2.iterations)
@@ -171,12 +172,12 @@ def check_exactness(model, graph_dev, name: str, plans: bool) -> dict:
     zeros = init(graph_dev)
     ev = _evidence(graph)
     out = {}
-    base, _ = _timed_call(_runner(model, name), graph_dev, zeros, ev, 0.0, 3)
+    base, _, _ = _timed_call(_runner(model, name), graph_dev, zeros, ev, 0.0, 3)
     name = name.split(":")[0]
     others = [f"{name}:chunked"] + ([f"{name}:algorithm3:chunked", f"{name}:width=2:chunked"]
                                     if plans else [])
     for other in others:
-        res, _ = _timed_call(_runner(model, other), graph_dev, zeros, ev, 0.0, 3)
+        res, _, _ = _timed_call(_runner(model, other), graph_dev, zeros, ev, 0.0, 3)
         a, b = np.asarray(base.messages), np.asarray(res.messages)
         fin = np.isfinite(a) & np.isfinite(b)
         # Relative to 1 + |log-odds|: relaxation stops when no message moves by 1e-12 of that.
