@@ -142,13 +142,13 @@ def check_case(suite: str | os.PathLike, case: dict, max_rule_instances: int = 5
 def run_case(suite: str | os.PathLike, case: dict, timeout: float = 120.0,
              max_rule_instances: int = 5_000_000) -> CaseResult:
     """`check_case` in a fresh interpreter, stopped after `timeout` seconds."""
-    env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    # This checkout's packages first, passed as an argument (the library reads no environment variable).
+    start = (f"import sys; sys.path.insert(0, {root!r}); "
+             "from datalog.conformance import _main; _main(sys.argv[1:])")
     try:
-        done = subprocess.run([sys.executable, "-m", "datalog.conformance", str(suite), case["id"],
-                               str(max_rule_instances)],
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        done = subprocess.run([sys.executable, "-c", start, str(suite), case["id"], str(max_rule_instances)],
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return CaseResult(case["id"], "timeout", f"no result in {timeout:.0f} s", "", timeout)
     lines = done.stdout.strip().split("\n")
