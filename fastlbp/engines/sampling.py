@@ -76,6 +76,7 @@ from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
 from fastlbp.engines import importance, proposal, sampling_plan
 from fastlbp.engines.marginals import Marginals
+from fastlbp.engines.sampling_bits import _rows_dot, _unpack
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, digit_bits, threefry2x32
 from fastlbp.engines.sampling_estimates import Z95, Tally, _max_se, wilson  # noqa: F401  (part of this API)
 from fastlbp.engines.sampling_plan import (
@@ -295,43 +296,6 @@ def _select(xp, cond, coins, c1, c2, hard1, hard2):
     x1 = _take_rows(xp, coins, c1) if hard1 is None else one[hard1]
     x2 = _take_rows(xp, coins, c2) if hard2 is None else one[hard2]
     return (cond & x1) | (~cond & x2)
-
-
-def _unpack(xp, words):
-    """(P, W) uint32 -> (P, 32 W) bool; world 32 w + i is bit i of word w."""
-    shifts = xp.arange(WORD_BITS, dtype=np.uint32)
-    return ((words[:, :, None] >> shifts) & np.uint32(1)).astype(bool).reshape(words.shape[0], -1)
-
-
-_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float64)  # (256, 8) bits of a byte
-
-
-def _rows_dot(xp, state, weights):
-    """(R, K) float64 sums over worlds of each weight column where the row's bit is 1.
-
-    A table per byte of the batch (`weights` summed over the set bits of each of the 256 byte values)
-    makes the sum one gather per byte instead of 8 multiply-adds per bit: on this 2-core CPU at 4,096
-    rows by 32,768 worlds 0.5 s instead of 2.1 s (bits as float32 into a matmul: 0.39 s, inexact).
-
-    Args:
-        state: (R, W) uint32 state words; world 32 w + i is bit i of word w.
-        weights: (32 W, K) float64.
-    """
-    rows, width = state.shape
-    k = weights.shape[1]
-    if xp is np:
-        # numpy: the table by batched matmul and one contiguous 1-D take per column, 6x faster than
-        # the einsum and a 2-D gather below (900 rows x 10,016 worlds: 0.06 s instead of 0.40 s).
-        table = np.matmul(_BYTE_BITS, weights.reshape(width * 4, 8, k))  # (4 W, 256, K)
-        table = np.ascontiguousarray(table.reshape(width * 4 * 256, k).T)  # (K, 4 W 256)
-        octets = np.ascontiguousarray(state).view(np.uint8).reshape(rows, width * 4)  # little-endian bytes
-        idx = np.arange(width * 4, dtype=np.intp) * 256 + octets
-        return np.stack([np.take(table[j], idx).sum(axis=1) for j in range(k)], axis=1)
-    table = xp.einsum("gbk,vb->gvk", weights.reshape(width * 4, 8, k), _BYTE_BITS)  # (4 W, 256, K)
-    table = table.reshape(width * 4 * 256, k)
-    octets = lax.bitcast_convert_type(state, jnp.uint8).reshape(rows, width * 4)
-    idx = xp.arange(width * 4) * 256 + octets.astype(np.int32)  # (R, 4 W)
-    return table[idx].sum(axis=1)
 
 
 def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
