@@ -122,8 +122,8 @@ def measure(model, schedule: str, precision: str, args, baseline: int) -> dict:
     edges = model.graph.num_edges
     row: dict = {"schedule": schedule, "precision": precision}
     t0 = time.perf_counter()
-    session = fastlbp.Session(model, schedule=schedule, precision=precision, max_iters=args.max_iters,
-                              backend=args.backend)
+    session = fastlbp.Session(model, method="lbp", schedule=schedule, precision=precision,
+                              max_iters=args.max_iters, backend=args.backend)
     jax.block_until_ready(session.messages)
     row["session_s"] = round(time.perf_counter() - t0, 2)
     row["engine"] = describe_runner(session.runner)

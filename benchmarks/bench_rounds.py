@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("--graph", help="a graph file or Bingo directory instead of the generated one")
     ap.add_argument("--oracle", help="true alarms, one per line (with --graph)")
     ap.add_argument("--schedule", default="seqfix")
+    ap.add_argument("--method", default="lbp", help="lbp (this benchmark's subject), auto, exact or sample")
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--max-iters", type=int, default=1000)
     ap.add_argument("--damping", type=float, default=0.0)
@@ -100,7 +101,7 @@ def main() -> None:
             print(f"  round {i}: {step.round_s * 1e3:.1f} ms, {step.iterations} it", file=sys.stderr)
 
     compiles_before = len(COMPILES)
-    settings = Settings(schedule=args.schedule, precision=args.precision, tol=args.tol,
+    settings = Settings(method=args.method, schedule=args.schedule, precision=args.precision, tol=args.tol,
                         max_iters=args.max_iters, damping=args.damping, backend=args.backend)
     result = sim.simulate(model, truth, max_rounds=args.max_rounds, on_step=progress, settings=settings)
     compiles_total = len(COMPILES) - compiles_before

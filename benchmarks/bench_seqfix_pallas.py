@@ -25,6 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+# The schedules cost models take the platform as an argument; this benchmark runs where JAX runs.
+GPU = jax.default_backend() == "gpu"
 import numpy as np  # noqa: E402
 from common import bingo_model, environment, write_json  # noqa: E402
 
@@ -56,9 +59,9 @@ def bench(size: str, strategies, xla_iters: int, width: int, warps: int, atomic:
     rows = []
     for strategy in strategies:
         t0 = time.perf_counter()
-        comp_p = schedules.compile_schedule(model, f"{strategy}:width={width}")
+        comp_p = schedules.compile_schedule(model, f"{strategy}:width={width}", gpu=GPU)
         analysis_s = time.perf_counter() - t0
-        comp_x = schedules.compile_schedule(model, strategy)
+        comp_x = schedules.compile_schedule(model, strategy, gpu=GPU)
         run_p = persistent.runner_for(model.graph, comp_p.plan, f"{strategy}/persistent",
                                        interpret=interpret, num_warps=warps, atomic=atomic)
         run_x = chunked.runner_for(model.graph, comp_x.plan, f"{strategy}/chunked",
@@ -111,11 +114,11 @@ def sweep(size: str, strategy: str, widths, warps, atomic: bool) -> list[dict]:
     def args(iters):
         return (graph, m0, ev0, controls(0.0, iters, 0.0, jnp.float64))
 
-    ref = chunked.runner_for(model.graph, schedules.compile_schedule(model, strategy).plan,
+    ref = chunked.runner_for(model.graph, schedules.compile_schedule(model, strategy, gpu=GPU).plan,
                               f"{strategy}/chunked")(*args(3)).marginals
     rows = []
     for w in widths:
-        comp = schedules.compile_schedule(model, f"{strategy}:width={w}")
+        comp = schedules.compile_schedule(model, f"{strategy}:width={w}", gpu=GPU)
         for nw in warps:
             run = persistent.runner_for(model.graph, comp.plan, f"{strategy}/persistent",
                                          interpret=interpret, num_warps=nw, atomic=atomic)

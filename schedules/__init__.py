@@ -37,7 +37,6 @@ import dataclasses
 import time
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -85,10 +84,10 @@ class Compiled:
     pack_seconds: float
 
 
-def _on_gpu(gpu: bool | None) -> bool:
-    # The engines pass their plan's platform (`fastlbp.core.plan.Plan.gpu`); other callers (tests,
-    # `describe`) get JAX's default.
-    return jax.default_backend() == "gpu" if gpu is None else bool(gpu)
+def _on_gpu(gpu: bool) -> bool:
+    # The engines pass their plan's platform (`fastlbp.core.plan.Plan.gpu`); this package never asks
+    # JAX which device runs (the cost models default to a CPU's).
+    return bool(gpu)
 
 
 def _per_slot_cost(gpu: bool) -> float:
@@ -97,7 +96,7 @@ def _per_slot_cost(gpu: bool) -> float:
     return 1.0 / 65536 if gpu else 1.0 / 256
 
 
-def compile_schedule(model, spec: str | Spec, *, gpu: bool | None = None, **overrides: Any) -> Compiled:
+def compile_schedule(model, spec: str | Spec, *, gpu: bool = False, **overrides: Any) -> Compiled:
     """Orders, dependency analysis and chunk packing for `model` (host side, numpy); `gpu`: the
     platform the plan is for (None: JAX's default)."""
     sp = spec if isinstance(spec, Spec) else parse_spec(spec, **overrides)
@@ -157,7 +156,7 @@ class Relaxation:
     open: bool = False
 
 
-def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, gpu: bool | None = None,
+def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, gpu: bool = False,
                     **overrides: Any) -> Relaxation | None:
     """The relaxation plan of a single-order spec (`schedules.relax_plan`), or None.
 
@@ -199,7 +198,7 @@ def relaxation_plan(model, spec: str | Spec, *, analyse: bool = False, gpu: bool
 
 
 def finish(graph: FactorGraph, rel: Relaxation, analysis: Analysis | None = None, *,
-           gpu: bool | None = None) -> Relaxation:
+           gpu: bool = False) -> Relaxation:
     """`rel` with the exact levelling of its order and, when it has more levels than the budget,
     the chunk plan that finishes the sweeps the budget does not settle (a chain: one level per
     link, and a pass per level).

@@ -269,3 +269,101 @@ def test_fetched_messages(gather):
 def test_no_labels_no_flags():
     model = chains((3, 4))
     assert lbp(model).flags == ()
+
+
+# Cost: the checks skip what the labels did not make hard, and compile nothing as labels come -------------
+
+def _flags_both_ways(model: Model, labels: dict[int, bool], **settings):
+    session = Session(model, method="lbp", **settings)
+    session.labels = dict(labels)
+    rnd = session.run()
+    args = dict(dtype=session.dtype, converged=rnd.converged, iterations=rnd.iterations, delta=rnd.delta,
+                remedy=rnd.remedy, tol=session.settings.tol, var_names=model.var_names)
+    every = lbp_checks.check_round(model.graph, session.messages, rnd.log_odds, labels, **args)
+    forced = lbp_checks.forced_without_labels(model.graph)
+    narrowed = lbp_checks.check_round(model.graph, session.messages, rnd.log_odds, labels, forced=forced,
+                                      **args)
+    return every, narrowed
+
+
+@pytest.mark.parametrize("precision, lengths", [("f64", (60, 61)), ("f32", (5, 6))])
+def test_forced_variables_left_out_keep_the_lost_evidence_flag(precision, lengths):
+    model = chains(lengths)
+    every, narrowed = _flags_both_ways(model, {model.var_names.index("end"): True}, precision=precision)
+    assert narrowed == every and any(f.startswith("evidence lost") for f in every)
+
+
+@FEW
+@given(st.integers(0, 2**31 - 1))
+def test_forced_variables_left_out_keep_every_flag_on_random_graphs(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 12))
+    factors = random_factors(rng, n, int(rng.integers(n, 2 * n + 1)))
+    model = Model(graph=from_factors(factors, n), var_names=tuple(f"v{i}" for i in range(n)))
+    labels = random_labels(rng, n, 3)
+    if constraints.contradicts(model.graph, labels):
+        return
+    every, narrowed = _flags_both_ways(model, labels)
+    assert narrowed == every
+
+
+def test_forced_without_labels_are_the_hard_variables_of_an_unlabelled_round():
+    # Inputs of prior 1 (hard) deriving through rules of probability 1 and 0.9: the first two layers are
+    # forced, the rest soft.
+    factors = [Factor(AND, 0, (), 1.0, 1.0), Factor(AND, 1, (0,), 1.0, 1.0), Factor(AND, 2, (1,), 0.9, 0.9),
+               Factor(OR, 3, (2, 1), 1.0, 1.0)]
+    model = Model(graph=from_factors(factors, 4), var_names=tuple(f"v{i}" for i in range(4)))
+    forced = lbp_checks.forced_without_labels(model.graph)
+    np.testing.assert_array_equal(forced, np.isinf(lbp(model).log_odds))
+    assert forced.tolist() == [True, True, False, True]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_blocks_of_the_local_update_give_the_same_flags(seed, monkeypatch):
+    # The factors around the labels split into blocks of whole factors: blocks of 8 edges, the same answer.
+    rng = np.random.default_rng(seed)
+    n = 30
+    factors = random_factors(rng, n, 60)
+    model = Model(graph=from_factors(factors, n), var_names=tuple(f"v{i}" for i in range(n)))
+    labels = random_labels(rng, n, 8)
+    if constraints.contradicts(model.graph, labels):
+        return
+    session = Session(model, method="lbp")
+    session.labels = dict(labels)
+    rnd = session.run()
+    fetched = lbp_checks.Fetched(session.messages, np.arange(model.graph.num_edges))
+    whole = lbp_checks.residual_near_labels(model.graph, fetched, rnd.log_odds, labels, session.dtype)
+    monkeypatch.setattr(lbp_checks, "BLOCK", 8)
+    blocks = lbp_checks.residual_near_labels(model.graph, fetched, rnd.log_odds, labels, session.dtype)
+    np.testing.assert_allclose(blocks, whole, rtol=1e-12, atol=0)
+    gathered = lbp_checks.Fetched(session.messages, np.arange(model.graph.num_edges), gather=True)
+    np.testing.assert_array_equal(gathered.values, fetched.values)
+
+
+def test_checks_compile_nothing_as_labels_come():
+    # Labels from one sampled world on 1,000 tuples of a synthetic graph: the factors around them pass one
+    # block (4,096 edges) and so do the gathers; after `compile_checks` (as simulate and triage do) no
+    # label compiles anything, the first included.
+    import jax
+    import jax.monitoring
+
+    from datalog import synthetic
+    from datalog.bayesnet import to_model
+
+    dg = synthetic.generate(vertices=12_000, seed=3)
+    model = to_model(dg)
+    truth = synthetic.sample_truth(dg, seed=3)
+    index = {name: i for i, name in enumerate(dg.tuples)}
+    named = [v for v, name in enumerate(model.var_names) if name in index]
+    order = np.random.default_rng(0).permutation(named)
+    session = Session(model, method="lbp", schedule="parall")
+    session.run()
+    session.compile_checks()
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda name, *a, **k: compiles.append(name) if "backend_compile" in name else None)
+    for step in (1, 30, 300, 1000):
+        for v in order[:step]:
+            session.label(int(v), bool(truth[index[model.var_names[v]]]))
+        session.run(warm=True)
+    assert compiles == []

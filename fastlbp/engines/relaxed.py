@@ -331,12 +331,6 @@ def sweep_with_passes(graph: FactorGraph, layout: RelaxLayout, messages, evidenc
     return sweep(graph, layout, messages, evidence)[:2]
 
 
-@functools.partial(jax.jit, static_argnames=("unroll",))
-def sweep_with_stats(graph: FactorGraph, layout: RelaxLayout, messages, evidence, unroll: int = 1):
-    """One sweep, the passes it took and whether the chunk loop redid it (benchmarks, tests)."""
-    return sweep(graph, layout, messages, evidence, unroll=unroll)
-
-
 # The virtual graph's fields gathered from the graph's (`vgraph`), with its PARAMS.
 VIRTUAL_FROM_GRAPH = frozenset({"edge_var", "edge_is_head"})
 
@@ -449,6 +443,6 @@ def runner_for(graph: FactorGraph, rel, name: str, *, unroll: int = 1, gpu: bool
 
 
 __all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
-           "sweep_with_passes", "sweep_with_stats", "run", "jitted_run", "layout_for", "make_runner",
+           "sweep_with_passes", "run", "jitted_run", "layout_for", "make_runner",
            "runner_for", "reads",
            "split_is_own_position"]

@@ -52,12 +52,8 @@ seed and does not depend on the batch size. State words are uint32: JAX's
 64-bit integers are pairs of 32-bit operations on the GPU, with the same bytes
 moved per world, so uint64 would gain nothing.
 
-Measured (benchmarks/bench_sampling.py, 2^20 worlds, synthetic graphs), before the coins' head and
-tail: on the H200 0.040 s at 0.05M edges, 0.354 s at 0.5M (1.5e12 edge-worlds/s, 11% of the memory
-floor) and 3.52 s at 5M; with every p rounded to 10 binary digits the 0.5M run took 0.180 s (the
-53 random words of the exact coins were half of the time). On this 2-core CPU (loaded, 65,536
-worlds): 0.05M edges 2.08 s before, 1.01 s after (coins 0.80 s, propagation 0.14 s); 0.5M edges
-28.5 s before, 10.7 s after.
+Its speed against the memory floor, on the H200 and on a CPU: BENCHMARKS.md, "Exact inference and sampling"
+(`benchmarks/bench_sampling.py`).
 """
 
 from __future__ import annotations

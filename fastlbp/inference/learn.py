@@ -242,11 +242,8 @@ class _Posterior:
             model = dataclasses.replace(aug.model, graph=aug.graph_with(clause_p))
             marg = sample_marginals(model, self.labels, self.settings).marginals
         else:
-            from fastlbp.engines.loop import device_graph
-
             s = self.session
-            s._ensure_runner()
-            s.graph = device_graph(aug.graph_with(clause_p), s.runner.reads)
+            s.set_parameters(dataclasses.replace(aug.model, graph=aug.graph_with(clause_p)))
             marg = s.run(warm=True).marginals
         fired = marg[aug.clause_var]
         body = np.where(aug.body_var >= 0, marg[np.maximum(aug.body_var, 0)], 1.0)

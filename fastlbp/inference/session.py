@@ -20,43 +20,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fastlbp import engines
-from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
+from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import label_codes
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import UNDERIVABLE, Model
 from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
 from fastlbp.engines.loop import Controls, controls, init
-from fastlbp.inference import constraints, lbp_checks, methods
+from fastlbp.inference import lbp_checks, methods, rounds
+from fastlbp.inference.rounds import Round
 from fastlbp.io.writers import safe_name
-
-
-@dataclasses.dataclass
-class Round:
-    """One inference round: marginals as numpy on the host, plus how it went."""
-
-    marginals: np.ndarray  # (V,) float64 P(x=1)
-    log_odds: np.ndarray  # (V,) float64
-    iterations: int
-    converged: bool
-    delta: float
-    seconds: float
-    remedy: str | None = None  # what produced the numbers when the round did not converge
-    method: str = "lbp"  # "lbp", "exact" or "sample" (`Settings.method`)
-    stderr: np.ndarray | None = None  # (V,) standard errors of a sampled round
-    lower: np.ndarray | None = None  # (V,) 95% interval of a sampled round (Wilson on the effective size)
-    upper: np.ndarray | None = None
-    info: dict | None = None  # what exact inference or sampling took (`Marginals.info`)
-    reason: str | None = None  # why `method="auto"` picked this method (`fastlbp.inference.methods.choose`)
-    # Why an LBP round's numbers may mislead (`lbp_checks`): evidence its messages could not carry,
-    # a remedy or no convergence, messages still moving; short sentences, () when nothing is suspicious.
-    flags: tuple[str, ...] = ()
-
-
-# Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
-REMEDY_DAMPINGS = (0.5, 0.8)
-AVERAGED_ITERATIONS = 100
 
 
 class Session:
@@ -83,34 +56,30 @@ class Session:
         self.model = model
         # "auto" is decided at the first round, with its labels (`methods.choose`).
         self.choice = None if self._settings.method == "auto" else methods.Choice(self._settings.method)
-        # LBP's runner (host work once per graph); exact inference and sampling need none.
         # What runs, decided and checked once (the schedule, the kernels, the platform): LBP may be
         # needed by a later round (a fallback), so its plan is checked whatever the method.
         self.plan = (plan or make_plan(self._settings)).placed()
-        # LBP's runner, immutable: a round that finishes deferred host work returns the one to keep.
-        self.runner = engines.make_runner(model, self.plan) if self._settings.method == "lbp" else None
-        self._sampler = None
-        # Only the graph's fields the runner reads go to the device (`engines.device_graph`):
-        # of the graph's 29.5 bytes per edge (1M Bingo-like edges) the XLA PARALL and SEQFIX
-        # engines hold 15.7, TOPO 5.6 and the fused PARALL kernels 4.5; exact inference and
-        # sampling read the host graph and hold none.
-        reads = self.runner.reads if self.runner is not None else frozenset()
-        self.graph = engines.device_graph(model.graph, reads)
+        # The prepared methods (`fastlbp.inference.rounds`), immutable: a round returns the one to keep.
+        # LBP's runner is host work once per graph, made here when LBP is asked for, else when a round
+        # first needs it (a fallback).
+        self._methods: dict[str, rounds.Method] = {}
+        if self._settings.method == "lbp":
+            self._methods["lbp"] = rounds.prepare("lbp", model, self.plan)
         self.labels: dict[int, bool] = dict(model.labels)
         # Soft evidence {variable: p} (`fastlbp.inference.soft`): data like the labels, never compiled in.
         self.soft: dict[int, float] = {}
-        self._observed: tuple | None = None  # (soft items, observed model, its labels, its sampler)
         self.messages = init(model.graph, self.dtype)
         self.last: Round | None = None
         self._controls_key: tuple | None = None
         self._controls: Controls | None = None
+        self._compile_checks = False  # `compile_checks` asked for, before any LBP round
 
     def fork(self) -> Session:
         """A session with this one's state and its own labels: a round on it leaves this one as it was
         (a round replaces the messages, `last` and the runner, an immutable `Runner`, never changes
         them in place)."""
         twin = copy.copy(self)
-        twin.labels = dict(self.labels)
+        twin.labels, twin.soft, twin._methods = dict(self.labels), dict(self.soft), dict(self._methods)
         return twin
 
     @property
@@ -122,11 +91,18 @@ class Session:
         """The method rounds use: `settings.method`, or what "auto" chose ("auto" before the first round)."""
         return self.choice.method if self.choice is not None else self._settings.method
 
-    def _ensure_runner(self) -> None:
-        """LBP's runner and the device graph it reads, made when a round first needs them."""
-        if self.runner is None:
-            self.runner = engines.make_runner(self.model, self.plan)
-            self.graph = engines.device_graph(self.model.graph, self.runner.reads)
+    @property
+    def runner(self):
+        """LBP's runner (`fastlbp.engines.loop.Runner`), or None while no round has needed LBP."""
+        lbp = self._methods.get("lbp")
+        return lbp.runner if lbp is not None else None
+
+    def _method(self, name: str) -> rounds.Method:
+        """The prepared method `name`, prepared now if no round has needed it yet."""
+        if name not in self._methods:
+            sampler = self.choice.sampler if self.choice is not None and name == "sample" else None
+            self._methods[name] = rounds.prepare(name, self.model, self.plan, sampler)
+        return self._methods[name]
 
     @float64
     def set_parameters(self, model: Model) -> None:
@@ -145,9 +121,9 @@ class Session:
                 or not np.array_equal(np.asarray(new.edge_var), np.asarray(old.edge_var)):
             raise SettingsError("set_parameters needs the same graph structure; start a new Session")
         self.model = model
-        if self.runner is not None:
-            self.graph = engines.device_graph(model.graph, self.runner.reads)
-        self._sampler = None
+        self._methods = {name: m.with_model(model) for name, m in self._methods.items()}
+        if self.choice is not None and self.choice.sampler is not None:
+            self.choice = dataclasses.replace(self.choice, sampler=None)  # built for the old probabilities
 
     @settings.setter
     def settings(self, new: Settings) -> None:
@@ -230,6 +206,16 @@ class Session:
         return self._controls
 
     @float64
+    def compile_checks(self) -> None:
+        """Compiles what the checks of LBP's labelled rounds run (`lbp_checks.compile_checks`), so that
+        an interactive session's first label compiles nothing: now when the session runs LBP, else after
+        its first LBP round ("auto" may never run one). Simulate and triage call it."""
+        self._compile_checks = True
+        if self.method == "lbp":
+            lbp_checks.compile_checks(self.model.graph, self.messages, self.dtype)
+            self._compile_checks = False
+
+    @float64
     def run(self, *, warm: bool = True) -> Round:
         """Runs one round to convergence, warm-started from the last messages.
 
@@ -243,148 +229,33 @@ class Session:
         start = time.perf_counter()
         if self.choice is None:
             self.choice = methods.choose(self.model, self._settings, self.labels)
-            self._sampler = self.choice.sampler
-        fallback = None
-        if self.method != "lbp":
-            from fastlbp.engines.exact import ExactTooWide
-            from fastlbp.engines.sampling import TooFewSamples
-
-            try:
-                rnd = self._reference_round()
-                self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start,
-                                                reason=self.choice.reason or None)
-                return self.last
-            except (TooFewSamples, ExactTooWide) as err:
-                if self._settings.method != "auto":
-                    raise
-                # The labels are beyond the chosen method: this round is LBP's, and says so.
-                fallback = f"{self.method} refused these labels ({err}); LBP answered instead"
-        self._ensure_runner()
-        msgs = self.messages if warm else init(self.model.graph, self.dtype)
-        evidence = self.evidence()  # once per run: the remedies' extra rounds reuse it
-        result, rnd = self._round(msgs, self.controls(), evidence)
-        s = self._settings
-        if not rnd.converged and s.remedies and s.tol > 0:
-            result, rnd = self._remedy(result, rnd, evidence)
-        self.messages = result.messages
-        flags = self._flags(result, rnd) + ((fallback,) if fallback else ())
-        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=flags,
+        inputs = rounds.Inputs(model=self.model, labels=self.labels, soft=self._checked_soft(),
+                               settings=self._settings, messages=self.messages if warm else None,
+                               evidence=self.evidence, controls=self.controls)
+        flags: tuple[str, ...] = ()
+        name = self.method
+        try:
+            rnd, self._methods[name], messages = self._method(name).round(inputs)
+        except rounds.REFUSALS as err:
+            if self._settings.method != "auto" or name == "lbp":
+                raise
+            # The labels are beyond the chosen method: this round is LBP's, and says so.
+            flags = (f"{name} refused these labels ({err}); LBP answered instead",)
+            rnd, self._methods["lbp"], messages = self._method("lbp").round(inputs)
+        if messages is not None:
+            self.messages = messages
+            if self._compile_checks:
+                self.compile_checks()
+        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=rnd.flags + flags,
                                         reason=self.choice.reason or None)
         return self.last
 
-    def _flags(self, result, rnd: Round) -> tuple[str, ...]:
-        """`lbp_checks.check_round` of a round: from its messages around the labelled and hard variables."""
-        # The log-odds of the messages: an averaged round's own are the average's.
-        lo = rnd.log_odds if rnd.remedy is None or rnd.converged else np.asarray(
-            jax.device_get(result.log_odds), np.float64)
-        return lbp_checks.check_round(
-            self.model.graph, result.messages, lo, self.labels, dtype=self.dtype, converged=rnd.converged,
-            iterations=rnd.iterations, delta=rnd.delta, remedy=rnd.remedy, tol=self._settings.tol,
-            var_names=self.model.var_names)
+    def _checked_soft(self) -> dict[int, float]:
+        if not self.soft:
+            return {}
+        from fastlbp.inference.soft import check_soft
 
-    def _reference_round(self) -> Round:
-        """A round of exact inference or sampling (`Settings.method`), from the current labels."""
-        from fastlbp.engines import exact, sampling
-
-        if self.soft:
-            return self._observed_round()
-        if self.method == "exact":
-            m = exact.exact_marginals(self.model, self.labels, self._settings)
-        else:
-            if self._sampler is None:  # its plan and compiled batches serve every label set
-                self._sampler = sampling.Sampler(self.model.graph, self.model.var_names)
-            if not self._sampler.reserved:
-                # Room for every alarm's label (and those given): labels as they come compile nothing.
-                self._sampler.reserve(set(self.model.alarms) | set(self.labels))
-            m = sampling.sample_marginals(self.model, self.labels, self._settings, sampler=self._sampler)
-        return Round(marginals=m.marginals, log_odds=m.log_odds, iterations=0, converged=True, delta=0.0,
-                     seconds=m.seconds, method=m.method, stderr=m.stderr, lower=m.lower, upper=m.upper,
-                     info=m.info)
-
-    def _observed_round(self) -> Round:
-        """Exact inference or sampling with soft evidence: on the graph with an observed child per soft
-        variable (`fastlbp.inference.soft.observed_model`), cut back to the model's variables."""
-        from fastlbp.engines import exact, sampling
-        from fastlbp.inference.soft import check_soft, observed_model
-
-        key = tuple(sorted(check_soft(self.soft, self.model.num_vars).items()))
-        if self._observed is None or self._observed[0] != key:
-            model, obs = observed_model(self.model, dict(key))
-            self._observed = (key, model, obs, None)
-        _, model, obs, sampler = self._observed
-        labels = {**self.labels, **obs}
-        if self.method == "exact":
-            m = exact.exact_marginals(model, labels, self._settings)
-        else:
-            if sampler is None:
-                sampler = sampling.Sampler(model.graph, model.var_names)
-                sampler.reserve(set(model.alarms) | set(labels))
-                self._observed = (key, model, obs, sampler)
-            m = sampling.sample_marginals(model, labels, self._settings, sampler=sampler)
-        n = self.model.num_vars
-
-        def cut(a):
-            return None if a is None else np.asarray(a)[:n]
-        return Round(marginals=cut(m.marginals), log_odds=cut(m.log_odds), iterations=0, converged=True,
-                     delta=0.0, seconds=m.seconds, method=m.method, stderr=cut(m.stderr), lower=cut(m.lower),
-                     upper=cut(m.upper), info=m.info)
-
-    def _round(self, messages, ctl: Controls, evidence: jax.Array):
-        """One jitted round from `messages`; (device result, host `Round` without its time)."""
-        result, self.runner = self.runner.step(self.graph, messages, evidence, ctl)
-        # One transfer for all results: their copies overlap (1 ms less per round at 0.2M
-        # variables than one np.asarray after another).
-        conflict, lo, marginals, iterations, converged, delta = jax.device_get(
-            (result.conflict, result.log_odds, result.marginals, result.iterations, result.converged,
-             result.delta))
-        if bool(conflict):
-            raise self._conflict_error()
-        return result, Round(marginals=np.asarray(marginals, dtype=np.float64),
-                             log_odds=np.asarray(lo, dtype=np.float64), iterations=int(iterations),
-                             converged=bool(converged), delta=float(delta), seconds=0.0)
-
-    def _remedy(self, result, rnd: Round, evidence: jax.Array):
-        """A round that did not converge: damped retries from its messages, then Bingo's average.
-
-        Damping 0.5, then 0.8 (in the log domain; those at or below the
-        session's own damping are skipped) continue from the last messages; the
-        first that converges gives the numbers. Otherwise the marginals of the
-        next `AVERAGED_ITERATIONS` iterations are averaged (as Bingo did), and
-        the round stays "not converged".
-        """
-        s = self._settings
-        total = rnd.iterations
-        for damping in REMEDY_DAMPINGS:
-            if damping <= s.damping:
-                continue
-            result, rnd = self._round(result.messages, controls(s.tol, s.max_iters, damping, self.dtype),
-                                      evidence)
-            total += rnd.iterations
-            if rnd.converged:
-                return result, dataclasses.replace(rnd, iterations=total, remedy=f"damping {damping}")
-        one = controls(s.tol, 1, s.damping, self.dtype)
-        probabilities = []
-        for _ in range(AVERAGED_ITERATIONS):
-            result, step = self._round(result.messages, one, evidence)
-            probabilities.append(step.marginals)
-        p = np.mean(probabilities, axis=0)
-        with np.errstate(divide="ignore"):
-            lo = np.log(p) - np.log1p(-p)
-        return result, Round(marginals=p, log_odds=lo, iterations=total + AVERAGED_ITERATIONS,
-                             converged=False, delta=rnd.delta, seconds=0.0,
-                             remedy=f"average of the last {AVERAGED_ITERATIONS} iterations")
-
-    def _conflict_error(self) -> Exception:
-        """What LBP's conflict means: contradictory labels when the hard constraints prove it.
-
-        Decided from the model's hard structure, never from the messages, so a
-        label of positive probability is never refused.
-        """
-        core = constraints.conflicting_labels(self.model.graph, self.labels)
-        if core is None:
-            return InferenceError("LBP met contradictory messages that the model's hard constraints do not "
-                                  "imply (a numerical failure, please report it); the labels are kept")
-        return ContradictoryEvidence({self.model.var_names[v]: t for v, t in core.items()})
+        return check_soft(self.soft, self.model.num_vars)
 
     def marginals(self) -> dict[str, float]:
         """{variable name: P(=1)} from the last round (runs one if none yet)."""

@@ -151,6 +151,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         session.observe(int(v), p)
     # Compile with max_iters as data = 1: the same program the rounds run.
     session.run(warm=False)
+    session.compile_checks()
     session.settings = settings
     compile_s = time.perf_counter() - start
 

@@ -628,9 +628,10 @@ def _not_saved(what: str, err: SessionWriteError) -> Outcome:
 def _session(model: Model, settings: Settings, order: str | None, source: str | None) -> Session:
     """The `Session` of `settings`; a custom order runs from its stored text, which its plan carries
     (`fastlbp.core.plan.Spec.order`): no path from the session file is ever opened."""
-    if order is None:
-        return Session(model, settings)
-    return Session(model, settings, plan=make_plan(settings, order=order, source=source))
+    session = Session(model, settings) if order is None else Session(
+        model, settings, plan=make_plan(settings, order=order, source=source))
+    session.compile_checks()  # the first label compiles nothing
+    return session
 
 
 def _move_aside(path: Path, backup: Path) -> list[tuple[Path, Path]]:

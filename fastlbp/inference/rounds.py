@@ -1,0 +1,340 @@
+"""One contract for LBP, exact inference and sampling: prepare once, then rounds.
+
+    method = prepare("sample", model, plan)              # host work, once per model
+    rnd, method, messages = method.round(inputs)          # a round from the current evidence
+
+A prepared method is immutable: a round returns the method to keep (LBP's
+runner may have finished deferred host work, `fastlbp.engines.loop.Runner.step`;
+exact inference and the sampler keep the model they built for soft evidence)
+and, for LBP, the messages the next round warm-starts from (None for methods
+without messages). A method that cannot take a round's labels raises one of
+`REFUSALS`; a session with `method="auto"` then runs LBP's round instead
+(`fastlbp.inference.session.Session.run`).
+
+`METHODS` is the table a session reads; nothing else asks which method it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from fastlbp import engines
+from fastlbp.core.errors import ContradictoryEvidence, InferenceError
+from fastlbp.core.graph import FactorGraph
+from fastlbp.core.model import Model
+from fastlbp.core.plan import Plan
+from fastlbp.core.settings import Settings
+from fastlbp.engines.exact import ExactTooWide
+from fastlbp.engines.loop import Controls, Runner, controls, init
+from fastlbp.engines.sampling import TooFewSamples
+from fastlbp.inference import constraints, lbp_checks
+
+# Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
+REMEDY_DAMPINGS = (0.5, 0.8)
+AVERAGED_ITERATIONS = 100
+
+# What a method raises when it cannot take a round's labels (the sampler's effective size, exact's width).
+REFUSALS = (TooFewSamples, ExactTooWide)
+
+
+@dataclasses.dataclass
+class Round:
+    """One inference round: marginals as numpy on the host, plus how it went."""
+
+    marginals: np.ndarray  # (V,) float64 P(x=1)
+    log_odds: np.ndarray  # (V,) float64
+    iterations: int
+    converged: bool
+    delta: float
+    seconds: float
+    remedy: str | None = None  # what produced the numbers when the round did not converge
+    method: str = "lbp"  # "lbp", "exact" or "sample" (`Settings.method`)
+    stderr: np.ndarray | None = None  # (V,) standard errors of a sampled round
+    lower: np.ndarray | None = None  # (V,) 95% interval of a sampled round (Wilson on the effective size)
+    upper: np.ndarray | None = None
+    info: dict | None = None  # what exact inference or sampling took (`Marginals.info`)
+    reason: str | None = None  # why `method="auto"` picked this method (`fastlbp.inference.methods.choose`)
+    # Why an LBP round's numbers may mislead (`lbp_checks`): evidence its messages could not carry,
+    # a remedy or no convergence, messages still moving; short sentences, () when nothing is suspicious.
+    flags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """What a round reads.
+
+    Attributes:
+        model: the model.
+        labels: {variable: truth}.
+        soft: {variable: p} soft evidence (`fastlbp.inference.soft`), checked.
+        settings: the run's settings (tol, max_iters, damping, remedies; the sampler's budgets).
+        messages: (E,) LBP's warm start, or None (cold: uniform messages).
+        evidence: () -> (V,) evidence log-odds on the device (made only by a method that needs it).
+        controls: () -> the round's `Controls` on the device (the session keeps them between rounds).
+    """
+
+    model: Model
+    labels: dict[int, bool]
+    soft: dict[int, float]
+    settings: Settings
+    messages: jax.Array | None
+    evidence: Callable[[], jax.Array]
+    controls: Callable[[], Controls]
+
+
+class Method(Protocol):
+    """A method prepared for one model (`prepare`)."""
+
+    name: str
+
+    def round(self, inputs: Inputs) -> tuple[Round, Method, jax.Array | None]:
+        """(the round, the method for the next rounds, LBP's messages or None). Raises `REFUSALS`."""
+
+    def with_model(self, model: Model) -> Method:
+        """The method for `model`: the same structure, other factor probabilities (data: no recompile)."""
+
+
+def _reference_round(m, n: int | None = None) -> Round:
+    """The `Round` of exact inference's or the sampler's `Marginals`, cut to the first `n` variables."""
+
+    def cut(a):
+        return None if a is None or n is None else np.asarray(a)[:n]
+
+    def keep(a):
+        return a if n is None else cut(a)
+
+    return Round(marginals=keep(m.marginals), log_odds=keep(m.log_odds), iterations=0, converged=True,
+                 delta=0.0, seconds=m.seconds, method=m.method, stderr=keep(m.stderr), lower=keep(m.lower),
+                 upper=keep(m.upper), info=m.info)
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """The model with an observed child per soft-evidence variable (`fastlbp.inference.soft.observed_model`).
+
+    Attributes:
+        key: the soft evidence it was built for, as sorted (variable, p) pairs.
+        model: the model with the observed children appended (after the original variables).
+        labels: {child: True} of the observations.
+    """
+
+    key: tuple
+    model: Model
+    labels: dict[int, bool]
+
+
+def _observed(model: Model, soft: dict[int, float], last: Observed | None) -> Observed:
+    """`last` when it was built for this soft evidence, else a new `Observed`."""
+    from fastlbp.inference.soft import observed_model
+
+    key = tuple(sorted(soft.items()))
+    if last is not None and last.key == key:
+        return last
+    observed, labels = observed_model(model, dict(key))
+    return Observed(key, observed, labels)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Exact:
+    """Exact inference (bucket elimination, `fastlbp.engines.exact`): nothing to prepare but soft evidence's
+    model (exact inference plans per graph object, so it is kept)."""
+
+    observed: Observed | None = None
+    name: str = "exact"
+
+    def round(self, inputs: Inputs) -> tuple[Round, Exact, None]:
+        from fastlbp.engines import exact
+
+        if not inputs.soft:
+            m = exact.exact_marginals(inputs.model, inputs.labels, inputs.settings)
+            return _reference_round(m), self, None
+        obs = _observed(inputs.model, inputs.soft, self.observed)
+        m = exact.exact_marginals(obs.model, {**inputs.labels, **obs.labels}, inputs.settings)
+        return _reference_round(m, inputs.model.num_vars), dataclasses.replace(self, observed=obs), None
+
+    def with_model(self, model: Model) -> Exact:
+        return Exact()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sample:
+    """Importance sampling (`fastlbp.engines.sampling`): its sampler, with room for every alarm's label.
+
+    The sampler's compiled batches serve every label set (`Sampler.reserve`); it is made (or taken from
+    `methods.choose`, which built it to decide) once. Soft evidence samples the observed model with its
+    own sampler, kept while the soft evidence stays the same.
+    """
+
+    sampler: Any = None  # fastlbp.engines.sampling.Sampler of the model, made at the first round
+    observed: Observed | None = None
+    observed_sampler: Any = None
+    name: str = "sample"
+
+    def round(self, inputs: Inputs) -> tuple[Round, Sample, None]:
+        from fastlbp.engines import sampling
+
+        if inputs.soft:
+            obs = _observed(inputs.model, inputs.soft, self.observed)
+            labels = {**inputs.labels, **obs.labels}
+            sampler = self.observed_sampler if obs is self.observed else None
+            sampler = sampler or _reserved(sampling.Sampler(obs.model.graph, obs.model.var_names),
+                                           obs.model, labels)
+            m = sampling.sample_marginals(obs.model, labels, inputs.settings, sampler=sampler)
+            nxt = dataclasses.replace(self, observed=obs, observed_sampler=sampler)
+            return _reference_round(m, inputs.model.num_vars), nxt, None
+        model = inputs.model
+        sampler = self.sampler or sampling.Sampler(model.graph, model.var_names)
+        if not sampler.reserved:
+            _reserved(sampler, model, inputs.labels)
+        m = sampling.sample_marginals(model, inputs.labels, inputs.settings, sampler=sampler)
+        return _reference_round(m), (self if sampler is self.sampler else dataclasses.replace(
+            self, sampler=sampler)), None
+
+    def with_model(self, model: Model) -> Sample:
+        return Sample()  # the sampler's host plan holds the probabilities: made again at the next round
+
+
+def _reserved(sampler, model: Model, labels: dict[int, bool]):
+    """`sampler` with room for every alarm's label and those given: labels as they come compile nothing."""
+    sampler.reserve(set(model.alarms) | set(labels))
+    return sampler
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LBP:
+    """Loopy belief propagation: the plan's runner and the graph it reads on the device.
+
+    A round runs to convergence from the given messages; one that does not converge
+    (tol > 0, `Settings.remedies`) is retried with damping, then averaged (`_remedy`).
+    """
+
+    runner: Runner
+    graph: FactorGraph  # on the device, only the fields the runner reads
+    # (V,) bool variables hard before any label (`lbp_checks.forced_without_labels`), found by the first
+    # round with many hard variables: the round checks skip them.
+    forced: np.ndarray | None = None
+    name: str = "lbp"
+
+    def round(self, inputs: Inputs) -> tuple[Round, LBP, jax.Array]:
+        """Raises:
+            ContradictoryEvidence: the labels have probability 0 (proved by the model's hard
+                constraints, `fastlbp.inference.constraints`), naming a minimal conflicting subset.
+            InferenceError: LBP met a conflict the hard constraints do not imply (a numerical failure).
+        """
+        s = inputs.settings
+        msgs = inputs.messages if inputs.messages is not None else init(inputs.model.graph, s.dtype)
+        evidence = inputs.evidence()  # once per round: the remedies' extra rounds reuse it
+        result, rnd, lbp = self._step(inputs, msgs, inputs.controls(), evidence)
+        if not rnd.converged and s.remedies and s.tol > 0:
+            result, rnd, lbp = lbp._remedy(inputs, result, rnd, evidence)
+        if lbp.forced is None and np.count_nonzero(np.isinf(rnd.log_odds)) > lbp_checks.HARD_TO_CHECK:
+            lbp = dataclasses.replace(lbp, forced=lbp_checks.forced_without_labels(inputs.model.graph))
+        return dataclasses.replace(rnd, flags=lbp._flags(inputs, result, rnd)), lbp, result.messages
+
+    def with_model(self, model: Model) -> LBP:
+        graph = engines.device_graph(model.graph, self.runner.reads)
+        return dataclasses.replace(self, graph=graph, forced=None)  # other probabilities: other hard ones
+
+    def _step(self, inputs: Inputs, messages, ctl: Controls, evidence: jax.Array):
+        """One jitted round from `messages`: (device result, host `Round` without its time, LBP to keep)."""
+        result, runner = self.runner.step(self.graph, messages, evidence, ctl)
+        lbp = self if runner is self.runner else dataclasses.replace(self, runner=runner)
+        # One transfer for all results: their copies overlap (1 ms less per round at 0.2M
+        # variables than one np.asarray after another).
+        conflict, lo, marginals, iterations, converged, delta = jax.device_get(
+            (result.conflict, result.log_odds, result.marginals, result.iterations, result.converged,
+             result.delta))
+        if bool(conflict):
+            raise _conflict_error(inputs.model, inputs.labels)
+        return result, Round(marginals=np.asarray(marginals, dtype=np.float64),
+                             log_odds=np.asarray(lo, dtype=np.float64), iterations=int(iterations),
+                             converged=bool(converged), delta=float(delta), seconds=0.0), lbp
+
+    def _remedy(self, inputs: Inputs, result, rnd: Round, evidence: jax.Array):
+        """A round that did not converge: damped retries from its messages, then Bingo's average.
+
+        Damping 0.5, then 0.8 (in the log domain; those at or below the
+        session's own damping are skipped) continue from the last messages; the
+        first that converges gives the numbers. Otherwise the marginals of the
+        next `AVERAGED_ITERATIONS` iterations are averaged (as Bingo did), and
+        the round stays "not converged".
+        """
+        s, lbp = inputs.settings, self
+        total = rnd.iterations
+        for damping in REMEDY_DAMPINGS:
+            if damping <= s.damping:
+                continue
+            result, rnd, lbp = lbp._step(inputs, result.messages,
+                                         controls(s.tol, s.max_iters, damping, s.dtype), evidence)
+            total += rnd.iterations
+            if rnd.converged:
+                return result, dataclasses.replace(rnd, iterations=total, remedy=f"damping {damping}"), lbp
+        one = controls(s.tol, 1, s.damping, s.dtype)
+        probabilities = []
+        for _ in range(AVERAGED_ITERATIONS):
+            result, step, lbp = lbp._step(inputs, result.messages, one, evidence)
+            probabilities.append(step.marginals)
+        p = np.mean(probabilities, axis=0)
+        with np.errstate(divide="ignore"):
+            lo = np.log(p) - np.log1p(-p)
+        return result, Round(marginals=p, log_odds=lo, iterations=total + AVERAGED_ITERATIONS,
+                             converged=False, delta=rnd.delta, seconds=0.0,
+                             remedy=f"average of the last {AVERAGED_ITERATIONS} iterations"), lbp
+
+    def _flags(self, inputs: Inputs, result, rnd: Round) -> tuple[str, ...]:
+        """`lbp_checks.check_round` of a round: from its messages around the labelled and hard variables."""
+        # The log-odds of the messages: an averaged round's own are the average's.
+        lo = rnd.log_odds if rnd.remedy is None or rnd.converged else np.asarray(
+            jax.device_get(result.log_odds), np.float64)
+        s = inputs.settings
+        return lbp_checks.check_round(
+            inputs.model.graph, result.messages, lo, inputs.labels, dtype=s.dtype, converged=rnd.converged,
+            iterations=rnd.iterations, delta=rnd.delta, remedy=rnd.remedy, tol=s.tol,
+            var_names=inputs.model.var_names, forced=self.forced)
+
+
+def _conflict_error(model: Model, labels: dict[int, bool]) -> Exception:
+    """What LBP's conflict means: contradictory labels when the hard constraints prove it.
+
+    Decided from the model's hard structure, never from the messages, so a
+    label of positive probability is never refused.
+    """
+    core = constraints.conflicting_labels(model.graph, labels)
+    if core is None:
+        return InferenceError("LBP met contradictory messages that the model's hard constraints do not "
+                              "imply (a numerical failure, please report it); the labels are kept")
+    return ContradictoryEvidence({model.var_names[v]: t for v, t in core.items()})
+
+
+def _prepare_lbp(model: Model, plan: Plan, sampler=None) -> LBP:
+    runner = engines.make_runner(model, plan)
+    # Only the graph's fields the runner reads go to the device (`engines.device_graph`):
+    # of the graph's 29.5 bytes per edge (1M Bingo-like edges) the XLA PARALL and SEQFIX
+    # engines hold 15.7, TOPO 5.6 and the fused PARALL kernels 4.5.
+    return LBP(runner, engines.device_graph(model.graph, runner.reads))
+
+
+# The method table: `Settings.method` (after "auto" is decided) -> how to prepare it for a model.
+METHODS: dict[str, Callable[..., Method]] = {
+    "lbp": _prepare_lbp,
+    "exact": lambda model, plan, sampler=None: Exact(),
+    "sample": lambda model, plan, sampler=None: Sample(sampler),
+}
+
+
+def prepare(name: str, model: Model, plan: Plan, sampler=None) -> Method:
+    """The method `name` ("lbp", "exact", "sample") prepared for `model` under `plan`.
+
+    Args:
+        sampler: a `Sampler` already built for `model` (by `methods.choose`), reused by "sample".
+    """
+    return METHODS[name](model, plan, sampler)
+
+
+__all__ = ["Round", "Inputs", "Method", "LBP", "Exact", "Sample", "METHODS", "REFUSALS", "prepare",
+           "REMEDY_DAMPINGS", "AVERAGED_ITERATIONS"]
