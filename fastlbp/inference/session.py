@@ -148,6 +148,7 @@ class Session:
         if self.runner is not None:
             self.graph = engines.device_graph(model.graph, self.runner.reads)
         self._sampler = None
+        self._observed = None  # soft evidence's observed model: made again from the new parameters
 
     @settings.setter
     def settings(self, new: Settings) -> None:
