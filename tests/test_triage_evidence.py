@@ -113,10 +113,9 @@ def play(t):
 
 
 @pytest.mark.parametrize("method", ["lbp", "exact", "sample"])
-@pytest.mark.parametrize("learn", [False, True])
-def test_resume_reproduces_the_marginals_bit_for_bit(tmp_path, method, learn):
+def test_resume_reproduces_the_marginals_bit_for_bit(tmp_path, method):
     model = demo_model()
-    learning = Learning(steps=2) if learn else None
+    learning = Learning(steps=2)
     t = Triage.open(model, tmp_path / "s.db", settings=SETTINGS[method], evidence=evidence_on(model),
                     learning=learning)
     play(t)
@@ -261,3 +260,20 @@ def test_pty_kill_and_resume_with_evidence_and_learning(tmp_path):
     assert names == {"race(1,2)": False, "race(6,1)": True, first: True}
     assert t.learning == Learning() and len(t.session.soft) == 2
     t.close()
+
+
+def test_recover_keeps_the_stored_evidence_and_learning(tmp_path):
+    from triage_support import tamper
+
+    model = demo_model()
+    t = Triage.open(model, tmp_path / "s.db", settings=SETTINGS["exact"], evidence=evidence_on(model),
+                    learning=Learning(steps=1))
+    play(t)
+    t.close()
+    tamper(tmp_path / "s.db", "UPDATE events SET truth = 'false' WHERE seq = 3")
+    r = Triage.open(model, tmp_path / "s.db", recover=True, settings=Settings())
+    assert any("recovered 2 of" in n for n in r.replay_notes)
+    assert r.start.evidence == evidence_on(model) and r.learning == Learning(steps=1)
+    assert len(r.order) == 2 and r.stats()["carried"] == 2
+    r.close()
+    assert Journal.open(tmp_path / "s.db").meta()["evidence"] == evidence_on(model).to_json()

@@ -219,8 +219,10 @@ class OnlineRules:
         self.learner = Learner([model], [dict(labels)], learning.options(settings))
         self.before: list = []  # (R,) probabilities before each label learned from, oldest first
         # One E-step at the stated probabilities now (its result unused): the E-step's program is
-        # planned and compiled with the session's first round, not in the first label's.
+        # planned and compiled with the session's first round, not in the first label's; so is
+        # scipy.stats imported (1.2 s), which the learner's intervals use.
         self.learner.counts(self.learner.probability)
+        import scipy.stats  # noqa: F401
 
     def learn(self, labels: dict[int, bool]) -> float:
         """`learning.steps` EM steps on `labels`, warm-started; returns their seconds.
