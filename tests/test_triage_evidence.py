@@ -277,3 +277,17 @@ def test_recover_keeps_the_stored_evidence_and_learning(tmp_path):
     assert len(r.order) == 2 and r.stats()["carried"] == 2
     r.close()
     assert Journal.open(tmp_path / "s.db").meta()["evidence"] == evidence_on(model).to_json()
+
+
+@pytest.mark.parametrize("method", ["lbp", "exact"])
+def test_learning_refuses_a_label_the_model_rules_out(tmp_path, method):
+    from triage_support import hand_model
+
+    model = hand_model()
+    t = Triage.open(model, tmp_path / "s.db", settings=SETTINGS[method], learning=Learning(steps=2))
+    before, marginals = t.learned(), t.marginals.copy()
+    out = t.label(False, model.index["race(1)"])
+    assert not out.accepted and "contradictory labels" in out.message
+    assert t.learned() == before and np.array_equal(t.marginals, marginals) and t.online.before == []
+    assert t.label(True, model.index["race(2)"]).accepted and t.learned() != before
+    t.close()

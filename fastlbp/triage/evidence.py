@@ -36,7 +36,7 @@ import json
 import math
 import time
 
-from fastlbp.core.errors import SettingsError
+from fastlbp.core.errors import ContradictoryEvidence, SettingsError
 from fastlbp.core.model import Model
 
 # The entries of a "report" (what became of the carried labels and how many soft ones a file gave).
@@ -218,6 +218,7 @@ class OnlineRules:
         self.model, self.learning = model, learning
         self.learner = Learner([model], [dict(labels)], learning.options(settings))
         self.before: list = []  # (R,) probabilities before each label learned from, oldest first
+        self.hard = None  # the stated model's hard constraints (`constraints.prepare`), once needed
         # One E-step at the stated probabilities now (its result unused): the E-step's program is
         # planned and compiled with the session's first round, not in the first label's; so is
         # scipy.stats imported (1.2 s), which the learner's intervals use.
@@ -230,7 +231,16 @@ class OnlineRules:
         Raises:
             ContradictoryEvidence: the labels have probability 0 (the probabilities are as before).
         """
+        from fastlbp.inference import constraints
+
         start = time.perf_counter()
+        # Labels the stated model's hard constraints rule out are refused before the EM steps, whose
+        # probabilities (kept inside (0, 1)) would no longer prove it.
+        if self.hard is None:
+            self.hard = constraints.prepare(self.model.graph)
+        if constraints.contradicts(self.hard, labels):
+            core = constraints.conflicting_labels(self.model.graph, labels)
+            raise ContradictoryEvidence({self.model.var_names[v]: t for v, t in core.items()})
         self.before.append(self.learner.probability.copy())
         try:
             self.learner.set_labels(0, labels)
