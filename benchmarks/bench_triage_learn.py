@@ -2,7 +2,7 @@
 
     python benchmarks/bench_triage_learn.py                           # data/weblech.json, LBP, 20 labels
     python benchmarks/bench_triage_learn.py --graph data/avrora.json.gz --labels 30 --steps 2
-    python benchmarks/bench_triage_learn.py --method exact --graph data/weblech.json
+    python benchmarks/bench_triage_learn.py --method sample --graph data/weblech.json
 
 A triage session (`fastlbp.triage.Triage`, a session file in a temporary folder) labels the top
 alarm by the graph's ground truth `--labels` times: once plain, once with `--learn` (`--steps` EM
