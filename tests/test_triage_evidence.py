@@ -4,14 +4,21 @@ online learning (`--learn`): shown, stored in the journal, and resumed exactly (
 import io
 import json
 import signal
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from reference import exact_marginals as enumerate_marginals
 from triage_support import FAST, data_home, default_session, demo_model, load_demo, write_demo
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
+from fastlbp.core.graph import from_factors
+from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import exact_marginals
 from fastlbp.inference.learn import Learner
@@ -21,6 +28,7 @@ from fastlbp.triage import Terminal, Triage, session_labels
 from fastlbp.triage.evidence import Learning, StartEvidence
 from fastlbp.triage.journal import Journal
 from fastlbp.triage.labels import read_labels_or_session
+from tests.graphs import random_factors, random_labels
 
 RACE_DOC = json.loads((Path(__file__).resolve().parents[1] / "data" / "race.json").read_text())
 # The sampler without its time budget and doubling: the same worlds on every run.
@@ -291,3 +299,29 @@ def test_learning_refuses_a_label_the_model_rules_out(tmp_path, method):
     assert t.learned() == before and np.array_equal(t.marginals, marginals) and t.online.before == []
     assert t.label(True, model.index["race(2)"]).accepted and t.learned() != before
     t.close()
+
+
+@hsettings(max_examples=15, deadline=None)
+@given(st.integers(0, 10**6))
+def test_session_evidence_matches_enumeration(seed):
+    """Carried labels, soft evidence and a person's labels in a session (exact inference), then resumed:
+    the marginals are enumeration's with the labels and a unary factor per soft tuple (within 1e-9)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 9))
+    factors = random_factors(rng, n, n, hard=0.0)
+    model = Model(from_factors(factors, n), tuple(f"x{i}" for i in range(n)), alarms=tuple(range(n)))
+    carried = random_labels(rng, n, 1)
+    soft = {int(v): float(rng.uniform(0.02, 0.98)) for v in rng.choice(n, size=2, replace=False)}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.db"
+        # No hard factors (hard=0.0): every label set has positive probability.
+        t = Triage.open(model, path, settings=SETTINGS["exact"], evidence=StartEvidence.of(model, carried, soft))
+        out = t.label(bool(rng.integers(2)))
+        labels = dict(t.labels)
+        want = enumerate_marginals(factors, n, labels, soft)
+        np.testing.assert_allclose(t.marginals, want, rtol=0, atol=1e-9)
+        assert out.accepted and set(carried) <= set(labels)
+        t.close()
+        r = Triage.open(model, path, resume=True)
+        assert np.array_equal(r.marginals, t.marginals) and r.labels == labels
+        r.close()
