@@ -315,7 +315,8 @@ def test_session_evidence_matches_enumeration(seed):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "s.db"
         # No hard factors (hard=0.0): every label set has positive probability.
-        t = Triage.open(model, path, settings=SETTINGS["exact"], evidence=StartEvidence.of(model, carried, soft))
+        evidence = StartEvidence.of(model, carried, soft)
+        t = Triage.open(model, path, settings=SETTINGS["exact"], evidence=evidence)
         out = t.label(bool(rng.integers(2)))
         labels = dict(t.labels)
         want = enumerate_marginals(factors, n, labels, soft)
