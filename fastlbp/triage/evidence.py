@@ -22,7 +22,8 @@ left, which no marginal sees (LBP: +-inf evidence plus a finite term; exact
 inference and sampling: a constant weight); undoing the label brings it back.
 
 `Learning` (meta "learn", JSON) is `triage --learn`: after each label a few EM
-steps (`fastlbp.inference.learn`), warm-started, on the session's labels. The
+steps (`fastlbp.inference.learn`), warm-started, on the session's labels (the
+graph's, the carried and the person's; the E-step takes no soft evidence). The
 steps are deterministic given the labels in order (the E-step's method and
 seed are the session's stored settings), so a resume recomputes them while it
 replays the journal and reaches the same probabilities; nothing learned is
