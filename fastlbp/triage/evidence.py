@@ -130,8 +130,8 @@ class StartEvidence:
         r = self.report
         parts = []
         if "carried" in r:
-            parts.append(f"{r['carried']} label(s) carried from the older version, {r['softened']} softened "
-                         f"(P = {r.get('confidence', 0.9):g}), {r['dropped']} dropped")
+            parts.append(f"{r['carried']} label(s) carried from the older version, {r.get('softened', 0)} "
+                         f"softened (P = {r.get('confidence', 0.9):g}), {r.get('dropped', 0)} dropped")
         if r.get("soft_file"):
             parts.append(f"{r['soft_file']} soft label(s) from --soft-labels")
         return "evidence: " + ("; ".join(parts) if parts else "none")
