@@ -68,7 +68,7 @@ def test_triage_takes_carried_labels_and_soft_evidence_and_keeps_them(tmp_path):
     old, new, labels, match, soft = versions(tmp_path)
     start = ("triage", new, "--labels-from", old, "--old-labels", labels, "--match", match, "--soft-labels",
              soft, "--method", "exact")
-    res = invoke(*start, input=f"list all\n/race\nstats\nexport {tmp_path / 'out.txt'}\nq\n")
+    res = invoke(*start, input=f"list all\n/race\nstats\nj race(1,2)\nexport {tmp_path / 'out.txt'}\nq\n")
     assert res.exit_code == 0, res.output
     assert "labels from the old graph: 2 carried, 1 softened (P = 0.9), 0 dropped" in res.stderr
     out = res.stdout
@@ -78,6 +78,7 @@ def test_triage_takes_carried_labels_and_soft_evidence_and_keeps_them(tmp_path):
     assert "race(4,2) [soft evidence P=0.8]" in out.replace("  [", " [")
     assert "leak(3) [soft evidence P=0.9]" in out.replace("  [", " [")
     assert "carried  false  race(1,2)" in out and "carried  true   race(6,1)" in out
+    assert "race(1,2) has a label carried from the older version" in out
     exported = (tmp_path / "out.txt").read_text()
     assert "race(1,2) false" in exported and "race(6,1) true" in exported
     session = default_session(tmp_path, new)

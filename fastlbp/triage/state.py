@@ -62,6 +62,7 @@ from fastlbp.triage.journal import (
     read_file,
 )
 from fastlbp.triage.lock import SessionLock
+from fastlbp.triage.outcome import Outcome, RoundInfo, how_made
 from fastlbp.triage.stored import (
     change_payload,
     check_changes,
@@ -77,37 +78,6 @@ from fastlbp.triage.stored import (
 )
 
 __all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
-
-
-@dataclasses.dataclass(frozen=True)
-class RoundInfo:
-    """How one round went, timed around `Session.run` (host view, seconds)."""
-
-    seconds: float
-    iterations: int
-    converged: bool
-    delta: float
-    remedy: str | None = None  # what produced the numbers when LBP alone did not converge
-    how: str = ""  # the method and its error (`fastlbp.inference.methods.describe`); "" for LBP's own line
-    learn_s: float | None = None  # of `seconds`, the EM steps of `triage --learn` before the round
-
-
-def _how(rnd) -> str:
-    """How a round of exact inference or sampling was made (LBP's rounds say it in their own words)."""
-    if rnd.method == "lbp":
-        return ""
-    from fastlbp.inference.methods import describe
-
-    return describe(rnd)
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What an action did: `accepted` False means it was refused (`message` says why)."""
-
-    accepted: bool
-    message: str
-    round: RoundInfo | None = None
 
 
 class Triage:
@@ -360,7 +330,7 @@ class Triage:
         rnd = self.session.run(warm=warm)
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
         info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy,
-                         _how(rnd), learn_s)
+                         how_made(rnd), learn_s)
         self.rounds.append(info)
         return info
 
@@ -424,7 +394,7 @@ class Triage:
         self.session, self.settings = session, settings
         self.custom_order, self.order_file = order, order_file
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
-        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, _how(rnd))
+        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, how_made(rnd))
         self.rounds.append(info)
         return Outcome(True, f"settings changed: {what}", info)
 
@@ -496,7 +466,7 @@ class Triage:
         if var is None:
             return Outcome(False, "no alarm left to label")
         if var in self.labels:
-            return Outcome(False, f"{safe_name(self.model.var_names[var])} is labelled already (undo first)")
+            return Outcome(False, self._labelled_already(var))
         try:
             seq = self.journal.append("label", self.model.var_names[var], truth)
         except SessionWriteError as err:
@@ -585,6 +555,12 @@ class Triage:
             return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
         return Outcome(True, f"undid label of {name}", info)
 
+    def _labelled_already(self, var: int) -> str:
+        name = safe_name(self.model.var_names[var])
+        if var in self.start.labels and var not in self.model.labels:
+            return f"{name} has a label carried from the older version (it stays for this session)"
+        return f"{name} is labelled already (undo first)"
+
     def learned(self) -> dict[str, float]:
         """{rule name: probability} the rounds rank with now (the graph's own without `--learn`)."""
         if self.online is not None:
@@ -636,7 +612,7 @@ class Triage:
             hint = f"; did you mean {shown}?" if hits else ""
             return Outcome(False, f"no alarm {query!r}{hint}")
         if var in self.labels:
-            return Outcome(False, f"{safe_name(self.model.var_names[var])} is labelled already (undo first)")
+            return Outcome(False, self._labelled_already(var))
         try:
             self.journal.append("jump", self.model.var_names[var])
         except SessionWriteError as err:
