@@ -23,7 +23,7 @@ inference and sampling: a constant weight); undoing the label brings it back.
 
 `Learning` (meta "learn", JSON) is `triage --learn`: after each label a few EM
 steps (`fastlbp.inference.learn`), warm-started, on the session's labels (the
-graph's, the carried and the person's; the E-step takes no soft evidence). The
+graph's, the carried and the person's) and its soft evidence. The
 steps are deterministic given the labels in order (the E-step's method and
 seed are the session's stored settings), so a resume recomputes them while it
 replays the journal and reaches the same probabilities; nothing learned is
@@ -211,13 +211,15 @@ class OnlineRules:
         labels: {variable: truth} the evidence before the first label.
         learning: `Learning`.
         settings: the session's settings (the E-step's method and seed).
+        soft: {variable: p} the session's soft evidence, which the E-steps condition on too.
     """
 
-    def __init__(self, model: Model, labels: dict[int, bool], learning: Learning, settings):
+    def __init__(self, model: Model, labels: dict[int, bool], learning: Learning, settings,
+                 soft: dict[int, float] | None = None):
         from fastlbp.inference.learn import Learner
 
         self.model, self.learning = model, learning
-        self.learner = Learner([model], [dict(labels)], learning.options(settings))
+        self.learner = Learner([model], [dict(labels)], learning.options(settings), soft=[dict(soft or {})])
         self.before: list = []  # (R,) probabilities before each label learned from, oldest first
         self.hard = None  # the stated model's hard constraints (`constraints.prepare`), once needed
         # One E-step at the stated probabilities now (its result unused): the E-step's program is

@@ -106,7 +106,7 @@ class Triage:
         self.session.soft = dict(self.start.soft)
         self.learning = learning
         self.online = None if learning is None else OnlineRules(model, self.session.labels, learning,
-                                                                settings)
+                                                                settings, self.session.soft)
         self.alarms = alarm_vars(model)  # (A,) int64
         self.alarm_set = set(self.alarms.tolist())
         self.order: list[tuple[int, int]] = []  # (journal seq, var) of labels, oldest first
