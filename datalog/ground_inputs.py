@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from datalog import souffle
-from datalog.reading import Once, check_probability, shown
+from datalog.reading import Once, check_probability, rule_prob_lines, shown
 from fastlbp.core.errors import InputError, check_path, read_text, text_lines
 
 _NUMBER = re.compile(r"[+-]?(?:" + souffle.NUMBER_PATTERN + ")")
@@ -104,24 +104,22 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
 # Rule probabilities and priors -----------------------------------------------
 
 def rule_probabilities(path, program: souffle.Program) -> dict[int, float]:
-    p = Path(path)
-    once = Once(p, "the probability of rule")
+    """{rule index: p} of a rule-probability file (`datalog.reading.rule_prob_lines`), every name a rule
+    of `program` (`Rk`, k its index in file order).
+
+    Raises:
+        InputError: what `rule_prob_lines` raises; a name that is no rule of the program, or one rule
+            given two values under two spellings (`R1`, `R01`) (file and line).
+    """
     n = len(program.rules)
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, sep, value = s.rpartition(":")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
+    once = Once(path, "the probability of rule")
+    for ln, name, prob in rule_prob_lines(path):
         m = re.fullmatch(r"R(\d+)", name)
         if m is None or int(m.group(1)) >= n:
             have = f"R0..R{n - 1}" if n else "none"
-            raise InputError(str(p), ln, f"no rule {shown(name)} in {program.path} (its rules, in file "
+            raise InputError(str(path), ln, f"no rule {shown(name)} in {program.path} (its rules, in file "
                              f"order: {have})")
-        once.set(int(m.group(1)), check_probability(value.strip(), str(p), ln, None,
-                                                    f"probability of rule {name}"), ln, name)
+        once.set(int(m.group(1)), prob, ln, name)
     return once.values
 
 

@@ -4,7 +4,8 @@
 nesting, integers past Python's 4,300-digit limit) and marks objects that
 repeat a key, which `unique` reports where the reader knows the location;
 `text_only` refuses lone surrogates; `Once` refuses a key given twice with
-different values (a labels file naming an alarm true and false).
+different values (a labels file naming an alarm true and false);
+`rule_prob_lines` reads a rule-probability file (`Rk: p`) for every reader of one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from fastlbp.core.errors import InputError
+from fastlbp.core.errors import InputError, read_text, text_lines
 
 
 def check_probability(value, path, line, location, what) -> float:
@@ -130,3 +131,33 @@ class Once:
                              f"{show(old)} on line {self.lines[key]}")
         self.values[key] = value
         self.lines.setdefault(key, ln)
+
+
+def rule_prob_lines(path) -> list[tuple[int, str, float]]:
+    """The rules of a rule-probability file as written: (line, rule name, probability), in file order.
+
+    A line is `NAME: p` (split at the last colon; `Rk: 0.9`, Bingo's rule-prob.txt, what `fastlbp learn`
+    writes); blank lines and `#` comments are skipped; a rule named twice must repeat its value.
+    `fastlbp.io.rule_probs.read_rule_probs` (any graph's rules, by name) and
+    `datalog.ground_inputs.rule_probabilities` (a program's rules, checked against it) both read
+    through it.
+
+    Raises:
+        InputError: a malformed line, a value that is not a probability, or a rule given two
+            different values (file and line).
+    """
+    p = Path(path)
+    once = Once(p, "the probability of rule")
+    out = []
+    for ln, line in enumerate(text_lines(read_text(p)), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        name, sep, value = s.rpartition(":")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
+        prob = check_probability(value.strip(), str(p), ln, None, f"probability of rule {name}")
+        once.set(name, prob, ln, name)
+        out.append((ln, name, prob))
+    return out

@@ -155,3 +155,20 @@ def test_info_names_the_backend_and_device():
     text = invoke("info", RACE, "--device", "-q").stdout
     kind = jax.devices()[0].device_kind
     assert f"JAX {jax.__version__} runs on {jax.default_backend()}: {len(jax.devices())} x {kind}" in text
+
+
+def test_soft_labels_keep_the_graphs_own_labels(tmp_path):
+    doc = json.loads(RACE.read_text())
+    doc["labels"] = {"race(1,2)": True}
+    graph = tmp_path / "labelled.json"
+    graph.write_text(json.dumps(doc))
+    soft = tmp_path / "soft.txt"
+    soft.write_text("leak(3) 0.3\n")
+    for command in ("marginals", "rank"):
+        res = invoke(command, graph, "-f", "json", "-q", "--soft-labels", soft)
+        assert res.exit_code == 0, res.output
+        out = json.loads(res.stdout)
+        if command == "marginals":
+            assert out["marginals"]["race(1,2)"] == 1.0
+        else:
+            assert [x["alarm"] for x in out["labelled"]] == ["race(1,2)"]

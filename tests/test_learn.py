@@ -397,3 +397,31 @@ def test_cli_simulate_learn(tmp_path):
     # Same first round (nothing learned yet), other probabilities afterwards.
     assert a["labels"][0] == {**b["labels"][0], "round_s": a["labels"][0]["round_s"]}
     assert [x["probability"] for x in a["labels"][1:]] != [x["probability"] for x in b["labels"][1:]]
+
+
+# Soft evidence in the E-step ------------------------------------------------------------------------------
+
+@given(seed=st.integers(0, 10_000), truth_seed=st.integers(0, 100), num_rules=st.integers(1, 3))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_em_with_soft_evidence_climbs_the_enumerated_posterior(seed, truth_seed, num_rules):
+    from fastlbp.inference.soft import observed_graph
+
+    model = tiny(seed, num_rules, truth_seed)
+    labels = training_labels(model)
+    alarms = [int(a) for a in model.alarms]
+    labels = {v: t for v, t in labels.items() if v != alarms[0]}  # that one observed softly instead
+    soft = {alarms[0]: 0.8 if training_labels(model)[alarms[0]] else 0.2}
+    options = LearnOptions(method="exact", max_iters=40, tol=1e-10, accelerate=False)
+    learner = Learner([model], [labels], options, soft=[soft])
+    result = learner.run()
+    obj = np.asarray(result.objective)
+    assert np.all(np.diff(obj) >= -1e-9)  # EM never lowers log P(labels, observations) + log prior
+    m = apply_rule_probs(model, result.as_dict())
+    graph, observed = observed_graph(m.graph, soft)
+    # The E-step's log evidence is log P(labels, observations), enumerated with a unary factor per soft tuple.
+    want = log_evidence(graph.factors(), graph.num_vars, {**labels, **observed})
+    assert learner.counts(result.probability)[2] == pytest.approx(want, abs=1e-9)
+    # p = 1/2 observes nothing: the same probabilities as without it.
+    plain = Learner([model], [labels], options).run().probability
+    half = Learner([model], [labels], options, soft=[{alarms[0]: 0.5}]).run().probability
+    np.testing.assert_allclose(half, plain, atol=1e-9)

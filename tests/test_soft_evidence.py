@@ -156,3 +156,26 @@ def test_bad_soft_labels(tmp_path, text, message):
     with pytest.raises(InputError, match=message) as err:
         load_soft_labels(path, load("data/race.json"))
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("method", ["exact", "sample"])
+def test_soft_evidence_follows_new_parameters(method):
+    """`Session.set_parameters` (learned rule probabilities) with soft evidence: the observed model is
+    made from the new parameters, as a fresh session's is."""
+    from datalog.bayesnet import to_model
+    from datalog.synthetic import layered
+    from fastlbp.io.rule_probs import apply_rule_probs
+
+    model = to_model(layered(num_inputs=8, layers=2, width=6, seed=5))
+    soft = {int(model.alarms[0]): 0.8, int(model.alarms[1]): 0.3}
+    settings = {"method": method, "samples": 4096, "target_se": 0.0}
+    s = Session(model, **settings)
+    for v, p in soft.items():
+        s.observe(v, p)
+    before = s.run(warm=False).marginals
+    new = apply_rule_probs(model, {r.name: 0.5 for r in model.meta["derivation"].rules})
+    s.set_parameters(new)
+    got = s.run().marginals
+    want = run(new, {}, soft, **settings).marginals
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert np.max(np.abs(got - before)) > 0.01

@@ -6,18 +6,24 @@
     --match FILE             `OLD<TAB>NEW` renames between the versions
     --carry-confidence C     the P of a label whose derivations changed (soft evidence)
 
-`evidence` applies them after `--labels`, in that order, and reports on
-stderr what became of the carried labels.
+`gather` reads them after `--labels`, in that order, for every command that
+takes them (rank, marginals, simulate, triage), and reports on stderr what
+became of the carried labels.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fastlbp.cli.app import status
+
+if TYPE_CHECKING:
+    from fastlbp.core.model import Model
+    from fastlbp.triage.carry import Carried
 
 SoftLabelsOpt = Annotated[
     Path | None,
@@ -53,22 +59,58 @@ CarryConfidenceOpt = Annotated[
 ]
 
 
-def evidence(model, labels: dict[int, bool], *, soft_labels: Path | None = None,
-             labels_from: Path | None = None, old_labels: Path | None = None, match: Path | None = None,
-             confidence: float = 0.9, loading=None, settings=None, progress=None):
-    """The model, labels and soft evidence after --labels-from and --soft-labels.
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What a command knows before its first round.
 
-    Returns:
-        (model, {variable: truth}, {variable: p}); the model is made again when a
-        carried or observed tuple was compressed away (labels renumbered by name).
+    Attributes:
+        model: the model, made again when a labelled, carried or observed tuple was compressed away
+            (every variable index here refers to it).
+        labels: {variable: truth}: the graph's own labels (unless --labels replaces them), --labels,
+            and the labels carried from --labels-from.
+        soft: {variable: p} soft evidence: softened carried labels, then --soft-labels.
+        carried: what became of --labels-from's labels (`fastlbp.triage.carry.Carried`), or None.
+        soft_file: how many tuples --soft-labels observed.
+    """
+
+    model: Model
+    labels: dict[int, bool]
+    soft: dict[int, float]
+    carried: Carried | None = None
+    soft_file: int = 0
+
+
+def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
+           soft_labels: Path | None = None, labels_from: Path | None = None, old_labels: Path | None = None,
+           match: Path | None = None, confidence: float = 0.9, loading=None, settings=None,
+           progress=None) -> Evidence:
+    """The evidence of `rank`, `marginals`, `simulate` and `triage`: --labels, then --labels-from, then
+    --soft-labels, in that order; reports on stderr what became of the carried labels.
+
+    Args:
+        labels: a labels file or a triage session (`read_labels_or_session`).
+        replace: --labels replaces the graph's own labels (`marginals`) instead of adding to them.
+        loading, settings: how to load --labels-from's graph (`LoadOptions`, `Settings`).
+        progress: the stage callback of `LoadOptions.progress`.
 
     Raises:
         InputError: a bad file (its name and line); `typer.BadParameter` for options given without
-            --labels-from.
+            --labels-from, or a confidence outside (0.5, 1).
     """
-    soft: dict[int, float] = {}
     if labels_from is None and (old_labels is not None or match is not None):
         raise typer.BadParameter("needs --labels-from OLD_GRAPH", param_hint="'--old-labels' / '--match'")
+    known = dict(model.labels)
+    if labels is not None:
+        if progress is not None:
+            progress("labels")
+        from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
+
+        # A labels file or a triage session; a labelled tuple compression removed makes the model again
+        # (its variables renumbered), so the graph's own labels are read from the model returned.
+        model, extra = read_labels_or_session(labels, model)
+        known = extra if replace else {**model.labels, **extra}
+    soft: dict[int, float] = {}
+    carried = None
     if labels_from is not None:
         from fastlbp.triage.carry import carry_labels, read_match
         from fastlbp.triage.carry import old_labels as read_old
@@ -83,21 +125,25 @@ def evidence(model, labels: dict[int, bool], *, soft_labels: Path | None = None,
                                       match=read_match(match) if match is not None else None,
                                       confidence=confidence)
         if model is not before:
-            labels = {model.index[before.var_names[v]]: t for v, t in labels.items()}
+            known = {model.index[before.var_names[v]]: t for v, t in known.items()}
         # A label given for this version (--labels, the graph's own) wins over a carried one.
-        labels = {**carried.labels, **labels}
-        soft.update({v: p for v, p in carried.soft.items() if v not in labels})
+        known = {**carried.labels, **known}
+        soft.update({v: p for v, p in carried.soft.items() if v not in known})
+        from fastlbp.io.writers import safe_name
+
         status(carried.summary())
         for name, why in carried.dropped[:5]:
-            status(f"  dropped {name}: {why}")
+            status(f"  dropped {safe_name(name)}: {why}")
+    observed = 0
     if soft_labels is not None:
         from fastlbp.inference.soft import load_soft_labels
 
         if progress is not None:
             progress("soft labels")
         before = model
-        model, observed, labels = load_soft_labels(soft_labels, model, labels)
+        model, from_file, known = load_soft_labels(soft_labels, model, known)
         if model is not before:
             soft = {model.index[before.var_names[v]]: p for v, p in soft.items()}
-        soft.update(observed)  # the file wins over a softened carried label
-    return model, labels, soft
+        soft.update(from_file)  # the file wins over a softened carried label
+        observed = len(from_file)
+    return Evidence(model, known, soft, carried, observed)

@@ -23,7 +23,7 @@ from fastlbp.cli.evidence import (
     MatchOpt,
     OldLabelsOpt,
     SoftLabelsOpt,
-    evidence,
+    gather,
 )
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
@@ -142,18 +142,10 @@ def rank(
     model = loading.load(graph, settings, progress)
     if not model.alarms:
         status(f"note: {graph} names no alarms; ranking every variable")
-    extra = {}
-    if labels:
-        progress("labels")
-        from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
-
-        # A labels file or a triage session; a labelled tuple compression removed makes the model again
-        # (its variables renumbered), so the graph's own labels are read from the model returned.
-        model, extra = read_labels_or_session(labels, model)
-    known = {**model.labels, **extra}
-    model, known, soft = evidence(model, known, soft_labels=soft_labels, labels_from=labels_from,
-                                  old_labels=old_labels, match=match, confidence=carry_confidence,
-                                  loading=loading, settings=settings, progress=progress)
+    ev = gather(model, labels=labels, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels,
+                match=match, confidence=carry_confidence, loading=loading, settings=settings,
+                progress=progress)
+    model, known, soft = ev.model, ev.labels, ev.soft
     base = None
     if baseline is not None:
         from fastlbp.io.sarif_ci import read_baseline

@@ -22,7 +22,7 @@ from fastlbp.cli.evidence import (
     MatchOpt,
     OldLabelsOpt,
     SoftLabelsOpt,
-    evidence,
+    gather,
 )
 from fastlbp.cli.options import (
     GraphArg,
@@ -114,13 +114,13 @@ def simulate(
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
     loading.start_jax(progress)
-    model, known, soft = evidence(model, dict(model.labels), soft_labels=soft_labels, labels_from=labels_from,
-                                  old_labels=old_labels, match=match, confidence=carry_confidence,
-                                  loading=loading, settings=settings)
-    if known != model.labels:
+    ev = gather(model, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels, match=match,
+                confidence=carry_confidence, loading=loading, settings=settings)
+    model, soft = ev.model, ev.soft
+    if ev.labels != model.labels:
         import dataclasses
 
-        model = dataclasses.replace(model, labels=known)  # carried labels: known before round 1
+        model = dataclasses.replace(model, labels=ev.labels)  # carried labels: known before round 1
     if oracle is not None:
         truth = sim.read_oracle(oracle, model)
     else:

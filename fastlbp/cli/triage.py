@@ -22,6 +22,13 @@ from fastlbp.cli.app import (
     handles_errors,
     status,
 )
+from fastlbp.cli.evidence import (
+    CarryConfidenceOpt,
+    LabelsFromOpt,
+    MatchOpt,
+    OldLabelsOpt,
+    SoftLabelsOpt,
+)
 from fastlbp.cli.options import (
     INFERENCE_OPTIONS,
     GraphArg,
@@ -109,6 +116,18 @@ def triage(
         "--export", help="Write the session's labels to FILE as 'NAME true|false' lines (- for stdout) and "
                          "exit; `fastlbp rank GRAPH -l FILE` reads them (or give rank the session file "
                          "itself).", show_default=False)] = None,
+    soft_labels: SoftLabelsOpt = None,
+    labels_from: LabelsFromOpt = None,
+    old_labels: OldLabelsOpt = None,
+    match: MatchOpt = None,
+    carry_confidence: CarryConfidenceOpt = 0.9,
+    learn: Annotated[bool, typer.Option(
+        "--learn", help="Learn the rule probabilities from the labels as they come: after each label a "
+                        "few EM steps (--learn-steps), warm-started, then the re-ranking round uses them "
+                        "(their time is part of the round's). Stored in the session: a resume learns "
+                        "the same.")] = False,
+    learn_steps: Annotated[int, typer.Option("--learn-steps", min=1, max=1000,
+                                             help="EM steps per label with --learn.")] = 3,
     *,
     inference: InferenceOptions,
     loading: LoadOptions,
@@ -120,6 +139,14 @@ def triage(
     (false), s (skip), u (undo), j X (jump to alarm X), /TEXT (search),
     stats, h (help) or q (quit). Each label becomes evidence and a
     warm-started round re-ranks the rest; its time is shown.
+
+    Evidence besides the labels: --labels-from OLD_GRAPH carries the labels
+    of an older version of the graph (those of --old-labels, by default
+    OLD_GRAPH's own triage session): unchanged tuples keep their labels, changed
+    ones enter as soft evidence (--carry-confidence); --soft-labels FILE adds
+    soft evidence. The session stores both, so a resume starts from the same;
+    the alarm list marks soft ones, and a label replaces a tuple's soft
+    evidence. --learn re-learns the rule probabilities after each label.
 
     After each label a line says which alarms moved most. `more` continues a
     long search or list; `export FILE` writes the labels so far. On a
@@ -142,6 +169,8 @@ def triage(
 
       fastlbp triage race.json --export labels.txt
 
+      fastlbp triage new.json --labels-from old.json --match renames.txt --learn
+
       fastlbp rank race.json --labels SESSION.triage.db   (a session as labels)
     """
     from fastlbp.triage import Terminal, Triage
@@ -160,17 +189,39 @@ def triage(
     settings = settings_of(loading, inference)
     path = session_path(graph, session, folder, existing=resume or recover, inputs=inputs)
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
+    starting = given_options(ctx, EVIDENCE_OPTIONS)
+    if (resume or recover) and starting:
+        raise typer.BadParameter("a session keeps the evidence and learning it was started with; resume "
+                                 "without them (or start a new session with --fresh)",
+                                 param_hint=" / ".join("--" + n.replace("_", "-") for n in starting))
     if resume or recover:
         settings = stored_loading_settings(path, settings, "cycles" in given)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
+    evidence = None
+    if soft_labels is not None or labels_from is not None or old_labels is not None or match is not None:
+        if labels_from is not None and old_labels is None:
+            old_labels = old_session(labels_from, folder, loading)
+        evidence = start_evidence(model, soft_labels=soft_labels, labels_from=labels_from,
+                                  old_labels=old_labels, match=match, confidence=carry_confidence,
+                                  loading=loading, settings=settings, progress=progress)
+    learning = None
+    if learn:
+        from fastlbp.triage.evidence import Learning
+
+        learning = Learning(steps=learn_steps)
     loading.start_jax(progress)
     with Ticker("first round", progress):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
-                        recover=recover, settings=settings)
+                        recover=recover, settings=settings, evidence=evidence, learning=learning)
     try:
         if resume:
             status(f"resumed {len(t.order)} label(s) from {path}")
+        if (resume or recover) and t.start.evidence:
+            status(f"{t.start.evidence.summary()} (stored in the session)")
+        if (resume or recover) and t.learning is not None:
+            status(f"learning the rule probabilities: {t.learning.steps} EM step(s) per label (stored in "
+                   f"the session)")
         for note in t.replay_notes:
             status(note)
         changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS}
@@ -190,6 +241,38 @@ def triage(
     finally:
         t.close()
     raise typer.Exit(code)
+
+
+# The options that set what a session starts from: given with --resume or --recover, they are refused.
+EVIDENCE_OPTIONS = ("soft_labels", "labels_from", "old_labels", "match", "carry_confidence", "learn",
+                    "learn_steps")
+
+
+def old_session(old_graph: Path, folder: Path, loading) -> Path | None:
+    """The triage session of --labels-from's graph in the data folder, whose labels are carried when
+    --old-labels is not given (None when it has none)."""
+    from fastlbp.triage import locate
+
+    path, _ = locate(old_graph, folder, program_inputs(old_graph, loading.facts, loading.rule_prob,
+                                                       loading.alarms, loading.priors))
+    if not path.is_file():
+        return None
+    status(f"labels of {old_graph}: its triage session {path}")
+    return path
+
+
+def start_evidence(model, **options):
+    """The `StartEvidence` of --labels-from and --soft-labels on `model` as loaded (`gather`)."""
+    from fastlbp.cli.evidence import gather
+    from fastlbp.triage.evidence import StartEvidence
+
+    ev = gather(model, **options)
+    report = {"soft_file": ev.soft_file}
+    if ev.carried is not None:
+        c = ev.carried
+        report.update(carried=len(c.carried), softened=len(c.softened), dropped=len(c.dropped),
+                      confidence=float(c.confidence))
+    return StartEvidence.of(ev.model, ev.labels, ev.soft, report)
 
 
 def interrupt_on_ctrl_c() -> None:

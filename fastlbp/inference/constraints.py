@@ -115,6 +115,12 @@ def propagate(graph: FactorGraph | _Factors, labels: dict[int, bool] | None = No
     return can0, can1
 
 
+def prepare(graph: FactorGraph) -> _Factors:
+    """The graph's arrays the propagation reads, made once for many label sets:
+    `contradicts(prepare(graph), labels)`."""
+    return _Factors(graph)
+
+
 def contradicts(graph: FactorGraph | _Factors, labels: dict[int, bool]) -> bool:
     """Whether the hard constraints prove the labels have probability 0."""
     can0, can1 = propagate(graph, labels)
@@ -138,4 +144,4 @@ def conflicting_labels(graph: FactorGraph, labels: dict[int, bool]) -> dict[int,
     return core
 
 
-__all__ = ["propagate", "contradicts", "conflicting_labels"]
+__all__ = ["propagate", "contradicts", "conflicting_labels", "prepare"]

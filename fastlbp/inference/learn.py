@@ -313,16 +313,30 @@ class Learner:
         models: models made from derivation graphs (rules matched by name).
         labels: per model {variable: truth}, the evidence.
         options: `LearnOptions`.
+        soft: per model {variable: p} soft evidence (`fastlbp.inference.soft`), or None: the E-step's
+            posterior conditions on it too, through an observed child per soft variable appended to
+            the augmented model (labelled true; its factor's p1 = p, p2 = 1 - p), which leaves the
+            clauses' factors and variables where they were.
     """
 
     def __init__(self, models: Sequence[Model], labels: Sequence[dict[int, bool]],
-                 options: LearnOptions | None = None):
-        if len(models) != len(labels):
-            raise SettingsError(f"{len(models)} graphs but {len(labels)} label sets")
+                 options: LearnOptions | None = None, soft: Sequence[dict[int, float]] | None = None):
+        if len(models) != len(labels) or (soft is not None and len(soft) != len(models)):
+            raise SettingsError(f"{len(models)} graphs but {len(labels)} label sets"
+                                + ("" if soft is None else f" and {len(soft)} soft evidence sets"))
         if not models:
             raise SettingsError("learning needs at least one graph")
         self.options = options or LearnOptions()
         self.augs = [augment(m) for m in models]
+        # Soft evidence: the observed children's labels, added to each graph's labels.
+        self.observed: list[dict[int, bool]] = [{} for _ in models]
+        for i, evidence in enumerate(soft or []):
+            if evidence:
+                from fastlbp.inference.soft import check_soft, observed_model
+
+                aug = self.augs[i]
+                model, self.observed[i] = observed_model(aug.model, check_soft(evidence, models[i].num_vars))
+                self.augs[i] = dataclasses.replace(aug, model=dataclasses.replace(model, meta=aug.model.meta))
         names: dict[str, int] = {}
         stated: dict[str, float] = {}
         for m in models:
@@ -337,7 +351,7 @@ class Learner:
         s = self.options.prior_strength
         self.a, self.b = s * self.p0, s * (1 - self.p0)
         self.probability = self.p0.copy()
-        self.labels = [dict(x) for x in labels]
+        self.labels = [{**x, **obs} for x, obs in zip(labels, self.observed, strict=True)]
         self._posteriors: list[_Posterior | None] = [None] * len(models)
 
     def current(self) -> dict[str, float]:
@@ -345,7 +359,9 @@ class Learner:
         return dict(zip(self.names, self.probability.tolist(), strict=True))
 
     def set_labels(self, i: int, labels: dict[int, bool]) -> None:
-        """New evidence for graph i (the E-step's engines are kept: labels are data)."""
+        """New evidence for graph i (the E-step's engines are kept: labels are data); its soft evidence
+        stays."""
+        labels = {**labels, **self.observed[i]}
         self.labels[i] = dict(labels)
         post = self._posteriors[i]
         if post is not None:

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fastlbp import engines
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import label_codes
 from fastlbp.core.jax_setup import float64
@@ -96,6 +97,13 @@ class Session:
         """LBP's runner (`fastlbp.engines.loop.Runner`), or None while no round has needed LBP."""
         lbp = self._methods.get("lbp")
         return lbp.runner if lbp is not None else None
+
+    @property
+    def graph(self):
+        """The graph's fields on the device that LBP's runner reads (`fastlbp.engines.device_graph`);
+        none while no round has needed LBP (exact inference and sampling read the host graph)."""
+        lbp = self._methods.get("lbp")
+        return lbp.graph if lbp is not None else engines.device_graph(self.model.graph, frozenset())
 
     def _method(self, name: str) -> rounds.Method:
         """The prepared method `name`, prepared now if no round has needed it yet."""

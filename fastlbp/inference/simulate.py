@@ -130,7 +130,8 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         on_step: called after each label with (1-based index, step), for
             progress output.
         settings: the run's settings (default `Settings()`).
-        online: learn the rule probabilities from the labels so far (`fastlbp.inference.learn`):
+        online: learn the rule probabilities from the labels so far and the soft evidence
+            (`fastlbp.inference.learn`):
             after every `online.every` labels, `online.steps` warm-started EM steps on this graph,
             and the next round ranks with them; their time is part of the round's. None: the
             graph's probabilities throughout.
@@ -162,7 +163,9 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     labelled = set(session.labels)  # every labelled alarm, even one whose label is not evidence
     found = 0
     dropped: set[int] = set()
-    learner = Learner([model], [dict(session.labels)], online.options) if online is not None else None
+    learner = None
+    if online is not None:
+        learner = Learner([model], [dict(session.labels)], online.options, soft=[dict(session.soft)])
     t0 = time.perf_counter()
     rnd = session.run(warm=False)
     while found < need and len(steps) < len(open_alarms):

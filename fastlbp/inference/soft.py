@@ -32,44 +32,40 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 
-from fastlbp.core.errors import InputError, read_text, text_lines
+from fastlbp.core.errors import InputError
 from fastlbp.core.graph import AND, FactorGraph, from_arrays
 from fastlbp.core.model import UNDERIVABLE, Model
 
-_SOFT_LINE = re.compile(r"(?P<name>.*?)(?:\s*,\s*|\s+)(?P<value>[^\s,]+)")
 OBSERVED_PREFIX = "observed:"  # the name of a soft tuple's observed child (`observed_graph`)
 
 
+def _probability(name: str, value: str) -> float:
+    """A soft label's P: a number (ValueError otherwise) strictly between 0 and 1 (`BadValue`)."""
+    from fastlbp.io.name_values import BadValue
+
+    p = float(value)
+    if not math.isfinite(p):
+        raise ValueError(value)
+    if not 0.0 < p < 1.0:
+        raise BadValue(f"P = {p:g} for {name!r} is not strictly between 0 and 1 (a certain observation is "
+                       "a label: put it in --labels)")
+    return p
+
+
 def parse_soft_labels(path: str | os.PathLike) -> list[tuple[int, str, float]]:
-    """The lines of a soft-labels file as written: (line, name, p), in file order.
+    """The lines of a soft-labels file as written: (line, name, p), in file order
+    (`fastlbp.io.name_values`, as a labels file).
 
     Raises:
         InputError: a line that is not `NAME P`, or P not strictly between 0 and 1 (file and line named).
     """
-    p = Path(path)
-    out = []
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        m = _SOFT_LINE.fullmatch(s)
-        name = m["name"].strip() if m else ""
-        try:
-            value = float(m["value"]) if m else math.nan
-        except ValueError:
-            value = math.nan
-        if not name or not math.isfinite(value):
-            raise InputError(str(p), ln, f"expected 'NAME P' with P a probability, got {s!r}")
-        if not 0.0 < value < 1.0:
-            raise InputError(str(p), ln, f"P = {value:g} for {name!r} is not strictly between 0 and 1 (a "
-                             "certain observation is a label: put it in --labels)")
-        out.append((ln, name, value))
-    return out
+    from fastlbp.io.name_values import read_name_values
+
+    return read_name_values(path, _probability, "NAME P")
 
 
 def load_soft_labels(path: str | os.PathLike, model: Model, labels: dict[int, bool] | None = None

@@ -16,15 +16,15 @@ a Datalog program's grounding options in `datalog=GroundOptions(...)`:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from datalog import io as datalog_io
 from datalog.grounding import GroundOptions
-from fastlbp.core.errors import InputError, check_path, read_text, text_lines
+from fastlbp.core.errors import InputError, check_path
 from fastlbp.core.model import UNDERIVABLE, Model, Resolved
 from fastlbp.core.settings import Settings
+from fastlbp.io.name_values import read_name_values
 
 detect_format = datalog_io.detect_format
 
@@ -91,37 +91,29 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
     return model_cache.cached(cache_dir, lookup(), fresh, model_type=Model, progress=progress, rekey=lookup)
 
 
-# `NAME<sep>TRUTH`: the truth is the last field; the separator a tab, a comma or a run of spaces (a
-# comma may have spaces around it). A name keeps its own commas and spaces: `race(1, 2) true`.
-_LABEL_LINE = re.compile(r"(?P<name>.*?)(?:\s*,\s*|\s+)(?P<value>[^\s,]+)")
 _TRUTHS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _truth(name: str, value: str) -> bool:
+    """A label's truth: `true|false|1|0` in any case (ValueError otherwise)."""
+    truth = _TRUTHS.get(value.lower())
+    if truth is None:
+        raise ValueError(value)
+    return truth
 
 
 def parse_labels(path: str | os.PathLike) -> list[tuple[int, str, bool]]:
     """The labels of a labels file as written: (line, name, truth), in file order.
 
-    A line is `NAME TRUTH`: TRUTH is `true|false|1|0` (any case), separated from
-    the name by a tab, a comma or spaces; a name may hold commas and spaces
-    (`race(1, 2)\ttrue`, `race(1, 2), false`). Blank lines and `#` comments are
-    skipped; a leading byte order mark is dropped.
+    A line is `NAME TRUTH` (`fastlbp.io.name_values`): TRUTH is `true|false|1|0`
+    (any case), separated from the name by a tab, a comma or spaces; a name may
+    hold commas and spaces (`race(1, 2)\ttrue`, `race(1, 2), false`). Blank
+    lines and `#` comments are skipped; a leading byte order mark is dropped.
 
     Raises:
         InputError: a line that is not `NAME TRUTH` (file and line named).
     """
-    p = Path(path)
-    out = []
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        m = _LABEL_LINE.fullmatch(s)
-        name = m["name"].strip() if m else ""
-        value = m["value"].lower() if m else ""
-        if not name or value not in _TRUTHS:
-            raise InputError(str(p), ln, f"expected 'NAME true|false', got {s!r} (a tab, a comma or spaces "
-                             "between name and truth)")
-        out.append((ln, name, _TRUTHS[value]))
-    return out
+    return read_name_values(path, _truth, "NAME true|false")
 
 
 def _resolve(model: Model, path: str, line: int, name: str) -> Resolved:

@@ -16,35 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 
 import numpy as np
 
-from datalog.reading import Once, check_probability, shown
-from fastlbp.core.errors import InputError, read_text, text_lines
+from datalog.reading import rule_prob_lines
+from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
 
 
 def read_rule_probs(path: str | os.PathLike) -> dict[str, float]:
-    """{rule name: probability} from lines `NAME: p`; blank lines and `#` comments are skipped.
+    """{rule name: probability} from lines `NAME: p` (`datalog.reading.rule_prob_lines`).
 
     Raises:
         InputError: a malformed line, a value that is not a probability, or a
             rule given two different values (file and line).
     """
-    p = Path(path)
-    once = Once(p, "the probability of rule")
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, sep, value = s.rpartition(":")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
-        once.set(name, check_probability(value.strip(), str(p), ln, None, f"probability of rule {name}"),
-                 ln, name)
-    return once.values
+    return {name: p for _, name, p in rule_prob_lines(path)}
 
 
 def rule_names(model: Model) -> list[str]:

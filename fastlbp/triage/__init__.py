@@ -3,6 +3,8 @@
     journal.py    the SQLite journal (settings and events), its checks, the graph's fingerprint
     lock.py       one process per session file (an flock naming its holder)
     stored.py     what a session stores (settings, a custom order, the fingerprint) and its checks
+    evidence.py   what a session starts from: carried labels and soft evidence, online learning
+    carry.py      labels given on an older version of the graph, carried to this one
     paths.py      where a session lives: the data folder, named after the graph and its content
     explain.py    why an alarm has its probability (its strongest derivations)
     state.py      `Triage`: labels, skips, focus, undo, settings changes, replay of the journal, rounds

@@ -6,7 +6,9 @@ accepted; inference state is never stored. The file has two tables:
 
     meta    (key TEXT PRIMARY KEY, value TEXT)   version, fingerprint, graph, settings (JSON), created,
                                                  order (a custom order's text, version 2),
-                                                 loading (JSON: cycles, compress; version 3)
+                                                 loading (JSON: cycles, compress; version 3),
+                                                 evidence, learn (JSON: `fastlbp.triage.evidence`;
+                                                 version 4)
     events  (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT, alarm TEXT, truth INTEGER, at REAL)
 
 `kind` is "label" (alarm, truth 0 or 1), "skip" (alarm), "jump" (alarm),
@@ -45,8 +47,11 @@ from fastlbp.triage.lock import SessionLock
 # journals resume unless they name a custom order; the settings JSON gained "backend"
 # within version 1 (a journal without it resumes with the default backend). Version 3 adds
 # "settings" events and the meta "loading"; a journal of version 2 or 1 is raised to 3 when
-# its first "settings" event is written (before that, earlier releases still read it).
-JOURNAL_VERSION = 3
+# its first "settings" event is written (before that, earlier releases still read it). Version 4
+# adds the meta "evidence" and "learn" (a session started with --labels-from, --soft-labels or
+# --learn); a session without them is still written as version 3, which earlier releases read.
+JOURNAL_VERSION = 4
+PLAIN_VERSION = 3  # the version of a session without evidence or learning
 KINDS = ("label", "skip", "jump", "undo", "settings")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TABLES = ("meta", "events")
@@ -347,6 +352,27 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def move_aside(path: Path, backup: Path) -> list[tuple[Path, Path]]:
+    """Renames a damaged session (and SQLite's files beside it) to `backup`; returns the moves.
+
+    Raises:
+        SessionWriteError: a rename failed (the ones done are undone).
+    """
+    moved = []
+    try:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            src = path.with_name(path.name + suffix)
+            if src.exists():
+                dst = backup.with_name(backup.name + suffix)
+                os.rename(src, dst)
+                moved.append((src, dst))
+    except OSError as err:
+        for src, dst in reversed(moved):
+            os.rename(dst, src)
+        raise SessionWriteError(path, err) from None
+    return moved
+
+
 # The journal ------------------------------------------------------------------
 
 class Journal:
@@ -507,7 +533,8 @@ class Journal:
         """
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (str(JOURNAL_VERSION),))
+            self.conn.execute("UPDATE meta SET value = ? WHERE key = 'version' "
+                              "AND CAST(value AS INTEGER) < ?", (str(PLAIN_VERSION), PLAIN_VERSION))
             cur = self.conn.execute("INSERT INTO events (kind, alarm, truth, at) "
                                     "VALUES ('settings', ?, NULL, ?)", (payload, time.time()))
             self.conn.execute("COMMIT")

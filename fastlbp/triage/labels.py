@@ -18,8 +18,9 @@ from pathlib import Path
 
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
-from fastlbp.io.loading import load_labels
+from fastlbp.io.loading import keep_tuples, load_labels
 from fastlbp.io.writers import safe_name
+from fastlbp.triage.evidence import stored_start
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,
     SQLITE_MAGIC,
@@ -47,9 +48,11 @@ def is_session_file(path: str | os.PathLike) -> bool:
 def session_labels(path: str | os.PathLike) -> list[tuple[str, bool]]:
     """The labels a session's journal holds, oldest first, as (alarm name, truth).
 
-    The events are replayed by name, as a resume does: a label of a
-    labelled alarm is skipped, an undo reverts the last label or skip; skips,
-    jumps and settings changes label nothing.
+    The labels the session started with (`triage --labels-from`: carried from
+    an older version of the graph) come first; its soft evidence is no label
+    and is left out. The events are replayed by name, as a resume does: a label
+    of a labelled alarm is skipped, an undo reverts the last label or skip;
+    skips, jumps and settings changes label nothing.
 
     Raises:
         InputError: not a session file, a damaged one, one of a newer version.
@@ -68,7 +71,9 @@ def session_labels(path: str | os.PathLike) -> list[tuple[str, bool]]:
     problem = contents.problem or meta_problem(contents.meta)
     if problem:
         raise damaged(p, problem, contents.recognised)
-    labels: dict[str, bool] = {}
+    # The labels the session started with (carried from an older version) come first; `meta_problem`
+    # checked them.
+    labels: dict[str, bool] = dict(stored_start(contents.meta)[0].labels)
     history: list[tuple[str, str]] = []  # (kind, name): what an undo reverts
     for _, kind, alarm, truth, _ in contents.rows:
         if kind in ("label", "skip") and alarm not in labels:
@@ -99,8 +104,14 @@ def read_labels_or_session(path: str | os.PathLike, model: Model) -> tuple[Model
     """
     if not is_session_file(path):
         return load_labels(path, model)
+    labels = session_labels(path)
+    try:
+        # A carried label may name a tuple compression removed here: kept, as a labels file's is.
+        model = keep_tuples(model, [name for name, _ in labels])
+    except (KeyError, InputError):
+        pass  # the loop below names the first that is not a variable
     out = {}
-    for name, truth in session_labels(path):
+    for name, truth in labels:
         if name not in model.index:
             raise InputError(str(path), None, f"the session labels {safe_name(name)!r}, which is not a "
                                               f"variable of this graph (a session of another graph, or of "

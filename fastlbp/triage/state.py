@@ -48,6 +48,7 @@ from fastlbp.inference.explain import Explanation, clause_index, explain, explai
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
 from fastlbp.io.writers import safe_name
+from fastlbp.triage.evidence import Learning, OnlineRules, Started, StartEvidence, stored_start
 from fastlbp.triage.journal import (
     Contents,
     Journal,
@@ -56,10 +57,12 @@ from fastlbp.triage.journal import (
     check_target,
     classify,
     damaged,
+    move_aside,
     not_a_session,
     read_file,
 )
 from fastlbp.triage.lock import SessionLock
+from fastlbp.triage.outcome import Outcome, RoundInfo, how_made
 from fastlbp.triage.stored import (
     change_payload,
     check_changes,
@@ -77,41 +80,12 @@ from fastlbp.triage.stored import (
 __all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
 
 
-@dataclasses.dataclass(frozen=True)
-class RoundInfo:
-    """How one round went, timed around `Session.run` (host view, seconds)."""
-
-    seconds: float
-    iterations: int
-    converged: bool
-    delta: float
-    remedy: str | None = None  # what produced the numbers when LBP alone did not converge
-    how: str = ""  # the method and its error (`fastlbp.inference.methods.describe`); "" for LBP's own line
-
-
-def _how(rnd) -> str:
-    """How a round of exact inference or sampling was made (LBP's rounds say it in their own words)."""
-    if rnd.method == "lbp":
-        return ""
-    from fastlbp.inference.methods import describe
-
-    return describe(rnd)
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What an action did: `accepted` False means it was refused (`message` says why)."""
-
-    accepted: bool
-    message: str
-    round: RoundInfo | None = None
-
-
 class Triage:
     """A triage session over one model: labels, skips, focus, and the journal that makes them durable."""
 
     def __init__(self, model: Model, journal: Journal | None, settings: Settings, *,
-                 order: str | None = None, order_source: str | None = None, order_file: str | None = None):
+                 order: str | None = None, order_source: str | None = None, order_file: str | None = None,
+                 start: Started | None = None, learning: Learning | None = None):
         """A session on `model` writing to `journal` (None until `open` has made it).
 
         Args:
@@ -119,12 +93,20 @@ class Triage:
                 `CUSTOM_ORDER[:OPTIONS]` and `order` holds the order's text.
             order_source: the name errors in the order are reported under.
             order_file: the file the custom order was read from (stored with it).
+            start: the evidence the session starts with, applied to `model` (`Started.of`).
+            learning: `triage --learn`: EM steps after each label (`fastlbp.triage.evidence`).
         """
         self.model = model
         self.journal = journal
         self.settings = settings
         self.custom_order, self.order_file = order, order_file
+        self.start = start or Started()
         self.session = _session(model, settings, order, order_source)
+        self.session.labels.update({v: t for v, t in self.start.labels.items() if v not in model.labels})
+        self.session.soft = dict(self.start.soft)
+        self.learning = learning
+        self.online = None if learning is None else OnlineRules(model, self.session.labels, learning,
+                                                                settings, self.session.soft)
         self.alarms = alarm_vars(model)  # (A,) int64
         self.alarm_set = set(self.alarms.tolist())
         self.order: list[tuple[int, int]] = []  # (journal seq, var) of labels, oldest first
@@ -140,7 +122,8 @@ class Triage:
     @classmethod
     def open(cls, model: Model, path: str | os.PathLike, *, graph_path: str | None = None,
              resume: bool = False, overwrite: bool = False, recover: bool = False,
-             settings: Settings | None = None) -> Triage:
+             settings: Settings | None = None, evidence: StartEvidence | None = None,
+             learning: Learning | None = None) -> Triage:
         """Starts a new session in `path`, or restores (resume) or recovers (recover) the one there.
 
         The session's file is locked for as long as the returned `Triage` is
@@ -159,6 +142,10 @@ class Triage:
                 damaged one there (its settings if valid, else `settings`); the
                 damaged file is kept as `journal.backup_path(path)`. An intact
                 session is simply resumed.
+            evidence: a new session's evidence besides the graph's labels (carried labels, soft
+                evidence: `fastlbp.triage.evidence.StartEvidence`), on `model` as loaded; stored in
+                the journal, so a resume (which takes the stored one) starts from the same.
+            learning: a new session learns the rule probabilities from its labels (stored too).
 
         Raises:
             InputError: no session to resume, a session already there (and not
@@ -170,6 +157,8 @@ class Triage:
         """
         if recover and (resume or overwrite):
             raise ValueError("recover excludes resume and overwrite")
+        if (resume or recover) and (evidence or learning is not None):
+            raise ValueError("a resumed or recovered session keeps its stored evidence and learning")
         settings = settings or Settings()
         path = Path(path)
         lock = SessionLock.acquire(path)
@@ -178,18 +167,25 @@ class Triage:
                 return cls._resume(model, path, lock, settings)
             if recover:
                 return cls._recover(model, path, lock, settings, graph_path)
-            return cls._create(model, path, lock, settings, graph_path, overwrite)
+            evidence = evidence or StartEvidence()
+            return cls._create(model, path, lock, settings, graph_path, overwrite, evidence, learning)
         except BaseException:
             lock.release()  # each opener closes what it opened itself
             raise
 
     @classmethod
     def _create(cls, model: Model, path: Path, lock: SessionLock, settings: Settings,
-                graph_path: str | None, overwrite: bool) -> Triage:
+                graph_path: str | None, overwrite: bool, evidence: StartEvidence,
+                learning: Learning | None) -> Triage:
         check_target(path, overwrite)  # before the first round, so that a refusal is quick
         stored, order, order_file = custom_order(settings)
-        meta = new_meta(model, graph_path, stored, order, order_file)
-        t = cls(model, None, stored, order=order, order_source=order_file, order_file=order_file)
+        try:
+            model, start = Started.of(evidence, model)
+        except SettingsError as err:
+            raise InputError(str(path), None, f"the session cannot start: {err}") from None
+        meta = new_meta(model, graph_path, stored, order, order_file, evidence, learning)
+        t = cls(model, None, stored, order=order, order_source=order_file, order_file=order_file, start=start,
+                learning=learning)
         t._first_round()
         # Written only now: a session that cannot start leaves the one it would replace alone.
         t.journal = Journal.create(path, meta, overwrite=overwrite, lock=lock)
@@ -200,6 +196,11 @@ class Triage:
         journal = Journal.open(path, lock=lock)
         try:
             contents = journal.read(model.index)
+            try:
+                evidence, learning = stored_start(contents.meta)
+                model, start = Started.of(evidence, model)
+            except SettingsError as err:
+                raise damaged(path, str(err), contents.recognised) from None
             check_identity(path, contents, model)
             check_changes(contents, settings)
             problem = contents.meta_problem or meta_problem(contents.meta)
@@ -213,7 +214,8 @@ class Triage:
                 raise damaged(path, problem, contents.recognised)
             journal.check_writable()
             t = cls(model, journal, stored, order=order, order_source=f"{path}: its stored custom order",
-                    order_file=contents.meta.get("order_file") if order is not None else None)
+                    order_file=contents.meta.get("order_file") if order is not None else None, start=start,
+                    learning=learning)
             t._first_round()
             t.replay_notes = t.replay(contents.rows)
             return t
@@ -234,9 +236,16 @@ class Triage:
             contents = Contents(structure="the file is empty", recognised=True)
         else:
             contents = read_file(path, model.index)
+        notes = []
+        try:
+            evidence, learning = stored_start(contents.meta)
+            model, start = Started.of(evidence, model)
+        except SettingsError as err:
+            notes.append(f"the stored evidence and learning cannot be used ({err}); the new session starts "
+                         f"without them")
+            evidence, learning, start = StartEvidence(), None, Started()
         check_identity(path, contents, model)
         check_changes(contents, settings)
-        notes = []
         problem = contents.problem or meta_problem(contents.meta)
         try:
             stored, order = stored_meta(contents.meta, settings)
@@ -252,12 +261,14 @@ class Triage:
             t = cls._resume(model, path, lock, settings)
             t.replay_notes.insert(0, f"nothing to recover: {path} is intact (resumed)")
             return t
-        t = cls(model, None, stored, order=order, order_source=source, order_file=order_file)
+        t = cls(model, None, stored, order=order, order_source=source, order_file=order_file, start=start,
+                learning=learning)
         t._first_round()
         backup = backup_path(path)
-        meta = new_meta(model, graph_path or contents.meta.get("graph"), stored, order, order_file)
+        meta = new_meta(model, graph_path or contents.meta.get("graph"), stored, order, order_file, evidence,
+                        learning)
         meta["recovered_from"] = str(backup)
-        moved = _move_aside(path, backup)
+        moved = move_aside(path, backup)
         try:
             t.journal = Journal.create(path, meta, rows=contents.rows, lock=lock)
         except BaseException:
@@ -312,12 +323,14 @@ class Triage:
     def _first_round(self) -> None:
         self._round(warm=False)
 
-    def _round(self, warm: bool = True) -> RoundInfo:
-        start = time.perf_counter()
+    def _round(self, warm: bool = True, start: float | None = None, learn_s: float | None = None
+               ) -> RoundInfo:
+        """A round (from `start`, a `time.perf_counter()` before the learning that preceded it)."""
+        start = time.perf_counter() if start is None else start
         rnd = self.session.run(warm=warm)
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
         info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy,
-                         _how(rnd))
+                         how_made(rnd), learn_s)
         self.rounds.append(info)
         return info
 
@@ -381,7 +394,7 @@ class Triage:
         self.session, self.settings = session, settings
         self.custom_order, self.order_file = order, order_file
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
-        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, _how(rnd))
+        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, how_made(rnd))
         self.rounds.append(info)
         return Outcome(True, f"settings changed: {what}", info)
 
@@ -392,8 +405,10 @@ class Triage:
             getattr(settings, f.name) != getattr(self.settings, f.name)
             for f in dataclasses.fields(Settings) if f.name not in CONTROL_FIELDS)
         if fixed:
-            session = _session(self.model, settings, order, source)
+            # The evidence and the probabilities learned so far carry over.
+            session = _session(self.session.model, settings, order, source)
             session.labels = dict(self.session.labels)
+            session.soft = dict(self.session.soft)
             rnd = session.run(warm=False)
         else:
             # tol, max_iters, damping are data to the compiled round: a copy of the session with its
@@ -451,7 +466,7 @@ class Triage:
         if var is None:
             return Outcome(False, "no alarm left to label")
         if var in self.labels:
-            return Outcome(False, f"{safe_name(self.model.var_names[var])} is labelled already (undo first)")
+            return Outcome(False, self._labelled_already(var))
         try:
             seq = self.journal.append("label", self.model.var_names[var], truth)
         except SessionWriteError as err:
@@ -461,10 +476,19 @@ class Triage:
     def _apply_label(self, seq: int, var: int, truth: bool, replaying: bool = False) -> Outcome:
         name = safe_name(self.model.var_names[var])  # for messages; every name shown goes through safe_name
         self.session.label(var, truth)
+        start = time.perf_counter()
+        learned = False
         try:
-            info = self._round()
+            learn_s = None
+            if self.online is not None:
+                learn_s, learned = self.online.learn(self.session.labels), True
+                self.session.set_parameters(self.online.model_now())
+            info = self._round(start=start, learn_s=learn_s)
         except ContradictoryEvidence as err:
             self.session.unlabel(var)
+            if learned:
+                self.online.back()
+                self.session.set_parameters(self.online.model_now())
             message = f"refused {name} = {'true' if truth else 'false'}: {err}"
             return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
         self.order.append((seq, var))
@@ -511,17 +535,38 @@ class Triage:
         truth, order = self.labels[var], self.order
         self.order = [(s, v) for s, v in self.order if s != done]
         self.session.unlabel(var)
+        learned = None
+        if self.online is not None:
+            # The probabilities learned before this label come back (no EM step: an undo is exact).
+            learned = self.online.back()
+            self.session.set_parameters(self.online.model_now())
         try:
             info = self._round()
         except ContradictoryEvidence as err:
             # Removing evidence cannot make it contradictory; should the round say so anyway,
             # the undo is refused like a label, and the session stays as it was.
             self.session.label(var, truth)
+            if learned is not None:
+                self.online.again(learned)
+                self.session.set_parameters(self.online.model_now())
             self.order, self.focus = order, focus
             self._history.append(entry)
             message = f"refused undo of {name}: {err}"
             return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
         return Outcome(True, f"undid label of {name}", info)
+
+    def _labelled_already(self, var: int) -> str:
+        name = safe_name(self.model.var_names[var])
+        if var in self.start.labels and var not in self.model.labels:
+            return f"{name} has a label carried from the older version (it stays for this session)"
+        return f"{name} is labelled already (undo first)"
+
+    def learned(self) -> dict[str, float]:
+        """{rule name: probability} the rounds rank with now (the graph's own without `--learn`)."""
+        if self.online is not None:
+            return self.online.current()
+        dg = self.model.meta.get("derivation")
+        return {r.name: r.probability for r in dg.rules} if dg is not None else {}
 
     def _unjournal(self, seq: int) -> str:
         """Deletes a refused action's event; a note for the user if it cannot."""
@@ -567,7 +612,7 @@ class Triage:
             hint = f"; did you mean {shown}?" if hits else ""
             return Outcome(False, f"no alarm {query!r}{hint}")
         if var in self.labels:
-            return Outcome(False, f"{safe_name(self.model.var_names[var])} is labelled already (undo first)")
+            return Outcome(False, self._labelled_already(var))
         try:
             self.journal.append("jump", self.model.var_names[var])
         except SessionWriteError as err:
@@ -576,11 +621,13 @@ class Triage:
         return Outcome(True, f"now at {safe_name(self.model.var_names[var])}")
 
     def search(self, text: str, limit: int = 20) -> list[int]:
-        """Alarms whose name contains `text` (case-insensitive), open ones by rank, then labelled ones."""
+        """Alarms whose name contains `text` (case-insensitive), open ones by rank, then labelled ones,
+        then carried ones."""
         t = text.strip().lower()
         names = self.model.var_names
         hits = [v for v in self._ranking.tolist() if t in names[v].lower()]
         hits += [v for _, v in self.order if t in names[v].lower()]
+        hits += [v for v in self.start.labels if v in self.alarm_set and t in names[v].lower()]
         return hits[:limit]
 
     def explain(self, var: int | str, k: int = 3) -> Explanation:
@@ -592,9 +639,11 @@ class Triage:
         dg = self.model.meta.get("derivation")
         if dg is not None and self._clauses_by_head is None:
             self._clauses_by_head = clause_index(dg)
+        # The session's model: its rule probabilities are the learned ones with --learn.
+        model = self.session.model
         if isinstance(var, str):
-            return explain_name(self.model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
-        return explain(self.model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
+            return explain_name(model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
+        return explain(model, self.marginals, var, k, clauses_by_head=self._clauses_by_head)
 
     def stats(self) -> dict:
         truths = [self.labels[v] for _, v in self.order]
@@ -607,6 +656,8 @@ class Triage:
             "max_round_s": float(times.max()) if times.size else None,
             "last_iterations": last.iterations, "last_converged": last.converged,
             "session": str(self.journal.path),
+            "carried": len(self.start.labels), "soft": len(self.start.soft),
+            "learning": self.learning is not None,
         }
 
 
@@ -632,24 +683,3 @@ def _session(model: Model, settings: Settings, order: str | None, source: str | 
         model, settings, plan=make_plan(settings, order=order, source=source))
     session.compile_checks()  # the first label compiles nothing
     return session
-
-
-def _move_aside(path: Path, backup: Path) -> list[tuple[Path, Path]]:
-    """Renames a damaged session (and SQLite's files beside it) to `backup`; returns the moves.
-
-    Raises:
-        SessionWriteError: a rename failed (the ones done are undone).
-    """
-    moved = []
-    try:
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            src = path.with_name(path.name + suffix)
-            if src.exists():
-                dst = backup.with_name(backup.name + suffix)
-                os.rename(src, dst)
-                moved.append((src, dst))
-    except OSError as err:
-        for src, dst in reversed(moved):
-            os.rename(dst, src)
-        raise SessionWriteError(path, err) from None
-    return moved

@@ -28,7 +28,16 @@ from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.model import Model
 from fastlbp.core.plan import STRATEGIES, make_plan, parse_spec
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
-from fastlbp.triage.journal import JOURNAL_VERSION, Contents, classify, fingerprint, newer, read_file
+from fastlbp.triage.evidence import Learning, StartEvidence, stored_start
+from fastlbp.triage.journal import (
+    JOURNAL_VERSION,
+    PLAIN_VERSION,
+    Contents,
+    classify,
+    fingerprint,
+    newer,
+    read_file,
+)
 
 # The stored schedule of a session with a custom order: this name, then the spec's options
 # (e.g. "custom-order:chunked"); the order's text is the meta entry "order".
@@ -116,9 +125,12 @@ def custom_order(settings: Settings) -> tuple[Settings, str | None, str | None]:
 
 
 def new_meta(model: Model, graph_path: str | None, settings: Settings, order: str | None,
-              order_file: str | None) -> dict[str, str]:
+             order_file: str | None, evidence: StartEvidence | None = None,
+             learning: Learning | None = None) -> dict[str, str]:
+    """A new session's meta; one with `evidence` or `learning` is journal version 4, else 3."""
     meta = {
-        "version": str(JOURNAL_VERSION), "fingerprint": fingerprint(model),
+        "version": str(JOURNAL_VERSION if evidence or learning else PLAIN_VERSION),
+        "fingerprint": fingerprint(model),
         "graph": str(Path(graph_path).resolve()) if graph_path else str(model.source),
         "settings": json.dumps(settings.inference()), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "loading": json.dumps({"cycles": settings.cycles, "compress": settings.compress}),
@@ -126,6 +138,10 @@ def new_meta(model: Model, graph_path: str | None, settings: Settings, order: st
     if order is not None:
         meta["order"] = order
         meta["order_file"] = order_file or "?"
+    if evidence:
+        meta["evidence"] = evidence.to_json()
+    if learning is not None:
+        meta["learn"] = learning.to_json()
     return meta
 
 
@@ -151,6 +167,10 @@ def meta_problem(meta: dict[str, str]) -> str | None:
         stored_loading(meta)
     except SettingsError as err:
         return f"its loading options are not valid ({err})"
+    try:
+        stored_start(meta)
+    except SettingsError as err:
+        return str(err)
     return None
 
 

@@ -50,12 +50,13 @@ def format_round(info: RoundInfo | None) -> str:
     """`round 4.2 ms, 17 iterations, converged` (empty for an action without a round)."""
     if info is None:
         return ""
+    learned = "" if info.learn_s is None else f" (learning {info.learn_s * 1e3:.1f} ms of it)"
     if info.how:
-        return f"round {info.seconds * 1e3:.1f} ms, {info.how}"
+        return f"round {info.seconds * 1e3:.1f} ms{learned}, {info.how}"
     conv = "converged" if info.converged else f"NOT converged (last change {info.delta:.2g})"
     if info.remedy:
         conv = f"{'converged' if info.converged else 'NOT converged'} with {info.remedy} (LBP alone did not)"
-    return f"round {info.seconds * 1e3:.1f} ms, {info.iterations} iterations, {conv}"
+    return f"round {info.seconds * 1e3:.1f} ms{learned}, {info.iterations} iterations, {conv}"
 
 
 def format_p(p: float, digits: int = 2) -> str:
@@ -121,14 +122,15 @@ class Terminal:
     def show_current(self) -> None:
         t = self.t
         st = t.stats()
-        self.say(f"[{st['labelled']} labelled: {st['true']} true, {st['false']} false | "
+        given = f" | {st['carried']} carried, {st['soft']} soft" if st["carried"] or st["soft"] else ""
+        self.say(f"[{st['labelled']} labelled: {st['true']} true, {st['false']} false{given} | "
                  f"{st['open']} open]")
         var = t.current
         if var is None:
             self.say("all alarms are labelled. `undo`, `stats` or `quit`.")
             return
         rank = t.rank_of(var)
-        self.say(f"#{rank}  {safe_name(t.model.var_names[var])}   P(true) = {self._p(var)}")
+        self.say(f"#{rank}  {safe_name(t.model.var_names[var])}   P(true) = {self._p(var)}{self._soft(var)}")
         self.say(format_explanation(t.explain(var, self.why)))
 
     def _p(self, var: int) -> str:
@@ -145,12 +147,24 @@ class Terminal:
             return f"{p} (LBP estimate, FLAGGED: {safe_name(last.flags[0])})"
         return f"{p} (LBP estimate, unchecked)"
 
+    def _soft(self, var: int) -> str:
+        """` [soft evidence P=0.8]` for an unlabelled tuple with soft evidence (a label replaces it)."""
+        p = self.t.start.soft.get(var)
+        if p is None or var in self.t.labels:
+            return ""
+        return f"  [soft evidence P={p:g}]"
+
     def run(self) -> int:
         """Runs until quit or end of input; returns the exit status (130 after Ctrl-C)."""
         self.reader = LineReader(self.stdin, self.stdout, history=self.history, completer=self._complete)
         if self.reader.note:
             self.say(self.reader.note)
         self.say(f"session: {self.t.journal.path}   (h for help)")
+        if self.t.start.evidence:
+            self.say(self.t.start.evidence.summary())
+        if self.t.learning is not None:
+            self.say(f"learning the rule probabilities from the labels: {self.t.learning.steps} EM step(s) "
+                     f"after each label (`stats` shows them)")
         try:
             self.show_current()
             self._loop()
@@ -285,8 +299,9 @@ class Terminal:
         def line(v: int) -> str:
             name = safe_name(self.t.model.var_names[v])
             if v in self.t.labels:
-                return f"  labelled {'true ' if self.t.labels[v] else 'false'}  {name}"
-            return f"  #{rank[v]:<5} {self._p(v):>10}  {name}"
+                how = "carried " if v in self.t.start.labels else "labelled"
+                return f"  {how} {'true ' if self.t.labels[v] else 'false'}  {name}"
+            return f"  #{rank[v]:<5} {self._p(v):>10}  {name}{self._soft(v)}"
 
         self.say(f"{len(hits)} alarm{'s' if len(hits) > 1 else ''} match {text!r}")
         self._page(hits, line, len(hits) if everything else PAGE, f"/{text} --all")
@@ -307,7 +322,7 @@ class Terminal:
         rank = {v: i for i, v in enumerate(ranking, 1)}
 
         def line(v: int) -> str:
-            mark = " (skipped)" if v in skipped else ""
+            mark = (" (skipped)" if v in skipped else "") + self._soft(v)
             return f"  #{rank[v]:<5} {self._p(v):>10}  {safe_name(self.t.model.var_names[v])}{mark}"
 
         self._page(ranking, line, n, "list all")
@@ -337,7 +352,9 @@ class Terminal:
             self.say("! export to which file? e.g. `export labels.txt`")
             return True
         names = self.t.model.var_names
-        labels = [(names[v], self.t.labels[v]) for _, v in self.t.order]
+        # The carried labels first, as `fastlbp triage --export` writes them (`session_labels`).
+        labels = [(names[v], t) for v, t in self.t.start.labels.items()]
+        labels += [(names[v], self.t.labels[v]) for _, v in self.t.order]
         try:
             path = write_labels(Path(arg).expanduser(), labels, source=str(self.t.journal.path))
         except InputError as err:
@@ -366,5 +383,18 @@ class Terminal:
         self.say(f"  rounds {st['rounds']}, median {med}, max {mx}; last: "
                  f"{st['last_iterations']} iterations, "
                  f"{'converged' if st['last_converged'] else 'not converged'}")
+        if st["carried"] or st["soft"]:
+            self.say(f"  {self.t.start.evidence.summary()}")
+        if st["learning"]:
+            self.say(f"  rule probabilities learned from the labels: {self._learned_line()}")
         self.say(f"  session file {st['session']}")
         return True
+
+    def _learned_line(self, shown: int = 5) -> str:
+        """`R3 0.999 -> 0.412, R1 0.9 -> 0.85, ...`: the rules that moved most from the graph's values."""
+        stated = {r.name: r.probability for r in self.t.model.meta["derivation"].rules}
+        now = self.t.learned()
+        moved = sorted(now, key=lambda n: -abs(now[n] - stated[n]))
+        parts = [f"{safe_name(n)} {stated[n]:.4g} -> {now[n]:.4g}" for n in moved[:shown]
+                 if abs(now[n] - stated[n]) >= 1e-4]
+        return ", ".join(parts) if parts else "none moved yet"

@@ -1,0 +1,39 @@
+"""What a triage action did (`Outcome`) and how its round went (`RoundInfo`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundInfo:
+    """How one round went, timed around `Session.run` (host view, seconds)."""
+
+    seconds: float
+    iterations: int
+    converged: bool
+    delta: float
+    remedy: str | None = None  # what produced the numbers when LBP alone did not converge
+    how: str = ""  # the method and its error (`fastlbp.inference.methods.describe`); "" for LBP's own line
+    learn_s: float | None = None  # of `seconds`, the EM steps of `triage --learn` before the round
+
+
+def how_made(rnd) -> str:
+    """How a round of exact inference or sampling was made (LBP's rounds say it in their own words)."""
+    if rnd.method == "lbp":
+        return ""
+    from fastlbp.inference.methods import describe
+
+    return describe(rnd)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What an action did: `accepted` False means it was refused (`message` says why)."""
+
+    accepted: bool
+    message: str
+    round: RoundInfo | None = None
+
+
+__all__ = ["Outcome", "RoundInfo", "how_made"]
