@@ -49,6 +49,7 @@ def main() -> int:
     rnd = session.run()
     print(f"cold round {1e3 * (time.perf_counter() - t0):.1f} ms, {rnd.iterations} it; "
           f"{int(np.isinf(rnd.log_odds).sum()):,} variables with infinite log-odds")
+    session.compile_checks()  # as simulate and triage do
     alarm_truth = {int(a): bool(truth[a]) for a in dg.alarms}
     before = len(compiles)
     prof = cProfile.Profile()
@@ -65,6 +66,7 @@ def main() -> int:
               f"flags {len(rnd.flags)}")
     print(f"compiles during warm rounds: {len(compiles) - before}")
     pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
     return 0
 
 

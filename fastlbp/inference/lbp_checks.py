@@ -120,8 +120,11 @@ def ranges(offsets: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarr
         owner: (P,) int64 the index into `items` of each position.
     """
     items = np.asarray(items, np.int64)
-    starts = np.asarray(offsets, np.int64)[items]
-    lens = np.asarray(offsets, np.int64)[items + 1] - starts
+    # Index, then widen: widening the whole offsets first copied (V+1,) or (F+1,) per call, 2 ms of each
+    # 8 ms round on the ftp-size graph (H200 machine).
+    offsets = np.asarray(offsets)
+    starts = offsets[items].astype(np.int64)
+    lens = offsets[items + 1].astype(np.int64) - starts
     owner = np.repeat(np.arange(items.size), lens)
     first = np.cumsum(lens) - lens
     return starts[owner] + np.arange(owner.size) - first[owner], owner
@@ -275,7 +278,7 @@ def _local_block(graph: FactorGraph, factors: np.ndarray, counts: np.ndarray, ed
     offsets = np.full(size + 1, size, np.int32)
     offsets[: m + 1] = np.concatenate([[0], np.cumsum(counts)])
     edge_factor = np.concatenate([np.repeat(np.arange(m), counts), np.full(pad, m)]).astype(np.int32)
-    is_head = np.concatenate([np.asarray(graph.edge_is_head, bool)[edges], np.arange(pad) == 0])
+    is_head = np.concatenate([np.asarray(graph.edge_is_head)[edges].astype(bool), np.arange(pad) == 0])
     kind = np.zeros(size, np.int32)
     p1 = np.full(size, 0.5)
     p2 = np.full(size, 0.5)
