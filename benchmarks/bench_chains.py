@@ -41,6 +41,7 @@ rewritten after every row); a short table is printed last.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,12 @@ from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import chunked, relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
 from schedules import analysis, relax_plan  # noqa: E402
+
+
+@functools.partial(jax.jit, static_argnames=("unroll",))
+def _sweep_with_stats(graph, layout, messages, evidence, unroll: int = 1):
+    """One relaxed sweep, the passes it took and whether the chunk loop redid it."""
+    return relaxed.sweep(graph, layout, messages, evidence, unroll=unroll)
 
 
 def chain(n: int, derivation: bool = False):
@@ -129,7 +136,7 @@ def sweeps(graph, layout, ev, count: int = 3, unroll: int = 1) -> list[dict]:
     out = []
     for _ in range(count):
         t0 = time.perf_counter()
-        msgs, passes, redone = relaxed.sweep_with_stats(graph, layout, msgs, ev, unroll=unroll)
+        msgs, passes, redone = _sweep_with_stats(graph, layout, msgs, ev, unroll=unroll)
         jax.block_until_ready(msgs)
         out.append({"passes": int(passes), "chunk_loop": bool(redone),
                     "seconds": time.perf_counter() - t0})

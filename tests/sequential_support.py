@@ -6,6 +6,7 @@ the orders and analyses.
 """
 
 import contextlib
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from fastlbp import engines
 from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
-from fastlbp.engines import loop
+from fastlbp.engines import loop, relaxed
 
 
 def runner_for(model, spec: str, **settings) -> loop.Runner:
@@ -108,3 +109,9 @@ def check_leave_one_out_keeps_tiny_sums_of_others(spec: str, engine: str) -> Non
     assert not bool(warm.conflict)
     np.testing.assert_allclose(np.asarray(warm.marginals), reference.exact_marginals(factors, 4, labels),
                                atol=1e-12)
+
+
+@functools.partial(jax.jit, static_argnames=("unroll",))
+def sweep_with_stats(graph, layout, messages, evidence, unroll: int = 1):
+    """One relaxed sweep, the passes it took and whether the chunk loop redid it (`relaxed.sweep`, jitted)."""
+    return relaxed.sweep(graph, layout, messages, evidence, unroll=unroll)

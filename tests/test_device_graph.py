@@ -10,6 +10,7 @@ import pytest
 from graphs import random_factors, random_labels
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sequential_support import sweep_with_stats
 
 import schedules
 from fastlbp import engines
@@ -255,8 +256,8 @@ def test_a_seqfix_sweep_without_split_is_bit_identical(seed):
     layout = relaxed.layout_for(graph, plan)
     assert layout.plan.split is None
     g = jax.device_put(graph)
-    got = relaxed.sweep_with_stats(g, layout, jnp.asarray(start), evidence)
-    want = relaxed.sweep_with_stats(g, _kept(layout, plan), jnp.asarray(start), evidence)
+    got = sweep_with_stats(g, layout, jnp.asarray(start), evidence)
+    want = sweep_with_stats(g, _kept(layout, plan), jnp.asarray(start), evidence)
     for a, b in zip(got, want, strict=True):
         a, b = np.atleast_1d(np.asarray(a)), np.atleast_1d(np.asarray(b))
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (a, b)
@@ -289,8 +290,8 @@ def test_a_topo_sweep_gathering_its_virtual_graph_is_bit_identical(seed):
     whole = dataclasses.replace(layout, vfactor=None,
                                 plan=dataclasses.replace(layout.plan, vgraph=jax.device_put(plan.vgraph)))
     g = jax.device_put(graph)
-    got = relaxed.sweep_with_stats(g, layout, start, evidence)
-    want = relaxed.sweep_with_stats(g, whole, start, evidence)
+    got = sweep_with_stats(g, layout, start, evidence)
+    want = sweep_with_stats(g, whole, start, evidence)
     for a, b in zip(got, want, strict=True):
         a, b = np.atleast_1d(np.asarray(a)), np.atleast_1d(np.asarray(b))
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (a, b)

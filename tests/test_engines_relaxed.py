@@ -1,10 +1,8 @@
 """fastlbp/engines/relaxed.py: sequential sweeps solved by relaxation == the same sweeps done in order."""
 
-import functools
 import json
 import os
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from sequential_support import (
     check_equals_sequential_reference,
     check_leave_one_out_keeps_tiny_sums_of_others,
     runner_for,
+    sweep_with_stats,
 )
 from typer.testing import CliRunner
 
@@ -28,12 +27,6 @@ from fastlbp.engines import loop, relaxed
 from fastlbp.inference.session import Session
 from fastlbp.io import loading
 from schedules import analysis, orders, relax_plan
-
-
-@functools.partial(jax.jit, static_argnames=("unroll",))
-def sweep_with_stats(graph, layout, messages, evidence, unroll: int = 1):
-    """One sweep, the passes it took and whether the chunk loop redid it."""
-    return relaxed.sweep(graph, layout, messages, evidence, unroll=unroll)
 
 WEBLECH = DATA / "weblech"
 
