@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import warnings
 
 import numpy as np
 
@@ -90,12 +91,17 @@ class _Parts:
             buf = c.tobytes()
         if not starts.size:
             return
-        tokens = np.fromstring(buf, dtype=np.int32, sep=" ")
         spaces = np.flatnonzero(c == 32)
         per_line = np.searchsorted(spaces, ends) - np.searchsorted(spaces, starts) + 1
         first = np.zeros(per_line.size + 1, np.int64)
         np.cumsum(per_line, out=first[1:])
-        if tokens.size != first[-1]:
+        try:
+            with warnings.catch_warnings():  # older numpy warns and stops at a token that is no number
+                warnings.simplefilter("error", DeprecationWarning)
+                tokens = np.fromstring(buf, dtype=np.int32, sep=" ")
+        except (ValueError, DeprecationWarning):
+            tokens = None
+        if tokens is None or tokens.size != first[-1]:
             raise RuntimeError("clingo's aspif rules did not parse as integers (one space between numbers)")
         s = first[:-1]
         n_body = per_line - 6

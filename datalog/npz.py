@@ -163,7 +163,7 @@ class _Reader:
         a = self.take(name)
         bad = ~((a >= 0) & (a <= 1))  # NaN is bad too
         if bad.any():
-            raise self.fail(name, f"probability {a[bad][0]!r} is not in [0, 1]")
+            raise self.fail(name, f"probability {float(a[bad][0])!r} is not in [0, 1]")
         return a
 
 
