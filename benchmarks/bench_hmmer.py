@@ -89,9 +89,11 @@ def main(argv=None) -> int:
 
     jax.config.update("jax_enable_x64", True)  # as fastlbp's entry points run (`fastlbp.core.jax_setup`)
     rows: list[tuple[str, float, str]] = []
-    info: dict = {"device": f"{jax.devices()[0].platform}:{getattr(jax.devices()[0], 'device_kind', '')}",
+    dev = jax.devices()[0]
+    info: dict = {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}",
                   "cpus": os.cpu_count(), "load_before": os.getloadavg()[0],
-                  "python": platform.python_version(), "jax": jax.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+                  "python": platform.python_version(), "jax": jax.__version__,
+                  "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     start = time.perf_counter()
 
     def stage(name: str, t0: float, note: str = "") -> float:
