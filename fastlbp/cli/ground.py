@@ -22,6 +22,10 @@ from fastlbp.cli.options import (
 )
 from fastlbp.core.errors import InputError
 
+# Clauses past which `ground` suggests derivation.npz over a text format: hmmer's 27.3M clauses took
+# minutes and 7.8 GB on their way to derivation.json, and 9 s to derivation.npz.
+LARGE_TEXT_GRAPH = 5_000_000
+
 
 @handles_errors
 def ground(
@@ -81,6 +85,9 @@ def ground(
         raise InputError(str(output), None, "ground writes derivation.json (.json, .json.gz), derivation.npz "
                          "(.npz) or a Bingo directory; `fastlbp convert` makes a causal factor graph of any")
     result = grounding.ground_file(program, options)
+    if result.graph.num_clauses > LARGE_TEXT_GRAPH and not grounding.is_npz(output):
+        status(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
+               "(derivation.npz, numpy arrays) is written in seconds and read by every command")
     for note in grounding.write(result.graph, output):
         status(note)
     dg = result.graph
