@@ -96,10 +96,10 @@ class _Parts:
         first = np.zeros(per_line.size + 1, np.int64)
         np.cumsum(per_line, out=first[1:])
         try:
-            with warnings.catch_warnings():  # older numpy warns and stops at a token that is no number
-                warnings.simplefilter("error", DeprecationWarning)
+            with warnings.catch_warnings():  # older numpy warns and stops at a token that is no number:
+                warnings.simplefilter("ignore", DeprecationWarning)  # the count below tells
                 tokens = np.fromstring(buf, dtype=np.int32, sep=" ")
-        except (ValueError, DeprecationWarning):
+        except ValueError:
             tokens = None
         if tokens is None or tokens.size != first[-1]:
             raise RuntimeError("clingo's aspif rules did not parse as integers (one space between numbers)")
