@@ -61,7 +61,7 @@ import numpy as np
 from datalog.annotations import parse_annotations
 from datalog.bayesnet import to_model
 from datalog.cycles import least_fixpoint
-from datalog.derivation import DEFAULT_RULE_PROBABILITY, DerivationGraph, Rule, merge_duplicates
+from datalog.derivation import DEFAULT_RULE_PROBABILITY, Dedup, DerivationGraph, Rule, merge_duplicates
 from datalog.reading import Once, check_probability, json_type, loads_json, shown, text_only, unique
 from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
 from fastlbp.core.errors import InputError, check_path, read_text, text_lines
@@ -614,20 +614,24 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
 
 def read_derivation(path: str | os.PathLike, format: str | None = None, *,
                     max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
-    """Reads a derivation graph (raw) from a derivation.json file or a Bingo directory.
+    """Reads a derivation graph (raw) from a derivation.json or derivation.npz file or a Bingo directory.
 
     `max_decompressed` limits gzip-compressed files (see `fastlbp.core.errors.decompression_limit`).
     """
     p = Path(path)
     check_path(p)
-    fmt = format or ("bingo" if p.is_dir() else "json")
+    fmt = format or ("bingo" if p.is_dir() else "npz" if p.name.lower().endswith(".npz") else "json")
     if fmt == "bingo":
         return read_bingo(p, max_decompressed=max_decompressed)
     if fmt == "json":
         if p.is_dir():
             raise InputError(str(p), None, "is a directory, expected a derivation.json file")
         return read_json(p, max_decompressed=max_decompressed)
-    raise InputError(str(p), None, f"{fmt!r} is not a derivation-graph format (json, bingo)")
+    if fmt == "npz":
+        from datalog import npz
+
+        return npz.read(p, max_decompressed=max_decompressed)
+    raise InputError(str(p), None, f"{fmt!r} is not a derivation-graph format (json, npz, bingo)")
 
 
 def _clause_where(dg: DerivationGraph, c: int) -> str:
@@ -636,9 +640,10 @@ def _clause_where(dg: DerivationGraph, c: int) -> str:
     return f"{dg.source}: at $.clauses[{c}]"
 
 
-def clean(dg: DerivationGraph) -> tuple[DerivationGraph, dict, list[str]]:
-    """Merges duplicate clauses; returns the graph, counts for the report, and warnings."""
-    dd = merge_duplicates(dg)
+def clean(dg: DerivationGraph, merged: bool = False) -> tuple[DerivationGraph, dict, list[str]]:
+    """Merges duplicate clauses (unless `merged`: the caller did); returns the graph, counts for the
+    report, and warnings."""
+    dd = Dedup(dg, 0, 0, -1, np.arange(dg.num_clauses)) if merged else merge_duplicates(dg)
     warnings = []
     if dd.duplicate_clauses:
         warnings.append(f"{dd.duplicate_clauses} duplicate clauses merged (first: "
@@ -651,14 +656,15 @@ def clean(dg: DerivationGraph) -> tuple[DerivationGraph, dict, list[str]]:
 
 
 def model_from_derivation(dg: DerivationGraph, where: Where | None = None, *,
-                          compress: bool = True, cycles: str = "cycles") -> Model:
-    """Duplicates merged, cycles eliminated, compressed, converted (see `datalog.bayesnet`).
+                          compress: bool = True, cycles: str = "cycles", merged: bool = False) -> Model:
+    """Duplicates merged (unless `merged`: `merge_duplicates` made `dg`), cycles eliminated,
+    compressed, converted (see `datalog.bayesnet`).
 
     Raises:
         InputError: an alarm or label names a tuple that is neither an input
             nor derivable (located by `where`).
     """
-    dg, report, warnings = clean(dg)
+    dg, report, warnings = clean(dg, merged)
     stages = least_fixpoint(dg, cycles)
     underivable = np.flatnonzero(~stages.derivable)
     if underivable.size:

@@ -56,7 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog import formats, ground_inputs, souffle
+from datalog import aspif, formats, ground_inputs, souffle
+from datalog.aspif import Ground
 from datalog.derivation import (
     DEFAULT_INPUT_PRIOR,
     DEFAULT_RULE_PROBABILITY,
@@ -135,21 +136,8 @@ class Grounding:
 
 # Reading the ground program back --------------------------------------------
 
-@dataclasses.dataclass
-class _Ground:
-    """A ground program: rules column-wise, atom names, externals (atoms are clingo's numbers)."""
-
-    heads: np.ndarray      # (R,) int64 head atom of each rule
-    offsets: np.ndarray    # (R+1,) int64 CSR into lits
-    lits: np.ndarray       # (B,) int64 body literals
-    atoms: np.ndarray      # (N,) int64 the shown atoms (predicates p*, k): clingo's numbers
-    preds: list[str]       # (N,) their predicates, "p3" or "k"
-    args: list[str]        # (N,) their arguments as clingo writes them, "(1,\"a\")", or "" (nullary)
-    externals: np.ndarray  # (E,) int64 external atoms
-
-
 def _ground_aspif(text: str, seconds: dict[str, float], limit: int = 0,
-                  on_limit: Callable[[int], Exception] | None = None, where: str = "<program>") -> _Ground:
+                  on_limit: Callable[[int], Exception] | None = None, where: str = "<program>") -> Ground:
     import clingo
 
     t0 = time.perf_counter()
@@ -166,8 +154,9 @@ def _ground_aspif(text: str, seconds: dict[str, float], limit: int = 0,
                 ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
                 _run(ctl, text, log)
                 del ctl  # flushes and closes the file
-            data = Path(out).read_bytes()
             full = _nearly_full(tmp)
+            t1 = time.perf_counter()
+            g = None if full else aspif.parse_file(out)
     except OSError as err:
         if err.errno != errno.ENOSPC:
             raise cannot_write(os.path.join(tempfile.gettempdir(), "fastlbp-ground-*"), err) from None
@@ -177,9 +166,7 @@ def _ground_aspif(text: str, seconds: dict[str, float], limit: int = 0,
         raise InputError(tempfile.gettempdir(), None, "cannot write: No space left on device (clingo's "
                          "ground program, written here while grounding, may be cut short; free some space "
                          "or set TMPDIR to a folder with room)")
-    t1 = time.perf_counter()
     seconds["clingo"] = t1 - t0
-    g = _parse_aspif(data)
     seconds["read"] = time.perf_counter() - t1
     return g
 
@@ -194,78 +181,7 @@ def _nearly_full(folder: str) -> bool:
     return blocks * st.f_frsize < 1 << 16
 
 
-def _parse_aspif(data: bytes) -> _Ground:
-    """Parses clingo's aspif: rules `1 0 1 HEAD 0 N LITS...`, outputs `4 LEN NAME 1 ATOM`, externals `5`."""
-    lines = data.split(b"\n")
-    if not lines or not lines[0].startswith(b"asp "):
-        raise RuntimeError("clingo's aspif output has no header")
-    # List comprehensions filter at C speed; a loop with a branch per line took 3x as long.
-    rule_lines = [x for x in lines if x[:2] == b"1 "]
-    outputs = [x for x in lines if x[:2] == b"4 "]
-    externals = [int(x.split(b" ")[1]) for x in lines if x[:2] == b"5 "]
-    rest = len(lines) - len(rule_lines) - len(outputs) - len(externals) - 1
-    if rest != lines.count(b"0") + lines.count(b""):
-        bad = next(x for x in lines[1:] if x[:2] not in (b"1 ", b"4 ", b"5 ") and x not in (b"0", b""))
-        raise RuntimeError(f"unexpected aspif statement {bad[:80]!r}")
-    # Only shown atoms (p*, k), never facts: `4 LEN PRED(ARGS) 1 ATOM`; one regex pass over them all
-    # (a loop splitting each line took 4x as long).
-    found = _OUTPUT.findall(b"\n".join(outputs))
-    if len(found) != len(outputs):
-        raise RuntimeError("unexpected aspif output statements (not `4 LEN NAME 1 ATOM` of a p* or k atom)")
-    shown = _Shown(found)
-    if not rule_lines:
-        return _Ground(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), *shown.columns(),
-                       np.array(externals, np.int64))
-    joined = b"\n".join(rule_lines)
-    del lines, rule_lines
-    tokens = np.fromstring(joined, dtype=np.int64, sep=" ")
-    raw = np.frombuffer(joined, np.uint8)
-    # Tokens per line = spaces per line + 1 (aspif separates tokens by one space).
-    spaces = np.flatnonzero(raw == 32)
-    ends = np.append(np.flatnonzero(raw == 10), raw.size)
-    per_line = np.diff(np.searchsorted(spaces, ends), prepend=0) + 1
-    del raw, spaces, joined
-    starts = np.zeros(per_line.size + 1, np.int64)
-    np.cumsum(per_line, out=starts[1:])
-    if tokens.size != starts[-1]:
-        raise RuntimeError("clingo's aspif rules did not parse as integers")
-    s = starts[:-1]
-    n_body = per_line - 6
-    ok = (tokens[s + 1] == 0) & (tokens[s + 2] == 1) & (tokens[s + 4] == 0) & (tokens[s + 5] == n_body)
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        raise RuntimeError(f"unexpected aspif rule {tokens[s[i]:s[i] + per_line[i]].tolist()[:12]} (not a "
-                           "normal rule with one head)")
-    in_body = np.ones(tokens.size, bool)
-    for k in range(6):
-        in_body[s + k] = False
-    offsets = np.zeros(per_line.size + 1, np.int64)
-    np.cumsum(n_body, out=offsets[1:])
-    return _Ground(tokens[s + 3], offsets, tokens[in_body], *shown.columns(), np.array(externals, np.int64))
-
-
-_OUTPUT = re.compile(rb"^4 ([0-9]+) ([pk][0-9]*)((?:\(.*\))?) 1 ([0-9]+)$", re.MULTILINE)
-
-
-class _Shown:
-    """The (length, predicate, arguments, atom) matches of aspif output statements, checked."""
-
-    def __init__(self, found: list[tuple[bytes, bytes, bytes, bytes]]):
-        self.found = found
-
-    def columns(self) -> tuple[np.ndarray, list[str], list[str]]:
-        n = len(self.found)
-        if not n:
-            return np.zeros(0, np.int64), [], []
-        length, pred, args, atom = (list(col) for col in zip(*self.found, strict=True))
-        sizes = np.fromiter(map(len, pred), np.int64, n) + np.fromiter(map(len, args), np.int64, n)
-        if (np.array(length).astype(np.int64) != sizes).any():
-            raise RuntimeError("an aspif output statement's length does not match its name")
-        return (np.array(atom).astype(np.int64), list(map(bytes.decode, pred)),
-                [a.decode("utf-8") for a in args])
-
-
-def _ground_observer(text: str, seconds: dict[str, float]) -> _Ground:
+def _ground_observer(text: str, seconds: dict[str, float]) -> Ground:
     import clingo
 
     t0 = time.perf_counter()
@@ -306,8 +222,8 @@ def _ground_observer(text: str, seconds: dict[str, float]) -> _Ground:
     np.cumsum([len(b) for b in obs.bodies], out=offsets[1:])
     lits = np.fromiter((x for b in obs.bodies for x in b), np.int64, int(offsets[-1]))
     seconds["read"] = time.perf_counter() - t1
-    return _Ground(np.array(obs.heads, np.int64), offsets, lits, np.array(atoms, np.int64), preds, args,
-                   np.array(obs.externals, np.int64))
+    return Ground(np.array(obs.heads, np.int32), offsets, lits.astype(np.int32), np.array(atoms, np.int64),
+                  preds, args, np.array(obs.externals, np.int64))
 
 
 _ARG = re.compile(r'"((?:[^"\\]|\\.)*)"|(-?[0-9]+)')
@@ -320,7 +236,7 @@ def _unquote(text: str) -> str:
     return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
 
 
-def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.ndarray, np.ndarray,
+def _tuple_names(program: souffle.Program, g: Ground, size: int) -> tuple[np.ndarray, np.ndarray,
                                                                           np.ndarray]:
     """By atom (arrays of `size`): its tuple name `rel(v1,...)` (object, None if none), its relation
     index and the rule it marks (-1 if none)."""
@@ -348,7 +264,10 @@ def _tuple_names(program: souffle.Program, g: _Ground, size: int) -> tuple[np.nd
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
             names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
-            names = [f"{rel}({','.join(_unquote(q) if n == '' else n for q, n in _ARG.findall(a[1:-1]))})"
+            # Without a backslash no string holds a quote, so dropping the quotes gives the name (a
+            # regex pass per tuple took 14 s of hmmer's 1.1M tuples).
+            names = [rel + a.replace('"', "") if "\\" not in a else
+                     f"{rel}({','.join(_unquote(q) if n == '' else n for q, n in _ARG.findall(a[1:-1]))})"
                      for a in args]
         name_of[atoms] = names
     return name_of, rel_of, rule_of
@@ -394,7 +313,7 @@ def _shown_value(v) -> str:
 
 # The derivation graph -------------------------------------------------------
 
-def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tuple[DerivationGraph, int]:
+def _graph(program: souffle.Program, g: Ground, options: GroundOptions) -> tuple[DerivationGraph, int]:
     """The derivation graph of a ground program, and how many rule instances it came from."""
     path = program.path
     max_atom = max(int(g.atoms.max(initial=0)), int(g.heads.max(initial=0)),
@@ -402,7 +321,8 @@ def _graph(program: souffle.Program, g: _Ground, options: GroundOptions) -> tupl
     name_of, rel_of, rule_of = _tuple_names(program, g, max_atom + 1)
     if g.lits.size and g.lits.min() <= 0:
         raise RuntimeError("a negation was left open by grounding (a negative body literal)")
-    owner = np.repeat(np.arange(g.heads.size), np.diff(g.offsets))
+    owner = np.repeat(np.arange(g.heads.size, dtype=np.int32 if g.heads.size < 2**31 else np.int64),
+                      np.diff(g.offsets))
     is_marker = rule_of[g.lits] >= 0
     n_markers = np.bincount(owner[is_marker], minlength=g.heads.size)
     lens = np.diff(g.offsets)
@@ -526,8 +446,13 @@ def is_json(path: str | os.PathLike) -> bool:
     return Path(path).name.lower().endswith((".json", ".json.gz"))
 
 
+def is_npz(path: str | os.PathLike) -> bool:
+    return Path(path).name.lower().endswith(".npz")
+
+
 def write(dg: DerivationGraph, out: str | os.PathLike) -> list[str]:
-    """Writes derivation.json (OUT ends in .json or .json.gz) or else a Bingo directory; returns notes.
+    """Writes derivation.json (OUT ends in .json or .json.gz), derivation.npz (.npz) or else a Bingo
+    directory; returns notes.
 
     Raises:
         InputError: OUT is a file where a Bingo directory should go, or a
@@ -537,6 +462,11 @@ def write(dg: DerivationGraph, out: str | os.PathLike) -> list[str]:
     if is_json(p):
         formats.save_json(dg, p)
         return [f"wrote {p} (derivation.json)"]
+    if is_npz(p):
+        from datalog import npz
+
+        npz.save(dg, p)
+        return [f"wrote {p} (derivation.npz)"]
     if p.exists() and not p.is_dir():
         raise InputError(str(p), None, "exists and is not a directory (a Bingo graph is a directory; name a "
                          ".json file for derivation.json)")
@@ -552,8 +482,8 @@ def load_program(path: str | os.PathLike, *, cycles: str = "cycles", compress: b
     """
     del max_decompressed
     dg = ground_file(path, options).graph
-    return formats.model_from_derivation(dg, {}, compress=compress, cycles=cycles)
+    return formats.model_from_derivation(dg, {}, compress=compress, cycles=cycles, merged=True)
 
 
 __all__ = ["GroundOptions", "Grounding", "READERS", "ground", "ground_file", "read_facts", "translate",
-           "write", "load_program", "is_json"]
+           "write", "load_program", "is_json", "is_npz"]

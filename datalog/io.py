@@ -8,6 +8,8 @@ Formats (`FORMATS`, keyed by name; every loader takes the path and the
 keyword options `cycles`, `compress` and `max_decompressed`):
 
     json        derivation.json, optionally gzip-compressed   (`datalog.formats`)
+    npz         derivation.npz: the same graph as numpy arrays (`datalog.npz`; for graphs of
+                millions of clauses)
     bingo       a Bingo directory (named_cons_all.txt, ...)   (`datalog.formats`)
     causal_fg   libDAI's causal factor-graph text format      (`datalog.causal_fg`)
     datalog     a Datalog program (.dl), grounded with clingo (`datalog.grounding`;
@@ -29,7 +31,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from datalog import causal_fg, formats, grounding
+from datalog import causal_fg, formats, grounding, npz
 from fastlbp.core.errors import InputError, check_path
 from fastlbp.core.model import Model
 
@@ -52,6 +54,7 @@ def _load_datalog(path: Path, *, cycles: str = "cycles", compress: bool = True,
 # name -> loader(path, *, cycles, compress, max_decompressed) -> Model ("datalog" also takes `datalog`).
 FORMATS: dict[str, Callable[..., Model]] = {
     "json": formats.load_json,
+    "npz": npz.load,
     "bingo": formats.load_bingo,
     "causal_fg": _load_causal_fg,
     "datalog": _load_datalog,
@@ -61,10 +64,10 @@ FORMATS: dict[str, Callable[..., Model]] = {
 # The one rule from a name to a format, for reading (`detect_format`) and for writing (`fastlbp convert`
 # and `fastlbp ground -o`, `fastlbp.cli.graphs.output_format`); a directory (or a name ending in /) is
 # a Bingo graph.
-SUFFIXES = {".json": "json", ".json.gz": "json", ".fg": "causal_fg", ".causal_fg": "causal_fg",
+SUFFIXES = {".json": "json", ".json.gz": "json", ".npz": "npz", ".fg": "causal_fg", ".causal_fg": "causal_fg",
             ".dl": "datalog"}
-KNOWN = ("derivation.json (.json, .json.gz), a Bingo directory, a libDAI causal factor graph (.fg, "
-         ".causal_fg) or a Datalog program (.dl)")
+KNOWN = ("derivation.json (.json, .json.gz), derivation.npz (.npz), a Bingo directory, a libDAI causal "
+         "factor graph (.fg, .causal_fg) or a Datalog program (.dl)")
 
 
 def format_of_name(path: str | os.PathLike) -> str | None:
@@ -96,8 +99,8 @@ def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "c
     """Loads a graph file or directory into a `Model`.
 
     Args:
-        path: a derivation.json file, a Bingo directory or a libDAI causal
-            factor-graph file.
+        path: a derivation.json or derivation.npz file, a Bingo directory or
+            a libDAI causal factor-graph file.
         format: a key of `FORMATS`; default `detect_format(path)`.
         cycles: for derivation graphs, "cycles" (Bingo's least-fixpoint
             criterion on the clauses that lie on a cycle) or "bingo" (on every

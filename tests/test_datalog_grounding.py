@@ -391,7 +391,7 @@ def test_readers_agree_on_a_larger_graph(reader):
 
 # Writing -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("out", ["g.json", "g.json.gz", "bingo_dir"])
+@pytest.mark.parametrize("out", ["g.json", "g.json.gz", "g.npz", "bingo_dir"])
 def test_write_reads_back_the_same_clauses(tmp_path, out):
     dg = ground_text(TC + "path(1, 3).\n", {"edge": [(1, 2), (2, 3), (3, 1)]}, alarms=("path",))
     notes = grounding.write(dg, tmp_path / out)

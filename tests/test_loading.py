@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import DATA
 
-from datalog import causal_fg
+from datalog import causal_fg, formats, npz
 from datalog import io as datalog_io
 from fastlbp.core.errors import InputError
 from fastlbp.core.settings import Settings
@@ -26,7 +26,7 @@ def err(fn, *args, **kwargs) -> InputError:
 
 
 def test_the_table_names_every_format():
-    assert set(datalog_io.FORMATS) == {"json", "bingo", "causal_fg", "datalog"}
+    assert set(datalog_io.FORMATS) == {"json", "npz", "bingo", "causal_fg", "datalog"}
     assert loading.detect_format is datalog_io.detect_format
 
 
@@ -38,12 +38,17 @@ def test_detect_format(tmp_path):
         assert loading.detect_format(tmp_path / name) == "causal_fg", name
     for name in ("taint.dl", "T.DL"):
         assert loading.detect_format(tmp_path / name) == "datalog", name
+    for name in ("hmmer.npz", "G.NPZ"):
+        assert loading.detect_format(tmp_path / name) == "npz", name
 
 
-def test_each_detected_format_loads():
+def test_each_detected_format_loads(tmp_path):
     json_model = loading.load(EXAMPLES / "presto.json")
     bingo_model = loading.load(EXAMPLES / "presto")
     assert json_model.var_names == bingo_model.var_names and len(json_model.alarms) == 2
+    npz.save(formats.read_json(EXAMPLES / "presto.json")[0], tmp_path / "presto.npz")
+    npz_model = loading.load(tmp_path / "presto.npz")
+    assert npz_model.var_names == json_model.var_names and npz_model.alarms == json_model.alarms
     fg = loading.load(WEBLECH_FG)
     assert (fg.graph.num_vars, fg.graph.num_edges) == (678, 2315)
 

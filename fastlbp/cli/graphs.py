@@ -40,6 +40,7 @@ class ScheduleUnavailable(RuntimeError):
 
 class GraphFormat(StrEnum):
     json = "json"
+    npz = "npz"
     bingo = "bingo"
     causal_fg = "causal_fg"
 
@@ -61,9 +62,9 @@ def output_format(dst: str | Path) -> GraphFormat:
     fmt = format_of_name(dst)
     if fmt in GraphFormat.__members__:
         return GraphFormat(fmt)
-    raise InputError(str(dst), None, "unknown output format: name a file ending in .json, .json.gz, .fg or "
-                     ".causal_fg, or a Bingo directory with a trailing / (out/) or --to bingo; "
-                     "--to json|bingo|causal_fg also sets the format of any other name")
+    raise InputError(str(dst), None, "unknown output format: name a file ending in .json, .json.gz, .npz, "
+                     ".fg or .causal_fg, or a Bingo directory with a trailing / (out/) or --to bingo; "
+                     "--to json|npz|bingo|causal_fg also sets the format of any other name")
 
 
 def _lost(what: dict[str, int]) -> str:
@@ -96,7 +97,7 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
                   force: bool = False) -> list[str]:
     """Converts `src` to `dst`; returns messages for the user (what was written, warnings).
 
-    Derivation graphs (json, bingo) convert both ways, duplicates merged but
+    Derivation graphs (json, npz, bingo) convert both ways, duplicates merged but
     otherwise unchanged (cycles kept; rule texts go to Bingo's rule_dict.txt).
     To causal_fg the graph goes through cycle elimination (`settings.cycles`)
     and (unless `settings.compress` is false) compression; alarms, labels,
@@ -130,7 +131,7 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
     if sfmt == "causal_fg":
         if dfmt != "causal_fg":
             raise InputError(str(src), None, "a factor graph cannot be converted back into a derivation "
-                             "graph (json, bingo): it no longer says which tuple each clause derives")
+                             "graph (json, npz, bingo): it no longer says which tuple each clause derives")
         causal_fg.save(load(src, settings, format="causal_fg", max_decompressed=max_decompressed), dst)
         return [f"wrote {dst} (causal_fg)"]
     dg, where = formats.read_derivation(src, sfmt, max_decompressed=max_decompressed)
@@ -153,6 +154,10 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
     dg, _, warnings = formats.clean(dg)
     if dfmt == "json":
         formats.save_json(dg, dst)
+    elif dfmt == "npz":
+        from datalog import npz
+
+        npz.save(dg, dst)
     elif dfmt == "bingo":
         warnings += formats.save_bingo(dg, dst)
     else:
@@ -165,10 +170,12 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
 @handles_errors
 def convert(
     src: Annotated[Path, typer.Argument(metavar="SRC", help="Input: a derivation.json file (.json or "
-                                                            ".json.gz), a Bingo directory, or a causal "
+                                                            ".json.gz), a derivation.npz file, a Bingo "
+                                                            "directory, or a causal "
                                                             "factor-graph file.", show_default=False)],
     dst: Annotated[str, typer.Argument(metavar="DST",
-                                       help="Output: NAME.json or NAME.json.gz (derivation.json), NAME.fg or "
+                                       help="Output: NAME.json or NAME.json.gz (derivation.json), NAME.npz "
+                                            "(derivation.npz: numpy arrays, for large graphs), NAME.fg or "
                                             "NAME.causal_fg (libDAI), or a Bingo directory: a name ending in "
                                             "/ (or an existing directory, or --to bingo). Other names need "
                                             "--to.", show_default=False)],
@@ -179,9 +186,10 @@ def convert(
     compress: CompressOpt = DEFAULTS.compress,
     cycles: CyclesOpt = DEFAULTS.cycles,
 ) -> None:
-    """Convert a graph between derivation.json, a Bingo directory and libDAI's causal factor graph.
+    """Convert a graph between derivation.json, derivation.npz, a Bingo directory and libDAI's causal
+    factor graph.
 
-    derivation.json <-> Bingo keeps the graph as it is (duplicate clauses are
+    derivation.json <-> derivation.npz <-> Bingo keeps the graph as it is (duplicate clauses are
     merged, with a warning; rule texts go to Bingo's rule_dict.txt). Writing a
     causal factor graph eliminates cycles and compresses chains first; that
     format has no alarms, labels, ground truth or rule texts, and a warning

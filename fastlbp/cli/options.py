@@ -59,9 +59,9 @@ Method = StrEnum("Method", {m: m for m in METHODS})
 
 GraphArg = Annotated[
     Path,
-    typer.Argument(metavar="GRAPH", help="A derivation.json file, a Bingo directory, a libDAI causal "
-                                         "factor-graph file (.causal_fg / .fg), or a Datalog program "
-                                         "(.dl; grounded first, see --facts).", show_default=False),
+    typer.Argument(metavar="GRAPH", help="A derivation.json or derivation.npz file, a Bingo directory, a "
+                                         "libDAI causal factor-graph file (.causal_fg / .fg), or a Datalog "
+                                         "program (.dl; grounded first, see --facts).", show_default=False),
 ]
 ScheduleOpt = Annotated[
     str,
