@@ -77,6 +77,11 @@ class LearnOptions:
             tol/max_iters/schedule ...).
         accelerate: SQUAREM extrapolation of the EM steps (`Learner.run`): EM
             is slow where the labels leave much unobserved (alarms only).
+        information: after EM, the observed information of the labels about the
+            rules (`Learner.information`: 2 more E-steps per rule with clauses),
+            which gives each rule's informed support and interval; without it
+            they are the complete-data ones (expected bodies held, an upper bound).
+        step: the logit step of the information's central differences.
     """
 
     method: str = "auto"
@@ -86,6 +91,8 @@ class LearnOptions:
     prior: dict[str, float] = dataclasses.field(default_factory=dict)
     settings: Settings = dataclasses.field(default_factory=Settings)
     accelerate: bool = True
+    information: bool = True
+    step: float = 0.05
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -96,6 +103,8 @@ class LearnOptions:
             raise SettingsError(f"tol must be >= 0, got {self.tol}")
         if not (self.prior_strength > 0 and math.isfinite(self.prior_strength)):
             raise SettingsError(f"prior_strength must be a positive number, got {self.prior_strength}")
+        if not (0 < self.step <= 1):
+            raise SettingsError(f"the information's logit step must be in (0, 1], got {self.step}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,17 +270,25 @@ class LearnResult:
         prior: (R,) float64 the prior's centre p0 of each rule (the stated probability unless overridden).
         fired: (R,) float64 expected clauses that fired, sum_c P(X_c | L), at the final step.
         body: (R,) float64 expected clauses whose body held, sum_c P(body_c | L).
-        support: (R,) int64 clause instances of the rule in the models (pruned clauses excluded:
+        clauses: (R,) int64 clause instances of the rule in the models (pruned clauses excluded:
             nothing labelled depends on them).
-        lower, upper: (R,) float64 95% interval: quantiles of Beta(a + F, b + B - F), the posterior
-            with the expected counts taken as observed (narrower than the truth where the labels
-            leave much missing).
-        iterations: E-steps run.
+        support: (R,) float64 informed clause instances: how many clauses whose body and firing were
+            both seen would tell as much about p_r as the labels do, n_r = 1 / (p_r (1 - p_r)
+            Var(logit p_r | L)) - (a_r + b_r), with the variance from the observed information
+            (`Learner.information`: other rules' probabilities not held fixed, so an alarm that
+            several rules derive informs their product, not each). Without `information`: the
+            expected bodies held (an upper bound). At most `body` up to the E-step's error.
+        lower, upper: (R,) float64 95% interval: logit p_r +- 1.96 sd mapped back (with
+            `information`), else quantiles of Beta(a + F, b + B - F), the posterior with the expected
+            counts taken as observed (narrower than the truth where the labels leave much missing).
+        information: whether support and the intervals come from the observed information.
+        iterations: E-steps run (the information's not counted).
         converged: whether the last step moved every probability by at most `tol`.
         objective: per E-step, sum over graphs of log P(L) plus the log prior at the probabilities
             it was taken at (exact E-steps only, else empty): plain EM never lowers it.
         methods: the E-step's method per graph.
-        seconds: wall time.
+        seconds: wall time of EM.
+        information_seconds: wall time of the information's E-steps (0 without).
     """
 
     names: tuple[str, ...]
@@ -279,29 +296,37 @@ class LearnResult:
     prior: np.ndarray
     fired: np.ndarray
     body: np.ndarray
+    clauses: np.ndarray
     support: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    information: bool
     iterations: int
     converged: bool
     objective: tuple[float, ...]
     methods: tuple[str, ...]
     seconds: float
+    information_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """{rule name: learned probability}."""
         return dict(zip(self.names, self.probability.tolist(), strict=True))
 
-    def lines(self) -> list[RuleLine]:
-        """The rules as `RuleLine`s with support and interval (or "no support, prior kept")."""
+    def lines(self, wide: float = 0.1) -> list[RuleLine]:
+        """The rules as `RuleLine`s with support and interval ("no support, prior kept" for a rule
+        without clauses; "poorly identified" where the interval is wider than `wide`)."""
         out = []
+        kind = "informed" if self.information else "at most (expected bodies held)"
         for i, name in enumerate(self.names):
-            if self.support[i] == 0:
+            if self.clauses[i] == 0:
                 comment = f"{name} no support: no clause of it in the labelled graphs, prior kept"
             else:
-                comment = (f"{name} support {int(self.support[i])} clauses, expected bodies held "
-                           f"{self.body[i]:.1f}, fired {self.fired[i]:.1f}; "
+                comment = (f"{name} support {self.support[i]:.0f} ({kind}) of {int(self.clauses[i])} "
+                           "clauses, "
+                           f"expected bodies held {self.body[i]:.1f}, fired {self.fired[i]:.1f}; "
                            f"95% interval [{self.lower[i]:.4f}, {self.upper[i]:.4f}]")
+                if self.upper[i] - self.lower[i] > wide:
+                    comment += "; poorly identified by these labels"
             out.append(RuleLine(name, float(self.probability[i]), comment))
         return out
 
@@ -402,7 +427,7 @@ class Learner:
         self.probability = self.mstep(fired, body)
         return fired, body, log_ev
 
-    def run(self, max_iters: int | None = None) -> LearnResult:
+    def run(self, max_iters: int | None = None, information: bool | None = None) -> LearnResult:
         """EM from the current probabilities until a step moves none by more than `tol` (or `max_iters`
         E-steps).
 
@@ -411,6 +436,9 @@ class Learner:
         a^2 v (a = -|r|/|v|, at most -1; clipped into (0, 1)) is evaluated and one EM step taken
         from it. Where the E-step is exact and the extrapolation's objective is below p1's, the cycle
         falls back to p2 (plain EM), so the objective never falls from cycle to cycle.
+
+        Then, with `information` (None: `options.information`), the support and intervals from the
+        observed information (`covariance`).
         """
         from scipy.stats import beta
 
@@ -451,18 +479,84 @@ class Learner:
             else:
                 self.probability = p3
                 converged = np.max(np.abs(p3 - jump), initial=0.0) <= opts.tol
-        support = np.zeros(len(self.names), np.int64)
+        seconds = time.perf_counter() - start
+        clauses = np.zeros(len(self.names), np.int64)
         for rules in self.global_rule:
-            support += np.bincount(rules, minlength=len(self.names))
-        alpha = self.a + fired
-        beta_ = self.b + np.maximum(body - fired, 0.0)
-        lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
-        return LearnResult(names=self.names, probability=self.probability.copy(), prior=self.p0.copy(),
-                           fired=fired, body=body, support=support, lower=np.asarray(lower, np.float64),
-                           upper=np.asarray(upper, np.float64), iterations=iterations, converged=converged,
-                           objective=tuple(objective),
-                           methods=tuple(p.method if p is not None else "" for p in self._posteriors),
-                           seconds=time.perf_counter() - start)
+            clauses += np.bincount(rules, minlength=len(self.names))
+        p = self.probability.copy()
+        use_info = opts.information if information is None else information
+        info_s = 0.0
+        if use_info:
+            t = time.perf_counter()
+            cov = self.covariance(p, clauses > 0)
+            info_s = time.perf_counter() - t
+            var = np.diag(cov)
+            sd = np.sqrt(var)
+            logit = np.log(p) - np.log1p(-p)
+            lower, upper = _sigmoid(logit - 1.96 * sd), _sigmoid(logit + 1.96 * sd)
+            with np.errstate(divide="ignore"):
+                support = np.where(clauses > 0, np.maximum(1 / (p * (1 - p) * var) - (self.a + self.b), 0.0),
+                                   0.0)
+        else:
+            alpha = self.a + fired
+            beta_ = self.b + np.maximum(body - fired, 0.0)
+            lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+            support = np.asarray(body, np.float64).copy()
+        return LearnResult(names=self.names, probability=p, prior=self.p0.copy(), fired=fired, body=body,
+                           clauses=clauses, support=support, lower=np.asarray(lower, np.float64),
+                           upper=np.asarray(upper, np.float64), information=bool(use_info),
+                           iterations=iterations, converged=converged, objective=tuple(objective),
+                           methods=tuple(x.method if x is not None else "" for x in self._posteriors),
+                           seconds=seconds, information_seconds=info_s)
+
+    def score(self, probability: np.ndarray) -> np.ndarray:
+        """(R,) d log P(L) / d logit p_r at rule probabilities `probability` (R,): F_r - p_r B_r (Fisher's
+        identity: the expected complete-data score under P(. | L))."""
+        fired, body, _ = self.counts(probability)
+        return fired - probability * body
+
+    def information(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
+        """(R, R) posterior precision of logit p at `probability` (R,): the observed information of the
+        labels, -d^2 log P(L) / d logit p^2 by central differences of `score` (2 E-steps per rule in
+        `used`, `options.step` apart; symmetrised), plus the prior's (a + b) p (1 - p) on the diagonal.
+        Rules not in `used` (no clauses) get the prior's only."""
+        p = np.asarray(probability, np.float64)
+        num_r = p.size
+        used = np.ones(num_r, bool) if used is None else np.asarray(used, bool)
+        logit = np.log(p) - np.log1p(-p)
+        h = self.options.step
+        hess = np.zeros((num_r, num_r))
+        for r in np.flatnonzero(used):
+            up, down = logit.copy(), logit.copy()
+            up[r] += h
+            down[r] -= h
+            hess[:, r] = (self.score(_sigmoid(up)) - self.score(_sigmoid(down))) / (2 * h)
+        hess[~used] = 0.0
+        return -(hess + hess.T) / 2 + np.diag((self.a + self.b) * p * (1 - p))
+
+    def covariance(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
+        """(R, R) posterior covariance of logit p at `probability` (the MAP, where the Laplace
+        approximation holds): the inverse of `information`.
+
+        A direction the information does not inform (an eigenvalue below 1e-3 of the prior's smallest
+        precision, e.g. an approximate E-step's noise) gets that floor: a huge variance, so the rules
+        along it are reported as poorly identified, never as known.
+        """
+        p = np.asarray(probability, np.float64)
+        used = np.ones(p.size, bool) if used is None else np.asarray(used, bool)
+        info = self.information(p, used)
+        prior = (self.a + self.b) * p * (1 - p)
+        cov = np.diag(1 / prior)
+        idx = np.flatnonzero(used)
+        if idx.size:
+            w, v = np.linalg.eigh(info[np.ix_(idx, idx)])
+            w = np.maximum(w, 1e-3 * prior[idx].min())
+            cov[np.ix_(idx, idx)] = (v / w) @ v.T
+        return cov
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.clip(1 / (1 + np.exp(-x)), EPS, 1 - EPS)
 
 
 def learn(models: Sequence[Model], labels: Sequence[dict[int, bool]] | None = None,
