@@ -438,7 +438,7 @@ def test_information_is_the_enumerated_curvature_of_the_posterior(seed, truth_se
     used = np.array([learner.global_rule[0].tolist().count(r) > 0 for r in range(len(learner.names))])
     assume(used.any())
     p = np.array(data.draw(st.lists(st.floats(0.1, 0.95), min_size=used.size, max_size=used.size)))
-    info = learner.information(p, used)
+    info = learner.information(p, used) + np.diag((learner.a + learner.b) * p * (1 - p))
     # -d^2 / d logit^2 of log P(L) + log prior, enumerated, by second differences.
     logit, h = np.log(p / (1 - p)), 1e-3
 

@@ -82,6 +82,8 @@ class LearnOptions:
             which gives each rule's informed support and interval; without it
             they are the complete-data ones (expected bodies held, an upper bound).
         step: the logit step of the information's central differences.
+        information_tol: LBP's tolerance in the information's E-steps (tighter than a ranking's:
+            the differences divide the E-step's error, summed over thousands of clauses, by 2 step).
     """
 
     method: str = "auto"
@@ -93,6 +95,7 @@ class LearnOptions:
     accelerate: bool = True
     information: bool = True
     step: float = 0.05
+    information_tol: float = 1e-9
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -278,9 +281,12 @@ class LearnResult:
             (`Learner.information`: other rules' probabilities not held fixed, so an alarm that
             several rules derive informs their product, not each). Without `information`: the
             expected bodies held (an upper bound). At most `body` up to the E-step's error.
-        lower, upper: (R,) float64 95% interval: logit p_r +- 1.96 sd mapped back (with
-            `information`), else quantiles of Beta(a + F, b + B - F), the posterior with the expected
-            counts taken as observed (narrower than the truth where the labels leave much missing).
+        lower, upper: (R,) float64 95% interval: with `information`, quantiles of Beta(a + n p + 1,
+            b + n (1 - p) + 1), n the support (the posterior of n fully observed clauses at the learned
+            rate: the Laplace interval of the observed information, also where p is at 0 or 1, where
+            it is one-sided); else
+            of Beta(a + F + 1, b + B - F + 1), the expected counts taken as observed (narrower than the
+            truth where the labels leave much missing).
         information: whether support and the intervals come from the observed information.
         iterations: E-steps run (the information's not counted).
         converged: whether the last step moved every probability by at most `tol`.
@@ -491,12 +497,17 @@ class Learner:
             cov = self.covariance(p, clauses > 0)
             info_s = time.perf_counter() - t
             var = np.diag(cov)
-            sd = np.sqrt(var)
-            logit = np.log(p) - np.log1p(-p)
-            lower, upper = _sigmoid(logit - 1.96 * sd), _sigmoid(logit + 1.96 * sd)
             with np.errstate(divide="ignore"):
                 support = np.where(clauses > 0, np.maximum(1 / (p * (1 - p) * var) - (self.a + self.b), 0.0),
                                    0.0)
+            # The posterior of `support` fully observed clauses at the MAP's rate: the Laplace interval
+            # inside (0, 1), and still one where the MAP sits at 0 or 1 (logit p's curvature vanishes).
+            alpha, beta_ = self.a + support * p, self.b + support * (1 - p)
+            lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+            # At 0 or 1 the central interval would leave out the MAP itself: one-sided there.
+            top, bottom = p > 1 - 1e-6, p < 1e-6
+            lower = np.where(top, beta.ppf(0.05, alpha + 1, beta_ + 1), np.where(bottom, 0.0, lower))
+            upper = np.where(bottom, beta.ppf(0.95, alpha + 1, beta_ + 1), np.where(top, 1.0, upper))
         else:
             alpha = self.a + fired
             beta_ = self.b + np.maximum(body - fired, 0.0)
@@ -516,31 +527,41 @@ class Learner:
         return fired - probability * body
 
     def information(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
-        """(R, R) posterior precision of logit p at `probability` (R,): the observed information of the
-        labels, -d^2 log P(L) / d logit p^2 by central differences of `score` (2 E-steps per rule in
-        `used`, `options.step` apart; symmetrised), plus the prior's (a + b) p (1 - p) on the diagonal.
-        Rules not in `used` (no clauses) get the prior's only."""
+        """(R, R) observed information of the labels about logit p at `probability` (R,):
+        -d^2 log P(L) / d logit p^2, by central differences of `score` (2 E-steps per rule in `used`,
+        `options.step` apart; LBP at `options.information_tol`), symmetrised. Rows and columns of
+        rules not in `used` (no clauses) are 0."""
         p = np.asarray(probability, np.float64)
         num_r = p.size
         used = np.ones(num_r, bool) if used is None else np.asarray(used, bool)
         logit = np.log(p) - np.log1p(-p)
         h = self.options.step
         hess = np.zeros((num_r, num_r))
-        for r in np.flatnonzero(used):
-            up, down = logit.copy(), logit.copy()
-            up[r] += h
-            down[r] -= h
-            hess[:, r] = (self.score(_sigmoid(up)) - self.score(_sigmoid(down))) / (2 * h)
+        sessions = [post.session for post in self._posteriors if post is not None and post.method == "lbp"]
+        kept = [s.settings for s in sessions]
+        for s in sessions:
+            s.settings = dataclasses.replace(s.settings, tol=min(s.settings.tol, self.options.information_tol))
+        try:
+            for r in np.flatnonzero(used):
+                up, down = logit.copy(), logit.copy()
+                up[r] += h
+                down[r] -= h
+                hess[:, r] = (self.score(_sigmoid(up)) - self.score(_sigmoid(down))) / (2 * h)
+        finally:
+            for s, old in zip(sessions, kept, strict=True):
+                s.settings = old
         hess[~used] = 0.0
-        return -(hess + hess.T) / 2 + np.diag((self.a + self.b) * p * (1 - p))
+        return -(hess + hess.T) / 2
 
     def covariance(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
         """(R, R) posterior covariance of logit p at `probability` (the MAP, where the Laplace
-        approximation holds): the inverse of `information`.
+        approximation holds): the inverse of the labels' `information` plus the prior's precision
+        (a + b) p (1 - p) on the diagonal.
 
-        A direction the information does not inform (an eigenvalue below 1e-3 of the prior's smallest
-        precision, e.g. an approximate E-step's noise) gets that floor: a huge variance, so the rules
-        along it are reported as poorly identified, never as known.
+        The information's negative eigenvalues (an approximate E-step's noise, or a MAP not quite
+        reached) are raised to 0 first, so no rule's posterior is wider than its prior: a direction
+        the labels do not inform keeps the prior's width, and the rules along it are reported as
+        poorly identified, never as known.
         """
         p = np.asarray(probability, np.float64)
         used = np.ones(p.size, bool) if used is None else np.asarray(used, bool)
@@ -550,8 +571,8 @@ class Learner:
         idx = np.flatnonzero(used)
         if idx.size:
             w, v = np.linalg.eigh(info[np.ix_(idx, idx)])
-            w = np.maximum(w, 1e-3 * prior[idx].min())
-            cov[np.ix_(idx, idx)] = (v / w) @ v.T
+            precision = (v * np.maximum(w, 0.0)) @ v.T + np.diag(prior[idx])
+            cov[np.ix_(idx, idx)] = np.linalg.inv(precision)
         return cov
 
 
