@@ -70,7 +70,7 @@ def test_em_reaches_a_stationary_point_of_the_enumerated_posterior(seed, truth_s
     logit = np.log(p) - np.log1p(-p)
     h = 1e-5
     for r in range(len(names)):
-        if result.support[r] == 0:
+        if result.clauses[r] == 0:
             continue
         up, down = logit.copy(), logit.copy()
         up[r] += h
@@ -102,7 +102,7 @@ def test_rules_without_support_keep_their_prior_and_say_so():
     stated = {r.name: r.probability for r in model.meta["derivation"].rules}
     lines = {line.name: line for line in result.lines()}
     for i, name in enumerate(result.names):
-        if result.support[i] == 0:
+        if result.clauses[i] == 0:
             want = 0.3 if name == "R5" else stated[name]
             assert result.probability[i] == pytest.approx(want, abs=1e-6)
             assert "no support" in lines[name].comment
@@ -474,3 +474,23 @@ def test_informed_support_is_below_the_bodies_and_intervals_cover():
     order = [full.names.index(f"R{r}") for r in range(len(true_p))]
     inside = (full.lower[order] <= true_p) & (true_p <= full.upper[order])
     assert inside.sum() >= len(true_p) - 1
+
+
+def test_lbp_over_the_union_of_the_graphs_is_lbp_over_each():
+    true_p = np.array([0.35, 0.55, 0.8])
+    models = family(true_p, 3, seed=3, width=6)
+    labels = [training_labels(m) for m in models]
+    opts = LearnOptions(method="lbp", settings=Settings(tol=1e-10), information=False)
+    batched = Learner(models, labels, opts)
+    single = Learner(models, labels, dataclasses.replace(opts, batch=False))
+    assert len(batched.blocks) == 1 and len(single.blocks) == 3
+    p = np.array([0.3, 0.6, 0.9])
+    for got, want in zip(batched.counts(p)[:2], single.counts(p)[:2], strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-7)
+    # New labels for one graph reach the union at the right variables.
+    first = dict(list(labels[1].items())[:3])
+    batched.set_labels(1, first)
+    single.set_labels(1, first)
+    for got, want in zip(batched.counts(p)[:2], single.counts(p)[:2], strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-7)
+    assert batched.methods() == ("lbp",) * 3

@@ -82,6 +82,9 @@ class LearnOptions:
             which gives each rule's informed support and interval; without it
             they are the complete-data ones (expected bodies held, an upper bound).
         step: the logit step of the information's central differences.
+        batch: with the LBP E-step, run the graphs as one disjoint union (`union`): one compiled
+            round and one device run per E-step instead of one per graph (LBP's fixed points on
+            disjoint components are each graph's own).
         information_tol: LBP's tolerance in the information's E-steps (tighter than a ranking's:
             the differences divide the E-step's error, summed over thousands of clauses, by 2 step).
     """
@@ -96,6 +99,7 @@ class LearnOptions:
     information: bool = True
     step: float = 0.05
     information_tol: float = 1e-9
+    batch: bool = True
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -204,12 +208,60 @@ def augment(model: Model) -> Augmented:
     return Augmented(aug, heads[factor], body_var, factor, rule, names)
 
 
+def union(augs: Sequence[Augmented], rules: Sequence[np.ndarray], names: Sequence[str],
+          labels: Sequence[dict[int, bool]]) -> tuple[Augmented, dict[int, bool], np.ndarray]:
+    """The disjoint union of augmented models: graph i's variables shifted by the ones before it.
+
+    Args:
+        augs: the augmented models.
+        rules: per model, (K_i,) int64 each clause's rule as an index into `names`.
+        names: the rule names the union's `Augmented.rule` indexes.
+        labels: per model {variable: truth}.
+
+    Returns:
+        (the union, its labels, (len(augs) + 1,) int64 variable offsets).
+    """
+    voff = np.zeros(len(augs) + 1, np.int64)
+    np.cumsum([a.model.num_vars for a in augs], out=voff[1:])
+    parts = {k: [] for k in ("kind", "head", "lens", "body", "p1", "p2", "clause", "bvar", "factor", "names")}
+    foff = 0
+    for i, a in enumerate(augs):
+        g = a.model.graph
+        off = np.asarray(g.factor_offsets, np.int64)
+        is_body = np.ones(int(off[-1]), bool)
+        is_body[off[:-1]] = False
+        parts["kind"].append(np.asarray(g.factor_kind, np.int64))
+        parts["head"].append(np.asarray(g.factor_head, np.int64) + voff[i])
+        parts["lens"].append(off[1:] - off[:-1] - 1)
+        parts["body"].append(np.asarray(g.edge_var, np.int64)[is_body] + voff[i])
+        parts["p1"].append(np.asarray(g.p1, np.float64))
+        parts["p2"].append(np.asarray(g.p2, np.float64))
+        parts["clause"].append(a.clause_var + voff[i])
+        parts["bvar"].append(np.where(a.body_var >= 0, a.body_var + voff[i], -1))
+        parts["factor"].append(a.factor + foff)
+        parts["names"].extend(f"g{i}:{n}" for n in a.model.var_names)
+        foff += off.size - 1
+    cat = {k: np.concatenate(v) if k != "names" else v for k, v in parts.items()}
+    offsets = np.zeros(cat["lens"].size + 1, np.int64)
+    np.cumsum(cat["lens"], out=offsets[1:])
+    graph = from_arrays(cat["kind"], cat["head"], offsets, cat["body"], cat["p1"], cat["p2"],
+                        num_vars=int(voff[-1]))
+    merged = {int(v) + int(voff[i]): bool(t) for i, lab in enumerate(labels) for v, t in lab.items()}
+    alarms = tuple(int(x) + int(voff[i]) for i, a in enumerate(augs) for x in a.model.alarms)
+    model = Model(graph=graph, var_names=tuple(cat["names"]), alarms=alarms, source="union",
+                  meta={"rule_names": list(names)})
+    return (Augmented(model, cat["clause"], cat["bvar"], cat["factor"], np.concatenate(list(rules)),
+                      list(names)), merged, voff)
+
+
 class _Posterior:
     """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities."""
 
     @float64
-    def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings):
+    def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings,
+                 rules: np.ndarray):
         self.aug, self.labels, self.settings = aug, dict(labels), settings
+        self.rules = rules  # (K,) each clause's rule, an index into the learner's names
         self.method = method
         if method == "auto":
             from fastlbp.inference.methods import choose
@@ -383,7 +435,10 @@ class Learner:
         self.a, self.b = s * self.p0, s * (1 - self.p0)
         self.probability = self.p0.copy()
         self.labels = [{**x, **obs} for x, obs in zip(labels, self.observed, strict=True)]
-        self._posteriors: list[_Posterior | None] = [None] * len(models)
+        # E-step blocks: one per graph, or (LBP, batch) one union of all of them.
+        together = self.options.method == "lbp" and self.options.batch and len(models) > 1
+        self.blocks = [list(range(len(models)))] if together else [[i] for i in range(len(models))]
+        self._posteriors: list[_Posterior | None] = [None] * len(self.blocks)
 
     def current(self) -> dict[str, float]:
         """{rule name: probability} now (after the steps run so far)."""
@@ -394,29 +449,39 @@ class Learner:
         stays."""
         labels = {**labels, **self.observed[i]}
         self.labels[i] = dict(labels)
-        post = self._posteriors[i]
+        b = next(k for k, block in enumerate(self.blocks) if i in block)
+        post = self._posteriors[b]
         if post is not None:
-            post.labels = dict(labels)
+            post.labels = self._block(b)[1]
             if post.method == "lbp":
-                post.session.labels = dict(labels)
+                post.session.labels = dict(post.labels)
 
-    def _posterior(self, i: int) -> _Posterior:
-        if self._posteriors[i] is None:
-            self._posteriors[i] = _Posterior(self.augs[i], self.labels[i], self.options.method,
-                                             self.options.settings)
-        return self._posteriors[i]
+    def _block(self, b: int) -> tuple[Augmented, dict[int, bool], np.ndarray]:
+        """Block b's augmented model, labels and (K,) global rule per clause."""
+        block = self.blocks[b]
+        if len(block) == 1:
+            return self.augs[block[0]], dict(self.labels[block[0]]), self.global_rule[block[0]]
+        aug, labels, _ = union([self.augs[i] for i in block], [self.global_rule[i] for i in block], self.names,
+                               [self.labels[i] for i in block])
+        return aug, labels, aug.rule
+
+    def _posterior(self, b: int) -> _Posterior:
+        if self._posteriors[b] is None:
+            aug, labels, rules = self._block(b)
+            self._posteriors[b] = _Posterior(aug, labels, self.options.method, self.options.settings, rules)
+        return self._posteriors[b]
 
     def counts(self, probability: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """((R,) F, (R,) B, sum of log P(L)) at rule probabilities `probability` (R,)."""
         num_r = len(self.names)
         fired, body = np.zeros(num_r), np.zeros(num_r)
         log_ev = 0.0
-        for i in range(len(self.augs)):
-            rules = self.global_rule[i]
-            f, b = self._posterior(i)(probability[rules])
-            fired += np.bincount(rules, f, minlength=num_r)
-            body += np.bincount(rules, b, minlength=num_r)
-            log_ev += self._posteriors[i].log_evidence
+        for b in range(len(self.blocks)):
+            post = self._posterior(b)
+            f, bo = post(probability[post.rules])
+            fired += np.bincount(post.rules, f, minlength=num_r)
+            body += np.bincount(post.rules, bo, minlength=num_r)
+            log_ev += post.log_evidence
         return fired, body, log_ev
 
     def objective(self, log_evidence: float, probability: np.ndarray) -> float:
@@ -517,8 +582,16 @@ class Learner:
                            clauses=clauses, support=support, lower=np.asarray(lower, np.float64),
                            upper=np.asarray(upper, np.float64), information=bool(use_info),
                            iterations=iterations, converged=converged, objective=tuple(objective),
-                           methods=tuple(x.method if x is not None else "" for x in self._posteriors),
+                           methods=self.methods(),
                            seconds=seconds, information_seconds=info_s)
+
+    def methods(self) -> tuple[str, ...]:
+        """The E-step's method per graph ("" before its first E-step)."""
+        out = [""] * len(self.augs)
+        for block, post in zip(self.blocks, self._posteriors, strict=True):
+            for i in block:
+                out[i] = post.method if post is not None else ""
+        return tuple(out)
 
     def score(self, probability: np.ndarray) -> np.ndarray:
         """(R,) d log P(L) / d logit p_r at rule probabilities `probability` (R,): F_r - p_r B_r (Fisher's
@@ -615,5 +688,5 @@ def training_labels(model: Model) -> dict[int, bool]:
     return out
 
 
-__all__ = ["learn", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment", "training_labels",
-           "METHODS"]
+__all__ = ["learn", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment", "union",
+           "training_labels", "METHODS"]
