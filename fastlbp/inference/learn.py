@@ -335,8 +335,8 @@ class LearnResult:
             expected bodies held (an upper bound). At most `body` up to the E-step's error.
         lower, upper: (R,) float64 95% interval: with `information`, quantiles of Beta(a + n p + 1,
             b + n (1 - p) + 1), n the support (the posterior of n fully observed clauses at the learned
-            rate: the Laplace interval of the observed information, also where p is at 0 or 1, where
-            it is one-sided); else
+            rate: the Laplace interval of the observed information, also where p is at 0 or 1; one-sided
+            where the central one would leave out p); else
             of Beta(a + F + 1, b + B - F + 1), the expected counts taken as observed (narrower than the
             truth where the labels leave much missing).
         information: whether support and the intervals come from the observed information.
@@ -461,8 +461,8 @@ class Learner:
         block = self.blocks[b]
         if len(block) == 1:
             return self.augs[block[0]], dict(self.labels[block[0]]), self.global_rule[block[0]]
-        aug, labels, _ = union([self.augs[i] for i in block], [self.global_rule[i] for i in block], self.names,
-                               [self.labels[i] for i in block])
+        aug, labels, _ = union([self.augs[i] for i in block], [self.global_rule[i] for i in block],
+                               self.names, [self.labels[i] for i in block])
         return aug, labels, aug.rule
 
     def _posterior(self, b: int) -> _Posterior:
@@ -569,8 +569,8 @@ class Learner:
             # inside (0, 1), and still one where the MAP sits at 0 or 1 (logit p's curvature vanishes).
             alpha, beta_ = self.a + support * p, self.b + support * (1 - p)
             lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
-            # At 0 or 1 the central interval would leave out the MAP itself: one-sided there.
-            top, bottom = p > 1 - 1e-6, p < 1e-6
+            # Near 0 or 1 the central interval can leave out the MAP itself: one-sided there.
+            top, bottom = p > upper, p < lower
             lower = np.where(top, beta.ppf(0.05, alpha + 1, beta_ + 1), np.where(bottom, 0.0, lower))
             upper = np.where(bottom, beta.ppf(0.95, alpha + 1, beta_ + 1), np.where(top, 1.0, upper))
         else:
@@ -612,8 +612,9 @@ class Learner:
         hess = np.zeros((num_r, num_r))
         sessions = [post.session for post in self._posteriors if post is not None and post.method == "lbp"]
         kept = [s.settings for s in sessions]
+        tight = self.options.information_tol
         for s in sessions:
-            s.settings = dataclasses.replace(s.settings, tol=min(s.settings.tol, self.options.information_tol))
+            s.settings = dataclasses.replace(s.settings, tol=min(s.settings.tol, tight))
         try:
             for r in np.flatnonzero(used):
                 up, down = logit.copy(), logit.copy()
