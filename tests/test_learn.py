@@ -527,3 +527,35 @@ def test_online_learning_finds_the_true_alarms_with_fewer_labels_when_the_stated
     # Measured (seeds 0-7, BENCHMARKS.md): 96 labels plain, 78 online, 44 with the true probabilities;
     # these three: 24 and 20.
     assert learned_total < plain_total
+
+
+def _is_forest(graph) -> bool:
+    """Whether the factor graph (variables and factors, an edge per entry) has no cycle."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    ev, ef = np.asarray(graph.edge_var), np.asarray(graph.edge_factor)
+    n = graph.num_vars + graph.num_factors
+    adj = coo_matrix((np.ones(ev.size), (ev, graph.num_vars + ef)), shape=(n, n))
+    components = connected_components(adj, directed=False)[0]
+    return ev.size == n - components
+
+
+@given(seed=st.integers(0, 10_000), truth_seed=st.integers(0, 100), num_rules=st.integers(1, 3),
+       data=st.data())
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@pytest.mark.slow
+def test_lbp_e_step_is_exact_where_the_graph_is_a_forest(seed, truth_seed, num_rules, data):
+    # Where LBP is exact (no cycle), its expected counts are enumeration's: the E-step adds no error of
+    # its own; on loopy graphs its EM fixed point differs from exact EM's (BENCHMARKS.md: up to 0.08).
+    model = tiny(seed, num_rules, truth_seed, width=1)
+    assume(_is_forest(augment(model).model.graph))
+    labels = training_labels(model)
+    s = Settings(tol=1e-12)
+    exact = Learner([model], [labels], LearnOptions(method="exact", information=False))
+    lbp = Learner([model], [labels], LearnOptions(method="lbp", information=False, settings=s))
+    p = np.array(data.draw(st.lists(st.floats(0.05, 0.95), min_size=len(exact.names),
+                                    max_size=len(exact.names))))
+    for got, want in zip(lbp.counts(p)[:2], exact.counts(p)[:2], strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6)
