@@ -101,6 +101,8 @@ def learn(
               f"{'converged' if result.converged else 'NOT converged (raise --em-iters)'}",
               f"Beta prior: {prior_strength:g} pseudo-counts centred on {centre}"]
     emit(format_rule_probs(result.lines(), header).rstrip("\n"), output)
-    supported = int((result.support > 0).sum())
-    status(f"{len(result.names)} rules ({supported} with support), {result.iterations} E-steps, "
-           f"{result.seconds:.2f} s" + ("" if result.converged else "; not converged"))
+    supported = int((result.clauses > 0).sum())
+    wide = int(((result.clauses > 0) & (result.upper - result.lower > 0.1)).sum())
+    status(f"{len(result.names)} rules ({supported} with clauses, {wide} of them poorly identified: 95% "
+           f"interval wider than 0.1), {result.iterations} E-steps, {result.seconds:.2f} s, information "
+           f"{result.information_seconds:.2f} s" + ("" if result.converged else "; not converged"))

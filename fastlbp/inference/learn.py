@@ -77,6 +77,16 @@ class LearnOptions:
             tol/max_iters/schedule ...).
         accelerate: SQUAREM extrapolation of the EM steps (`Learner.run`): EM
             is slow where the labels leave much unobserved (alarms only).
+        information: after EM, the observed information of the labels about the
+            rules (`Learner.information`: 2 more E-steps per rule with clauses),
+            which gives each rule's informed support and interval; without it
+            they are the complete-data ones (expected bodies held, an upper bound).
+        step: the logit step of the information's central differences.
+        batch: with the LBP E-step, run the graphs as one disjoint union (`union`): one compiled
+            round and one device run per E-step instead of one per graph (LBP's fixed points on
+            disjoint components are each graph's own).
+        information_tol: LBP's tolerance in the information's E-steps (tighter than a ranking's:
+            the differences divide the E-step's error, summed over thousands of clauses, by 2 step).
     """
 
     method: str = "auto"
@@ -86,6 +96,10 @@ class LearnOptions:
     prior: dict[str, float] = dataclasses.field(default_factory=dict)
     settings: Settings = dataclasses.field(default_factory=Settings)
     accelerate: bool = True
+    information: bool = True
+    step: float = 0.05
+    information_tol: float = 1e-9
+    batch: bool = True
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -96,6 +110,8 @@ class LearnOptions:
             raise SettingsError(f"tol must be >= 0, got {self.tol}")
         if not (self.prior_strength > 0 and math.isfinite(self.prior_strength)):
             raise SettingsError(f"prior_strength must be a positive number, got {self.prior_strength}")
+        if not (0 < self.step <= 1):
+            raise SettingsError(f"the information's logit step must be in (0, 1], got {self.step}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,12 +208,60 @@ def augment(model: Model) -> Augmented:
     return Augmented(aug, heads[factor], body_var, factor, rule, names)
 
 
+def union(augs: Sequence[Augmented], rules: Sequence[np.ndarray], names: Sequence[str],
+          labels: Sequence[dict[int, bool]]) -> tuple[Augmented, dict[int, bool], np.ndarray]:
+    """The disjoint union of augmented models: graph i's variables shifted by the ones before it.
+
+    Args:
+        augs: the augmented models.
+        rules: per model, (K_i,) int64 each clause's rule as an index into `names`.
+        names: the rule names the union's `Augmented.rule` indexes.
+        labels: per model {variable: truth}.
+
+    Returns:
+        (the union, its labels, (len(augs) + 1,) int64 variable offsets).
+    """
+    voff = np.zeros(len(augs) + 1, np.int64)
+    np.cumsum([a.model.num_vars for a in augs], out=voff[1:])
+    parts = {k: [] for k in ("kind", "head", "lens", "body", "p1", "p2", "clause", "bvar", "factor", "names")}
+    foff = 0
+    for i, a in enumerate(augs):
+        g = a.model.graph
+        off = np.asarray(g.factor_offsets, np.int64)
+        is_body = np.ones(int(off[-1]), bool)
+        is_body[off[:-1]] = False
+        parts["kind"].append(np.asarray(g.factor_kind, np.int64))
+        parts["head"].append(np.asarray(g.factor_head, np.int64) + voff[i])
+        parts["lens"].append(off[1:] - off[:-1] - 1)
+        parts["body"].append(np.asarray(g.edge_var, np.int64)[is_body] + voff[i])
+        parts["p1"].append(np.asarray(g.p1, np.float64))
+        parts["p2"].append(np.asarray(g.p2, np.float64))
+        parts["clause"].append(a.clause_var + voff[i])
+        parts["bvar"].append(np.where(a.body_var >= 0, a.body_var + voff[i], -1))
+        parts["factor"].append(a.factor + foff)
+        parts["names"].extend(f"g{i}:{n}" for n in a.model.var_names)
+        foff += off.size - 1
+    cat = {k: np.concatenate(v) if k != "names" else v for k, v in parts.items()}
+    offsets = np.zeros(cat["lens"].size + 1, np.int64)
+    np.cumsum(cat["lens"], out=offsets[1:])
+    graph = from_arrays(cat["kind"], cat["head"], offsets, cat["body"], cat["p1"], cat["p2"],
+                        num_vars=int(voff[-1]))
+    merged = {int(v) + int(voff[i]): bool(t) for i, lab in enumerate(labels) for v, t in lab.items()}
+    alarms = tuple(int(x) + int(voff[i]) for i, a in enumerate(augs) for x in a.model.alarms)
+    model = Model(graph=graph, var_names=tuple(cat["names"]), alarms=alarms, source="union",
+                  meta={"rule_names": list(names)})
+    return (Augmented(model, cat["clause"], cat["bvar"], cat["factor"], np.concatenate(list(rules)),
+                      list(names)), merged, voff)
+
+
 class _Posterior:
     """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities."""
 
     @float64
-    def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings):
+    def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings,
+                 rules: np.ndarray):
         self.aug, self.labels, self.settings = aug, dict(labels), settings
+        self.rules = rules  # (K,) each clause's rule, an index into the learner's names
         self.method = method
         if method == "auto":
             from fastlbp.inference.methods import choose
@@ -261,17 +325,28 @@ class LearnResult:
         prior: (R,) float64 the prior's centre p0 of each rule (the stated probability unless overridden).
         fired: (R,) float64 expected clauses that fired, sum_c P(X_c | L), at the final step.
         body: (R,) float64 expected clauses whose body held, sum_c P(body_c | L).
-        support: (R,) int64 clause instances of the rule in the models (pruned clauses excluded:
+        clauses: (R,) int64 clause instances of the rule in the models (pruned clauses excluded:
             nothing labelled depends on them).
-        lower, upper: (R,) float64 95% interval: quantiles of Beta(a + F, b + B - F), the posterior
-            with the expected counts taken as observed (narrower than the truth where the labels
-            leave much missing).
-        iterations: E-steps run.
+        support: (R,) float64 informed clause instances: how many clauses whose body and firing were
+            both seen would tell as much about p_r as the labels do, n_r = 1 / (p_r (1 - p_r)
+            Var(logit p_r | L)) - (a_r + b_r), with the variance from the observed information
+            (`Learner.information`: other rules' probabilities not held fixed, so an alarm that
+            several rules derive informs their product, not each). Without `information`: the
+            expected bodies held (an upper bound). At most `body` up to the E-step's error.
+        lower, upper: (R,) float64 95% interval: with `information`, quantiles of Beta(a + n p + 1,
+            b + n (1 - p) + 1), n the support (the posterior of n fully observed clauses at the learned
+            rate: the Laplace interval of the observed information, also where p is at 0 or 1; one-sided
+            where the central one would leave out p); else
+            of Beta(a + F + 1, b + B - F + 1), the expected counts taken as observed (narrower than the
+            truth where the labels leave much missing).
+        information: whether support and the intervals come from the observed information.
+        iterations: E-steps run (the information's not counted).
         converged: whether the last step moved every probability by at most `tol`.
         objective: per E-step, sum over graphs of log P(L) plus the log prior at the probabilities
             it was taken at (exact E-steps only, else empty): plain EM never lowers it.
         methods: the E-step's method per graph.
-        seconds: wall time.
+        seconds: wall time of EM.
+        information_seconds: wall time of the information's E-steps (0 without).
     """
 
     names: tuple[str, ...]
@@ -279,29 +354,37 @@ class LearnResult:
     prior: np.ndarray
     fired: np.ndarray
     body: np.ndarray
+    clauses: np.ndarray
     support: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    information: bool
     iterations: int
     converged: bool
     objective: tuple[float, ...]
     methods: tuple[str, ...]
     seconds: float
+    information_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """{rule name: learned probability}."""
         return dict(zip(self.names, self.probability.tolist(), strict=True))
 
-    def lines(self) -> list[RuleLine]:
-        """The rules as `RuleLine`s with support and interval (or "no support, prior kept")."""
+    def lines(self, wide: float = 0.1) -> list[RuleLine]:
+        """The rules as `RuleLine`s with support and interval ("no support, prior kept" for a rule
+        without clauses; "poorly identified" where the interval is wider than `wide`)."""
         out = []
+        kind = "informed" if self.information else "at most (expected bodies held)"
         for i, name in enumerate(self.names):
-            if self.support[i] == 0:
+            if self.clauses[i] == 0:
                 comment = f"{name} no support: no clause of it in the labelled graphs, prior kept"
             else:
-                comment = (f"{name} support {int(self.support[i])} clauses, expected bodies held "
-                           f"{self.body[i]:.1f}, fired {self.fired[i]:.1f}; "
+                comment = (f"{name} support {self.support[i]:.0f} ({kind}) of {int(self.clauses[i])} "
+                           "clauses, "
+                           f"expected bodies held {self.body[i]:.1f}, fired {self.fired[i]:.1f}; "
                            f"95% interval [{self.lower[i]:.4f}, {self.upper[i]:.4f}]")
+                if self.upper[i] - self.lower[i] > wide:
+                    comment += "; poorly identified by these labels"
             out.append(RuleLine(name, float(self.probability[i]), comment))
         return out
 
@@ -352,7 +435,10 @@ class Learner:
         self.a, self.b = s * self.p0, s * (1 - self.p0)
         self.probability = self.p0.copy()
         self.labels = [{**x, **obs} for x, obs in zip(labels, self.observed, strict=True)]
-        self._posteriors: list[_Posterior | None] = [None] * len(models)
+        # E-step blocks: one per graph, or (LBP, batch) one union of all of them.
+        together = self.options.method == "lbp" and self.options.batch and len(models) > 1
+        self.blocks = [list(range(len(models)))] if together else [[i] for i in range(len(models))]
+        self._posteriors: list[_Posterior | None] = [None] * len(self.blocks)
 
     def current(self) -> dict[str, float]:
         """{rule name: probability} now (after the steps run so far)."""
@@ -363,29 +449,39 @@ class Learner:
         stays."""
         labels = {**labels, **self.observed[i]}
         self.labels[i] = dict(labels)
-        post = self._posteriors[i]
+        b = next(k for k, block in enumerate(self.blocks) if i in block)
+        post = self._posteriors[b]
         if post is not None:
-            post.labels = dict(labels)
+            post.labels = self._block(b)[1]
             if post.method == "lbp":
-                post.session.labels = dict(labels)
+                post.session.labels = dict(post.labels)
 
-    def _posterior(self, i: int) -> _Posterior:
-        if self._posteriors[i] is None:
-            self._posteriors[i] = _Posterior(self.augs[i], self.labels[i], self.options.method,
-                                             self.options.settings)
-        return self._posteriors[i]
+    def _block(self, b: int) -> tuple[Augmented, dict[int, bool], np.ndarray]:
+        """Block b's augmented model, labels and (K,) global rule per clause."""
+        block = self.blocks[b]
+        if len(block) == 1:
+            return self.augs[block[0]], dict(self.labels[block[0]]), self.global_rule[block[0]]
+        aug, labels, _ = union([self.augs[i] for i in block], [self.global_rule[i] for i in block],
+                               self.names, [self.labels[i] for i in block])
+        return aug, labels, aug.rule
+
+    def _posterior(self, b: int) -> _Posterior:
+        if self._posteriors[b] is None:
+            aug, labels, rules = self._block(b)
+            self._posteriors[b] = _Posterior(aug, labels, self.options.method, self.options.settings, rules)
+        return self._posteriors[b]
 
     def counts(self, probability: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """((R,) F, (R,) B, sum of log P(L)) at rule probabilities `probability` (R,)."""
         num_r = len(self.names)
         fired, body = np.zeros(num_r), np.zeros(num_r)
         log_ev = 0.0
-        for i in range(len(self.augs)):
-            rules = self.global_rule[i]
-            f, b = self._posterior(i)(probability[rules])
-            fired += np.bincount(rules, f, minlength=num_r)
-            body += np.bincount(rules, b, minlength=num_r)
-            log_ev += self._posteriors[i].log_evidence
+        for b in range(len(self.blocks)):
+            post = self._posterior(b)
+            f, bo = post(probability[post.rules])
+            fired += np.bincount(post.rules, f, minlength=num_r)
+            body += np.bincount(post.rules, bo, minlength=num_r)
+            log_ev += post.log_evidence
         return fired, body, log_ev
 
     def objective(self, log_evidence: float, probability: np.ndarray) -> float:
@@ -402,7 +498,7 @@ class Learner:
         self.probability = self.mstep(fired, body)
         return fired, body, log_ev
 
-    def run(self, max_iters: int | None = None) -> LearnResult:
+    def run(self, max_iters: int | None = None, information: bool | None = None) -> LearnResult:
         """EM from the current probabilities until a step moves none by more than `tol` (or `max_iters`
         E-steps).
 
@@ -411,6 +507,9 @@ class Learner:
         a^2 v (a = -|r|/|v|, at most -1; clipped into (0, 1)) is evaluated and one EM step taken
         from it. Where the E-step is exact and the extrapolation's objective is below p1's, the cycle
         falls back to p2 (plain EM), so the objective never falls from cycle to cycle.
+
+        Then, with `information` (None: `options.information`), the support and intervals from the
+        observed information (`covariance`).
         """
         from scipy.stats import beta
 
@@ -451,18 +550,108 @@ class Learner:
             else:
                 self.probability = p3
                 converged = np.max(np.abs(p3 - jump), initial=0.0) <= opts.tol
-        support = np.zeros(len(self.names), np.int64)
+        seconds = time.perf_counter() - start
+        clauses = np.zeros(len(self.names), np.int64)
         for rules in self.global_rule:
-            support += np.bincount(rules, minlength=len(self.names))
-        alpha = self.a + fired
-        beta_ = self.b + np.maximum(body - fired, 0.0)
-        lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
-        return LearnResult(names=self.names, probability=self.probability.copy(), prior=self.p0.copy(),
-                           fired=fired, body=body, support=support, lower=np.asarray(lower, np.float64),
-                           upper=np.asarray(upper, np.float64), iterations=iterations, converged=converged,
-                           objective=tuple(objective),
-                           methods=tuple(p.method if p is not None else "" for p in self._posteriors),
-                           seconds=time.perf_counter() - start)
+            clauses += np.bincount(rules, minlength=len(self.names))
+        p = self.probability.copy()
+        use_info = opts.information if information is None else information
+        info_s = 0.0
+        if use_info:
+            t = time.perf_counter()
+            cov = self.covariance(p, clauses > 0)
+            info_s = time.perf_counter() - t
+            var = np.diag(cov)
+            with np.errstate(divide="ignore"):
+                support = np.where(clauses > 0, np.maximum(1 / (p * (1 - p) * var) - (self.a + self.b), 0.0),
+                                   0.0)
+            # The posterior of `support` fully observed clauses at the MAP's rate: the Laplace interval
+            # inside (0, 1), and still one where the MAP sits at 0 or 1 (logit p's curvature vanishes).
+            alpha, beta_ = self.a + support * p, self.b + support * (1 - p)
+            lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+            # Near 0 or 1 the central interval can leave out the MAP itself: one-sided there.
+            top, bottom = p > upper, p < lower
+            lower = np.where(top, beta.ppf(0.05, alpha + 1, beta_ + 1), np.where(bottom, 0.0, lower))
+            upper = np.where(bottom, beta.ppf(0.95, alpha + 1, beta_ + 1), np.where(top, 1.0, upper))
+        else:
+            alpha = self.a + fired
+            beta_ = self.b + np.maximum(body - fired, 0.0)
+            lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+            support = np.asarray(body, np.float64).copy()
+        return LearnResult(names=self.names, probability=p, prior=self.p0.copy(), fired=fired, body=body,
+                           clauses=clauses, support=support, lower=np.asarray(lower, np.float64),
+                           upper=np.asarray(upper, np.float64), information=bool(use_info),
+                           iterations=iterations, converged=converged, objective=tuple(objective),
+                           methods=self.methods(),
+                           seconds=seconds, information_seconds=info_s)
+
+    def methods(self) -> tuple[str, ...]:
+        """The E-step's method per graph ("" before its first E-step)."""
+        out = [""] * len(self.augs)
+        for block, post in zip(self.blocks, self._posteriors, strict=True):
+            for i in block:
+                out[i] = post.method if post is not None else ""
+        return tuple(out)
+
+    def score(self, probability: np.ndarray) -> np.ndarray:
+        """(R,) d log P(L) / d logit p_r at rule probabilities `probability` (R,): F_r - p_r B_r (Fisher's
+        identity: the expected complete-data score under P(. | L))."""
+        fired, body, _ = self.counts(probability)
+        return fired - probability * body
+
+    def information(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
+        """(R, R) observed information of the labels about logit p at `probability` (R,):
+        -d^2 log P(L) / d logit p^2, by central differences of `score` (2 E-steps per rule in `used`,
+        `options.step` apart; LBP at `options.information_tol`), symmetrised. Rows and columns of
+        rules not in `used` (no clauses) are 0."""
+        p = np.asarray(probability, np.float64)
+        num_r = p.size
+        used = np.ones(num_r, bool) if used is None else np.asarray(used, bool)
+        logit = np.log(p) - np.log1p(-p)
+        h = self.options.step
+        hess = np.zeros((num_r, num_r))
+        sessions = [post.session for post in self._posteriors if post is not None and post.method == "lbp"]
+        kept = [s.settings for s in sessions]
+        tight = self.options.information_tol
+        for s in sessions:
+            s.settings = dataclasses.replace(s.settings, tol=min(s.settings.tol, tight))
+        try:
+            for r in np.flatnonzero(used):
+                up, down = logit.copy(), logit.copy()
+                up[r] += h
+                down[r] -= h
+                hess[:, r] = (self.score(_sigmoid(up)) - self.score(_sigmoid(down))) / (2 * h)
+        finally:
+            for s, old in zip(sessions, kept, strict=True):
+                s.settings = old
+        hess[~used] = 0.0
+        return -(hess + hess.T) / 2
+
+    def covariance(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
+        """(R, R) posterior covariance of logit p at `probability` (the MAP, where the Laplace
+        approximation holds): the inverse of the labels' `information` plus the prior's precision
+        (a + b) p (1 - p) on the diagonal.
+
+        The information's negative eigenvalues (an approximate E-step's noise, or a MAP not quite
+        reached) are raised to 0 first, so no rule's posterior is wider than its prior: a direction
+        the labels do not inform keeps the prior's width, and the rules along it are reported as
+        poorly identified, never as known.
+        """
+        p = np.asarray(probability, np.float64)
+        used = np.ones(p.size, bool) if used is None else np.asarray(used, bool)
+        info = self.information(p, used)
+        prior = (self.a + self.b) * p * (1 - p)
+        cov = np.diag(1 / prior)
+        idx = np.flatnonzero(used)
+        if idx.size:
+            w, v = np.linalg.eigh(info[np.ix_(idx, idx)])
+            precision = (v * np.maximum(w, 0.0)) @ v.T + np.diag(prior[idx])
+            cov[np.ix_(idx, idx)] = np.linalg.inv(precision)
+        return cov
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.clip(1 / (1 + np.exp(-x)), EPS, 1 - EPS)
 
 
 def learn(models: Sequence[Model], labels: Sequence[dict[int, bool]] | None = None,
@@ -500,5 +689,5 @@ def training_labels(model: Model) -> dict[int, bool]:
     return out
 
 
-__all__ = ["learn", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment", "training_labels",
-           "METHODS"]
+__all__ = ["learn", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment", "union",
+           "training_labels", "METHODS"]

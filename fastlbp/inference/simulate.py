@@ -188,7 +188,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         t0 = time.perf_counter()
         if learner is not None and len(steps) % online.every == 0:
             learner.set_labels(0, session.labels)
-            learner.run(max_iters=online.steps)
+            learner.run(max_iters=online.steps, information=False)
             session.set_parameters(apply_rule_probs(model, learner.current()))
         try:
             rnd = session.run()

@@ -247,7 +247,7 @@ class OnlineRules:
         self.before.append(self.learner.probability.copy())
         try:
             self.learner.set_labels(0, labels)
-            self.learner.run(max_iters=self.learning.steps)
+            self.learner.run(max_iters=self.learning.steps, information=False)
         except BaseException:
             self.learner.probability = self.before.pop()
             raise
