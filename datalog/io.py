@@ -51,10 +51,17 @@ def _load_datalog(path: Path, *, cycles: str = "cycles", compress: bool = True,
                                   options=datalog)
 
 
+def _load_npz(path: Path, *, cycles: str = "cycles", compress: bool = True,
+              max_decompressed: int | None = None) -> Model:
+    """derivation.npz (`datalog.npz.read`) into a model, as `formats.model_from_derivation` makes one."""
+    return formats.model_from_derivation(*npz.read(path, max_decompressed=max_decompressed),
+                                         compress=compress, cycles=cycles)
+
+
 # name -> loader(path, *, cycles, compress, max_decompressed) -> Model ("datalog" also takes `datalog`).
 FORMATS: dict[str, Callable[..., Model]] = {
     "json": formats.load_json,
-    "npz": npz.load,
+    "npz": _load_npz,
     "bingo": formats.load_bingo,
     "causal_fg": _load_causal_fg,
     "datalog": _load_datalog,

@@ -2,7 +2,7 @@
 
     datalog.npz.save(dg, "hmmer.npz")                 # what `fastlbp ground -o hmmer.npz` writes
     dg, where = datalog.npz.read("hmmer.npz")         # the raw graph (format "npz" of `datalog.io`)
-    model = datalog.npz.load("hmmer.npz")             # cycles eliminated, compressed: a Model
+    model = datalog.io.load("hmmer.npz")              # cycles eliminated, compressed: a Model
 
 The same graph as derivation.json (`datalog.formats`), stored as numpy's `.npz` (a zip archive of
 `.npy` arrays; `np.load(path)` reads it in any language with a numpy reader). hmmer's 27.3M clauses
@@ -43,7 +43,6 @@ import numpy as np
 from datalog.annotations import parse_annotations
 from datalog.derivation import DerivationGraph, Rule
 from fastlbp.core.errors import InputError, check_path, decompression_limit
-from fastlbp.core.model import Model
 from fastlbp.io.outputs import write_atomically
 
 FORMAT_NAME = "fastlbp-derivation-npz"
@@ -258,15 +257,3 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
         priors=priors, alarms=alarms[keep], labels=groups["labels"], truth=groups["truth"], source=str(p),
         annotations=parse_annotations(doc, index, str(p)))
     return dg, where
-
-
-def load(path: str | os.PathLike, *, compress: bool = True, cycles: str = "cycles",
-         max_decompressed: int | None = None) -> Model:
-    """Loads derivation.npz into a model (format "npz"); see `datalog.formats.model_from_derivation`.
-
-    `max_decompressed`: see `read`.
-    """
-    from datalog.formats import model_from_derivation
-
-    return model_from_derivation(*read(path, max_decompressed=max_decompressed), compress=compress,
-                                 cycles=cycles)

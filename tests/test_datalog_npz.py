@@ -17,6 +17,7 @@ from test_datalog_transform import random_derivation
 from typer.testing import CliRunner
 
 from datalog import formats, npz
+from datalog import io as datalog_io
 from datalog.derivation import DerivationGraph, Rule
 from fastlbp.cli import get_app
 from fastlbp.core.errors import InputError
@@ -53,7 +54,7 @@ def test_race_with_rule_texts_and_annotations_and_the_same_ranking(tmp_path):
     npz.save(dg, tmp_path / "race.npz")
     back, _ = npz.read(tmp_path / "race.npz")
     same_graph(back, dg)
-    a, b = formats.load_json(DATA / "race.json"), npz.load(tmp_path / "race.npz")
+    a, b = formats.load_json(DATA / "race.json"), datalog_io.load(tmp_path / "race.npz")
     assert a.var_names == b.var_names and a.alarms == b.alarms
 
 
