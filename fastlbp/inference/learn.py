@@ -308,7 +308,7 @@ class _Posterior:
         else:
             s = self.session
             s.set_parameters(dataclasses.replace(aug.model, graph=aug.graph_with(clause_p)))
-            marg = s.run(warm=True).marginals
+            marg = s.run(warm=True, checks=False).marginals  # an E-step reads no flags
         fired = marg[aug.clause_var]
         body = np.where(aug.body_var >= 0, marg[np.maximum(aug.body_var, 0)], 1.0)
         # A sampler's or LBP's estimates may put a clause above its body by noise: X_c implies b_c.

@@ -76,6 +76,7 @@ class Inputs:
         messages: (E,) LBP's warm start, or None (cold: uniform messages).
         evidence: () -> (V,) evidence log-odds on the device (made only by a method that needs it).
         controls: () -> the round's `Controls` on the device (the session keeps them between rounds).
+        checks: run LBP's round checks (`lbp_checks.check_round`; a learning E-step needs none).
     """
 
     model: Model
@@ -85,6 +86,7 @@ class Inputs:
     messages: jax.Array | None
     evidence: Callable[[], jax.Array]
     controls: Callable[[], Controls]
+    checks: bool = True
 
 
 class Method(Protocol):
@@ -232,6 +234,8 @@ class LBP:
         result, rnd, lbp = self._step(inputs, msgs, inputs.controls(), evidence)
         if not rnd.converged and s.remedies and s.tol > 0:
             result, rnd, lbp = lbp._remedy(inputs, result, rnd, evidence)
+        if not inputs.checks:
+            return rnd, lbp, result.messages
         if lbp.forced is None and np.count_nonzero(np.isinf(rnd.log_odds)) > lbp_checks.HARD_TO_CHECK:
             lbp = dataclasses.replace(lbp, forced=lbp_checks.forced_without_labels(inputs.model.graph))
         return dataclasses.replace(rnd, flags=lbp._flags(inputs, result, rnd)), lbp, result.messages
