@@ -122,17 +122,22 @@ def truncate(path):
 
 
 class FailingConnection:
-    """An sqlite3 connection whose writes fail as on a full disk (reads go through)."""
+    """An sqlite3 connection whose writes fail as on a full disk (reads go through).
 
-    def __init__(self, conn, error: Exception | None = None):
+    Args:
+        fail_on: only writes whose SQL names this (e.g. "snapshot") fail.
+    """
+
+    def __init__(self, conn, error: Exception | None = None, fail_on: str = ""):
         self._conn = conn
         self.error = error or sqlite3.OperationalError("disk I/O error")
+        self.fail_on = fail_on
 
     def __getattr__(self, name):
         return getattr(self._conn, name)
 
     def execute(self, sql, *args):
-        if sql.lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "CREATE"):
+        if sql.lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "CREATE") and self.fail_on in sql:
             raise self.error
         return self._conn.execute(sql, *args)
 

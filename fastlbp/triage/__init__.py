@@ -8,6 +8,7 @@
     paths.py      where a session lives: the data folder, named after the graph and its content
     explain.py    why an alarm has its probability (its strongest derivations)
     state.py      `Triage`: labels, skips, focus, undo, settings changes, replay of the journal, rounds
+    snapshot.py   what a resume needs besides the events to restore a session in one round
     labels.py     a session's labels as a labels file (export), a session file read as labels
     terminal.py   `Terminal`: the command loop over a `Triage` (line editing and history on a terminal)
 

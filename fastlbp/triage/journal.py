@@ -17,6 +17,20 @@ changed on a resume; `alarm` holds the new settings as JSON,
 `fastlbp.triage.stored.change_payload`); `at` is the time of the action
 (seconds since the epoch).
 
+A third table, made by the first snapshot a session writes, lets a resume
+restore the state after many events in one round (`fastlbp.triage.snapshot`):
+
+    snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER, state TEXT, messages BLOB,
+              learned BLOB, at REAL)
+
+one row, replaced after each round: what the events up to `seq` came to that
+the events alone cannot give back without replaying every round. It is a
+cache of the events, never a source of labels: a resume checks it against
+the events it covers and replays them all when it does not match. Earlier
+releases read a journal with it as before (they ignore the table, so the
+version is unchanged) and leave it stale; a stale snapshot is still used for
+the events it covers.
+
 A session file is only ever used by the process holding its lock
 (`fastlbp.triage.lock`), and only read as it is: every value is checked
 against what this module writes (`read_contents`), a damaged file is reported
@@ -29,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import hashlib
+import json
 import math
 import os
 import sqlite3
@@ -62,6 +77,13 @@ UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
 SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
           "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
           " alarm TEXT, truth INTEGER, at REAL NOT NULL);")
+
+# The optional snapshot table (`fastlbp.triage.snapshot`). SQLite keeps it in sqlite_master as
+# "CREATE TABLE snapshot (...)": IF NOT EXISTS is not stored.
+SNAPSHOT_TABLE = "snapshot"
+SNAPSHOT_SCHEMA = ("CREATE TABLE IF NOT EXISTS snapshot (id INTEGER PRIMARY KEY CHECK (id = 1),"
+                   " seq INTEGER NOT NULL, state TEXT NOT NULL, messages BLOB, learned BLOB,"
+                   " at REAL NOT NULL)")
 
 # (seq, kind, alarm, truth, at) as stored; `Journal.events` gives the first four.
 Row = tuple[int, str, str | None, bool | None, float]
@@ -316,6 +338,15 @@ def read_file(path: str | os.PathLike, names: Mapping[str, int] | None = None) -
         conn.close()
 
 
+def events_digest(rows: Iterable[tuple]) -> str:
+    """sha256 of events (seq, kind, alarm, truth, ...) as stored (truth 0, 1 or None): a snapshot's."""
+    h = hashlib.sha256()
+    for seq, kind, alarm, truth, *_ in rows:
+        h.update(f"{seq}\x00{kind}\x00{'' if alarm is None else alarm}\x00"
+                 f"{'' if truth is None else int(truth)}\x01".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
 def check_target(path: str | os.PathLike, overwrite: bool) -> None:
     """Checks that a new session may be written at `path`: nothing there, or (`overwrite`) a session.
 
@@ -546,6 +577,57 @@ class Journal:
                 pass  # a failed transaction is rolled back by SQLite itself
             raise SessionWriteError(self.path, err) from None
         return int(cur.lastrowid)
+
+    def write_snapshot(self, state: str, messages: bytes | None, learned: bytes | None) -> int:
+        """Replaces the snapshot with one covering every event in the file now; returns its seq.
+
+        `state` is a JSON object; "seq" and "digest" (`events_digest`) of the events it covers are
+        added to it, from the events read in the same transaction as the write.
+
+        Raises:
+            SessionWriteError: not written; the journal is as it was.
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(SNAPSHOT_SCHEMA)
+            rows = self.conn.execute("SELECT seq, kind, alarm, truth FROM events ORDER BY seq").fetchall()
+            seq = rows[-1][0] if rows else 0
+            payload = json.loads(state)
+            payload["seq"], payload["digest"] = seq, events_digest(rows)
+            self.conn.execute("INSERT OR REPLACE INTO snapshot (id, seq, state, messages, learned, at) "
+                              "VALUES (1, ?, ?, ?, ?, ?)",
+                              (seq, json.dumps(payload), messages, learned, time.time()))
+            self.conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as err:
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # a failed transaction is rolled back by SQLite itself
+            raise SessionWriteError(self.path, err) from None
+        return int(seq)
+
+    def read_snapshot(self) -> tuple[tuple | None, str | None]:
+        """(seq, state, messages, learned) of the stored snapshot, or None; and why it cannot be used.
+
+        Never raises for what it finds: a missing table is (None, None), a row of
+        other types or an unreadable table (None, the problem).
+        """
+        try:
+            found = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                      (SNAPSHOT_TABLE,)).fetchone()
+            if found is None:
+                return None, None
+            rows = self.conn.execute("SELECT seq, state, messages, learned FROM snapshot").fetchall()
+        except UNREADABLE as err:
+            return None, f"its snapshot cannot be read ({err})"
+        if len(rows) != 1:
+            return None, None if not rows else f"it has {len(rows)} snapshots"
+        seq, state, messages, learned = rows[0]
+        if type(seq) is not int or type(state) is not str or type(messages) not in (bytes, type(None)) \
+                or type(learned) not in (bytes, type(None)):
+            return None, "its snapshot is not as written"
+        return (seq, state, messages, learned), None
 
     def delete(self, seq: int) -> None:
         self._write("DELETE FROM events WHERE seq = ?", (seq,))

@@ -2,12 +2,18 @@
 
 The session is event-sourced. Every action that changes state (label, undo,
 skip, jump) is appended to its journal (`fastlbp.triage.journal`) and
-committed *before* the user is told it was accepted; inference state is
-never stored. A resume replays the journal: the cold round, then each label
-or undo followed by its warm-started round, exactly as they happened, so the
-messages, marginals and ranking after a resume are the ones the session had
-(bit for bit on the same device). A kill at any moment therefore loses at
-most an action that was never acknowledged. A label that contradicts the
+committed *before* the user is told it was accepted. After each round the
+session also stores a snapshot (`fastlbp.triage.snapshot`): the messages that
+round started from, the method `auto` chose, `--learn`'s probabilities and
+the events the model refused. A resume walks the events without running a
+round (labels, skips, focus, undo history, settings), then runs the last
+round again from the stored messages: one round for any number of labels
+(two when the process was killed during the last label's round, whose event
+is replayed after it), and the messages, marginals and ranking after a
+resume are the ones the session had (bit for bit on the same device). A
+journal without a usable snapshot (written by an earlier release, edited,
+recovered) replays every event and its round, as before. A kill at any
+moment therefore loses at most an action that was never acknowledged. A label that contradicts the
 model (probability 0) is removed from the journal again and reported; so is
 an action the journal cannot store (a full disk): it is not applied.
 
@@ -44,6 +50,7 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputErro
 from fastlbp.core.model import Model
 from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings
+from fastlbp.inference import methods
 from fastlbp.inference.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
@@ -63,6 +70,7 @@ from fastlbp.triage.journal import (
 )
 from fastlbp.triage.lock import SessionLock
 from fastlbp.triage.outcome import Outcome, RoundInfo, how_made
+from fastlbp.triage.snapshot import Snapshot, Unusable, decode, encode
 from fastlbp.triage.stored import (
     change_payload,
     check_changes,
@@ -117,6 +125,13 @@ class Triage:
         self._ranking: np.ndarray = np.zeros(0, np.int64)
         self._clauses_by_head: dict[int, np.ndarray] | None = None
         self.replay_notes: list[str] = []  # events of the journal that were not applied, and why
+        # Events left in the journal that the model refused, with the note a resume shows (a snapshot
+        # stores them: only a round can tell).
+        self._refused: dict[int, str] = {}
+        # The messages the last round started from (None: a cold round), for the snapshot.
+        self._round_input = None
+        self._unsaved = False  # events applied since the last snapshot (`close` writes one)
+        self.resume_rounds = 0  # rounds a resume ran (`Session.run` calls of the restore and replay)
 
     # Opening --------------------------------------------------------------
     @classmethod
@@ -213,11 +228,28 @@ class Triage:
             if problem:
                 raise damaged(path, problem, contents.recognised)
             journal.check_writable()
-            t = cls(model, journal, stored, order=order, order_source=f"{path}: its stored custom order",
-                    order_file=contents.meta.get("order_file") if order is not None else None, start=start,
-                    learning=learning)
+
+            def fresh() -> Triage:
+                return cls(model, journal, stored, order=order,
+                           order_source=f"{path}: its stored custom order",
+                           order_file=contents.meta.get("order_file") if order is not None else None,
+                           start=start, learning=learning)
+
+            t = fresh()
+            row, problem = journal.read_snapshot()
+            if row is not None:
+                try:
+                    t.replay_notes = t._restore(contents.rows, decode(row, contents.rows))
+                    return t
+                except Unusable as err:
+                    problem = str(err)
+                    t = fresh()  # the walk changed it
             t._first_round()
             t.replay_notes = t.replay(contents.rows)
+            t.resume_rounds = len(t.rounds)
+            if problem:
+                t.replay_notes.insert(0, f"the session's snapshot was not used ({problem}); every label's "
+                                         f"round was replayed")
             return t
         except BaseException:
             journal.lock = None  # `open` releases it
@@ -287,9 +319,115 @@ class Triage:
         return t
 
     def close(self) -> None:
-        """Closes the journal and releases the session's lock (idempotent)."""
+        """Stores a snapshot of events applied since the last one, then closes the journal and releases the
+        session's lock (idempotent)."""
         if self.journal is not None:
+            if self._unsaved and self.rounds:
+                self._save()
             self.journal.close()
+            self._unsaved = False
+
+    # The snapshot (`fastlbp.triage.snapshot`) ---------------------------------------
+    def _save(self) -> str:
+        """Stores the snapshot of the state now; "" or, when it cannot be written, a note for the user.
+
+        A snapshot that cannot be written loses nothing (the events are the session): the next resume
+        replays the rounds since the last one stored.
+        """
+        choice = self.session.choice
+        learned = e_steps = None
+        if self.online is not None:
+            learned = np.stack([*self.online.before, self.online.learner.probability])
+            e_steps = self.online.learner.warm_starts()
+        messages = None if self._round_input is None else np.asarray(self._round_input)
+        state, blob, learned_blob = encode(self._refused, None if choice is None else (choice.method,
+                                                                                       choice.reason),
+                                           messages, learned, e_steps)
+        try:
+            self.journal.write_snapshot(state, blob, learned_blob)
+        except SessionWriteError as err:
+            return f" (the session's snapshot was not saved: {err.message}; a resume replays the rounds " \
+                   f"since the last one saved)"
+        self._unsaved = False
+        return ""
+
+    def _restore(self, rows, snap: Snapshot) -> list[str]:
+        """The state of a snapshot and the events after it (`rows`: the journal's): its notes for the user.
+
+        The events the snapshot covers are walked without a round, the last round runs again from its
+        stored messages, and the events after the snapshot are replayed (a round per label or undo).
+
+        Raises:
+            Unusable: the snapshot does not fit the state its events give (another number of labels
+                learned from, messages of another length or precision); `self` is then spent.
+        """
+        covered = [r for r in rows if r[0] <= snap.seq]
+        notes = self._walk(covered, snap.refused)
+        if self.online is not None:
+            rules = len(self.online.learner.names)
+            if snap.learned is None or snap.learned.shape != (len(self.order) + 1, rules):
+                raise Unusable("its learned probabilities do not match the labels")
+            self.online.before = [p.copy() for p in snap.learned[:-1]]
+            self.online.learner.probability = snap.learned[-1].copy()
+            try:
+                self.online.learner.set_warm_starts(snap.e_steps)
+            except SettingsError as err:
+                raise Unusable(f"its E-step messages do not fit ({err})") from None
+            self.session.set_parameters(self.online.model_now())
+        elif snap.learned is not None:
+            raise Unusable("it holds learned probabilities, and the session learns none")
+        if snap.choice is not None and self.settings.method == "auto":
+            self.session.choice = methods.Choice(*snap.choice)
+        if snap.messages is not None:
+            self.session.messages = _device_messages(snap.messages, self.session, self.model.graph.num_edges)
+        start = len(self.rounds)
+        try:
+            self._round(warm=snap.messages is not None)
+        except (ContradictoryEvidence, InferenceError) as err:
+            raise Unusable(f"its last round cannot run again ({err})") from None
+        self._refused = dict(snap.refused)
+        notes += self.replay([r for r in rows if r[0] > snap.seq])
+        self.resume_rounds = len(self.rounds) - start
+        return notes
+
+    def _walk(self, rows, refused: dict[int, str]) -> list[str]:
+        """Applies events (after the session's start) as `replay` does, without a round: labels, skips,
+        focus, undo history, settings. `refused`: the events the model refused, skipped with their note.
+        Returns the notes for the user."""
+        notes = []
+        settings, order, order_file = self.settings, self.custom_order, self.order_file
+        for seq, kind, alarm, truth, *_ in rows:
+            var = None if alarm is None or kind == "settings" else self.model.index[alarm]
+            if seq in refused:
+                notes.append(refused[seq])
+            elif kind == "settings":
+                settings, order, order_file = read_change(alarm, settings)
+            elif var is not None and var in self.labels:
+                notes.append(_labelled_note(seq, kind, alarm))
+            elif kind == "label":
+                self.session.label(var, truth)
+                self._labelled(seq, var)
+            elif kind == "skip":
+                self._skipped(seq, var)
+            elif kind == "jump":
+                self.focus = var
+            elif not self._history:
+                notes.append(_nothing_to_undo(seq))
+            else:
+                kind_undone, done, var = self._history.pop()
+                self.focus = None
+                if kind_undone == "skip":
+                    self.skipped = [(s, v) for s, v in self.skipped if s != done]
+                else:
+                    self.order = [(s, v) for s, v in self.order if s != done]
+                    self.session.unlabel(var)
+        if settings != self.settings or order != self.custom_order:
+            # The session the last "settings" event made (`_run_with`), with the evidence so far.
+            session = _session(self.session.model, settings, order, order_file)
+            session.labels, session.soft = dict(self.session.labels), dict(self.session.soft)
+            self.session, self.settings = session, settings
+            self.custom_order, self.order_file = order, order_file
+        return notes
 
     # State ----------------------------------------------------------------
     @property
@@ -327,7 +465,9 @@ class Triage:
                ) -> RoundInfo:
         """A round (from `start`, a `time.perf_counter()` before the learning that preceded it)."""
         start = time.perf_counter() if start is None else start
+        given = self.session.messages if warm else None
         rnd = self.session.run(warm=warm)
+        self._round_input = given
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
         info = RoundInfo(time.perf_counter() - start, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy,
                          how_made(rnd), learn_s)
@@ -371,7 +511,8 @@ class Triage:
             self.journal.append_settings(change_payload(target, order, order_file))
         except SessionWriteError as err:
             return _not_saved("settings change", err)
-        return self._switch(target, order, order_file, prepared, what)
+        out = self._switch(target, order, order_file, prepared, what)
+        return dataclasses.replace(out, message=out.message + self._save())
 
     def _apply_settings(self, settings: Settings, order: str | None, order_file: str | None) -> Outcome:
         """Replays a "settings" event: a round with `settings`, then the switch (refused: no switch)."""
@@ -390,8 +531,9 @@ class Triage:
 
     def _switch(self, settings: Settings, order: str | None, order_file: str | None, prepared,
                 what: str) -> Outcome:
-        session, rnd, seconds = prepared
+        session, rnd, seconds, given = prepared
         self.session, self.settings = session, settings
+        self._round_input, self._unsaved = given, True
         self.custom_order, self.order_file = order, order_file
         self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
         info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, how_made(rnd))
@@ -399,7 +541,8 @@ class Triage:
         return Outcome(True, f"settings changed: {what}", info)
 
     def _run_with(self, settings: Settings, order: str | None, source: str | None):
-        """(session, round, seconds): a round with `settings` and every label, leaving `self` as it is."""
+        """(session, round, seconds, the messages it started from or None): a round with `settings` and
+        every label, leaving `self` as it is."""
         start = time.perf_counter()
         fixed = order != self.custom_order or any(
             getattr(settings, f.name) != getattr(self.settings, f.name)
@@ -409,14 +552,16 @@ class Triage:
             session = _session(self.session.model, settings, order, source)
             session.labels = dict(self.session.labels)
             session.soft = dict(self.session.soft)
+            given = None
             rnd = session.run(warm=False)
         else:
             # tol, max_iters, damping are data to the compiled round: a copy of the session with its
             # messages runs warm, and the session itself stays untouched until the switch.
             session = self.session.fork()
             session.settings = settings
+            given = session.messages
             rnd = session.run(warm=True)
-        return session, rnd, time.perf_counter() - start
+        return session, rnd, time.perf_counter() - start, given
 
     def replay(self, rows) -> list[str]:
         """Re-applies the journal's events (after the cold round); returns notes for the user.
@@ -433,30 +578,32 @@ class Triage:
         """
         notes = []
         for seq, kind, alarm, truth, *_ in rows:
+            self._unsaved = True
+            refused = None
+            var = None if alarm is None or kind == "settings" else self.model.index[alarm]
             if kind == "settings":
                 out = self._apply_settings(*read_change(alarm, self.settings))  # checked on reading
                 if not out.accepted:
-                    notes.append(f"event {seq}: {out.message}")
-                continue
-            var = None if alarm is None else self.model.index[alarm]
-            if var is not None and var in self.labels:
-                notes.append(f"skipped event {seq}: {kind} of {safe_name(alarm)}, which is labelled already")
+                    refused = f"event {seq}: {out.message}"
+            elif var is not None and var in self.labels:
+                notes.append(_labelled_note(seq, kind, alarm))
             elif kind == "label":
                 out = self._apply_label(seq, var, truth, replaying=True)
                 if not out.accepted:
-                    notes.append(out.message)
+                    refused = out.message
             elif kind == "skip":
-                self.skipped.append((seq, var))
-                self._history.append(("skip", seq, var))
-                self.focus = None
+                self._skipped(seq, var)
             elif kind == "jump":
                 self.focus = var
             elif not self._history:
-                notes.append(f"skipped event {seq}: an undo with nothing to undo")
+                notes.append(_nothing_to_undo(seq))
             else:
                 out = self._apply_undo(seq, replaying=True)
                 if not out.accepted:
-                    notes.append(out.message)
+                    refused = out.message
+            if refused is not None:
+                self._refused[seq] = refused
+                notes.append(refused)
         return notes
 
     # Actions --------------------------------------------------------------
@@ -471,7 +618,8 @@ class Triage:
             seq = self.journal.append("label", self.model.var_names[var], truth)
         except SessionWriteError as err:
             return _not_saved("label", err)
-        return self._apply_label(seq, var, truth)
+        refused = len(self._refused)
+        return self._saved(self._apply_label(seq, var, truth), refused)
 
     def _apply_label(self, seq: int, var: int, truth: bool, replaying: bool = False) -> Outcome:
         name = safe_name(self.model.var_names[var])  # for messages; every name shown goes through safe_name
@@ -490,12 +638,34 @@ class Triage:
                 self.online.back()
                 self.session.set_parameters(self.online.model_now())
             message = f"refused {name} = {'true' if truth else 'false'}: {err}"
-            return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
+            return Outcome(False, message + ("" if replaying else self._unjournal(seq, message)))
+        self._labelled(seq, var)
+        return Outcome(True, f"{name} = {'true' if truth else 'false'}", info)
+
+    def _labelled(self, seq: int, var: int) -> None:
+        """The bookkeeping of an accepted label (event `seq`) of `var`, which `session.labels` holds."""
         self.order.append((seq, var))
         self._history.append(("label", seq, var))
         self.skipped = [(s, v) for s, v in self.skipped if v != var]
         self.focus = None
-        return Outcome(True, f"{name} = {'true' if truth else 'false'}", info)
+
+    def _skipped(self, seq: int, var: int) -> None:
+        self.skipped.append((seq, var))
+        self._history.append(("skip", seq, var))
+        self.focus = None
+
+    def _saved(self, out: Outcome, refused: int) -> Outcome:
+        """`out` of a label or undo, after storing the snapshot where it changed (a note if it could not be).
+
+        Args:
+            refused: `len(self._refused)` before the action.
+        """
+        self._unsaved = True
+        if (out.accepted and out.round is not None) or len(self._refused) > refused:
+            return dataclasses.replace(out, message=out.message + self._save())
+        # No round ran (an undo of a skip) or the event is gone again: a resume replays what follows the
+        # stored snapshot without a round, and `close` stores a new one.
+        return out
 
     def skip(self) -> Outcome:
         var = self.current
@@ -508,9 +678,8 @@ class Triage:
             seq = self.journal.append("skip", self.model.var_names[var])
         except SessionWriteError as err:
             return _not_saved("skip", err)
-        self.skipped.append((seq, var))
-        self._history.append(("skip", seq, var))
-        self.focus = None
+        self._skipped(seq, var)
+        self._unsaved = True
         return Outcome(True, f"skipped {safe_name(self.model.var_names[var])}")
 
     def undo(self) -> Outcome:
@@ -521,7 +690,8 @@ class Triage:
             seq = self.journal.append("undo")
         except SessionWriteError as err:
             return _not_saved("undo", err)
-        return self._apply_undo(seq)
+        refused = len(self._refused)
+        return self._saved(self._apply_undo(seq), refused)
 
     def _apply_undo(self, seq: int, replaying: bool = False) -> Outcome:
         entry = self._history.pop()
@@ -552,7 +722,7 @@ class Triage:
             self.order, self.focus = order, focus
             self._history.append(entry)
             message = f"refused undo of {name}: {err}"
-            return Outcome(False, message + ("" if replaying else self._unjournal(seq)))
+            return Outcome(False, message + ("" if replaying else self._unjournal(seq, message)))
         return Outcome(True, f"undid label of {name}", info)
 
     def _labelled_already(self, var: int) -> str:
@@ -568,11 +738,13 @@ class Triage:
         dg = self.model.meta.get("derivation")
         return {r.name: r.probability for r in dg.rules} if dg is not None else {}
 
-    def _unjournal(self, seq: int) -> str:
-        """Deletes a refused action's event; a note for the user if it cannot."""
+    def _unjournal(self, seq: int, note: str) -> str:
+        """Deletes a refused action's event; a note for the user if it cannot (`note`: what a resume
+        says of the event left in the file)."""
         try:
             self.journal.delete(seq)
         except SessionWriteError as err:
+            self._refused[seq] = note
             return f" (it stays in the session file, which cannot be written: {err.message}; a resume " \
                    f"refuses it again)"
         return ""
@@ -618,6 +790,7 @@ class Triage:
         except SessionWriteError as err:
             return _not_saved("jump", err)
         self.focus = var
+        self._unsaved = True
         return Outcome(True, f"now at {safe_name(self.model.var_names[var])}")
 
     def search(self, text: str, limit: int = 20) -> list[int]:
@@ -664,6 +837,31 @@ class Triage:
 def _text(err: Exception) -> str:
     """An error for a message: an input error names its file and line (a custom order's)."""
     return str(err)
+
+
+def _labelled_note(seq: int, kind: str, alarm: str) -> str:
+    return f"skipped event {seq}: {kind} of {safe_name(alarm)}, which is labelled already"
+
+
+def _nothing_to_undo(seq: int) -> str:
+    return f"skipped event {seq}: an undo with nothing to undo"
+
+
+def _device_messages(messages: np.ndarray, session: Session, edges: int):
+    """Stored messages as the session's warm start.
+
+    Raises:
+        Unusable: of another length or precision than the session's.
+    """
+    import jax.numpy as jnp
+
+    from fastlbp.core.jax_setup import float64_context
+
+    if messages.shape != (edges,) or messages.dtype != np.dtype(session.dtype):
+        raise Unusable(f"its messages ({messages.size:,} {messages.dtype.name}) are not the session's "
+                       f"({edges:,} {np.dtype(session.dtype).name})")
+    with float64_context():
+        return jnp.asarray(messages)
 
 
 def _refused(what: str, err: Exception, kept: Settings) -> Outcome:
