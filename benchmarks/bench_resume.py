@@ -79,6 +79,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--session", default=None, help="keep the session here (default: a temporary folder)")
     ap.add_argument("--cli", action="store_true", help="also time the command line's resume")
+    ap.add_argument("--resume-only", action="store_true",
+                    help="resume the --session given (made by an earlier run, or another checkout) without "
+                         "making it: for a before/after on one session file")
     args = ap.parse_args()
 
     model = load(args.graph)
@@ -88,18 +91,25 @@ def main() -> None:
     settings = Settings(method=args.method)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(args.session) if args.session else Path(folder) / "s.triage.db"
-        path.unlink(missing_ok=True)
-        start = time.perf_counter()
-        (labels, ranking, marginals), seconds = make(model, truth, settings, path, args.labels,
-                                                     args.undo_every)
-        made = time.perf_counter() - start
-        print(f"{args.graph}  --method {args.method}  {len(labels)} labels  session made in {made:.1f} s "
-              f"(median round {np.median(seconds):.3f} s)", flush=True)
+        if args.resume_only:
+            labels = ranking = marginals = None
+        else:
+            path.unlink(missing_ok=True)
+            start = time.perf_counter()
+            (labels, ranking, marginals), seconds = make(model, truth, settings, path, args.labels,
+                                                         args.undo_every)
+            made = time.perf_counter() - start
+            print(f"{args.graph}  --method {args.method}  {len(labels)} labels  session made in {made:.1f} s "
+                  f"(median round {np.median(seconds):.3f} s)", flush=True)
         for i in range(args.repeat):
             RUNS[0] = 0
             start = time.perf_counter()
             r = Triage.open(model, path, resume=True, settings=settings)
             took = time.perf_counter() - start
+            if labels is None:
+                print(f"resume {i + 1}: {took:.2f} s, {RUNS[0]} rounds, {len(r.labels)} labels", flush=True)
+                r.close()
+                continue
             same_labels = r.labels == labels
             same_ranking = np.array_equal(r.ranking, ranking)
             diff = float(np.max(np.abs(r.marginals - marginals)))

@@ -80,6 +80,31 @@ def test_em_reaches_a_stationary_point_of_the_enumerated_posterior(seed, truth_s
         assert abs(grad) < 1e-4, (names[r], grad)
 
 
+@given(seed=st.integers(0, 10_000), truth_seed=st.integers(0, 100), num_rules=st.integers(2, 4),
+       width=st.integers(2, 4), strength=st.sampled_from([0.5, 2.0]))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_accelerated_em_reaches_plain_ems_fixed_point(seed, truth_seed, num_rules, width, strength):
+    model = tiny(seed, num_rules, truth_seed, width=width)
+    labels = training_labels(model)
+    assume(labels)
+
+    def run(accelerate):
+        return Learner([model], [labels], LearnOptions(method="exact", max_iters=5000, tol=1e-10,
+                                                       prior_strength=strength, accelerate=accelerate,
+                                                       information=False)).run()
+
+    plain, fast = run(False), run(True)
+    assume(plain.converged)  # plain EM can crawl past 5,000 steps where labels leave a rule flat
+    assert fast.converged and fast.iterations <= plain.iterations
+    # The same fixed point (to what a tol of 1e-10 on the steps leaves of a slowly converging EM) ...
+    np.testing.assert_allclose(fast.probability, plain.probability, atol=2e-5)
+    # ... reached without the objective ever falling between accepted points (the safeguard).
+    assert fast.objective[-1] >= plain.objective[-1] - 1e-8
+    learner = Learner([model], [labels], LearnOptions(method="exact", prior_strength=strength))
+    assert objective(model, labels, fast.names, fast.probability, learner.a, learner.b) == pytest.approx(
+        fast.objective[-1], abs=1e-6)
+
+
 def test_one_rule_em_is_the_global_maximum_of_the_enumerated_posterior():
     for seed in range(2):
         model = tiny(seed, num_rules=1, truth_seed=seed)
@@ -367,7 +392,7 @@ def test_rule_prob_option_applies_to_derivation_graphs_on_every_command(tmp_path
     assert res.exit_code == 2 and f"{none}:1: malformed line" in res.output
 
 
-def test_squarem_reaches_plain_em_fixed_point_in_fewer_e_steps():
+def test_accelerated_em_reaches_plain_em_fixed_point_in_fewer_e_steps():
     true_p = np.array([0.35, 0.55, 0.8, 0.95])
     models = family(true_p, 3, seed=7)
     plain = learn(models, None, LearnOptions(method="exact", max_iters=2000, tol=1e-8, accelerate=False))
@@ -559,3 +584,20 @@ def test_lbp_e_step_is_exact_where_the_graph_is_a_forest(seed, truth_seed, num_r
                                     max_size=len(exact.names))))
     for got, want in zip(lbp.counts(p)[:2], exact.counts(p)[:2], strict=True):
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_a_sampled_e_step_is_a_deterministic_map_that_converges_within_its_noise():
+    true_p = np.array([0.35, 0.55, 0.8, 0.95])
+    models = family(true_p, 2, seed=3)
+    labels = [training_labels(m) for m in models]
+
+    def run(method):
+        return Learner(models, labels, LearnOptions(method=method, e_step_samples=20_000, max_iters=60,
+                                                    information=False)).run()
+
+    first, again, exact = run("sample"), run("sample"), run("exact")
+    assert first.converged and np.array_equal(first.probability, again.probability)  # common random numbers
+    assert first.noise is not None and exact.noise is None and first.effective_worlds > 0
+    used = first.clauses > 0
+    # The sampled fixed point is exact EM's within the sampler's error (EM amplifies it where it crawls).
+    assert np.all(np.abs(first.probability - exact.probability)[used] <= 0.02 + 10 * first.noise[used])

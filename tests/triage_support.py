@@ -137,7 +137,8 @@ class FailingConnection:
         return getattr(self._conn, name)
 
     def execute(self, sql, *args):
-        if sql.lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "CREATE") and self.fail_on in sql:
+        writes = sql.lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "CREATE")
+        if writes and self.fail_on in sql:
             raise self.error
         return self._conn.execute(sql, *args)
 

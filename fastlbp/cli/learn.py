@@ -59,7 +59,10 @@ def learn(
 
     The E-step's posterior comes from --method: exact (bucket elimination),
     sample (the labels as importance weights) or lbp (fast, approximate);
-    auto picks per graph as `rank` does. EM steps are extrapolated (SQUAREM).
+    auto picks per graph as `rank` does. EM steps are extrapolated (Anderson
+    acceleration). A sampled E-step draws 50,000 worlds (--samples sets
+    it) with a fixed seed, and EM stops once its steps are below the
+    sampler's error, which the output reports.
 
     Examples:
 
@@ -71,6 +74,7 @@ def learn(
 
       fastlbp rank d.json --rule-prob rule-prob.txt
     """
+    from fastlbp.core.settings import Settings
     from fastlbp.inference.learn import Learner, LearnOptions, training_labels
     from fastlbp.io.loading import load_labels
     from fastlbp.io.rule_probs import format_rule_probs
@@ -92,13 +96,19 @@ def learn(
         models.append(model)
         labels.append(evidence)
     loading.finish(progress)
+    # A sampled E-step draws its own number of worlds (`LearnOptions.e_step_samples`); --samples given
+    # sets it instead.
+    e_step = {} if settings.samples == Settings().samples else {"e_step_samples": settings.samples}
     options = LearnOptions(method=settings.method, max_iters=em_iters, tol=em_tol,
-                           prior_strength=prior_strength, settings=settings)
+                           prior_strength=prior_strength, settings=settings, **e_step)
     result = Learner(models, labels, options).run()
     centre = "the stated probabilities" if loading.rule_prob is None else f"--rule-prob {loading.rule_prob}"
     header = [f"learned by fastlbp learn (EM, {', '.join(sorted(set(result.methods)))} E-step) from "
               f"{len(models)} graph(s), {sum(map(len, labels))} labels: {result.iterations} E-steps, "
               f"{'converged' if result.converged else 'NOT converged (raise --em-iters)'}",
+              *([] if result.noise is None else [
+                  f"sampled E-step: {result.effective_worlds:,.0f} effective worlds; Monte Carlo standard "
+                  f"error of the probabilities at most {float(result.noise.max()):.2g}"]),
               f"Beta prior: {prior_strength:g} pseudo-counts centred on {centre}"]
     emit(format_rule_probs(result.lines(), header).rstrip("\n"), output)
     supported = int((result.clauses > 0).sum())
