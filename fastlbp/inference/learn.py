@@ -67,6 +67,10 @@ NOISE_FRACTION = 0.25
 # E-step on (rules the labels barely inform; the map's steps are rough where worlds change with p).
 STALLED = 4
 NEWTON_STEPS = 4  # Newton steps at most (one E-step each), with the information of the first point
+# Newton steps converge when no rule moves by more than this fraction of the Monte Carlo standard error
+# of the posterior's maximum (`Learner.map_noise`): in directions the labels barely inform, the sampler's
+# error in the gradient moves the maximum by far more than one EM step's error (weblech: 0.3 in logit).
+MAP_NOISE_FRACTION = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,8 +390,9 @@ class LearnResult:
         methods: the E-step's method per graph.
         seconds: wall time of EM.
         information_seconds: wall time of the information's E-steps (0 without).
-        noise: (R,) float64 the Monte Carlo standard error of each probability from the last sampled
-            E-step (`Learner.step_noise`), or None where no E-step is sampled.
+        noise: (R,) float64 the Monte Carlo standard error of each probability where an E-step is
+            sampled (else None): of the posterior's maximum (`Learner.map_noise`) with `information`,
+            else of the last EM step (`Learner.step_noise`, smaller where EM crawls).
         effective_worlds: the fewest effective worlds of the last sampled E-step over the graphs, or
             None.
     """
@@ -688,6 +693,8 @@ class Learner:
                 t = time.perf_counter()
                 cov = self.covariance(p, clauses > 0)
                 info_s = time.perf_counter() - t
+            if sampled:
+                noise = np.maximum(noise, self.map_noise(p, cov))
             var = np.diag(cov)
             with np.errstate(divide="ignore"):
                 support = np.where(clauses > 0, np.maximum(1 / (p * (1 - p) * var) - (self.a + self.b), 0.0),
@@ -728,9 +735,20 @@ class Learner:
             moved = np.abs(new - x)
             x = new
             fired, body = self._last_counts
-            if np.all(moved <= np.maximum(self.options.tol, NOISE_FRACTION * self._last_noise)):
+            if np.all(moved <= np.maximum(self.options.tol, MAP_NOISE_FRACTION * self.map_noise(x, cov))):
                 return x, True
         return x, False
+
+    def map_noise(self, probability: np.ndarray, cov: np.ndarray) -> np.ndarray:
+        """(R,) the Monte Carlo standard error of the posterior's maximum at `probability`, from the last
+        `counts`' sampled E-steps and the posterior covariance `cov` in logit (`covariance`): the
+        gradient's error (F_r - p_r B_r, the clauses' errors taken as independent) through the inverse
+        Hessian, in p. 0 where no E-step is sampled."""
+        var_fired, var_body = getattr(self, "_count_variance", (0.0, 0.0))
+        p = np.asarray(probability, np.float64)
+        var_grad = np.zeros(p.size) + var_fired + p**2 * var_body
+        var_logit = np.einsum("ij,j,ij->i", cov, var_grad, cov)
+        return p * (1 - p) * np.sqrt(np.maximum(var_logit, 0.0))
 
     def methods(self) -> tuple[str, ...]:
         """The E-step's method per graph ("" before its first E-step)."""
