@@ -13,8 +13,8 @@ from fastlbp.cli.app import (
     conflicts_located,
     emit,
     handles_errors,
+    note,
     output_target,
-    status,
 )
 from fastlbp.cli.options import (
     GraphArg,
@@ -93,5 +93,5 @@ def check(
         emit(json.dumps(report.as_dict(worst), indent=1), output)
     else:
         emit(checking.to_table(report, worst), output)
-    status(f"reference {report.reference}: {report.reference_info.get('seconds', 0.0):.3f} s; "
-           f"verdict {report.verdict}")
+    note(f"reference {report.reference}: {report.reference_info.get('seconds', 0.0):.3f} s; "
+         f"verdict {report.verdict}.", loading.quiet)

@@ -11,12 +11,14 @@ import typer
 
 from fastlbp.cli.app import (
     handles_errors,
+    note,
     status,
 )
 from fastlbp.cli.options import (
     AlarmsOpt,
     FactsOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     datalog_options,
 )
@@ -44,6 +46,7 @@ def ground(
         "--max-rule-instances", metavar="N", min=0, show_default="the machine's memory / 400 bytes",
         help="Stop grounding past N rule instances (each takes about 400 bytes of memory on its way to "
              "the graph) with an error naming the rule that explodes; 0: no limit.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ground a Datalog program over its facts: every rule instance of its least model, as a graph.
 
@@ -71,7 +74,7 @@ def ground(
     from datalog import grounding
     from datalog.formats import BINGO_CLAUSES
 
-    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True)
+    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True, quiet=quiet)
     if max_rule_instances is not None:
         options = dataclasses.replace(options, max_rule_instances=max_rule_instances)
     if not (grounding.is_json(output) or grounding.is_npz(output)) and output.is_dir() and \
@@ -86,13 +89,16 @@ def ground(
                          "(.npz) or a Bingo directory; `fastlbp convert` makes a causal factor graph of any")
     result = grounding.ground_file(program, options)
     if result.graph.num_clauses > LARGE_TEXT_GRAPH and not grounding.is_npz(output):
-        status(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
-               "(derivation.npz, numpy arrays) is written in seconds and read by every command")
-    for note in grounding.write(result.graph, output):
-        status(note)
+        note(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
+             "(derivation.npz, numpy arrays) is written in seconds and read by every command", quiet)
+    for line in grounding.write(result.graph, output):  # "wrote ...", then what the format cannot hold
+        if line.startswith("warning:"):
+            status(line)
+        else:
+            note(line, quiet)
     dg = result.graph
-    status(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "
-           f"alarms; {time.perf_counter() - start:.2f} s")
+    note(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "
+         f"alarms; {time.perf_counter() - start:.2f} s", quiet)
     if not len(dg.alarms):
         status("warning: no alarms (the program has no .output relation and --alarms was not given, or "
                "those relations are empty); rank will rank every tuple")

@@ -13,9 +13,11 @@ from fastlbp.cli.app import (
     degenerate_warning,
     emit,
     handles_errors,
+    note,
     output_target,
     status,
     summary,
+    terminal_rows,
 )
 from fastlbp.cli.evidence import (
     CarryConfidenceOpt,
@@ -76,8 +78,11 @@ def rank(
     format: Annotated[RankFormat, typer.Option("--format", "-f", help="table, json, csv, or sarif "
                                                "(SARIF 2.1.0 for code-scanning tools).")] = (
         RankFormat.table),
-    top: Annotated[int | None, typer.Option("--top", "-n", min=1,
-                                            help="Show only the N most likely alarms.")] = None,
+    top: Annotated[int | None, typer.Option(
+        "--top", "-n", min=0, show_default="all; a table on a terminal: as many as fit",
+        help="Show only the N most likely alarms; 0: all. By default every alarm is written, except that a "
+             "table written to a terminal shows as many rows as fit (its height less 8 lines) and says how "
+             "many more there are.")] = None,
     labels: LabelsOpt = None,
     output: OutputOpt = None,
     csv_exact_names: CsvExactNamesOpt = False,
@@ -141,7 +146,7 @@ def rank(
     output = output_target(output, graph, labels)
     model = loading.load(graph, settings, progress)
     if not model.alarms:
-        status(f"note: {graph} names no alarms; ranking every variable")
+        note(f"note: {graph} names no alarms; ranking every variable", loading.quiet)
     ev = gather(model, labels=labels, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels,
                 match=match, confidence=carry_confidence, loading=loading, settings=settings,
                 progress=progress)
@@ -172,7 +177,7 @@ def rank(
         def keep(name):
             return fingerprint(name) not in base
     kept = ranking.select(full, relations=relation, min_probability=min_probability, keep=keep)
-    result = ranking.select(kept, top=top) if top is not None else kept
+    result = ranking.select(kept, top=top) if top else kept
     if format is RankFormat.sarif:
         from fastlbp.io import sarif  # 0.5 s of imports: only for SARIF
 
@@ -181,7 +186,7 @@ def rank(
         emit(sarif.dumps(doc), output)
         if base is not None:
             counts = sarif.states(doc)
-            status("baseline: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+            note("baseline: " + ", ".join(f"{n} {state}" for state, n in counts.items()), loading.quiet)
         if source_root is not None:
             from fastlbp.io.sarif_ci import missing_files
 
@@ -192,13 +197,19 @@ def rank(
                        f"{missing[0]}: code scanning will not show those results at a line")
     elif format is RankFormat.csv:
         emit(writers.to_csv(result, exact_names=csv_exact_names), output)
-    else:
-        emit(writers.WRITERS[format.value](result), output)
+    elif format is RankFormat.json:
+        emit(writers.to_json(result), output)
+    else:  # a terminal shows what fits; a pipe or file gets every row
+        rows = terminal_rows() if top is None and output is None else None
+        emit(writers.to_table(result, rows=rows), output)
     loading.finish(progress, model)
-    status(f"{result.how or summary(result.iterations, result.converged, result.delta, result.seconds)}, "
-           f"{result.seconds:.3f} s")
+    how = result.how or summary(result.iterations, result.converged, result.delta, result.seconds)
+    note(f"{how}, {result.seconds:.3f} s.", loading.quiet)
     if result.reason:
-        status(f"method auto: {result.reason}")
+        note(f"method auto: {result.reason}.", loading.quiet)
+    if format is RankFormat.table:
+        for line in writers.caveats(result):
+            note(line, loading.quiet)
     for flag in result.flags:
         status(f"warning: {flag}")
     warning = None

@@ -275,7 +275,8 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
             "ruleIndex": rule_ids[rid],
             "level": "warning" if p >= WARNING_AT else "note",
             "rank": round(100.0 * p, 6),
-            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds)} (rank {a.rank})"},
+            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds, a.stderr)} "
+                                f"(rank {a.rank})"},
             "locations": [primary],
             "partialFingerprints": {FINGERPRINT_KEY: fingerprint(a.alarm)},
             "properties": {"rank": a.rank, "probability": p,
