@@ -17,6 +17,7 @@ from fastlbp.cli.app import (
 from fastlbp.cli.options import (
     AlarmsOpt,
     FactsOpt,
+    LocationsOpt,
     PriorsOpt,
     QuietOpt,
     RuleProbOpt,
@@ -42,6 +43,7 @@ def ground(
     rule_prob: RuleProbOpt = None,
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
+    locations: LocationsOpt = None,
     max_rule_instances: Annotated[int | None, typer.Option(
         "--max-rule-instances", metavar="N", min=0, show_default="the machine's memory / 400 bytes",
         help="Stop grounding past N rule instances (each takes about 400 bytes of memory on its way to "
@@ -74,7 +76,8 @@ def ground(
     from datalog import grounding
     from datalog.formats import BINGO_CLAUSES
 
-    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True, quiet=quiet)
+    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True, quiet=quiet,
+                              locations=locations)
     if max_rule_instances is not None:
         options = dataclasses.replace(options, max_rule_instances=max_rule_instances)
     if not (grounding.is_json(output) or grounding.is_npz(output)) and output.is_dir() and \

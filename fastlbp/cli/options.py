@@ -142,6 +142,13 @@ PriorsOpt = Annotated[
     typer.Option("--priors", metavar="FILE", show_default=False,
                  help="For a .dl program: priors of input tuples, lines 'TUPLE p' (default 1.0)."),
 ]
+LocationsOpt = Annotated[
+    str | None,
+    typer.Option("--locations", metavar="REL", show_default=False,
+                 help="For a .dl program: a relation REL(point, file, line[, column]) of source positions; "
+                      "every tuple is located at the points among its arguments (SARIF results then have "
+                      "a file and line: README, Code scanning)."),
+]
 OutputOpt = Annotated[
     Path | None,
     typer.Option("--output", "-o", metavar="FILE", show_default=False,
@@ -192,13 +199,15 @@ class LoadOptions:
     rule_prob: Path | None = None
     alarms: str | None = None
     priors: Path | None = None
+    locations: str | None = None
     no_cache: bool = False
     quiet: bool = False
     timings: bool = False
 
     def datalog(self, graph: Path) -> GroundOptions | None:
         """The grounding options for `graph` (None unless it is a Datalog program; `datalog_options`)."""
-        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors, quiet=self.quiet)
+        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors, quiet=self.quiet,
+                               locations=self.locations)
 
     def progress(self) -> Progress:
         """The command's progress display (`start_progress`: --quiet, --timings)."""
@@ -258,6 +267,7 @@ LOAD_PARAMETERS = (
     ("rule_prob", RuleProbOpt, None),
     ("alarms", AlarmsOpt, None),
     ("priors", PriorsOpt, None),
+    ("locations", LocationsOpt, None),
     ("no_cache", NoCacheOpt, False),
     ("quiet", QuietOpt, False),
     ("timings", TimingsOpt, False),
@@ -331,7 +341,8 @@ def graph_command(fn):
 
 def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | None = None,
                     alarms: str | None = None, priors: Path | None = None, *,
-                    program: bool = False, quiet: bool = False) -> GroundOptions | None:
+                    program: bool = False, quiet: bool = False,
+                    locations: str | None = None) -> GroundOptions | None:
     """The grounding options for `graph` when it is a Datalog program (or `program`), else None.
 
     Grounding's progress goes to stderr (`status`), unless `quiet` (--quiet).
@@ -345,8 +356,8 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
     from datalog.io import detect_format
 
     # --rule-prob applies to every graph with rules (`load_graph`); the others are a program's only.
-    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors))
-             if value is not None]
+    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors),
+                                      ("--locations", locations)) if value is not None]
     if not program and detect_format(graph) != "datalog":
         if given:
             raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
@@ -358,7 +369,7 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
         if not rels:
             raise SettingsError("--alarms: name at least one relation (REL[,REL...])")
     return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors,
-                         progress=None if quiet else status)
+                         progress=None if quiet else status, locations=locations)
 
 
 
