@@ -113,7 +113,11 @@ def rank(
     from loopy belief propagation (marked "unchecked": approximate); stderr
     says which and why. Prints one row per unlabelled alarm: rank,
     probability, its error, alarm; alarms are ordered by their log-odds, so the order
-    among probabilities too small to print is kept. Alarms labelled in the graph
+    among probabilities too small to print is kept. A sampled probability is
+    rounded at the first significant digit of its standard error (exact and
+    LBP ones keep six decimals); JSON and CSV keep every digit. On a terminal
+    the table shows the rows that fit and says how many more there are (--top
+    0: all); to a pipe or a file it has every row. Alarms labelled in the graph
     or in --labels (a labels file, or a `fastlbp triage` session file) are
     evidence and are listed apart. A graph without alarms
     (a bare factor graph) ranks every variable.
