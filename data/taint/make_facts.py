@@ -117,7 +117,8 @@ def write(directory: Path, seed: int = 7) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for rel, rows in make(seed).items():
         (directory / f"{rel}.facts").write_text("".join("\t".join(map(str, r)) + "\n" for r in rows))
-    for rel in ("new", "assign", "load", "store", "call", "arg", "ret", "source", "sink", "sanitizer", "callAt"):
+    for rel in ("new", "assign", "load", "store", "call", "arg", "ret", "source", "sink", "sanitizer",
+                "callAt"):
         (directory / f"{rel}.facts").touch()
 
 
