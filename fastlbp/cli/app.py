@@ -313,6 +313,12 @@ def status(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
+def sentence(text: str) -> str:
+    """`text` ending as a sentence does (a full stop added where it has none), for lines on stderr."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def note(msg: str, quiet: bool = False) -> None:
     """An informational line on stderr (how the numbers were made, what grounding produced, counts),
     left out with --quiet; warnings and errors go through `status` and are always said."""

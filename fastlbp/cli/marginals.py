@@ -14,6 +14,7 @@ from fastlbp.cli.app import (
     handles_errors,
     note,
     output_target,
+    sentence,
     status,
 )
 from fastlbp.cli.evidence import SoftLabelsOpt, gather
@@ -119,9 +120,9 @@ def marginals(
         emit(csv_document(header, rows, 0, csv_exact_names), output)
     note(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s.", loading.quiet)
     if rnd.reason:
-        note(f"method auto: {rnd.reason}.", loading.quiet)
+        note(sentence(f"method auto: {rnd.reason}"), loading.quiet)
     for flag in rnd.flags:
-        status(f"warning: {flag}")
+        status(sentence(f"warning: {flag}"))
 
 
 def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:

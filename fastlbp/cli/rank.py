@@ -15,6 +15,7 @@ from fastlbp.cli.app import (
     handles_errors,
     note,
     output_target,
+    sentence,
     status,
     summary,
     terminal_rows,
@@ -220,12 +221,12 @@ def rank(
     how = result.how or summary(result.iterations, result.converged, result.delta, result.seconds)
     note(f"{how}, {result.seconds:.3f} s.", loading.quiet)
     if result.reason:
-        note(f"method auto: {result.reason}.", loading.quiet)
+        note(sentence(f"method auto: {result.reason}"), loading.quiet)
     if format is RankFormat.table:
         for line in writers.caveats(result):
             note(line, loading.quiet)
     for flag in result.flags:
-        status(f"warning: {flag}")
+        status(sentence(f"warning: {flag}"))
     warning = None
     if result.method == "lbp":
         # Every unlabelled alarm, not only the `--top` shown: the top few of a good ranking may be equal.
