@@ -276,7 +276,9 @@ class Terminal:
         except KeyError:
             self.say(f"! no tuple {arg!r} in this graph (`/TEXT` searches the alarms)")
             return True
-        self.say(f"{safe_name(ex.alarm)}   P(true) = {format_probability(ex.probability)}")
+        var = self.t.model.index.get(ex.alarm, -1)  # a tuple with a variable: its error beside it
+        shown = self._p(var) if var >= 0 else format_probability(ex.probability)
+        self.say(f"{safe_name(ex.alarm)}   P(true) = {shown}")
         self.say(format_explanation(ex))
         return True
 
