@@ -277,6 +277,9 @@ def test_ties_within_the_reference_error_are_not_disagreements():
     assert checking.order_disagreement(-exact, exact, np.zeros(20)) == (190, 190.0)
     assert checking.order_disagreement(exact, exact, np.zeros(20)) == (190, 0.0)
     assert checking.order_disagreement(np.zeros(20), exact, np.zeros(20)) == (190, 95.0)  # ties: half
+    certain = np.array([np.inf, -np.inf, -np.inf, 0.0])  # LBP's log-odds of certain alarms
+    with np.errstate(invalid="raise"):
+        assert checking.order_disagreement(certain, np.array([.9, .1, .1, .5]), np.zeros(4)) == (5, 0.0)
     # Top k: a tie at the k-th place within the error is no miss.
     ref = np.array([0.9, 0.8, 0.5, 0.5005, 0.1])
     se = np.full(5, 0.001)

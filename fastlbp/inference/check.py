@@ -242,8 +242,9 @@ def order_disagreement(key: np.ndarray, ref: np.ndarray, ref_se: np.ndarray, *,
         rows = slice(start, start + block)
         apart = _told_apart(ref[rows, None], ref[None, :], ref_se[rows, None], ref_se[None, :])
         resolved += int(apart.sum())
-        diff = key[rows, None] - key[None, :]
-        reversed_ += float((apart & (diff < 0)).sum()) + 0.5 * float((apart & (diff == 0)).sum())
+        # Compared, not subtracted: log-odds of +-inf (a certain alarm) tie with their equal.
+        below, tied = key[rows, None] < key[None, :], key[rows, None] == key[None, :]
+        reversed_ += float((apart & below).sum()) + 0.5 * float((apart & tied).sum())
     return resolved, reversed_
 
 
