@@ -62,12 +62,17 @@ def ground(
     arrays: what a graph of millions of clauses should be written as) or a
     Bingo directory; rank,
     triage, simulate, check and info also take the .dl file directly.
+    --locations REL names a relation REL(point, file, line[, column]) of
+    source positions: every tuple is located at the points among its
+    arguments (derivation.json's "locations", SARIF's physical locations).
 
     Examples:
 
       fastlbp ground data/taint/taint.dl --facts data/taint/facts -o taint.json
 
       fastlbp ground taint.dl --rule-prob rule_prob.txt --alarms leak -o bingo_dir
+
+      fastlbp ground data/taint/taint.dl --facts data/taint/facts --locations callAt -o taint.json
 
       fastlbp rank taint.json --top 10
     """
