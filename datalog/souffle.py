@@ -307,7 +307,7 @@ def _check(p: _Parser) -> Program:
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
     for rule in p.rules:
-        RuleChecker(rule, check_atom, err, p.record_fields).check()
+        RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
     strata = _stratify(p, err)
     return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
                    output_files=p.output_files, records=p.record_fields)

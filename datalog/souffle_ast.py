@@ -101,11 +101,15 @@ class Wildcard:
 
 @dataclasses.dataclass(frozen=True)
 class Functor:
-    """An arithmetic operation or a functor: `op` ("+", "band", "min", "cat", "neg" ...) of `args`."""
+    """An arithmetic operation or a functor: `op` ("+", "band", "min", "cat", "neg" ...) of `args`.
+
+    `to`: for a type cast `as(x, T)` (op "as"), the type T as written (None otherwise).
+    """
 
     op: str
     args: tuple
     pos: Pos
+    to: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

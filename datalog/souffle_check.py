@@ -42,9 +42,11 @@ class RuleChecker:
     """Checks one rule; `check_atom(atom)` returns the atom's Decl (raising for an undeclared relation or
     a wrong arity), `err(pos, message)` makes the error."""
 
-    def __init__(self, rule: Rule, check_atom, err, records: dict | None = None):
+    def __init__(self, rule: Rule, check_atom, err, records: dict | None = None, resolve_type=None):
         self.rule, self.check_atom, self.err = rule, check_atom, err
         self.records = records or {}
+        self.resolve_type = resolve_type  # (type name, Pos) -> its primitive or record type
+        self.pending: list | None = []  # casts of variables the body has not typed yet (head first)
         self.types: dict[str, tuple[str, Pos]] = {}
 
     def set_type(self, v: Var, ty: str, what: str) -> None:
@@ -64,6 +66,8 @@ class RuleChecker:
         if isinstance(t, Functor):
             if t.op in ("min", "max"):
                 return next((x for x in map(self.type_of, t.args) if x), None)
+            if t.op == "as":
+                return self.cast_type(t)
             return result_type(t)
         if isinstance(t, Aggregate):
             return NUMBER
@@ -91,6 +95,8 @@ class RuleChecker:
         elif isinstance(t, Const):
             if t.type != ty:
                 raise self.err(t.pos, f"{t.type} constant where a {ty} is expected ({what})")
+        elif isinstance(t, Functor) and t.op == "as":
+            self.cast(t, ty, what)
         elif isinstance(t, Functor):
             got = self.type_of(t) if t.op in ("min", "max") else result_type(t)
             if got is not None and got != ty:
@@ -100,6 +106,33 @@ class RuleChecker:
             if ty != NUMBER:
                 raise self.err(t.pos, f"aggregate {t.kind} gives a number where a {ty} is expected ({what})")
             self.aggregate(t)
+
+    def cast_type(self, t: Functor) -> str:
+        """The type `as(x, T)` gives: T's primitive (or record type)."""
+        if self.resolve_type is None:
+            raise self.err(t.pos, "as(x, T) needs the program's types")
+        return self.resolve_type(t.to, t.pos)
+
+    def cast(self, t: Functor, ty: str, what: str) -> None:
+        """`as(x, T)` where a `ty` is expected. Soufflé drops the cast after type checking (the value is
+        unchanged), so it is the identity here; between types of different primitives it would read a
+        value's internal bits as another type (a symbol's number in Soufflé's symbol table), which has no
+        meaning outside one Soufflé run: refused."""
+        to = self.cast_type(t)
+        if to != ty:
+            raise self.err(t.pos, f"as(..., {t.to}) gives a {to} where a {ty} is expected ({what})")
+        (value,) = t.args
+        if isinstance(value, Wildcard):
+            raise self.err(value.pos, "'_' as the value of as(...)")
+        known = self.type_of(value)
+        if known is None and isinstance(value, Var) and self.pending is not None:
+            self.pending.append((t, ty, what))  # checked once the body has typed the variable
+            return
+        if known is not None and known != to:
+            raise self.err(t.pos, f"as(x, {t.to}) casts a {known} to a {to}: a cast between types of "
+                           f"different primitive types is not supported (Soufflé reinterprets the value's "
+                           f"internal bits); as(x, T) between types of one primitive type is")
+        self.expect(value, to, f"the value cast by as(..., {t.to})")
 
     def functor_args(self, t: Functor, ty: str | None) -> None:
         want = _ARG_TYPES.get(t.op, "same")
@@ -166,6 +199,9 @@ class RuleChecker:
                 raise self.err(a.pos, "'_' in the head: a head argument must be a variable or a constant")
             self.expect(a, ty, f"attribute {attr!r} of {rule.head.relation!r}")
         self.body_types(rule.body)
+        pending, self.pending = self.pending, None
+        for t, ty, what in pending:
+            self.cast(t, ty, what)
         bound = self.scope(rule.body, set(), f"in the body of {rule.name}")
         for a in rule.head.args:
             self.need(a, bound, f"in the head of {rule.name}")

@@ -5,8 +5,10 @@ What changes no result is accepted: user types (`.type A <: symbol`, `.type B = 
 the older `.number_type N` and `.symbol_type S`) stand for the primitive type they resolve to;
 `.pragma`, `.plan`, `.printsize` and storage qualifiers (btree, brie, inline, magic ...) are read and
 ignored. An `eqrel` relation is closed under reflexivity, symmetry and transitivity, as Soufflé closes
-it, by three rules added after the program's. I/O parameters: `IO=file`, `filename` and `delimiter`
-are honoured; any other is refused by name. What changes results and is not implemented (records,
+it, by three rules added after the program's. I/O parameters of `.input`: `IO=file`, `filename` and
+`delimiter` are honoured; any other is refused by name. Those of `.output` and `.printsize` (`IO=stdout`,
+`headers=true`, `compress`, ...) say where Soufflé writes a relation, never which tuples it holds: any is
+accepted (`filename` is kept as the output's file name). What changes results and is not implemented (records,
 ADTs, components, `unsigned`, `float`, choice domains, `.limitsize`) is refused where it is written.
 """
 
@@ -138,14 +140,11 @@ class DirectivesMixin:
                         raise self.expected(f"a value of I/O parameter {key.text!r}")
                     self.i += 1
                     value = str(v.value if v.kind != "ident" else v.text)
-                    if key.text not in IO_PARAMETERS:
-                        raise self.error(key, f"I/O parameter {key.text!r} is not supported (supported: "
-                                         "IO=file, filename, delimiter)")
-                    if key.text == "IO" and value != "file":
-                        raise self.error(v, f"I/O parameter IO={value} is not supported (only IO=file: "
-                                         "facts and outputs are files)")
-                    if key.text == "delimiter" and len(value) != 1:
-                        raise self.error(v, f"delimiter {value!r}: one character is supported")
+                    # An output's or a printsize's parameters say where and how Soufflé writes the
+                    # relation (IO=stdout, headers, compress, ...): they change no tuple, so any is read
+                    # and kept; only an input's decide what is read.
+                    if what == "input":
+                        self.input_parameter(key, v, value)
                     params[key.text] = value
                     self.accept(",")
             if what == "input":
@@ -162,6 +161,17 @@ class DirectivesMixin:
         if self.tok.kind == "ident" and self.tok.pos.line == line:
             raise self.error(self.tok, f"expected ',' between the relations of .{what}, got "
                                        f"{self.tok.text!r}")
+
+    def input_parameter(self, key, value_tok, value: str) -> None:
+        """Refuses an `.input` parameter that is not honoured (it would change what is read)."""
+        if key.text not in IO_PARAMETERS:
+            raise self.error(key, f"I/O parameter {key.text!r} of .input is not supported (supported: "
+                             "IO=file, filename, delimiter)")
+        if key.text == "IO" and value != "file":
+            raise self.error(value_tok, f"I/O parameter IO={value} of .input is not supported (only IO=file: "
+                             "facts are read from files)")
+        if key.text == "delimiter" and len(value) != 1:
+            raise self.error(value_tok, f"delimiter {value!r}: one character is supported")
 
     def decl(self) -> None:
         names = [self.ident("a relation name after .decl")]
@@ -251,6 +261,7 @@ class DirectivesMixin:
         for t, (kind, _, tpos) in self.types.items():  # record types no relation uses, checked too
             if kind == "record":
                 resolve(t, tpos)
+        self.resolve_type = resolve  # for the checker: the type of a cast as(x, T)
 
 
 def preprocess(text: str, path: str | None) -> str:

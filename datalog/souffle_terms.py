@@ -3,7 +3,8 @@
 Operators, loosest first (as Soufflé binds them): `lor`, `land`, `bor`, `bxor`, `band`,
 `bshl bshr bshru`, `+ -`, `* / %`, `^` (power, right-associative), then unary `-`, `bnot`, `lnot`.
 Functors: `min(a, b, ...)`, `max(...)`, `cat(s, ...)`, `strlen(s)`, `substr(s, i, n)`, `ord(s)`,
-`to_number(s)`, `to_string(n)`; the constraints `match(pattern, s)` and `contains(part, s)`.
+`to_number(s)`, `to_string(n)`, the type cast `as(x, T)`; the constraints `match(pattern, s)` and
+`contains(part, s)`.
 Aggregates: `count : { body }`, `sum T : { body }`, `min T : { body }`, `max T : { body }` (the braces
 may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.functors`'.
 """
@@ -37,7 +38,6 @@ _REFUSED_FUNCTORS = {
     "itou": "unsigned numbers are not supported", "utoi": "unsigned numbers are not supported",
     "itof": "floats are not supported", "ftoi": "floats are not supported",
     "utof": "floats are not supported", "ftou": "floats are not supported",
-    "as": "type casts (as) are not supported",
     "autoinc": "autoinc() is not supported (its values depend on Soufflé's evaluation order)",
 }
 
@@ -71,7 +71,7 @@ class TermsMixin:
             self.expect(")", f"')' after the arguments of {t.text}")
             return Comparison(t.text, left, right, t.pos)
         if t.kind == "ident" and self._is("(", 1) and t.text not in FUNCTORS and \
-                t.text not in _REFUSED_FUNCTORS:
+                t.text not in _REFUSED_FUNCTORS and t.text != "as":
             return self.atom()
         left = self.term()
         op = self.tok
@@ -127,6 +127,8 @@ class TermsMixin:
                                      or self._colon_after_parenthesis()):
             return self.aggregate()
         self.i += 1
+        if t.text == "as" and self._is("("):
+            return self.cast(t)
         if self.accept("("):
             if t.text in _REFUSED_FUNCTORS:
                 raise self.error(t, _REFUSED_FUNCTORS[t.text])
@@ -149,6 +151,15 @@ class TermsMixin:
         if self._qualified(t):
             raise self.error(self.tok, "qualified names (components) are not supported")
         return Var(t.text, t.pos)
+
+    def cast(self, t):
+        """`as(x, T)`: Soufflé's type cast, which changes the type the checker sees and never the value."""
+        self.expect("(")
+        value = self.term()
+        self.expect(",", "',' and a type after the value of as(...)")
+        ty = self.ident("a type name (as(x, T))")
+        self.expect(")", "')' closing as(...)")
+        return Functor("as", (value,), t.pos, ty.text)
 
     def _colon_after_parenthesis(self) -> bool:
         """`max (a / b) : ...`: the parenthesis after the aggregate's name closes before a ':'."""

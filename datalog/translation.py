@@ -76,6 +76,8 @@ class _Translator:
             return f"({','.join(args)}{',' if len(args) == 1 else ''})"
         if isinstance(t, souffle.Functor):
             args = [self.term(a, names, fresh, extra) for a in t.args]
+            if t.op == "as":  # a type cast leaves the value as it is (Soufflé drops it after type checking)
+                return args[0]
             if t.op in _NATIVE:
                 return f"({args[0]}{_NATIVE[t.op]}{args[1]})"
             if t.op == "neg":

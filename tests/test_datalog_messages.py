@@ -7,8 +7,7 @@ from fastlbp.core.errors import InputError
 
 CASES = [
     # (program, where, words the message must have, words it must not)
-    ('.decl r(x:number)\n.output r(IO=stdout)\nr(1).\n', (2, 14), ["IO=stdout", "IO=file"],
-     [".input", ".facts"]),
+    ('.decl r(x:number)\n.input r(IO=sqlite)\n', (2, 13), ["IO=sqlite", "IO=file", ".input"], [".facts"]),
     ('.decl r(x:number)\n.input r(headers=true)\n', (2, 10), ["'headers'", "filename", "delimiter"], []),
     ('.decl r(x:number)\n.input r r\n', (2, 10), ["','", ".input", "'r'"], ["end of the file"]),
     ('.decl r(x:number)\n.decl s(x:number)\ns(n) :- n = mean x : { r(x) }.\n', (3, 13), ["mean"],
