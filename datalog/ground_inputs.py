@@ -103,23 +103,41 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
 
 # Rule probabilities and priors -----------------------------------------------
 
+def rule_index(by_name: dict[str, int], name: str) -> int | None:
+    """The index of the rule `name` names (`by_name`: {stable name: index}): its stable name
+    (`datalog.souffle_rules`, `leak-3fa2c1`), or `Rk`, the k-th rule in file order from 0 (the older
+    numbering, kept for files written before it); None for no rule."""
+    k = by_name.get(name)
+    if k is not None:
+        return k
+    m = re.fullmatch(r"R(\d+)", name)
+    if m is not None and int(m.group(1)) < len(by_name):
+        return int(m.group(1))
+    return None
+
+
 def rule_probabilities(path, program: souffle.Program) -> dict[int, float]:
     """{rule index: p} of a rule-probability file (`datalog.reading.rule_prob_lines`), every name a rule
-    of `program` (`Rk`, k its index in file order).
+    of `program`: its stable name, or `Rk` by file order (`rule_index`). A rule named both ways (or as
+    `R1` and `R01`) must be given one value.
 
     Raises:
         InputError: what `rule_prob_lines` raises; a name that is no rule of the program, or one rule
-            given two values under two spellings (`R1`, `R01`) (file and line).
+            given two values under two names (file and line, both names).
     """
     n = len(program.rules)
     once = Once(path, "the probability of rule")
+    names: dict[int, str] = {}
+    by_name = {r.name: r.index for r in program.rules}
     for ln, name, prob in rule_prob_lines(path):
-        m = re.fullmatch(r"R(\d+)", name)
-        if m is None or int(m.group(1)) >= n:
-            have = f"R0..R{n - 1}" if n else "none"
-            raise InputError(str(path), ln, f"no rule {shown(name)} in {program.path} (its rules, in file "
-                             f"order: {have})")
-        once.set(int(m.group(1)), prob, ln, name)
+        k = rule_index(by_name, name)
+        if k is None:
+            have = f"R0..R{n - 1} by file order" if n else "none"
+            raise InputError(str(path), ln, f"no rule {shown(name)} in {program.path} (`fastlbp rules "
+                             f"{program.path}` lists its rules' names; {have})")
+        first = names.setdefault(k, name)
+        shown_name = name if first == name else f"{name} (= {first})"
+        once.set(k, prob, ln, shown_name)
     return once.values
 
 

@@ -1,7 +1,8 @@
 """A Soufflé subset: parsing an analysis into a checked AST (declarations, rules, facts, strata).
 
     program = datalog.souffle.parse_file("taint.dl")     # or parse(text, path)
-    program.rules[0].name                                # "R0": rules are numbered in file order
+    program.rules[0].name                                # "path-2a3171": head and a hash of the text
+    program.rules[0].text                                # "path(x, y) :- edge(x, y)." (datalog.souffle_rules)
 
 The language (what typical points-to, taint, race and escape analyses use)::
 
@@ -20,9 +21,10 @@ numbers only; `x = t` binds x when t is bound). Arguments are variables
 signed, as Soufflé's and clingo's), "string" constants (escapes `\\"`,
 `\\\\`, `\\n`, `\\t`) or the wildcard `_`. Comments `//` and `/* */`.
 
-Everything else Soufflé has (aggregates, arithmetic and functors, components,
-records and ADTs, user types, I/O parameters, several heads, disjunction,
-`.plan`, the preprocessor) is refused with a `ProgramError` naming the file,
+Much else of Soufflé is read too (aggregates, arithmetic and functors, `as`, components, records,
+user types, output parameters, several heads, disjunction, `.plan`, the preprocessor: see
+docs/writing-an-analysis.md); what is not (ADTs, `float`, `unsigned`, subsumption, choice domains,
+`autoinc`, user-defined functors) is refused with a `ProgramError` naming the file,
 line and column, never ignored; so are an undeclared relation, an arity or
 type mismatch, an unsafe variable (in the head, a negation or a comparison
 but bound by no positive atom) and negation through recursion.
@@ -68,6 +70,7 @@ from datalog.souffle_check import RuleChecker
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
+from datalog.souffle_rules import rule_names, rule_text
 from datalog.souffle_terms import TermsMixin
 from fastlbp.core.errors import read_text
 
@@ -306,6 +309,9 @@ def _check(p: _Parser) -> Program:
                 ((x, z), ((x, y), (y, z)), f"{r}(x, z) :- {r}(x, y), {r}(y, z).  // eqrel {r}: transitive")):
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
+    # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
+    p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)
+               for r, name in zip(p.rules, rule_names(p.rules), strict=True)]
     for rule in p.rules:
         RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
     strata = _stratify(p, err)
@@ -371,7 +377,7 @@ def _stratify(p: _Parser, err) -> list[list[str]]:
             for rel in Rule(0, rule.head, g.body, "", g.pos).aggregated() | {
                     a.relation for a in g.body if isinstance(a, Atom)}:
                 if comp_of[rel] == comp_of[rule.head.relation]:
-                    raise err(g.pos, f"aggregate through recursion: {rule.name} derives "
+                    raise err(g.pos, f"aggregate through recursion: this rule derives "
                               f"{rule.head.relation!r} from {g.kind} over {rel!r}, which depends on it; only "
                               "stratified aggregates are supported")
         for a in rule.negative:
@@ -379,7 +385,7 @@ def _stratify(p: _Parser, err) -> list[list[str]]:
                 head, neg = rule.head.relation, a.relation
                 through = "" if head == neg else (
                     f" ({' -> '.join(_path(edges, head, neg))}: each derived from the one before)")
-                raise err(a.pos, f"negation through recursion: {rule.name} derives {head!r} from !{neg}, but "
+                raise err(a.pos, f"negation through recursion: this rule derives {head!r} from !{neg}, but "
                           f"{neg!r} depends on {head!r}{through}; only stratified negation is supported")
     position = {r: i for i, r in enumerate(rels)}  # rels.index per relation was quadratic
     return [sorted(c, key=position.__getitem__) for c in reversed(sccs)]

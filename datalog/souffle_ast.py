@@ -196,17 +196,22 @@ class Decl:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """Rule `index` in file order (named `R{index}`): head :- body."""
+    """Rule `index` in file order: head :- body.
+
+    `label`: its stable name (`datalog.souffle_rules`: head relation and a hash of its text), given once
+    the program is parsed; `name` is the label, or `R{index}` before it has one.
+    """
 
     index: int
     head: Atom
     body: tuple[Literal, ...]
     text: str
     pos: Pos
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return f"R{self.index}"
+        return self.label or f"R{self.index}"
 
     @property
     def positive(self) -> tuple[Atom, ...]:

@@ -202,9 +202,9 @@ class RuleChecker:
         pending, self.pending = self.pending, None
         for t, ty, what in pending:
             self.cast(t, ty, what)
-        bound = self.scope(rule.body, set(), f"in the body of {rule.name}")
+        bound = self.scope(rule.body, set(), "in the body")
         for a in rule.head.args:
-            self.need(a, bound, f"in the head of {rule.name}")
+            self.need(a, bound, "in the head")
 
     def scope(self, body, outer: set[str], where: str) -> set[str]:
         """Checks the safety of a body (a rule's or an aggregate's) given the variables bound outside it;
