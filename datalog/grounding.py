@@ -115,6 +115,10 @@ class GroundOptions:
     max_rule_instances: int | None = None
 
 
+class NothingDerived(InputError):
+    """The program derives nothing from its facts (no clause, no alarm): there is no graph to write."""
+
+
 @dataclasses.dataclass
 class Grounding:
     """What `ground` made: the derivation graph and what it took.
@@ -429,7 +433,7 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     dg = merge_duplicates(dg).graph
     seconds["graph"] = time.perf_counter() - t3
     if dg.num_clauses == 0 and len(dg.alarms) == 0:
-        raise InputError(str(program.path), None, "the program derives nothing from these facts: no rule "
+        raise NothingDerived(str(program.path), None, "the program derives nothing from these facts: no rule "
                          "instance holds, so there is no derivation graph (check --facts and the .input "
                          "relations)")
     say(f"derivation graph: {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.alarms):,} alarms "

@@ -215,15 +215,13 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                 return alternatives
 
     def group(self) -> list[list[Literal]]:
-        """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('."""
-        if self.tok.kind == "punct" and self.tok.text == "!" and self._is("(", 1):
+        """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('.
+        A negated group `!( body )` (or `!!...`) is put in disjunctive normal form as Soufflé does (De
+        Morgan: `!(a, b)` is `!a ; !b`, `!(a ; b)` is `!a, !b`, `!!a` is `a`)."""
+        if self.tok.kind == "punct" and self.tok.text == "!" and (self._is("(", 1) or self._is("!", 1)):
             bang = self.tok
-            self.i += 2
-            inner = self.disjunction()
-            self.expect(")", "')' closing the negated group")
-            if any(len(a) != 1 or not isinstance(a[0], Atom) or a[0].negated for a in inner):
-                raise self.error(bang, "a negated group must be a disjunction of atoms: !(a(x) ; b(x))")
-            return [[dataclasses.replace(a[0], negated=True) for a in inner]]  # !(a ; b) is !a, !b
+            self.i += 1
+            return self.negated(self.group(), bang)
         if self.tok.kind == "punct" and self.tok.text == "(":
             save = self.i
             try:
@@ -236,6 +234,16 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                 pass
             self.i = save
         return [[self.literal()]]
+
+    def negated(self, alternatives: list[list[Literal]], bang: Token) -> list[list[Literal]]:
+        """The alternatives of `!(alternatives)`: not (OR_i AND_j l_ij) = AND_i OR_j not l_ij."""
+        out: list[list[Literal]] = [[]]
+        for conjunction in alternatives:
+            out = [done + [_negation(lit)] for done in out for lit in conjunction]
+            if len(out) > MAX_ALTERNATIVES:
+                raise self.error(bang, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
+                                       "rules")
+        return out
 
     def body(self) -> list[Literal]:
         """An aggregate's body: a conjunction."""
@@ -265,6 +273,18 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
             raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
                                   f"{INT_MIN}..{INT_MAX})")
         return value
+
+
+_NEGATED_COMPARISON = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">", "match": "!match",
+                       "!match": "match", "contains": "!contains", "!contains": "contains"}
+
+
+def _negation(lit: Literal) -> Literal:
+    """The literal that holds exactly when `lit` does not: an atom negated (or un-negated), a comparison
+    with the opposite operator."""
+    if isinstance(lit, Atom):
+        return dataclasses.replace(lit, negated=not lit.negated)
+    return dataclasses.replace(lit, op=_NEGATED_COMPARISON[lit.op])
 
 
 # Checks ---------------------------------------------------------------------
