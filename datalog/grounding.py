@@ -386,7 +386,8 @@ def _graph(program: souffle.Program, g: Ground, options: GroundOptions) -> tuple
     for a in externals[derived[externals]].tolist():
         priors.setdefault(int(tuple_of[a]), DEFAULT_INPUT_PRIOR)
     probs = ground_inputs.rule_probabilities(options.rule_prob, program) if options.rule_prob else {}
-    rules = [Rule(r.name, probs.get(r.index, DEFAULT_RULE_PROBABILITY), r.text) for r in program.rules]
+    rules = [Rule(r.name, probs.get(r.index, 1.0 if r.auxiliary else DEFAULT_RULE_PROBABILITY), r.text)
+             for r in program.rules]
     return DerivationGraph(
         tuples=names, rules=rules, clause_rule=c_rule.astype(np.int32),
         clause_head=tuple_of[heads].astype(np.int32), body_offsets=offsets,

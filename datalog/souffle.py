@@ -70,6 +70,7 @@ from datalog.souffle_check import RuleChecker
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
+from datalog.souffle_project import project
 from datalog.souffle_rules import rule_names, rule_text
 from datalog.souffle_terms import TermsMixin
 from fastlbp.core.errors import read_text
@@ -329,11 +330,12 @@ def _check(p: _Parser) -> Program:
                 ((x, z), ((x, y), (y, z)), f"{r}(x, z) :- {r}(x, y), {r}(y, z).  // eqrel {r}: transitive")):
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
+    for rule in p.rules:
+        RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
+    p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own
     # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
     p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)
                for r, name in zip(p.rules, rule_names(p.rules), strict=True)]
-    for rule in p.rules:
-        RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
     strata = _stratify(p, err)
     return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
                    output_files=p.output_files, records=p.record_fields)

@@ -208,6 +208,7 @@ class Rule:
     text: str
     pos: Pos
     label: str = ""
+    auxiliary: bool = False  # made by datalog.souffle_project (an existence check): probability 1 by default
 
     @property
     def name(self) -> str:

@@ -138,3 +138,32 @@ def test_rules_command_lists_names_places_and_texts(tmp_path):
     bad.write_text("reach: 0.5\n")
     res = runner.invoke(get_app(), ["rules", str(prog), "--rule-prob", str(bad)])
     assert res.exit_code == 2 and "rp2.txt:1: no rule 'reach'" in res.stderr and "fastlbp rules" in res.stderr
+
+
+def test_independent_parts_of_a_body_are_existence_checks_of_their_own():
+    # Soufflé's suite, example/independent_body3: a(x) :- b(x), c(y), d(y) made |b| x |c join d| clauses.
+    text = """.decl b(x: number)
+.decl c(x: number)
+.decl d(x: number)
+.decl a(x: number)
+.decl q(x: number)
+.output a, q
+b(1). b(2). c(0). c(6). c(7). d(0). d(6). d(9).
+a(x) :- b(x), c(y), d(y).
+q(x) :- b(x), c(_), d(_), !c(x), x > 1.
+q(x) :- b(x), c(x), d(_).
+"""
+    p = souffle.parse(text, "p.dl")
+    assert [r.text for r in p.rules] == [
+        "a(x) :- b(x), exists{c(y),d(y)}().",
+        "q(x) :- b(x), exists{c(_)}(), exists{d(_)}(), !c(x), x > 1.",
+        "q(x) :- b(x), c(x), exists{d(_)}().",
+        "exists{c(y),d(y)}() :- c(y), d(y).", "exists{c(_)}() :- c(_).", "exists{d(_)}() :- d(_)."]
+    assert [r.auxiliary for r in p.rules] == [False] * 3 + [True] * 3
+    dg = grounding.ground(p).graph
+    assert sorted(dg.tuples[a] for a in dg.alarms) == ["a(1)", "a(2)", "q(2)"]
+    clauses = [(dg.rules[int(dg.clause_rule[c])].text.split(" :-")[0], dg.tuples[int(dg.clause_head[c])])
+               for c in range(dg.num_clauses)]
+    assert clauses.count(("a(x)", "a(1)")) == 1  # one clause, not one per (c, d) pair
+    assert clauses.count(("exists{c(y),d(y)}()", "exists{c(y),d(y)}()")) == 2  # y = 0 and y = 6
+    assert [r.probability for r in dg.rules] == [0.999] * 3 + [1.0] * 3
