@@ -14,6 +14,7 @@ from pathlib import Path
 
 from datalog import souffle
 from datalog.reading import Once, check_probability, rule_prob_lines, shown
+from datalog.souffle_values import f32
 from fastlbp.core.errors import InputError, check_path, read_text, text_lines
 
 _NUMBER = re.compile(r"[+-]?(?:" + souffle.NUMBER_PATTERN + ")")
@@ -28,6 +29,24 @@ def _number(text: str, path: str, line: int, attr: str) -> int:
         raise InputError(path, line, f"number {souffle.number_shown(s)} of attribute {attr!r} is out of "
                          f"range (32-bit signed: {souffle.INT_MIN}..{souffle.INT_MAX})")
     return value
+
+
+def _unsigned(text: str, path: str, line: int, attr: str) -> int:
+    s = text.strip()
+    if not _NUMBER.fullmatch(s) or s.startswith("-"):
+        raise InputError(path, line, f"attribute {attr!r} is an unsigned, got {shown(text)}")
+    value = souffle.number_value(s)
+    if value > souffle.UINT_MAX:
+        raise InputError(path, line, f"unsigned {souffle.number_shown(s)} of attribute {attr!r} is out of "
+                         f"range (0..{souffle.UINT_MAX})")
+    return value
+
+
+def _float(text: str, path: str, line: int, attr: str) -> float:
+    try:
+        return f32(float(text.strip()))
+    except ValueError:
+        raise InputError(path, line, f"attribute {attr!r} is a float, got {shown(text)}") from None
 
 
 def read_facts(program: souffle.Program, directory: str | os.PathLike | None) -> dict[str, list[tuple]]:
@@ -74,7 +93,7 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
                                      "empty")
                 seen[()] = None
             continue
-        conv = [(name, ty == souffle.NUMBER) for name, ty in decl.attrs]
+        conv = [(name, ty if ty in souffle.NUMERIC else None) for name, ty in decl.attrs]
         arity = decl.arity
         all_symbols = not any(n for _, n in conv)
         for ln, line in enumerate(lines, 1):
@@ -93,8 +112,9 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
             if all_symbols:
                 seen[tuple(fields)] = None
             else:
-                seen[tuple(_number(f, spath, ln, a) if num else f
-                           for f, (a, num) in zip(fields, conv, strict=True))] = None
+                seen[tuple(f if ty is None else _number(f, spath, ln, a) if ty == souffle.NUMBER else
+                           _unsigned(f, spath, ln, a) if ty == souffle.UNSIGNED else _float(f, spath, ln, a)
+                           for f, (a, ty) in zip(fields, conv, strict=True))] = None
     for fact in program.facts:
         out.setdefault(fact.atom.relation, {})[fact.values] = None
     return {rel: list(ts) for rel, ts in out.items() if ts}

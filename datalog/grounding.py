@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog import aspif, formats, ground_inputs, souffle
+from datalog import aspif, formats, ground_inputs, souffle, souffle_values
 from datalog.aspif import Ground
 from datalog.derivation import (
     DEFAULT_INPUT_PRIOR,
@@ -263,6 +263,11 @@ def _tuple_names(program: souffle.Program, g: Ground, size: int) -> tuple[np.nda
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
+        elif any(t in (souffle_values.UNSIGNED, souffle_values.FLOAT) for t in program.decls[rel].types):
+            types = program.decls[rel].types
+            names = [rel + "(" + ",".join(_typed_shown(v, ty) for v, ty in zip(_clingo_value(a), types,
+                                                                                 strict=True)) + ")"
+                     for a in args]
         elif any(t in program.records for t in program.decls[rel].types):
             names = [f"{rel}({','.join(map(_shown_value, _clingo_value(a)))})" for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
@@ -304,6 +309,13 @@ def _clingo_value(text: str):
         return int(t)
 
     return value()
+
+
+def _typed_shown(v, ty: str) -> str:
+    """A value of an attribute of type `ty` as Soufflé writes it (unsigned and float decoded)."""
+    if ty in (souffle_values.UNSIGNED, souffle_values.FLOAT):
+        return souffle_values.shown(souffle_values.decode(v, ty), ty)
+    return _shown_value(v)
 
 
 def _shown_value(v) -> str:

@@ -41,9 +41,12 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     MAX_SYMBOL,
     NUMBER,
     NUMBER_PATTERN,
+    NUMERIC,
     ORDER,
     SYMBOL,
     TYPES,
+    UINT_MAX,
+    UNSIGNED,
     Aggregate,
     Atom,
     Comparison,
@@ -66,7 +69,7 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     symbol_problem,
     term_vars,
 )
-from datalog.souffle_check import RuleChecker
+from datalog.souffle_check import RuleChecker, typed_const
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
@@ -270,9 +273,11 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         return Atom(name.text, tuple(args), name.pos, negated)
 
     def number(self, value: int, tok: Token) -> int:
-        if not INT_MIN <= value <= INT_MAX:
+        """An integer literal: a number, or an unsigned or float where it stands for one (the checker
+        narrows the range to its type's)."""
+        if not INT_MIN <= value <= UINT_MAX:
             raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
-                                  f"{INT_MIN}..{INT_MAX})")
+                                  f"{INT_MIN}..{INT_MAX}; unsigned: 0..{UINT_MAX})")
         return value
 
 
@@ -314,13 +319,18 @@ def _check(p: _Parser) -> Program:
                       f"{'s' if d.arity != 1 else ''} (declared at line {d.pos.line}), got "
                       f"{len(atom.args)} argument{'s' if len(atom.args) != 1 else ''}")
         for a, (attr, ty) in zip(atom.args, d.attrs, strict=True):
-            if isinstance(a, Const) and a.type != ty:
+            if isinstance(a, Const) and a.type != ty and not (a.kind is None and isinstance(a.value, int)
+                                                              and ty in NUMERIC):
                 raise err(a.pos, f"{a.type} constant for attribute {attr!r} of {atom.relation!r}, which is "
                           f"a {ty}")
         return d
 
     for f in p.facts:
         check_atom(f.atom)
+    # An integer literal of a fact is an unsigned or a float where its attribute is.
+    p.facts = [Fact(dataclasses.replace(f.atom, args=tuple(
+        typed_const(a, ty, err) for a, ty in zip(f.atom.args, decls[f.atom.relation].types, strict=True))))
+        for f in p.facts]
     for name in p.eqrel:  # Soufflé keeps an eqrel relation closed: reflexive, symmetric, transitive
         r, pos = name.text, name.pos
         x, y, z = (Var(v, pos) for v in ("x", "y", "z"))
@@ -330,8 +340,8 @@ def _check(p: _Parser) -> Program:
                 ((x, z), ((x, y), (y, z)), f"{r}(x, z) :- {r}(x, y), {r}(y, z).  // eqrel {r}: transitive")):
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
-    for rule in p.rules:
-        RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
+    p.rules = [RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
+               for rule in p.rules]
     p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own
     # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
     p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)

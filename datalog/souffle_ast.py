@@ -8,7 +8,11 @@ from fastlbp.core.errors import InputError
 
 NUMBER = "number"
 SYMBOL = "symbol"
-TYPES = (NUMBER, SYMBOL)
+UNSIGNED = "unsigned"
+FLOAT = "float"
+TYPES = (NUMBER, SYMBOL, UNSIGNED, FLOAT)
+NUMERIC = (NUMBER, UNSIGNED, FLOAT)
+UINT_MAX = 2**32 - 1
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 ORDER = ("<", "<=", ">", ">=")
@@ -86,12 +90,21 @@ class Var:
 
 @dataclasses.dataclass(frozen=True)
 class Const:
-    value: int | str  # int for number, str for symbol
+    """A constant: `value` an int (number, unsigned), a float (float) or a str (symbol).
+
+    `kind`: its type where the text or the checker fixed it (`1u`, `1.5`; an integer literal typed
+    unsigned or float by where it stands); None for a symbol or an integer literal taken as a number.
+    """
+
+    value: int | float | str
     pos: Pos
+    kind: str | None = None
 
     @property
     def type(self) -> str:
-        return NUMBER if isinstance(self.value, int) else SYMBOL
+        if self.kind is not None:
+            return self.kind
+        return SYMBOL if isinstance(self.value, str) else FLOAT if isinstance(self.value, float) else NUMBER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,13 +116,15 @@ class Wildcard:
 class Functor:
     """An arithmetic operation or a functor: `op` ("+", "band", "min", "cat", "neg" ...) of `args`.
 
-    `to`: for a type cast `as(x, T)` (op "as"), the type T as written (None otherwise).
+    `to`: for a type cast `as(x, T)` (op "as"), the type T as written (None otherwise). `ty`: the type
+    an arithmetic operation computes in (unsigned, float), set by the checker; None for number.
     """
 
     op: str
     args: tuple
     pos: Pos
     to: str | None = None
+    ty: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

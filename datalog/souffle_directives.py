@@ -20,9 +20,9 @@ import re
 from datalog.souffle_ast import NUMBER, SYMBOL, Decl, Pos, ProgramError
 
 PRIMITIVES = (NUMBER, SYMBOL, "unsigned", "float")
-_UNSUPPORTED_PRIMITIVE = {
-    "unsigned": "type 'unsigned' is not supported (attribute types: number, symbol and types of them)",
-    "float": "type 'float' is not supported (attribute types: number, symbol and types of them)",
+_UNSUPPORTED_PRIMITIVE = {  # in a record's fields (a relation's attributes take every primitive type)
+    "unsigned": "type 'unsigned' in a record is not supported (record fields: number, symbol, records)",
+    "float": "type 'float' in a record is not supported (record fields: number, symbol, records)",
 }
 # Storage and evaluation hints: they choose data structures or a plan, never the least model.
 IGNORED_QUALIFIERS = {"btree", "brie", "btree_delete", "inline", "no_inline", "magic", "no_magic",
@@ -253,10 +253,7 @@ class DirectivesMixin:
             attrs = []
             for k, (a, t) in enumerate(d.attrs):
                 pos = self.attr_pos.get((rel, k), d.pos)
-                base = resolve(t, pos)
-                if base in _UNSUPPORTED_PRIMITIVE:
-                    raise ProgramError(self.path, pos.line, pos.column, _UNSUPPORTED_PRIMITIVE[base])
-                attrs.append((a, base))
+                attrs.append((a, resolve(t, pos)))
             self.decls[rel] = Decl(d.name, tuple(attrs), d.pos)
         for t, (kind, _, tpos) in self.types.items():  # record types no relation uses, checked too
             if kind == "record":

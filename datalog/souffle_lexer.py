@@ -29,7 +29,7 @@ _TOKEN = re.compile(r"""
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
-_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9u])")
+_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.0-9A-Za-z_])")  # whole: not -12 of -123.7
 _LINE = re.compile(r'\#line[ \t]+([0-9]+)[ \t]+"([^"\n]*)"')
 MAX_ALTERNATIVES = 4096  # rules one rule's disjunctions may expand to
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
@@ -89,11 +89,12 @@ def tokenize(text: str, path: str | None) -> list[Token]:
         elif kind == "badstring":
             bad = "unterminated string: '\"' has no closing '\"' on this line"
         elif kind == "float":
-            bad = f"float constant {tok} is not supported (attribute types are number and symbol)"
+            tokens.append(Token("float", tok, pos, i, float(tok)))
         elif kind == "unsigned":
-            bad = f"unsigned constant {tok} is not supported (attribute types are number and symbol)"
+            tokens.append(Token("unsigned", tok, pos, i, number_value(tok[:-1])))
         elif kind == "punct" and tok == "-" and _MINUS_NUMBER.match(text, i) and not (
-                tokens and (tokens[-1].kind in ("ident", "number", "string") or tokens[-1].text == ")")):
+                tokens and (tokens[-1].kind in ("ident", "number", "string", "float", "unsigned")
+                            or tokens[-1].text == ")")):
             tok = _MINUS_NUMBER.match(text, i).group()  # a negative constant, not a subtraction
             tokens.append(Token("number", tok, pos, i, number_value(tok)))
         elif kind == "other":

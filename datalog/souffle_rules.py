@@ -21,7 +21,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from datalog.souffle_ast import Aggregate, Atom, Comparison, Const, Functor, Record, Rule, Var, Wildcard
+from datalog.souffle_ast import (
+    UNSIGNED,
+    Aggregate,
+    Atom,
+    Comparison,
+    Const,
+    Functor,
+    Record,
+    Rule,
+    Var,
+    Wildcard,
+)
+from datalog.souffle_values import float_text
 
 HASH_DIGITS = 6
 # Soufflé's binary operators (datalog.souffle_terms._LEVELS), written between their arguments.
@@ -39,7 +51,12 @@ def term_text(t, var: Callable[[str], str] = str) -> str:
     if isinstance(t, Var):
         return var(t.name)
     if isinstance(t, Const):
-        return _string(t.value) if isinstance(t.value, str) else str(t.value)
+        if isinstance(t.value, str):
+            return _string(t.value)
+        if isinstance(t.value, float):  # as Soufflé writes it, read back as a float
+            text = float_text(t.value)
+            return text if any(c in text for c in ".en") else text + ".0"
+        return str(t.value) + ("u" if t.kind == UNSIGNED else "")
     if isinstance(t, Wildcard):
         return "_"
     if isinstance(t, Record):

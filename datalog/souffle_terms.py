@@ -12,6 +12,9 @@ may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.f
 from __future__ import annotations
 
 from datalog.souffle_ast import (
+    FLOAT,
+    UINT_MAX,
+    UNSIGNED,
     Aggregate,
     Atom,
     Comparison,
@@ -21,7 +24,9 @@ from datalog.souffle_ast import (
     Var,
     Wildcard,
     aggregates_in,
+    number_shown,
 )
+from datalog.souffle_values import f32
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 # Binary operators by binding strength (loosest first); each level is left-associative but '^'.
@@ -30,14 +35,12 @@ _LEVELS = (("lor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr",
 _UNARY = {"-": "neg", "bnot": "bnot", "lnot": "lnot"}
 # functor name -> (least, most arguments)
 FUNCTORS = {"min": (2, 99), "max": (2, 99), "cat": (1, 99), "strlen": (1, 1), "substr": (3, 3),
-            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3)}
+            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3), "to_float": (1, 1),
+            "to_unsigned": (1, 1), "itof": (1, 1), "itou": (1, 1), "utoi": (1, 1), "utof": (1, 1),
+            "ftoi": (1, 1), "ftou": (1, 1)}
 CONSTRAINTS = ("match", "contains")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 _REFUSED_FUNCTORS = {
-    "to_float": "floats are not supported", "to_unsigned": "unsigned numbers are not supported",
-    "itou": "unsigned numbers are not supported", "utoi": "unsigned numbers are not supported",
-    "itof": "floats are not supported", "ftoi": "floats are not supported",
-    "utof": "floats are not supported", "ftou": "floats are not supported",
     "autoinc": "autoinc() is not supported (its values depend on Soufflé's evaluation order)",
 }
 
@@ -71,7 +74,7 @@ class TermsMixin:
             self.expect(")", f"')' after the arguments of {t.text}")
             return Comparison(t.text, left, right, t.pos)
         if t.kind == "ident" and self._is("(", 1) and t.text not in FUNCTORS and \
-                t.text not in _REFUSED_FUNCTORS and t.text != "as":
+                t.text not in _REFUSED_FUNCTORS and t.text not in ("as", "bnot", "lnot"):
             return self.atom()
         left = self.term()
         op = self.tok
@@ -98,8 +101,10 @@ class TermsMixin:
         if (t.kind == "punct" and t.text == "-") or (t.kind == "ident" and t.text in ("bnot", "lnot")):
             self.i += 1
             arg = self.unary()
-            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int):
+            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int) and arg.kind is None:
                 return Const(self.number(-arg.value, t), t.pos)
+            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, float):
+                return Const(-arg.value, t.pos, FLOAT)
             return Functor(_UNARY[t.text], (arg,), t.pos)
         return self.primary()
 
@@ -112,6 +117,15 @@ class TermsMixin:
         if t.kind == "number":
             self.i += 1
             return Const(self.number(t.value, t), t.pos)
+        if t.kind == "float":
+            self.i += 1
+            return Const(f32(t.value), t.pos, FLOAT)
+        if t.kind == "unsigned":
+            self.i += 1
+            if not 0 <= t.value <= UINT_MAX:
+                raise self.error(t, f"unsigned constant {number_shown(t.text)} is out of range (32-bit "
+                                    f"unsigned: 0..{UINT_MAX})")
+            return Const(t.value, t.pos, UNSIGNED)
         if t.kind == "string":
             self.i += 1
             return Const(t.value, t.pos)

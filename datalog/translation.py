@@ -7,7 +7,8 @@ Arithmetic is clingo's where it agrees with Soufflé, else a functor of `datalog
 
 from __future__ import annotations
 
-from datalog import souffle
+from datalog import souffle, souffle_check
+from datalog import souffle_values as values
 
 
 def _quote(value) -> str:
@@ -22,6 +23,7 @@ def _atom(pred: str, args: list[str]) -> str:
 
 # Soufflé operator -> clingo's (same semantics on 32-bit numbers; see datalog.functors).
 _NATIVE = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "\\", "band": "&", "bor": "?", "bxor": "^"}
+_TYPED_NAMES = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "^": "pow"}
 _CLINGO_AGGREGATE = {"count": "#count", "sum": "#sum", "min": "#min", "max": "#max"}
 
 
@@ -63,7 +65,7 @@ class _Translator:
         if isinstance(t, souffle.Var):
             return names.setdefault(t.name, f"V{len(names)}")
         if isinstance(t, souffle.Const):
-            return _quote(t.value)
+            return _quote(values.encode(t.value, t.type))
         if isinstance(t, souffle.Wildcard):
             if negated:
                 return "_"  # "no tuple with any value here": clingo's projection, over facts
@@ -78,6 +80,9 @@ class _Translator:
             args = [self.term(a, names, fresh, extra) for a in t.args]
             if t.op == "as":  # a type cast leaves the value as it is (Soufflé drops it after type checking)
                 return args[0]
+            typed = self.typed_functor(t, args)
+            if typed is not None:
+                return typed
             if t.op in _NATIVE:
                 return f"({args[0]}{_NATIVE[t.op]}{args[1]})"
             if t.op == "neg":
@@ -86,6 +91,25 @@ class _Translator:
                 return f"(~{args[0]})"
             return f"@{'pow' if t.op == '^' else t.op}({','.join(args)})"
         return self.aggregate(t, names, fresh, extra)
+
+    @staticmethod
+    def typed_functor(t, args: list[str]) -> str | None:
+        """An operation on unsigned or float keys, or a conversion (`datalog.functors.TypedContext`); None
+        for one on numbers or symbols (min and max compare keys: the encoding keeps the order)."""
+        if t.op in souffle_check.CONVERSIONS or (t.op in ("to_number", "to_string") and t.ty is not None
+                                                   and t.ty != souffle.SYMBOL):
+            source = t.ty or souffle.NUMBER
+            if t.op == "to_string":
+                return f'@numeric_string({args[0]},"{source}")' if source != souffle.NUMBER else None
+            target = souffle_check.result_type(t)
+            if source == target:
+                return args[0]
+            return f'@conv({args[0]},"{source}","{target}")'
+        if t.ty in (values.UNSIGNED, values.FLOAT) and t.op not in ("min", "max"):
+            prefix = "u" if t.ty == values.UNSIGNED else "f"
+            name = _TYPED_NAMES.get(t.op, t.op)
+            return f"@{prefix}_{name}({','.join(args)})"
+        return None
 
     def aggregate(self, g, names: dict[str, str], fresh: list[int], extra: list[str]) -> str:
         """An aggregate over the least model (the `m` copies, plain facts to clingo): clingo computes its
@@ -174,6 +198,12 @@ class _Translator:
             elif all(isinstance(v, int) for v in tuples[0]) and \
                     all(t == souffle.NUMBER for t in self.program.decls[rel].types):
                 parts.append("".join(f"{pred}({','.join(map(str, t))}).\n" for t in tuples))
+            elif any(t in (values.UNSIGNED, values.FLOAT) for t in self.program.decls[rel].types):
+                types = self.program.decls[rel].types
+                parts.append("".join(
+                    f"{pred}(" + ",".join(_quote(values.encode(v, ty)) for v, ty in zip(t, types,
+                                                                                         strict=True))
+                    + ").\n" for t in tuples))
             else:
                 parts.append("".join(f"{pred}({','.join(map(_quote, t))}).\n" for t in tuples))
             xs = [f"X{j}" for j in range(self.program.decls[rel].arity)]

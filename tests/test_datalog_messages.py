@@ -16,7 +16,7 @@ CASES = [
      ["aggregate through recursion", "count"], []),
     ('.decl r(x:number)\n.decl s(x:number)\ns(n) :- r(n), n = sum x : { r(x), y = count : r(y) }.\n',
      (3, 39), ["nested aggregates"], []),
-    ('.decl r(x:number)\n.decl s(x:number)\ns(x) :- r(x), x = to_float(1).\n', (3, 19), ["float"],
+    ('.decl r(x:number)\n.decl s(x:number)\ns(x) :- r(x), x = to_float(1).\n', (3, 17), ["float", "number"],
      ["not declared"]),
 ]
 

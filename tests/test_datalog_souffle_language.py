@@ -303,8 +303,8 @@ r6(x) :- u(x), !(x < 3 , !d(x)), !!b(x).
 
 @pytest.mark.parametrize("text, where, words", [
     (".decl r(x: number)\nr(x) :- r(x), x = [1, 2].", "2:19", "a record where a number is expected"),
-    (".decl r(x: float)", "1:12", "float"),
-    (".decl r(x: unsigned)", "1:12", "unsigned"),
+    (".decl r(x: float)\n.decl s(x: float)\ns(n) :- n = sum x : { r(x) }.", "3:13", "sum over float"),
+    (".decl r(x: float)\n.decl s(x: float)\ns(x) :- r(x), x band 1 = 0.", "3:17", "operator 'band' on a float"),
     (".decl r(x: number)\nr(1u).", "2:3", "unsigned constant"),
     (".decl r(x: number)\nr(x) <= r(y) :- x < y.", "2:6", "subsumption"),
     (".decl r(x: number, y: number) choice-domain x", "1:31", "choice-domain"),
@@ -316,3 +316,51 @@ def test_refusals_name_construct_and_place(text, where, words):
     with pytest.raises(InputError) as info:
         souffle.parse(text, "p.dl")
     assert str(info.value).startswith(f"p.dl:{where}: ") and words in str(info.value), str(info.value)
+
+
+def test_unsigned_and_float_values_as_soufflé_computes_and_writes_them():
+    # 32-bit unsigned (wrapping) and single-precision floats, written as Soufflé writes them (%.9g).
+    text = """.decl e(u: unsigned, f: float)
+.input e
+.decl u(x: unsigned)
+.decl f(x: float)
+.decl n(x: number)
+.decl s(x: symbol)
+.output u, f, n, s
+u(x + 1) :- e(x, _).
+u(0u - 1u) :- e(1, _).
+u(2^32 - 5).
+u(x) :- x = max(3u, 42u).
+f(y / 2) :- e(_, y).
+f(y) :- e(_, y), y < 0.0.
+f(x) :- x = range(1.5, 0.0, -0.5).
+f(-0.0).
+f(0.1).
+n(to_number(y)) :- e(_, y).
+n(to_number(to_float(7) * 1.5)).
+n(utoi(x)) :- e(x, _), x > 4000000000.
+s(to_string(y) + "|" + to_string(x)) :- e(x, y), x = 1.
+"""
+    got, _ = outputs(text, {"e.facts": "1\t2.5\n4294967295\t-3\n"})
+    assert got == {
+        "u": {"u(2)", "u(0)", "u(4294967295)", "u(4294967291)", "u(42)"},
+        "f": {"f(1.25)", "f(-1.5)", "f(-3)", "f(1.5)", "f(1)", "f(0.5)", "f(0)", "f(0.100000001)"},
+        "n": {"n(2)", "n(-3)", "n(10)", "n(-1)"},
+        "s": {"s(2.500000|1)"}}
+    rules = [r.text for r in souffle.parse(text).rules]
+    assert "u((2u ^ 32u) - 5u)." in rules and "f(y / 2.0) :- e(_, y)." in rules and "f(0.100000001)." not in rules  # a fact, not a rule
+    assert "f(y) :- e(_, y), y < 0.0." in rules
+
+
+def test_integer_literals_take_the_type_where_they_stand():
+    # Soufflé's A(-55) of a float attribute is the float -55; 0xffffffff of an unsigned one is 4294967295.
+    text = """.decl a(x: float)
+.decl c(x: unsigned)
+.output a, c
+a(-55). a(0.5).
+c(0xffffffff). c(x) :- x = range(1, 3).
+"""
+    got, _ = outputs(text)
+    assert got == {"a": {"a(-55)", "a(0.5)"}, "c": {"c(4294967295)", "c(1)", "c(2)"}}
+    with pytest.raises(InputError, match="number 4294967295 is out of range"):
+        souffle.parse(".decl n(x: number)\nn(0xffffffff).", "p.dl")
