@@ -8,8 +8,8 @@ ignored. An `eqrel` relation is closed under reflexivity, symmetry and transitiv
 it, by three rules added after the program's. I/O parameters of `.input`: `IO=file`, `filename` and
 `delimiter` are honoured; any other is refused by name. Those of `.output` and `.printsize` (`IO=stdout`,
 `headers=true`, `compress`, ...) say where Soufflé writes a relation, never which tuples it holds: any is
-accepted (`filename` is kept as the output's file name). What changes results and is not implemented (records,
-ADTs, components, `unsigned`, `float`, choice domains, `.limitsize`) is refused where it is written.
+accepted (`filename` is kept as the output's file name). What changes results and is not implemented (ADTs,
+unsigned and float fields of records, choice domains, `.limitsize`) is refused where it is written.
 """
 
 from __future__ import annotations
