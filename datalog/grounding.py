@@ -263,13 +263,12 @@ def _tuple_names(program: souffle.Program, g: Ground, size: int) -> tuple[np.nda
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
-        elif any(t in (souffle_values.UNSIGNED, souffle_values.FLOAT) for t in program.decls[rel].types):
+        elif any(t in program.records or t in (souffle_values.UNSIGNED, souffle_values.FLOAT)
+                 for t in program.decls[rel].types):
             types = program.decls[rel].types
-            names = [rel + "(" + ",".join(_typed_shown(v, ty) for v, ty in zip(_clingo_value(a), types,
-                                                                                 strict=True)) + ")"
+            names = [rel + "(" + ",".join(_typed_shown(v, ty, program.records)
+                                          for v, ty in zip(_clingo_value(a), types, strict=True)) + ")"
                      for a in args]
-        elif any(t in program.records for t in program.decls[rel].types):
-            names = [f"{rel}({','.join(map(_shown_value, _clingo_value(a)))})" for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
             names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
@@ -311,10 +310,14 @@ def _clingo_value(text: str):
     return value()
 
 
-def _typed_shown(v, ty: str) -> str:
-    """A value of an attribute of type `ty` as Soufflé writes it (unsigned and float decoded)."""
+def _typed_shown(v, ty: str, records: dict) -> str:
+    """A value of type `ty` as Soufflé writes it in a .csv: unsigned and float decoded, records `[1, a]`
+    (their fields by their types), nil `nil`."""
     if ty in (souffle_values.UNSIGNED, souffle_values.FLOAT):
         return souffle_values.shown(souffle_values.decode(v, ty), ty)
+    if ty in records and isinstance(v, tuple):
+        return "[" + ", ".join(_typed_shown(x, fty, records)
+                               for x, (_, fty) in zip(v, records[ty], strict=True)) + "]"
     return _shown_value(v)
 
 

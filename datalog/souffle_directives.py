@@ -9,7 +9,7 @@ it, by three rules added after the program's. I/O parameters of `.input`: `IO=fi
 `delimiter` are honoured; any other is refused by name. Those of `.output` and `.printsize` (`IO=stdout`,
 `headers=true`, `compress`, ...) say where Soufflé writes a relation, never which tuples it holds: any is
 accepted (`filename` is kept as the output's file name). What changes results and is not implemented (ADTs,
-unsigned and float fields of records, choice domains, `.limitsize`) is refused where it is written.
+choice domains, `.limitsize`) is refused where it is written.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ import re
 from datalog.souffle_ast import NUMBER, SYMBOL, Decl, Pos, ProgramError
 
 PRIMITIVES = (NUMBER, SYMBOL, "unsigned", "float")
-_UNSUPPORTED_PRIMITIVE = {  # in a record's fields (a relation's attributes take every primitive type)
-    "unsigned": "type 'unsigned' in a record is not supported (record fields: number, symbol, records)",
-    "float": "type 'float' in a record is not supported (record fields: number, symbol, records)",
-}
 # Storage and evaluation hints: they choose data structures or a plan, never the least model.
 IGNORED_QUALIFIERS = {"btree", "brie", "btree_delete", "inline", "no_inline", "magic", "no_magic",
                       "overridable"}
@@ -236,11 +232,7 @@ class DirectivesMixin:
             if kind == "record":  # a record type stands for itself; its fields may name it (lists)
                 memo[t] = t
                 self.record_fields[t] = []
-                fields = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in members]
-                for _, ft in fields:
-                    if ft in _UNSUPPORTED_PRIMITIVE:
-                        raise ProgramError(self.path, tpos.line, tpos.column, _UNSUPPORTED_PRIMITIVE[ft])
-                self.record_fields[t] = fields
+                self.record_fields[t] = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in members]
                 return t
             bases = {resolve(m, tpos, seen + (t,)) for m in members}
             if len(bases) > 1:

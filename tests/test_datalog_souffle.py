@@ -107,7 +107,6 @@ DECL = ".decl e(x: number, y: number)\n.decl s(x: symbol)\n"
     (".decl e(x: number)\n.input e(headers=true)",
      "p.dl:2:10: I/O parameter 'headers' of .input is not supported"),
     (".decl e(x: number)\n.input e(IO=stdin)", "p.dl:2:13: I/O parameter IO=stdin of .input is not"),
-    (".type T = [a: float]", "p.dl:1:7: type 'float' in a record is not supported"),
     (DECL + ".decl t(x: symbol)\nt(as(x, symbol)) :- e(x, _).",
      "p.dl:4:3: as(x, symbol) casts a number to a symbol: a cast between types of different primitive"),
     (DECL + ".decl t(x: number)\nt(as(x, symbol)) :- s(x).",

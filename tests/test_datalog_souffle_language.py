@@ -354,6 +354,18 @@ s(to_string(y) + "|" + to_string(x)) :- e(x, y), x = 1.
     assert "f(y) :- e(_, y), y < 0.0." in rules
 
 
+def test_records_with_unsigned_and_float_fields_are_written_by_their_fields_types():
+    text = """.type P = [x: float, n: unsigned]
+.decl p(p: P)
+.decl q(x: float)
+.output p, q
+p([0.5, 7]). p([-2, 4294967295]).
+q(x * 2) :- p([x, n]), n < 10.
+"""
+    got, _ = outputs(text)
+    assert got == {"p": {"p([0.5, 7])", "p([-2, 4294967295])"}, "q": {"q(1)"}}
+
+
 def test_integer_literals_take_the_type_where_they_stand():
     # Soufflé's A(-55) of a float attribute is the float -55; 0xffffffff of an unsigned one is 4294967295.
     text = """.decl a(x: float)
