@@ -197,6 +197,10 @@ class TypedContext(Context):
     def u_neg(self, a):
         return self._uk(-self._u(a))
 
+    def u_sum(self, key_sum, count):
+        """The unsigned sum of values whose keys sum (wrapped) to `key_sum`."""
+        return self._uk(key_sum.number + count.number * (1 << (_BITS - 1)))
+
     def u_range(self, a, b, step=None):
         lo, hi = self._u(a), self._u(b)
         by = (1 if lo <= hi else -1) if step is None else self._u(step)

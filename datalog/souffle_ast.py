@@ -135,7 +135,7 @@ class Aggregate:
     target: object
     body: tuple
     pos: Pos
-
+    ty: str | None = None  # the value's type where the checker made it unsigned or float
 
 @dataclasses.dataclass(frozen=True)
 class Record:

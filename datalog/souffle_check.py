@@ -169,9 +169,10 @@ class RuleChecker:
                 raise self.err(t.pos, f"aggregate {t.kind} gives a number where a {ty} is expected ({what})")
             if ty not in NUMERIC:
                 raise self.err(t.pos, f"aggregate {t.kind} gives a number where a {ty} is expected ({what})")
-            if t.kind == "sum" and ty != NUMBER:
-                raise self.err(t.pos, f"sum over {ty} values is not supported (clingo adds 32-bit "
-                               "integers; sum over numbers is)")
+            if t.kind == "sum" and ty == FLOAT:
+                raise self.err(t.pos, "sum over float values is not supported (grounding adds integers; "
+                               "sum over numbers and unsigned values is)")
+            self.typed[id(t)] = ty
             self.aggregate(t, ty)
 
     def arithmetic(self, t: Functor, ty: str, what: str) -> None:
@@ -343,7 +344,9 @@ class RuleChecker:
             return dataclasses.replace(t, args=tuple(self.retyped(a) for a in t.args))
         if isinstance(t, Aggregate):
             target = None if t.target is None else self.retyped(t.target)
-            return dataclasses.replace(t, target=target, body=tuple(self.retyped_literal(x) for x in t.body))
+            ty = self.typed.get(id(t))
+            return dataclasses.replace(t, target=target, body=tuple(self.retyped_literal(x) for x in t.body),
+                                       ty=None if ty == NUMBER else ty)
         return t
 
     def scope(self, body, outer: set[str], where: str) -> set[str]:

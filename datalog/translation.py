@@ -138,6 +138,13 @@ class _Translator:
         elems = ",".join(value + local) or "0"
         fresh[0] += 1
         var = f"A{fresh[0]}"
+        if g.kind == "sum" and g.ty == values.UNSIGNED:
+            # Keys are u - 2^31: the sum of the values is the sum of the keys plus 2^31 per element
+            # (clingo's sum wraps at 32 bits, as the unsigned sum does).
+            extra.append(f"S{var} = #sum{{ {elems} : {', '.join(cond)} }}")
+            extra.append(f"N{var} = #count{{ {elems} : {', '.join(cond)} }}")
+            extra.append(f"{var} = @u_sum(S{var},N{var})")
+            return var
         extra.append(f"{var} = {_CLINGO_AGGREGATE[g.kind]}{{ {elems} : {', '.join(cond)} }}")
         if g.kind == "min":
             extra.append(f"{var} < #sup")  # an empty min has no value (Soufflé derives nothing)

@@ -304,6 +304,7 @@ r6(x) :- u(x), !(x < 3 , !d(x)), !!b(x).
 @pytest.mark.parametrize("text, where, words", [
     (".decl r(x: number)\nr(x) :- r(x), x = [1, 2].", "2:19", "a record where a number is expected"),
     (".decl r(x: float)\n.decl s(x: float)\ns(n) :- n = sum x : { r(x) }.", "3:13", "sum over float"),
+    (".decl r(x: float)\n.decl s(x: float)\ns(n) :- n = mean x : { r(x) }.", "3:13", "mean"),
     (".decl r(x: float)\n.decl s(x: float)\ns(x) :- r(x), x band 1 = 0.", "3:17",
      "operator 'band' on a float"),
     (".decl r(x: number)\nr(1u).", "2:3", "unsigned constant"),
@@ -364,6 +365,21 @@ q(x * 2) :- p([x, n]), n < 10.
 """
     got, _ = outputs(text)
     assert got == {"p": {"p([0.5, 7])", "p([-2, 4294967295])"}, "q": {"q(1)"}}
+
+
+def test_aggregates_over_unsigned_values():
+    text = """.decl a(x: unsigned)
+.decl c(x: unsigned)
+.output c
+a(1). a(2). a(3). a(0xffffffff). a(4294967290).
+c(y) :- y = max x : a(x).
+c(y) :- y = min x : a(x).
+c(y) :- y = sum x : { a(x), x < 4 }.
+c(y + 10) :- y = sum x : { a(x), x > 3 }.
+c(to_unsigned(y)) :- y = count : { a(_) }.
+"""
+    got, _ = outputs(text)  # 4294967295 + 4294967290 + 10 wraps to 3
+    assert got == {"c": {"c(4294967295)", "c(1)", "c(6)", "c(3)", "c(5)"}}
 
 
 def test_integer_literals_take_the_type_where_they_stand():
