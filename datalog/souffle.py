@@ -72,6 +72,7 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
 from datalog.souffle_check import RuleChecker, typed_const
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
+from datalog.souffle_inline import unfold, unfoldable
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
 from datalog.souffle_project import project
 from datalog.souffle_rules import rule_names, rule_text
@@ -95,6 +96,7 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         self.types: dict[str, tuple] = {}
         self.attr_pos: dict[tuple[str, int], Pos] = {}
         self.eqrel: list = []
+        self.inline: set[str] = set()  # relations declared inline
         self.rules: list[Rule] = []
         self.facts: list[Fact] = []
         self.components: dict = {}
@@ -340,6 +342,8 @@ def _check(p: _Parser) -> Program:
                 ((x, z), ((x, y), (y, z)), f"{r}(x, z) :- {r}(x, y), {r}(y, z).  // eqrel {r}: transitive")):
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
+    # Inline relations unfolded into their uses, as Soufflé does (where that is plain).
+    p.rules, p.facts = unfold(p.rules, p.facts, unfoldable(p.inline, p.rules, p.facts, p.inputs, p.outputs))
     p.rules = [RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
                for rule in p.rules]
     p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own

@@ -204,6 +204,8 @@ class DirectivesMixin:
                 if len(attrs) != 2 or attrs[0][1] != attrs[1][1]:
                     raise self.error(q, "an eqrel relation has two attributes of one type")
                 self.eqrel.extend(names)
+            elif q.text == "inline":  # unfolded where plain (datalog.souffle_inline), else a hint
+                self.inline.update(n.text for n in names)
             elif q.text == "choice":
                 raise self.error(q, "choice-domain is not supported")
             elif q.text not in IGNORED_QUALIFIERS:

@@ -119,7 +119,8 @@ class _Translator:
         # A variable of the aggregate that the rule's other literals do not bind is local to it (Soufflé's
         # scoping: `y = max z + y : { a(_, z), b(y) }` has an inner y of its own).
         names = dict(names)
-        for v in sorted(_body_vars(g.body) - self.outer):
+        own = {self.result_of.get(id(g))} - self.bound  # its result, unless atoms bind it too
+        for v in sorted(_body_vars(g.body) - (self.outer - own)):
             fresh[0] += 1
             names[v] = f"L{fresh[0]}"
         w0 = fresh[0]
@@ -169,7 +170,17 @@ class _Translator:
         fresh = [0]
         body: list[str] = []
         extra: list[str] = []
-        self.outer = _outer_bound(rule.body)
+        self.outer = self.bound = _outer_bound(rule.body)
+        # A variable set to an aggregate's value (`x2 = min x3 : {...}`) is the rule's in the other
+        # aggregates too (convex_hull's `y2 = min y3 : { point(x3, y3), x3 = x2 }`); inside its own
+        # aggregate it is a variable of the aggregate's (`y = max z + y : {...}`) unless an atom binds it.
+        self.result_of = {}
+        for c in rule.body:
+            if isinstance(c, souffle.Comparison) and c.op == "=":
+                for v, g in ((c.left, c.right), (c.right, c.left)):
+                    if isinstance(v, souffle.Var) and isinstance(g, souffle.Aggregate):
+                        self.result_of[id(g)] = v.name
+        self.outer = self.outer | set(self.result_of.values())
         for v in sorted(self.outer):  # named first: an aggregate translated before their atoms shares them
             names.setdefault(v, f"V{len(names)}")
         for lit in rule.body:

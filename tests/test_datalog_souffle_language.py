@@ -394,3 +394,53 @@ c(0xffffffff). c(x) :- x = range(1, 3).
     assert got == {"a": {"a(-55)", "a(0.5)"}, "c": {"c(4294967295)", "c(1)", "c(2)"}}
     with pytest.raises(InputError, match="number 4294967295 is out of range"):
         souffle.parse(".decl n(x: number)\nn(0xffffffff).", "p.dl")
+
+
+def test_inline_relations_are_unfolded_into_their_uses():
+    # Soufflé never computes an inline relation: nat_pair over 10,001 numbers would be 10^8 tuples.
+    text = """.decl nat(x: number)
+nat(0).
+nat(x + 1) :- x < 10000, nat(x).
+.decl nat_pair(x: number, y: number) inline
+nat_pair(x, y) :- nat(x), nat(y).
+.decl shifted(x: number, y: number) inline
+shifted(x, x + 1) :- nat(x).
+shifted(7, 7).
+.decl q(x: number)
+.decl r(x: number)
+.output q, r
+q(x) :- nat_pair(x, x), x < 2.
+r(x) :- shifted(x, y), y = 8.
+r(x) :- shifted(_, x), x > 9999.
+"""
+    p = souffle.parse(text)
+    texts = [r.text for r in p.rules]
+    assert "q(x) :- nat(x), nat(x), x < 2." in texts and not any("nat_pair" in t for t in texts)
+    got, dg = outputs(text)
+    assert got == {"q": {"q(0)", "q(1)"}, "r": {"r(7)", "r(10000)", "r(10001)"}}
+    assert not any(t.startswith(("nat_pair", "shifted")) for t in dg.tuples)
+
+
+def test_a_negated_inline_relation_is_computed():
+    text = """.decl a(x: number) inline
+a(3).
+.decl b(x: number)
+b(1). b(3).
+.decl c(x: number)
+.output c
+c(x) :- b(x), !a(x).
+"""
+    got, _ = outputs(text)
+    assert got == {"c": {"c(1)"}}
+
+
+def test_a_variable_set_by_an_aggregate_is_the_rules_in_another_aggregate():
+    # convex_hull: x2 = min x3 : {...}, then y2 = min y3 : { p(x3, y3), x3 = x2 } takes x2's value.
+    text = """.decl p(x: number, y: number)
+p(0, 3). p(1, 1). p(1, 5). p(2, 0).
+.decl next(x: number, y: number)
+.output next
+next(x2, y2) :- p(0, _), x2 = min x3 : { p(x3, _), x3 > 0 }, y2 = min y3 : { p(x3, y3), x3 = x2 }.
+"""
+    got, _ = outputs(text)
+    assert got == {"next": {"next(1,1)"}}
