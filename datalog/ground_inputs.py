@@ -14,7 +14,7 @@ from pathlib import Path
 
 from datalog import souffle
 from datalog.reading import Once, check_probability, rule_prob_lines, shown
-from datalog.souffle_values import f32
+from datalog.souffle_values import encode, f32
 from fastlbp.core.errors import InputError, check_path, read_text, text_lines
 
 _NUMBER = re.compile(r"[+-]?(?:" + souffle.NUMBER_PATTERN + ")")
@@ -47,6 +47,73 @@ def _float(text: str, path: str, line: int, attr: str) -> float:
         return f32(float(text.strip()))
     except ValueError:
         raise InputError(path, line, f"attribute {attr!r} is a float, got {shown(text)}") from None
+
+
+_ADT_TOKEN = re.compile(r"\s*(\$[A-Za-z_][A-Za-z0-9_]*|[(),]|[^\s(),]+)")
+
+
+def _adt_value(text: str, ty: str, program, path: str, line: int):
+    """An ADT value of a facts file (`$Mon`, `$Succ($Zero)`, `$Int(3)`) as the translation's tuple
+    (branch, fields...); fields of numbers, unsigned, floats and ADTs."""
+    tokens = _ADT_TOKEN.findall(text)
+    pos = 0
+
+    def value(t: str):
+        nonlocal pos
+        tok = tokens[pos] if pos < len(tokens) else ""
+        pos += 1
+        if t in program.adts:
+            if not tok.startswith("$") or tok[1:] not in program.adts[t]:
+                raise InputError(path, line, f"{shown(text)}: expected a value of type {t!r} ($Branch, "
+                                 f"branches: {', '.join(program.adts[t])})")
+            fields = program.adts[t][tok[1:]]
+            out = [tok[1:]]
+            if pos < len(tokens) and tokens[pos] == "(":
+                pos += 1
+                for k, (_, fty) in enumerate(fields):
+                    if k:
+                        if pos >= len(tokens) or tokens[pos] != ",":
+                            raise InputError(path, line, f"{shown(text)}: expected ',' between fields")
+                        pos += 1
+                    out.append(value(fty))
+                if pos >= len(tokens) or tokens[pos] != ")":
+                    raise InputError(path, line, f"{shown(text)}: expected ')' after the fields of {tok}")
+                pos += 1
+            elif fields:
+                raise InputError(path, line, f"{shown(text)}: {tok} has {len(fields)} field(s)")
+            return tuple(out)
+        if t == souffle.NUMBER:
+            return _number(tok, path, line, "a field")
+        if t == souffle.UNSIGNED:  # fields as the clingo numbers that stand for them
+            return encode(_unsigned(tok, path, line, "a field"), t)
+        if t == souffle.FLOAT:
+            return encode(_float(tok, path, line, "a field"), t)
+        raise InputError(path, line, f"{shown(text)}: an ADT field of type {t!r} in a facts file is not "
+                         "supported (numbers, unsigned, floats and ADTs are)")
+
+    v = value(ty)
+    if pos != len(tokens):
+        raise InputError(path, line, f"{shown(text)}: unexpected text after the value")
+    return v
+
+
+def _adt_facts(program, rel: str, decl, lines: list[str], sep: str, path: str, seen: dict) -> None:
+    for ln, line in enumerate(lines, 1):
+        if not line:
+            continue
+        fields = line.split(sep)
+        if len(fields) != decl.arity:
+            raise InputError(path, ln, f"expected {decl.arity} fields, got {len(fields)}: {shown(line)}")
+        row = []
+        for f, (a, ty) in zip(fields, decl.attrs, strict=True):
+            if ty in program.adts:
+                row.append(_adt_value(f, ty, program, path, ln))
+            elif ty in souffle.NUMERIC:
+                row.append({souffle.NUMBER: _number, souffle.UNSIGNED: _unsigned, souffle.FLOAT: _float}[ty](
+                    f, path, ln, a))
+            else:
+                row.append(f)
+        seen[tuple(row)] = None
 
 
 def read_facts(program: souffle.Program, directory: str | os.PathLike | None) -> dict[str, list[tuple]]:
@@ -92,6 +159,9 @@ def read_facts(program: souffle.Program, directory: str | os.PathLike | None) ->
                     raise InputError(spath, ln, f"relation {rel!r} has no attributes, so its lines must be "
                                      "empty")
                 seen[()] = None
+            continue
+        if any(t in program.adts for t in decl.types):
+            _adt_facts(program, rel, decl, lines, sep, spath, seen)
             continue
         conv = [(name, ty if ty in souffle.NUMERIC else None) for name, ty in decl.attrs]
         arity = decl.arity

@@ -263,10 +263,10 @@ def _tuple_names(program: souffle.Program, g: Ground, size: int) -> tuple[np.nda
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
-        elif any(t in program.records or t in (souffle_values.UNSIGNED, souffle_values.FLOAT)
-                 for t in program.decls[rel].types):
+        elif any(t in program.records or t in program.adts
+                 or t in (souffle_values.UNSIGNED, souffle_values.FLOAT) for t in program.decls[rel].types):
             types = program.decls[rel].types
-            names = [rel + "(" + ",".join(_typed_shown(v, ty, program.records)
+            names = [rel + "(" + ",".join(_typed_shown(v, ty, program.records, program.adts)
                                           for v, ty in zip(_clingo_value(a), types, strict=True)) + ")"
                      for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
@@ -310,14 +310,21 @@ def _clingo_value(text: str):
     return value()
 
 
-def _typed_shown(v, ty: str, records: dict) -> str:
+def _typed_shown(v, ty: str, records: dict, adts: dict | None = None) -> str:
     """A value of type `ty` as Soufflé writes it in a .csv: unsigned and float decoded, records `[1, a]`
-    (their fields by their types), nil `nil`."""
+    (their fields by their types), nil `nil`, ADT values `$Branch(a, b)` (`$Branch` without fields)."""
+    adts = adts or {}
     if ty in (souffle_values.UNSIGNED, souffle_values.FLOAT):
         return souffle_values.shown(souffle_values.decode(v, ty), ty)
     if ty in records and isinstance(v, tuple):
-        return "[" + ", ".join(_typed_shown(x, fty, records)
+        return "[" + ", ".join(_typed_shown(x, fty, records, adts)
                                for x, (_, fty) in zip(v, records[ty], strict=True)) + "]"
+    if ty in adts and isinstance(v, tuple):
+        branch, fields = v[0], v[1:]
+        types = adts[ty][branch]
+        inner = ", ".join(_typed_shown(x, fty, records, adts)
+                          for x, (_, fty) in zip(fields, types, strict=True))
+        return f"${branch}" + (f"({inner})" if fields else "")
     return _shown_value(v)
 
 

@@ -97,6 +97,8 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         self.attr_pos: dict[tuple[str, int], Pos] = {}
         self.eqrel: list = []
         self.inline: set[str] = set()  # relations declared inline
+        self.adts: dict = {}  # ADT type -> {branch: [(field, type)]}
+        self.branch_type: dict[str, str] = {}  # branch -> its ADT type
         self.rules: list[Rule] = []
         self.facts: list[Fact] = []
         self.components: dict = {}
@@ -344,15 +346,15 @@ def _check(p: _Parser) -> Program:
                                 pos))
     # Inline relations unfolded into their uses, as Soufflé does (where that is plain).
     p.rules, p.facts = unfold(p.rules, p.facts, unfoldable(p.inline, p.rules, p.facts, p.inputs, p.outputs))
-    p.rules = [RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type).check()
-               for rule in p.rules]
+    p.rules = [RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type, p.adts,
+                           p.branch_type).check() for rule in p.rules]
     p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own
     # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
     p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)
                for r, name in zip(p.rules, rule_names(p.rules), strict=True)]
     strata = _stratify(p, err)
     return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
-                   output_files=p.output_files, records=p.record_fields)
+                   output_files=p.output_files, records=p.record_fields, adts=p.adts)
 
 
 def _stratify(p: _Parser, err) -> list[list[str]]:

@@ -139,10 +139,12 @@ class Aggregate:
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """A record `[a, b, ...]` (`args`), or `nil` (args None)."""
+    """A record `[a, b, ...]` (`args`), `nil` (args None), or a value `$Branch(a, ...)` of an algebraic
+    data type (`branch` its constructor, `args` its fields: () for `$Branch`)."""
 
     args: tuple | None
     pos: Pos
+    branch: str | None = None
 
 
 Term = Var | Const | Wildcard | Functor | Aggregate | Record
@@ -303,6 +305,7 @@ class Program:
     input_params: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     records: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
     output_files: dict[str, str] = dataclasses.field(default_factory=dict)
+    adts: dict[str, dict[str, list[tuple[str, str]]]] = dataclasses.field(default_factory=dict)
 
     def depends(self) -> dict[str, set[str]]:
         """{relation: relations its rules' bodies name (positively, negated or aggregated)}."""

@@ -84,9 +84,12 @@ class RuleChecker:
     """Checks one rule; `check_atom(atom)` returns the atom's Decl (raising for an undeclared relation or
     a wrong arity), `err(pos, message)` makes the error."""
 
-    def __init__(self, rule: Rule, check_atom, err, records: dict | None = None, resolve_type=None):
+    def __init__(self, rule: Rule, check_atom, err, records: dict | None = None, resolve_type=None,
+                 adts: dict | None = None, branch_type: dict | None = None):
         self.rule, self.check_atom, self.err = rule, check_atom, err
         self.records = records or {}
+        self.adts = adts or {}  # ADT type -> {branch: [(field, type)]}
+        self.branch_type = branch_type or {}  # branch -> its ADT type
         self.resolve_type = resolve_type  # (type name, Pos) -> its primitive or record type
         self.pending: list | None = []  # casts of variables the body has not typed yet (head first)
         self.types: dict[str, tuple[str, Pos]] = {}
@@ -127,11 +130,16 @@ class RuleChecker:
             if t.kind == "count":
                 return NUMBER
             return self.type_of(t.target)
+        if isinstance(t, Record) and t.branch is not None:
+            return self.branch_type.get(t.branch)
         return None
 
     def expect(self, t, ty: str, what: str) -> None:
         """Term `t` must be of type `ty` (`what` says where); types its variables and functor arguments."""
-        if isinstance(t, Record) or (ty in self.records and isinstance(t, Const | Functor | Aggregate)):
+        if (isinstance(t, Record) and t.branch is not None) or (
+                ty in self.adts and isinstance(t, Const | Functor | Aggregate | Record)):
+            self.adt_value(t, ty, what)
+        elif isinstance(t, Record) or (ty in self.records and isinstance(t, Const | Functor | Aggregate)):
             if ty not in self.records:
                 raise self.err(t.pos, f"a record where a {ty} is expected ({what})")
             if not isinstance(t, Record):
@@ -174,6 +182,26 @@ class RuleChecker:
                                "sum over numbers and unsigned values is)")
             self.typed[id(t)] = ty
             self.aggregate(t, ty)
+
+    def adt_value(self, t, ty: str, what: str) -> None:
+        """`$Branch(args)` where a `ty` is expected: a branch of ADT `ty`, its fields of their types."""
+        if not isinstance(t, Record) or t.branch is None:
+            raise self.err(t.pos, f"a {self.type_of(t) or 'record'} where a value of type {ty!r} is expected "
+                           f"({what})")
+        owner = self.branch_type.get(t.branch)
+        if owner is None:
+            raise self.err(t.pos, f"no type has a branch {t.branch!r} (declare .type T = {t.branch} {{...}} "
+                           "| ...)")
+        if owner != ty:
+            raise self.err(t.pos, f"${t.branch} is a value of type {owner!r} where a {ty} is expected "
+                           f"({what})")
+        fields = self.adts[owner][t.branch]
+        if len(t.args) != len(fields):
+            raise self.err(t.pos, f"branch {t.branch!r} of {owner!r} has {len(fields)} field"
+                           f"{'s' if len(fields) != 1 else ''}, got {len(t.args)}")
+        for a, (field, fty) in zip(t.args, fields, strict=True):
+            if not isinstance(a, Wildcard):
+                self.expect(a, fty, f"field {field!r} of ${t.branch}")
 
     def arithmetic(self, t: Functor, ty: str, what: str) -> None:
         """An operator, min, max or range where a `ty` is expected: computed in `ty`, its arguments too;
@@ -295,7 +323,7 @@ class RuleChecker:
             ty = tys.pop()
             self.expect(c.left, ty, f"compared with '{c.op}'")
             self.expect(c.right, ty, f"compared with '{c.op}'")
-            if ty in self.records and c.op in ORDER:
+            if (ty in self.records or ty in self.adts) and c.op in ORDER:
                 raise self.err(c.pos, f"order comparison '{c.op}' on records")
             if ty == SYMBOL and c.op in ORDER:
                 raise self.err(c.pos, f"order comparison '{c.op}' on symbols is not supported (only = and "

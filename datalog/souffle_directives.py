@@ -104,15 +104,31 @@ class DirectivesMixin:
                     self.expect(",", "',' or ']'")
             self.types[name.text] = ("record", fields, name.pos)
             return
-        first = self.tok
         members = [self.type_name()]
-        if self.tok.kind in ("punct", "bad") and self.tok.text == "{":
-            raise self.error(first, "algebraic data types are not supported")
+        if self._is("{"):
+            self.types[name.text] = ("adt", self.branches(members[0]), name.pos)
+            return
         while self.accept("|"):
             members.append(self.type_name())
-            if self.tok.kind in ("punct", "bad") and self.tok.text == "{":
-                raise self.error(first, "algebraic data types are not supported")
         self.types[name.text] = ("alias", members, name.pos)
+
+    def branches(self, first: str) -> list[tuple[str, list[tuple[str, str]]]]:
+        """An algebraic data type's branches `A {x: T, ...} | B {} | ...` (the first name read)."""
+        out = []
+        name = first
+        while True:
+            self.expect("{", "'{' and the fields of the branch")
+            fields: list[tuple[str, str]] = []
+            while not self.accept("}"):
+                field = self.ident("a field name")
+                self.expect(":", "':' and a type after the field name")
+                fields.append((field.text, self.type_name()))
+                if not self._is("}"):
+                    self.expect(",", "',' or '}'")
+            out.append((name, fields))
+            if not self.accept("|"):
+                return out
+            name = self.type_name()
 
     def type_name(self) -> str:
         t = self.ident("a type name")
@@ -225,12 +241,22 @@ class DirectivesMixin:
                 return t
             if t in memo:
                 return memo[t]
-            if t in seen and self.types.get(t, ("",))[0] != "record":
+            if t in seen and self.types.get(t, ("",))[0] not in ("record", "adt"):
                 raise ProgramError(self.path, pos.line, pos.column, f"type {t!r} is defined through itself")
             if t not in self.types:
                 raise ProgramError(self.path, pos.line, pos.column, f"type {t!r} is not declared (add "
                                    f".type {t} <: number or symbol)")
             kind, members, tpos = self.types[t]
+            if kind == "adt":  # stands for itself, as a record; its branches' fields may name it
+                memo[t] = t
+                self.adts[t] = {}
+                for branch, fields in members:
+                    if branch in self.branch_type and self.branch_type[branch] != t:
+                        raise ProgramError(self.path, tpos.line, tpos.column, f"branch {branch!r} of type "
+                                           f"{t!r} is a branch of {self.branch_type[branch]!r} too")
+                    self.branch_type[branch] = t
+                    self.adts[t][branch] = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in fields]
+                return t
             if kind == "record":  # a record type stands for itself; its fields may name it (lists)
                 memo[t] = t
                 self.record_fields[t] = []
@@ -250,7 +276,7 @@ class DirectivesMixin:
                 attrs.append((a, resolve(t, pos)))
             self.decls[rel] = Decl(d.name, tuple(attrs), d.pos)
         for t, (kind, _, tpos) in self.types.items():  # record types no relation uses, checked too
-            if kind == "record":
+            if kind in ("record", "adt"):
                 resolve(t, tpos)
         self.resolve_type = resolve  # for the checker: the type of a cast as(x, T)
 

@@ -24,6 +24,7 @@ _TOKEN = re.compile(r"""
   | (?P<number>""" + NUMBER_PATTERN + r""")
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
+  | (?P<adt>\$[A-Za-z_][A-Za-z0-9_]*)                        # $Branch: an ADT's constructor
   | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*)  # a.b: a component's member
   | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}\[\]])
   | (?P<other>.)
@@ -36,7 +37,7 @@ _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _OTHER_CHARS = {
     "&": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('&' is not an operator)",
     "~": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('~' is not an operator)",
-    "$": "algebraic data types are not supported",
+    "$": "'$' (Soufflé's counter) is not supported; an ADT value is written $Branch(...)",
     "@": "user-defined functors are not supported",
     "#": "preprocessor directives must start a line (#include, #define)",
 }
@@ -99,7 +100,7 @@ def tokenize(text: str, path: str | None) -> list[Token]:
             tokens.append(Token("number", tok, pos, i, number_value(tok)))
         elif kind == "other":
             bad = _OTHER_CHARS.get(tok, f"unexpected character {tok!r}")
-        elif kind in ("ident", "punct"):
+        elif kind in ("ident", "punct", "adt"):
             tokens.append(Token(kind, tok, pos, i))
         elif kind == "number":
             tokens.append(Token("number", tok, pos, i, number_value(tok)))

@@ -59,6 +59,8 @@ def term_text(t, var: Callable[[str], str] = str) -> str:
         return str(t.value) + ("u" if t.kind == UNSIGNED else "")
     if isinstance(t, Wildcard):
         return "_"
+    if isinstance(t, Record) and t.branch is not None:
+        return f"${t.branch}" + (f"({', '.join(term_text(a, var) for a in t.args)})" if t.args else "")
     if isinstance(t, Record):
         return "nil" if t.args is None else "[" + ", ".join(term_text(a, var) for a in t.args) + "]"
     if isinstance(t, Functor):

@@ -117,6 +117,16 @@ class TermsMixin:
         if t.kind == "number":
             self.i += 1
             return Const(self.number(t.value, t), t.pos)
+        if t.kind == "adt":  # $Branch or $Branch(args): a value of an algebraic data type
+            self.i += 1
+            args = []
+            if self.accept("("):
+                if not self.accept(")"):
+                    args.append(self.term())
+                    while self.accept(","):
+                        args.append(self.term())
+                    self.expect(")", "',' or ')' closing the ADT value")
+            return Record(tuple(args), t.pos, t.text[1:])
         if t.kind == "float":
             self.i += 1
             return Const(f32(t.value), t.pos, FLOAT)

@@ -12,6 +12,8 @@ from datalog import souffle_values as values
 
 
 def _quote(value) -> str:
+    if isinstance(value, tuple):  # an ADT value read from a facts file: (branch, fields...)
+        return "(" + ",".join(map(_quote, value)) + ("," if len(value) == 1 else "") + ")"
     if isinstance(value, int):
         return str(value)
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -71,10 +73,12 @@ class _Translator:
                 return "_"  # "no tuple with any value here": clingo's projection, over facts
             fresh[0] += 1  # a fresh variable, not '_': clingo would project the values away
             return f"W{fresh[0]}"
-        if isinstance(t, souffle.Record):  # a clingo tuple; nil a constant
+        if isinstance(t, souffle.Record):  # a clingo tuple; nil a constant; an ADT value tagged by its branch
             if t.args is None:
                 return "nil"
             args = [self.term(a, names, fresh, extra, negated) for a in t.args]
+            if t.branch is not None:
+                args = [_quote(t.branch)] + args
             return f"({','.join(args)}{',' if len(args) == 1 else ''})"
         if isinstance(t, souffle.Functor):
             args = [self.term(a, names, fresh, extra) for a in t.args]

@@ -444,3 +444,32 @@ next(x2, y2) :- p(0, _), x2 = min x3 : { p(x3, _), x3 > 0 }, y2 = min y3 : { p(x
 """
     got, _ = outputs(text)
     assert got == {"next": {"next(1,1)"}}
+
+
+def test_algebraic_data_types_in_programs_and_facts_files():
+    text = """.type Day = Mon {} | Tue {} | Wed {}
+.type E = Num {n: number} | Add {l: E, r: E} | Neg {e: E}
+.decl d(x: Day, y: Day)
+.input d
+.decl e(x: E)
+.input e
+.decl later(x: Day)
+.decl v(x: E, n: number)
+.output later, v
+later(y) :- d($Mon, y).
+later(x) :- d(x, _), x != $Tue.
+v(x, n) :- e(x), x = $Num(n).
+v(x, a + b) :- e(x), x = $Add(l, r), v(l, a), v(r, b).
+v(x, -a) :- e(x), x = $Neg(y), v(y, a).
+e($Neg($Num(7))). e($Num(7)).
+"""
+    got, _ = outputs(text, {"d.facts": "$Mon\t$Tue\n$Wed\t$Mon\n",
+                            "e.facts": "$Num(3)\n$Add($Num(3), $Num(4))\n$Num(4)\n"})
+    assert got == {"later": {"later($Mon)", "later($Tue)", "later($Wed)"},
+                   "v": {"v($Num(3),3)", "v($Num(4),4)", "v($Add($Num(3), $Num(4)),7)", "v($Num(7),7)",
+                         "v($Neg($Num(7)),-7)"}}
+    assert "v(x, n) :- e(x), x = $Num(n)." in [r.text for r in souffle.parse(text).rules]
+    with pytest.raises(InputError, match="expected a value of type 'Day'"):
+        outputs(text, {"d.facts": "$Mon\t$Sun\n", "e.facts": ""})
+    with pytest.raises(InputError, match=r"\$Num is a value of type 'E' where a Day is expected"):
+        souffle.parse(text + "later($Num(1)).\n")
