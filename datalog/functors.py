@@ -15,6 +15,12 @@ import re
 from datalog import souffle_values as values
 
 _BITS = 32
+# A float's exact value is M * 2^-149 with |M| < 2^277: 24 limbs of 12 bits. clingo's sums are 32-bit, so
+# a sum of limbs is exact for at most 2^19 - 1 elements (2^31 / 2^12); past that the sum is refused.
+LIMB_BITS = 12
+FLOAT_LIMBS = 24
+MAX_FLOAT_SUM = (1 << (31 - LIMB_BITS)) - 1
+_LIMB = 1 << LIMB_BITS
 MAX_RANGE = 1 << 24  # values one float range() may give (a step too small for its bounds never ends)
 _BAD_BRACE = re.compile(r"(?<!\\)\{(?![0-9]+(,[0-9]*)?\})")
 _POSIX_CLASSES = {"digit": "0-9", "alpha": "a-zA-Z", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
@@ -200,6 +206,31 @@ class TypedContext(Context):
     def u_sum(self, key_sum, count):
         """The unsigned sum of values whose keys sum (wrapped) to `key_sum`."""
         return self._uk(key_sum.number + count.number * (1 << (_BITS - 1)))
+
+    def f_limb(self, key, k):
+        """Limb `k` (16 bits, with the value's sign) of a float's exact value M * 2^-149."""
+        x = self._f(key)
+        if math.isnan(x) or math.isinf(x):
+            return self._clingo.Number(0)
+        m = int(abs(x) * (1 << 149))  # exact: a float is an integer multiple of 2^-149
+        limb = (m >> (LIMB_BITS * k.number)) % _LIMB
+        return self._clingo.Number(-limb if x < 0 else limb)
+
+    def _limb_total(self, count, limbs) -> float:
+        if count.number > MAX_FLOAT_SUM:
+            raise ValueError(f"a sum or mean over {count.number:,} float values: at most {MAX_FLOAT_SUM:,} "
+                             "are supported")
+        exact = sum(s.number << (LIMB_BITS * k) for k, s in enumerate(limbs))  # M of the sum, exactly
+        return math.ldexp(float(exact), -149) if abs(exact) < 1 << 1000 else math.copysign(math.inf, exact)
+
+    def f_sum(self, count, *limbs):
+        return self._fk(self._limb_total(count, limbs))
+
+    def f_mean(self, count, *limbs):
+        if count.number == 0:
+            return self._undefined()
+        exact = self._limb_total(count, limbs)
+        return self._fk(exact / count.number)
 
     def u_range(self, a, b, step=None):
         lo, hi = self._u(a), self._u(b)

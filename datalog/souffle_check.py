@@ -129,6 +129,8 @@ class RuleChecker:
         if isinstance(t, Aggregate):
             if t.kind == "count":
                 return NUMBER
+            if t.kind == "mean":
+                return FLOAT
             return self.type_of(t.target)
         if isinstance(t, Record) and t.branch is not None:
             return self.branch_type.get(t.branch)
@@ -177,9 +179,8 @@ class RuleChecker:
                 raise self.err(t.pos, f"aggregate {t.kind} gives a number where a {ty} is expected ({what})")
             if ty not in NUMERIC:
                 raise self.err(t.pos, f"aggregate {t.kind} gives a number where a {ty} is expected ({what})")
-            if t.kind == "sum" and ty == FLOAT:
-                raise self.err(t.pos, "sum over float values is not supported (grounding adds integers; "
-                               "sum over numbers and unsigned values is)")
+            if t.kind == "mean" and ty != FLOAT:
+                raise self.err(t.pos, f"aggregate mean gives a float where a {ty} is expected ({what})")
             self.typed[id(t)] = ty
             self.aggregate(t, ty)
 

@@ -204,8 +204,6 @@ class TermsMixin:
     def aggregate(self):
         t = self.tok
         self.i += 1
-        if t.text == "mean":
-            raise self.error(t, "aggregate 'mean' is not supported (its value is a float)")
         target = None
         if t.text != "count":
             target = self.term(len(_LEVELS) - 3)  # the target binds tighter than the aggregate's ':'

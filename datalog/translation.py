@@ -7,7 +7,7 @@ Arithmetic is clingo's where it agrees with Soufflé, else a functor of `datalog
 
 from __future__ import annotations
 
-from datalog import souffle, souffle_check
+from datalog import functors, souffle, souffle_check
 from datalog import souffle_values as values
 
 
@@ -143,6 +143,18 @@ class _Translator:
         elems = ",".join(value + local) or "0"
         fresh[0] += 1
         var = f"A{fresh[0]}"
+        if g.ty == values.FLOAT and g.kind in ("sum", "mean"):
+            # clingo adds integers: each float is exactly M * 2^-149 (M < 2^277), summed in 12-bit limbs of
+            # M (datalog.functors.FLOAT_LIMBS sums, each of at most 2^19 - 1 elements stays in 32 bits),
+            # then rounded once to single precision.
+            weight = value[0]
+            rest = ",".join([weight] + local)
+            for k in range(functors.FLOAT_LIMBS):
+                extra.append(f"S{k}{var} = #sum{{ @f_limb({weight},{k}),{rest} : {', '.join(cond)} }}")
+            extra.append(f"N{var} = #count{{ {elems} : {', '.join(cond)} }}")
+            limbs = ",".join(f"S{k}{var}" for k in range(functors.FLOAT_LIMBS))
+            extra.append(f"{var} = @f_{g.kind}(N{var},{limbs})")
+            return var
         if g.kind == "sum" and g.ty == values.UNSIGNED:
             # Keys are u - 2^31: the sum of the values is the sum of the keys plus 2^31 per element
             # (clingo's sum wraps at 32 bits, as the unsigned sum does).

@@ -10,7 +10,7 @@ CASES = [
     ('.decl r(x:number)\n.input r(IO=sqlite)\n', (2, 13), ["IO=sqlite", "IO=file", ".input"], [".facts"]),
     ('.decl r(x:number)\n.input r(headers=true)\n', (2, 10), ["'headers'", "filename", "delimiter"], []),
     ('.decl r(x:number)\n.input r r\n', (2, 10), ["','", ".input", "'r'"], ["end of the file"]),
-    ('.decl r(x:number)\n.decl s(x:number)\ns(n) :- n = mean x : { r(x) }.\n', (3, 13), ["mean"],
+    ('.decl r(x:number)\n.decl s(x:number)\ns(n) :- n = mean x : { r(x) }.\n', (3, 11), ["float", "number"],
      ["not declared"]),
     ('.decl r(x:number)\n.decl s(x:number)\ns(n) :- r(n), n = count : { s(_) }.\n', (3, 19),
      ["aggregate through recursion", "count"], []),
