@@ -77,6 +77,7 @@ from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F40
 from datalog.souffle_project import project
 from datalog.souffle_rules import rule_names, rule_text
 from datalog.souffle_terms import TermsMixin
+from datalog.souffle_witness import with_witnesses
 from fastlbp.core.errors import read_text
 
 # Parser ---------------------------------------------------------------------
@@ -346,6 +347,7 @@ def _check(p: _Parser) -> Program:
                                 pos))
     # Inline relations unfolded into their uses, as Soufflé does (where that is plain).
     p.rules, p.facts = unfold(p.rules, p.facts, unfoldable(p.inline, p.rules, p.facts, p.inputs, p.outputs))
+    p.rules = [with_witnesses(rule) for rule in p.rules]  # min/max witnesses bound, as Soufflé reads them
     p.rules = [RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type, p.adts,
                            p.branch_type).check() for rule in p.rules]
     p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own

@@ -489,3 +489,19 @@ e($Neg($Num(7))). e($Num(7)).
         outputs(text, {"d.facts": "$Mon\t$Sun\n", "e.facts": ""})
     with pytest.raises(InputError, match=r"\$Num is a value of type 'E' where a Day is expected"):
         souffle.parse(text + "later($Num(1)).\n")
+
+
+def test_witnesses_of_min_and_max():
+    # Soufflé's longest_path: x and y are bound by the tuple that reaches the maximum.
+    text = """.decl length(x: symbol, y: symbol, l: number)
+length("a", "b", 2). length("a", "c", 5). length("b", "c", 3). length("c", "d", 5).
+.decl longest(x: symbol, y: symbol, l: number)
+.decl shortest(x: symbol, l: number)
+.output longest, shortest
+longest(x, y, l) :- l = max m : { length(x, y, m) }.
+shortest(x, l) :- l = min m : length(x, _, m).
+"""
+    got, dg = outputs(text)
+    assert got == {"longest": {"longest(a,c,5)", "longest(c,d,5)"}, "shortest": {"shortest(a,2)"}}
+    clause = next(c for c in range(dg.num_clauses) if dg.tuples[int(dg.clause_head[c])] == "longest(a,c,5)")
+    assert [dg.tuples[int(t)] for t in dg.clause_body(clause)] == ["length(a,c,5)"]  # the witness
