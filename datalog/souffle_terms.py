@@ -16,14 +16,12 @@ from datalog.souffle_ast import (
     UINT_MAX,
     UNSIGNED,
     Aggregate,
-    Atom,
     Comparison,
     Const,
     Functor,
     Record,
     Var,
     Wildcard,
-    aggregates_in,
     number_shown,
 )
 from datalog.souffle_values import f32
@@ -213,12 +211,6 @@ class TermsMixin:
             self.expect("}", "'}' closing the aggregate's body")
         else:
             body = [self.atom()]
-        for lit in body:
-            for term in lit.args if isinstance(lit, Atom) else (lit.left, lit.right):
-                inner = aggregates_in(term)
-                if inner:
-                    raise self.error_at(inner[0].pos, "nested aggregates (an aggregate inside an aggregate's "
-                                        "body) are not supported")
         return Aggregate(t.text, target, tuple(body), t.pos)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datalog import functors, souffle, souffle_check
 from datalog import souffle_values as values
+from datalog.souffle_ast import pattern_vars
 
 
 def _quote(value) -> str:
@@ -38,6 +39,24 @@ def _body_vars(body) -> set[str]:
     return out
 
 
+def _deep_vars(t) -> set[str]:
+    """Every variable of a term, literal or aggregate, those of aggregates nested in it too."""
+    if isinstance(t, souffle.Var):
+        return {t.name}
+    if isinstance(t, souffle.Aggregate):
+        out = set() if t.target is None else _deep_vars(t.target)
+        for lit in t.body:
+            out |= _deep_vars(lit)
+        return out
+    if isinstance(t, souffle.Atom):
+        return set().union(*map(_deep_vars, t.args)) if t.args else set()
+    if isinstance(t, souffle.Comparison):
+        return _deep_vars(t.left) | _deep_vars(t.right)
+    if isinstance(t, souffle.Functor | souffle.Record) and t.args:
+        return set().union(*map(_deep_vars, t.args))
+    return set()
+
+
 def _outer_bound(body) -> set[str]:
     """Variables a body binds outside its aggregates: by positive atoms, then `x = t` without aggregates."""
     bound = {a.name for lit in body if isinstance(lit, souffle.Atom) and not lit.negated
@@ -60,6 +79,12 @@ class _Translator:
     def __init__(self, program: souffle.Program):
         self.program = program
         self.index = {rel: i for i, rel in enumerate(program.decls)}
+        self.enclosing = None  # (aggregate, its names, the literal of its body being translated)
+        self.aux_rules: list[str] = []  # rules of nested aggregates' auxiliary predicates
+        self.aux_count = 0
+        self.copied: set[str] = set()  # relations nested aggregates need the least model of
+        self.rule_body: tuple = ()
+        self.scope_atoms: list = []  # positive atoms of the aggregates an auxiliary rule is made inside
 
     def term(self, t, names: dict[str, str], fresh: list[int], extra: list[str],
              negated: bool = False) -> str:
@@ -118,6 +143,8 @@ class _Translator:
     def aggregate(self, g, names: dict[str, str], fresh: list[int], extra: list[str]) -> str:
         """An aggregate over the least model (the `m` copies, plain facts to clingo): clingo computes its
         value while grounding, so no aggregate reaches the ground program."""
+        if self.enclosing is not None:
+            return self.nested(g, names, fresh, extra)
         inner: list[str] = []
         cond = []
         # A variable of the aggregate that the rule's other literals do not bind is local to it (Soufflé's
@@ -129,14 +156,21 @@ class _Translator:
             names[v] = f"L{fresh[0]}"
         w0 = fresh[0]
         for lit in g.body:
-            if isinstance(lit, souffle.Atom):
-                cond.append(("not " if lit.negated else "") + self.atom(lit, names, fresh, inner, copy=True))
-            else:
-                cond.append(self.comparison(lit, names, fresh, inner))
-        if inner:
-            raise souffle.ProgramError(self.program.path, g.pos.line, g.pos.column,
-                                       "nested aggregates (an aggregate inside an aggregate) are not "
-                                       "supported")
+            # An aggregate inside this literal is nested (`nested`); the positive atoms around it (this
+            # aggregate's others, those of the aggregates it is in) may bind what it shares.
+            around = self.scope_atoms + [x for x in g.body if x is not lit and isinstance(x, souffle.Atom)
+                                         and not x.negated]
+            self.enclosing = (g, names, lit, around)
+            try:
+                if isinstance(lit, souffle.Atom):
+                    cond.append(("not " if lit.negated else "") + self.atom(lit, names, fresh, inner,
+                                                                            copy=True))
+                else:
+                    cond.append(self.comparison(lit, names, fresh, inner))
+            finally:
+                self.enclosing = None
+            cond.extend(inner)  # the auxiliary atoms of nested aggregates
+            inner.clear()
         local = sorted({names[v] for v in _body_vars(g.body)})
         local += [f"W{k}" for k in range(w0 + 1, fresh[0] + 1)]
         value = [] if g.target is None else [self.term(g.target, names, fresh, extra)]
@@ -169,6 +203,43 @@ class _Translator:
             extra.append(f"{var} > #inf")
         return var
 
+    def nested(self, h, names: dict[str, str], fresh: list[int], extra: list[str]) -> str:
+        """An aggregate inside an aggregate's body (clingo nests none): an auxiliary predicate
+        `xK(shared..., value)` over the least model computes it for each value of the variables it shares
+        with the enclosing aggregate and the rule, over the positive atoms that bind those (the enclosing
+        aggregate's other atoms, the rule's); the enclosing body reads `xK(shared..., A)`."""
+        g, g_names, lit, available = self.enclosing
+        own = _deep_vars(h)
+        around = set(self.outer) | {v for x in g.body if x is not lit for v in _body_vars([x])}
+        shared = sorted(own & around)
+        domain = [x for x in list(available) + list(self.rule_body) if isinstance(x, souffle.Atom)
+                  and not x.negated and {v.name for a in x.args for v in pattern_vars(a)} & set(shared)]
+        binding = {v.name for x in domain for a in x.args for v in pattern_vars(a)}
+        if not set(shared) <= binding or any(souffle.aggregates_in(a) for x in domain for a in x.args):
+            raise souffle.ProgramError(self.program.path, h.pos.line, h.pos.column,
+                                       "this nested aggregate shares variables that no positive atom of the "
+                                       "enclosing aggregate or the rule binds: not supported")
+        self.copied.update(x.relation for x in domain)
+        aux_names = dict(g_names)
+        aux_extra: list[str] = []
+        aux_fresh = [fresh[0] + 1000]  # the auxiliary rule's own names, apart from the enclosing rule's
+        saved, self.enclosing = self.enclosing, None
+        saved_outer, saved_scope, self.scope_atoms = self.outer, self.scope_atoms, domain
+        self.outer = self.outer | set(shared)  # inside the auxiliary rule the shared variables are bound
+        try:
+            lits = [self.atom(x, aux_names, aux_fresh, aux_extra, copy=True) for x in domain]
+            value = self.aggregate(h, aux_names, aux_fresh, aux_extra)
+        finally:
+            self.enclosing = saved
+            self.outer, self.scope_atoms = saved_outer, saved_scope
+        self.aux_count += 1
+        pred = f"x{self.aux_count}"
+        args = [aux_names[v] for v in shared]
+        self.aux_rules.append(f"{_atom(pred, args + [value])} :- {', '.join(lits + aux_extra)}.")
+        var = f"X{self.aux_count}"  # not from `fresh`: the enclosing aggregate numbers its wildcards by it
+        extra.append(_atom(pred, [g_names[v] for v in shared] + [var]))
+        return var
+
     def atom(self, atom: souffle.Atom, names, fresh, extra, copy: bool) -> str:
         i = self.index[atom.relation]
         args = [self.term(a, names, fresh, extra, atom.negated) for a in atom.args]
@@ -187,6 +258,7 @@ class _Translator:
         body: list[str] = []
         extra: list[str] = []
         self.outer = self.bound = _outer_bound(rule.body)
+        self.rule_body = rule.body
         # A variable set to an aggregate's value (`x2 = min x3 : {...}`) is the rule's in the other
         # aggregates too (convex_hull's `y2 = min y3 : { point(x3, y3), x3 = x2 }`); inside its own
         # aggregate it is a variable of the aggregate's (`y = max z + y : {...}`) unless an atom binds it.
@@ -214,7 +286,7 @@ class _Translator:
     def needed_copies(self) -> set[str]:
         """Relations whose least model the negations need: the negated ones and all they depend on."""
         deps = self.program.depends()
-        need, todo = set(), list(self.program.negated())
+        need, todo = set(), list(self.program.negated() | self.copied)
         while todo:
             r = todo.pop()
             if r not in need:
@@ -252,12 +324,19 @@ class _Translator:
         by_head: dict[str, list[souffle.Rule]] = {}
         for r in self.program.rules:
             by_head.setdefault(r.head.relation, []).append(r)
-        for rel in sorted(self.needed_copies(), key=self.index.__getitem__):
+        copies = self.needed_copies()
+        if self.aux_count:  # nested aggregates of the copies may need more copies: translate them first
+            for r in self.program.rules:
+                if r.head.relation in copies:
+                    self.rule(r, copy=True)
+            copies = self.needed_copies()
+        for rel in sorted(copies, key=self.index.__getitem__):
             i = self.index[rel]
             xs = [f"X{j}" for j in range(self.program.decls[rel].arity)]
             if rel in facts:
                 parts.append(f"{_atom(f'm{i}', xs)} :- {_atom(f'i{i}', xs)}.\n")
             parts.extend(self.rule(r, copy=True) + "\n" for r in by_head.get(rel, ()))
+        parts.extend(r + "\n" for r in dict.fromkeys(self.aux_rules))
         return "".join(parts)
 
 

@@ -505,3 +505,20 @@ shortest(x, l) :- l = min m : length(x, _, m).
     assert got == {"longest": {"longest(a,c,5)", "longest(c,d,5)"}, "shortest": {"shortest(a,2)"}}
     clause = next(c for c in range(dg.num_clauses) if dg.tuples[int(dg.clause_head[c])] == "longest(a,c,5)")
     assert [dg.tuples[int(t)] for t in dg.clause_body(clause)] == ["length(a,c,5)"]  # the witness
+
+
+def test_nested_aggregates():
+    # Soufflé's aggregates_nested: an aggregate inside an aggregate's body, computed per shared value.
+    text = """.decl person(p: symbol)
+.decl friends(p: symbol, o: symbol)
+person("jane"). person("joe"). person("tam").
+friends("jane", "tam"). friends("joe", "tam"). friends("tam", "jane").
+.decl total(n: number)
+.decl popular(p: symbol, n: number)
+.output total, popular
+total(s) :- s = sum n : { person(p), n = count : friends(_, p) }.
+popular(p, n) :- n = max k : { person(q), k = count : { friends(_, q) } },
+                 person(p), n = count : friends(_, p).
+"""
+    got, _ = outputs(text)
+    assert got == {"total": {"total(3)"}, "popular": {"popular(tam,2)"}}
