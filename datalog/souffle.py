@@ -24,8 +24,7 @@ signed, as Soufflé's and clingo's), "string" constants (escapes `\\"`,
 Much else of Soufflé is read too (aggregates, arithmetic and functors, `as`, components, records,
 user types, `unsigned` and `float` values, output parameters, several heads, disjunction, `.plan`, the
 preprocessor, algebraic data types: see docs/writing-an-analysis.md); what is not (subsumption, choice
-domains,
-`autoinc`, user-defined functors) is refused with a `ProgramError` naming the file,
+domains, `autoinc`, user-defined functors) is refused with a `ProgramError` naming the file,
 line and column, never ignored; so are an undeclared relation, an arity or
 type mismatch, an unsafe variable (in the head, a negation or a comparison
 but bound by no positive atom) and negation through recursion.
