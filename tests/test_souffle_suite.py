@@ -36,6 +36,22 @@ def test_souffle_suite_grounded_cases_equal_soufflés_output():
     assert conformance.summarize(results)["equal"] >= MIN_EQUAL
 
 
+# One case of each construct issue 40 brought in (each grounds in about a second in process).
+CONSTRUCT_CASES = ["example/dnf", "evaluation/empty_relations", "evaluation/existential",
+                   "example/inline_nats",
+                   "evaluation/float_operations", "evaluation/unsigned_operations", "evaluation/rangeop",
+                   "evaluation/symbol_operations", "evaluation/aggregates5", "evaluation/adt-enum",
+                   "example/longest_path", "evaluation/aggregates_nested"]
+
+
+@needs_suite
+@pytest.mark.parametrize("case_id", CONSTRUCT_CASES)
+def test_construct_cases_equal(case_id):
+    case = next(c for c in conformance.load_cases(SUITE) if c["id"] == case_id)
+    r = conformance.check_case(SUITE, case, max_rule_instances=1_000_000)
+    assert r.status == "equal", r.detail
+
+
 @needs_suite
 def test_one_case_in_process_equal():
     case = next(c for c in conformance.load_cases(SUITE) if c["id"] == "evaluation/access1")
