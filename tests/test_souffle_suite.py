@@ -12,7 +12,8 @@ from datalog import conformance
 
 SUITE = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "souffle-suite"
 # Cases grounded and equal (at 1M rule instances) when this test was last raised; fewer is a regression.
-MIN_EQUAL = 229
+# (255 at the benchmark's 5M: independent_body3, 2M instances, and eqrel_inc, 1.04M, stop at 1M.)
+MIN_EQUAL = 253
 
 needs_suite = pytest.mark.skipif(not (SUITE / "cases.json").exists(),
                                  reason=f"Soufflé's test suite is not at {SUITE} (see its README.md)")
