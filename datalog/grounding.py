@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog import aspif, formats, ground_inputs, locations, souffle
+from datalog import aspif, formats, ground_inputs, locations, souffle, souffle_values
 from datalog.annotations import split_tuple
 from datalog.aspif import Ground
 from datalog.derivation import (
@@ -119,6 +119,10 @@ class GroundOptions:
     reader: str = "aspif"
     max_rule_instances: int | None = None
     locations: str | None = None
+
+
+class NothingDerived(InputError):
+    """The program derives nothing from its facts (no clause, no alarm): there is no graph to write."""
 
 
 @dataclasses.dataclass
@@ -265,8 +269,12 @@ def _tuple_names(program: souffle.Program, g: Ground, size: int) -> tuple[np.nda
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
-        elif any(t in program.records for t in program.decls[rel].types):
-            names = [f"{rel}({','.join(map(_shown_value, _clingo_value(a)))})" for a in args]
+        elif any(t in program.records or t in program.adts
+                 or t in (souffle_values.UNSIGNED, souffle_values.FLOAT) for t in program.decls[rel].types):
+            types = program.decls[rel].types
+            names = [rel + "(" + ",".join(_typed_shown(v, ty, program.records, program.adts)
+                                          for v, ty in zip(_clingo_value(a), types, strict=True)) + ")"
+                     for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
             names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
@@ -306,6 +314,24 @@ def _clingo_value(text: str):
         return int(t)
 
     return value()
+
+
+def _typed_shown(v, ty: str, records: dict, adts: dict | None = None) -> str:
+    """A value of type `ty` as Soufflé writes it in a .csv: unsigned and float decoded, records `[1, a]`
+    (their fields by their types), nil `nil`, ADT values `$Branch(a, b)` (`$Branch` without fields)."""
+    adts = adts or {}
+    if ty in (souffle_values.UNSIGNED, souffle_values.FLOAT):
+        return souffle_values.shown(souffle_values.decode(v, ty), ty)
+    if ty in records and isinstance(v, tuple):
+        return "[" + ", ".join(_typed_shown(x, fty, records, adts)
+                               for x, (_, fty) in zip(v, records[ty], strict=True)) + "]"
+    if ty in adts and isinstance(v, tuple):
+        branch, fields = v[0], v[1:]
+        types = adts[ty][branch]
+        inner = ", ".join(_typed_shown(x, fty, records, adts)
+                          for x, (_, fty) in zip(fields, types, strict=True))
+        return f"${branch}" + (f"({inner})" if fields else "")
+    return _shown_value(v)
 
 
 def _shown_value(v) -> str:
@@ -388,7 +414,8 @@ def _graph(program: souffle.Program, g: Ground, options: GroundOptions) -> tuple
     for a in externals[derived[externals]].tolist():
         priors.setdefault(int(tuple_of[a]), DEFAULT_INPUT_PRIOR)
     probs = ground_inputs.rule_probabilities(options.rule_prob, program) if options.rule_prob else {}
-    rules = [Rule(r.name, probs.get(r.index, DEFAULT_RULE_PROBABILITY), r.text) for r in program.rules]
+    rules = [Rule(r.name, probs.get(r.index, 1.0 if r.auxiliary else DEFAULT_RULE_PROBABILITY), r.text)
+             for r in program.rules]
     return DerivationGraph(
         tuples=names, rules=rules, clause_rule=c_rule.astype(np.int32),
         clause_head=tuple_of[heads].astype(np.int32), body_offsets=offsets,
@@ -438,7 +465,7 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     dg = merge_duplicates(dg).graph
     seconds["graph"] = time.perf_counter() - t3
     if dg.num_clauses == 0 and len(dg.alarms) == 0:
-        raise InputError(str(program.path), None, "the program derives nothing from these facts: no rule "
+        raise NothingDerived(str(program.path), None, "the program derives nothing from these facts: no rule "
                          "instance holds, so there is no derivation graph (check --facts and the .input "
                          "relations)")
     say(f"derivation graph: {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.alarms):,} alarms "

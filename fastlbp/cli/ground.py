@@ -52,10 +52,12 @@ def ground(
 ) -> None:
     """Ground a Datalog program over its facts: every rule instance of its least model, as a graph.
 
-    Rule k of the program (file order, from 0) is Rk; each of its ground
-    instances in the least model is a clause `Rk: body => head`, the body
-    being the instance's positive atoms (negations and comparisons are
-    conditions, decided by grounding against the facts). Input relations
+    Each ground instance of a rule in the least model is a clause
+    `NAME: body => head`, the body being the instance's positive atoms
+    (negations and comparisons are conditions, decided by grounding against
+    the facts); a rule's NAME is HEAD-HASH, stable when the program is
+    reordered (`fastlbp rules PROGRAM.dl` lists them; --rule-prob also takes
+    Rk, the k-th rule in file order). Input relations
     (.input REL) are read from DIR/REL.facts (tab-separated, as Soufflé);
     alarms are the tuples of the .output relations unless --alarms says
     otherwise. The graph goes to derivation.json, derivation.npz (numpy

@@ -52,7 +52,7 @@ def learn(
 ) -> None:
     """Learn rule probabilities from labels: EM on the Bayesian network, a Beta prior per rule.
 
-    Writes 'Rk: p' lines (the format of rule-prob.txt and --rule-prob), each
+    Writes 'NAME: p' lines (the graphs' rule names; the format of rule-prob.txt and --rule-prob), each
     after a comment with the rule's support (clause instances in the labelled
     graphs, expected bodies held and fired) and a 95% interval; a rule without
     support keeps its prior value and says so.

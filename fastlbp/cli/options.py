@@ -128,9 +128,12 @@ FactsOpt = Annotated[
 RuleProbOpt = Annotated[
     Path | None,
     typer.Option("--rule-prob", metavar="FILE", show_default=False,
-                 help="Rule probabilities, lines 'Rk: p' (Bingo's rule-prob.txt, `fastlbp learn`'s output): "
-                      "for a .dl program rule k in file order, from 0, rules not named get 0.999; for a "
-                      "derivation graph or Bingo directory they replace its rules' probabilities by name."),
+                 help="Rule probabilities, lines 'NAME: p' (Bingo's rule-prob.txt, `fastlbp learn`'s "
+                      "output); rules not named keep theirs (0.999 for a .dl program). A program's rules are "
+                      "named HEAD-HASH (`fastlbp rules` lists them), which survive reordering the "
+                      "program; Rk, the k-th rule in file order from 0, is accepted too (one rule given two "
+                      "values under its two names is an error). A graph's rules are matched by name (Rk by "
+                      "position in a graph grounded from a program)."),
 ]
 AlarmsOpt = Annotated[
     str | None,
