@@ -66,7 +66,7 @@ from datalog.reading import Once, check_probability, json_type, loads_json, show
 from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
 from fastlbp.core.errors import InputError, check_path, read_text, text_lines
 from fastlbp.core.model import Model
-from fastlbp.io.outputs import write_atomically, write_directory, write_file
+from fastlbp.core.outputs import write_atomically, write_directory, write_file
 
 FORMAT_NAME = "fastlbp-derivation"
 FORMAT_VERSION = 1
@@ -340,7 +340,7 @@ def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
     """Writes derivation.json (gzip-compressed when the name ends in .gz), atomically.
 
     Raises:
-        InputError: `path` cannot be written (`fastlbp.io.outputs.write_atomically`:
+        InputError: `path` cannot be written (`fastlbp.core.outputs.write_atomically`:
             the old file is left as it was).
     """
     p = Path(path)
@@ -544,7 +544,7 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files.
 
     The directory is written whole as a hidden sibling and swapped in
-    (`fastlbp.io.outputs.write_directory`): a reader, an error, a full disk or a
+    (`fastlbp.core.outputs.write_directory`): a reader, an error, a full disk or a
     kill meets the old directory or the new one, never a mix. The entries of
     an existing directory other than the files written here (`BINGO_FILES`)
     are kept; a stale optional file (labels, priors, truth, rule texts the

@@ -79,7 +79,7 @@ from datalog.reading import shown
 from datalog.translation import _quote, translate  # noqa: F401  (translate is part of this module's API)
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
-from fastlbp.io.outputs import cannot_write
+from fastlbp.core.outputs import cannot_write
 
 READERS = ("aspif", "observer")
 

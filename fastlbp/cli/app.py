@@ -29,8 +29,8 @@ from typer.core import TyperGroup
 
 from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
+from fastlbp.core.outputs import write_atomically
 from fastlbp.core.settings import BACKENDS, Settings
-from fastlbp.io.outputs import write_atomically
 
 if TYPE_CHECKING:
     pass
