@@ -380,7 +380,7 @@ def load_graph(graph: Path, settings: Settings, *, no_cache: bool = False, progr
 
 
 def with_rule_probs(model, rule_prob: Path, graph: Path):
-    """The model with the rule probabilities of a `Rk: p` file (`fastlbp.io.rule_probs`).
+    """The model with the rule probabilities of a `Rk: p` file (`datalog.rule_probs`).
 
     Rules the file names that the graph lacks are fine (the file may have been learned on other graphs
     of the analysis): a note on stderr counts them.
@@ -388,7 +388,7 @@ def with_rule_probs(model, rule_prob: Path, graph: Path):
     Raises:
         InputError: a malformed file, a graph without rules, or a file that names none of its rules.
     """
-    from fastlbp.io.rule_probs import apply_rule_probs, read_rule_probs, rule_names
+    from datalog.rule_probs import apply_rule_probs, read_rule_probs, rule_names
 
     probs = read_rule_probs(rule_prob)
     out = apply_rule_probs(model, probs, str(rule_prob))

@@ -115,7 +115,7 @@ class Session:
     @float64
     def set_parameters(self, model: Model) -> None:
         """Takes `model`'s factor probabilities: the same graph structure, other p1/p2 (learned rule
-        probabilities, `fastlbp.io.rule_probs.apply_rule_probs`).
+        probabilities, `datalog.rule_probs.apply_rule_probs`).
 
         They are data to LBP's compiled round (nothing recompiles; the messages are kept as a warm
         start); the sampler's host plan is made again at the next round, exact inference plans per

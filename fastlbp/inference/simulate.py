@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from datalog.rule_probs import apply_rule_probs
 from fastlbp.core.errors import ContradictoryEvidence, InputError, read_text, text_lines
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
@@ -30,7 +31,6 @@ from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
 from fastlbp.io import plots
 from fastlbp.io.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
-from fastlbp.io.rule_probs import apply_rule_probs
 from fastlbp.io.writers import safe_name
 
 

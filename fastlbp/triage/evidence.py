@@ -270,7 +270,7 @@ class OnlineRules:
     def model_now(self) -> Model:
         """The model with the probabilities now: new factor parameters only (`apply_rule_probs`), which
         `Session.set_parameters` takes as data."""
-        from fastlbp.io.rule_probs import apply_rule_probs
+        from datalog.rule_probs import apply_rule_probs
 
         return apply_rule_probs(self.model, self.learner.current())
 
