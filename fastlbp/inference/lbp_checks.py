@@ -40,7 +40,7 @@ next hard variable is checked instead.
 Messages that cancel. A round stops when no marginal moves; messages into a
 variable that move while they cancel leave its marginal still. Three OR
 facts over inputs a, b, c labelled true and three ANDs over them labelled
-false have probability 0, which `fastlbp.inference.constraints` cannot prove (it needs
+false have probability 0, which `fastlbp.core.constraints` cannot prove (it needs
 a case split); PARALL stops after one iteration with every input at 0.5:
 the messages into each input cancel exactly (+x from both ORs, -x from both
 ANDs) while x grows like log(iterations) (0.69, 1.10, 1.39, ..., 6.9 after
@@ -384,9 +384,9 @@ HARD_TO_CHECK = 4096
 
 def forced_without_labels(graph: FactorGraph) -> np.ndarray:
     """(V,) bool: the variables the model's hard constraints force before any label
-    (`fastlbp.inference.constraints.propagate`; exactly those with infinite log-odds in an unlabelled LBP
+    (`fastlbp.core.constraints.propagate`; exactly those with infinite log-odds in an unlabelled LBP
     round of the ftp-size graph: 22,854, in 0.3 s of host time once per session)."""
-    from fastlbp.inference import constraints
+    from fastlbp.core import constraints
 
     can0, can1 = constraints.propagate(graph)
     return ~(can0 & can1)

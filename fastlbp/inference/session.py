@@ -234,7 +234,7 @@ class Session:
 
         Raises:
             ContradictoryEvidence: the labels have probability 0 (proved by
-                the model's hard constraints, `fastlbp.inference.constraints`); names a
+                the model's hard constraints, `fastlbp.core.constraints`); names a
                 minimal conflicting subset. Messages are left unchanged.
             InferenceError: LBP met a conflict the hard constraints do not
                 imply (a numerical failure); the labels are kept.

@@ -138,7 +138,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         soft: {variable: p} soft evidence for every round (`fastlbp.inference.soft`).
 
     A label the model's hard constraints rule out (the oracle contradicts the
-    model: `ContradictoryEvidence`, decided by `fastlbp.inference.constraints`, never by
+    model: `ContradictoryEvidence`, decided by `fastlbp.core.constraints`, never by
     LBP's messages) does not stop the run: the alarm counts as labelled, its
     label is withdrawn from the evidence, the round is rerun, and the step is
     marked `evidence_dropped`; the table, the JSON (`evidence_dropped`) and

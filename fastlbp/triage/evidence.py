@@ -234,7 +234,7 @@ class OnlineRules:
         Raises:
             ContradictoryEvidence: the labels have probability 0 (the probabilities are as before).
         """
-        from fastlbp.inference import constraints
+        from fastlbp.core import constraints
 
         start = time.perf_counter()
         # Labels the stated model's hard constraints rule out are refused before the EM steps, whose

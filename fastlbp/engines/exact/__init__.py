@@ -37,7 +37,7 @@ three eliminations' work instead of 456. Batching the queries on the device
 would hide latency but not that work, and would need V times the memory.
 
 Evidence of probability 0 raises `fastlbp.core.errors.ContradictoryEvidence`
-naming a conflicting subset of the labels (`fastlbp.inference.constraints`); a model
+naming a conflicting subset of the labels (`fastlbp.core.constraints`); a model
 whose factors alone have probability 0 raises `InferenceError`.
 """
 
@@ -51,6 +51,7 @@ from collections import OrderedDict
 import jax
 import numpy as np
 
+from fastlbp.core.constraints import conflicting_labels
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.core.graph import FactorGraph
 from fastlbp.core.jax_setup import float64
@@ -60,7 +61,6 @@ from fastlbp.engines.exact.binarize import Binarized, Table, binarize
 from fastlbp.engines.exact.eliminate import Arena, default_host_below, run
 from fastlbp.engines.exact.order import BYTES, Plan, plan
 from fastlbp.engines.marginals import Marginals
-from fastlbp.inference.constraints import conflicting_labels
 
 CPU_MEMORY = 2 * 2**30  # default budget where the device reports no memory (a CPU)
 MIN_FILL_BELOW = 20_000  # free variables (after binarisation) from which the order is min-degree's
