@@ -236,8 +236,8 @@ def conflicts_located(labels: Path | None, model, graph: Path):
 
 
 def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> InputError:
+    from fastlbp.core.text import safe_name
     from fastlbp.io.loading import parse_labels
-    from fastlbp.io.writers import safe_name
     from fastlbp.triage.labels import is_session_file
 
     lines: dict[str, int] = {}

@@ -129,7 +129,7 @@ def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
         # A label given for this version (--labels, the graph's own) wins over a carried one.
         known = {**carried.labels, **known}
         soft.update({v: p for v, p in carried.soft.items() if v not in known})
-        from fastlbp.io.writers import safe_name
+        from fastlbp.core.text import safe_name
 
         status(carried.summary())
         for name, why in carried.dropped[:5]:

@@ -110,7 +110,7 @@ def marginals(
                     **methods.summary_dict(rnd)})
         emit(json.dumps(doc), output)
     else:
-        from fastlbp.io.writers import csv_document
+        from fastlbp.core.text import csv_document
 
         header = ["variable", "probability"] + (["stderr", "lower", "upper"] if errors else [])
         rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])

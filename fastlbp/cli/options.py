@@ -168,7 +168,7 @@ TimingsOpt = Annotated[bool, typer.Option("--timings", hidden=True,
 
 
 
-# CSV output (`rank`, `marginals`): fields quoted as RFC 4180 says (`fastlbp.io.writers.csv_document`).
+# CSV output (`rank`, `marginals`): fields quoted as RFC 4180 says (`fastlbp.core.text.csv_document`).
 CSV_EXACT_NAMES_HELP = (
     "With --format csv, write every name exactly as it is. By default a name beginning with = + - @, a tab "
     "or a carriage return (a formula to a spreadsheet), or with ', gets a leading ' (OWASP's advice against "

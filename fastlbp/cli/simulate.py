@@ -44,7 +44,7 @@ class SimFormat(StrEnum):
 def progress_line(i: int, step) -> str:
     """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)` of a `simulate.Step`: the live
     line on a terminal."""
-    from fastlbp.io.writers import format_probability, safe_name
+    from fastlbp.core.text import format_probability, safe_name
     return (f"round {i}: found {step.found}/{step.num_true}  {'true ' if step.truth else 'false'}  "
             f"P={format_probability(step.probability)}  {step.round_s * 1e3:.1f} ms  "
             f"{safe_name(step.alarm[:60])}")
@@ -153,7 +153,7 @@ def simulate(
     if plot is not None:
         for p in sim.plot(result, plot, graph=graph, settings=settings):
             status(f"wrote {p}")
-    from fastlbp.io.writers import safe_name
+    from fastlbp.core.text import safe_name
 
     dropped = [safe_name(s.alarm) for s in result.steps if s.evidence_dropped]
     if dropped:

@@ -191,7 +191,7 @@ def _names(var_names: Sequence[str] | None, v: int) -> str:
 
 def _prob(lo: float) -> str:
     """P = sigmoid(lo) for people, below float64's range from the log-odds."""
-    from fastlbp.io.writers import format_probability
+    from fastlbp.core.text import format_probability
 
     p = 0.0 if lo < -745 else 1.0 / (1.0 + math.exp(-lo)) if lo > -700 else math.exp(lo)
     return format_probability(p, lo)

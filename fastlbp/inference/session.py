@@ -27,10 +27,10 @@ from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import UNDERIVABLE, Model
 from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
+from fastlbp.core.text import safe_name
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.inference import lbp_checks, methods, rounds
 from fastlbp.inference.rounds import Round
-from fastlbp.io.writers import safe_name
 
 
 class Session:

@@ -25,13 +25,13 @@ from fastlbp.core.errors import ContradictoryEvidence, InputError, read_text, te
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
+from fastlbp.core.text import safe_name
 from fastlbp.inference import metrics
 from fastlbp.inference.learn import Learner, OnlineOptions
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
 from fastlbp.io import plots
 from fastlbp.io.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
-from fastlbp.io.writers import safe_name
 
 
 @dataclasses.dataclass(frozen=True)
