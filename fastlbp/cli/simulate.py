@@ -102,12 +102,13 @@ def simulate(
       fastlbp simulate graph.json --learn --method lbp
     """
     from fastlbp.inference import simulate as sim  # the session and engines: imported when the command runs
+    from fastlbp.io import plots
 
     settings = settings_of(loading, inference)
     if plot is not None:
         try:
-            sim.require_matplotlib()
-        except sim.PlotsUnavailable as err:
+            plots.require_matplotlib()
+        except plots.PlotsUnavailable as err:
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
     output = output_target(output, graph, oracle)
@@ -151,7 +152,7 @@ def simulate(
     else:
         emit(sim.to_table(result), output)
     if plot is not None:
-        for p in sim.plot(result, plot, graph=graph, settings=settings):
+        for p in plots.write_plots(result, plot, graph=graph, settings=settings):
             status(f"wrote {p}")
     from fastlbp.core.text import safe_name
 

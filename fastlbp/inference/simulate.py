@@ -30,8 +30,6 @@ from fastlbp.inference import metrics
 from fastlbp.inference.learn import Learner, OnlineOptions
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
-from fastlbp.io import plots
-from fastlbp.io.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,15 +235,3 @@ def to_table(result: SimulationResult) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
 
-
-def plot(result: SimulationResult, out_dir: str | os.PathLike, *, graph: str | os.PathLike | None = None,
-         settings: Settings | None = None) -> list[Path]:
-    """Writes `roc.png` (false vs true alarms found, the paper's Figure 7) and
-    `true_alarms_over_time.png` (true alarms found vs alarms labelled, with the rounds' seconds),
-    each with the random-order and ideal baselines, titled with the graph and the settings
-    (`fastlbp.io.plots`).
-
-    Raises:
-        PlotsUnavailable: matplotlib is missing.
-    """
-    return plots.write_plots(result, out_dir, graph=graph, settings=settings)
