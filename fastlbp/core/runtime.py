@@ -29,12 +29,12 @@ def _version(name: str) -> str | None:
 def installed() -> dict:
     """{"fastlbp", "distribution", "jax", "jaxlib", "plugins": {name: version}} from package metadata.
 
-    fastlbp's version is the source tree's `fastlbp.__version__` when no distribution is installed
+    fastlbp's version is the source tree's (`fastlbp.core.version`) when no distribution is installed
     ("distribution" is then None).
     """
     dist = next((d for d in DISTRIBUTIONS if _version(d) is not None), None)
     if dist is None:
-        from fastlbp import __version__ as version
+        from fastlbp.core.version import __version__ as version
     else:
         version = _version(dist)
     plugins = {}

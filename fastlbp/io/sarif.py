@@ -51,9 +51,9 @@ from urllib.parse import quote
 import numpy as np
 
 from datalog.annotations import LocationIndex
-from fastlbp import __version__
 from fastlbp.core.model import Model
 from fastlbp.core.text import format_probability, relation
+from fastlbp.core.version import __version__
 from fastlbp.inference.explain import clause_index, explain
 from fastlbp.inference.ranking import Ranking, alarm_vars
 from fastlbp.io.sarif_ci import (
