@@ -70,25 +70,25 @@ def ground(
     # Imported here: `fastlbp --help` and the other commands need no Datalog front end.
     from datalog import grounding
     from datalog.formats import BINGO_CLAUSES
+    from datalog.io import FORMATS, format_of_name, known, write_derivation
 
     options = datalog_options(program, facts, rule_prob, alarms, priors, program=True)
     if max_rule_instances is not None:
         options = dataclasses.replace(options, max_rule_instances=max_rule_instances)
-    if not (grounding.is_json(output) or grounding.is_npz(output)) and output.is_dir() and \
-            any(output.iterdir()) and \
+    named = FORMATS.get(format_of_name(output) or "")
+    if (named is None or named.directory) and output.is_dir() and any(output.iterdir()) and \
             not (output / BINGO_CLAUSES).exists():
         raise InputError(str(output), None, "is a directory that holds other files and no Bingo graph; name "
                          "an empty or new directory, or a .json file")
-    from datalog.io import format_of_name
-
-    if format_of_name(output) in ("causal_fg", "datalog"):
-        raise InputError(str(output), None, "ground writes derivation.json (.json, .json.gz), derivation.npz "
-                         "(.npz) or a Bingo directory; `fastlbp convert` makes a causal factor graph of any")
+    if named is not None and named.write_derivation is None:
+        writable = known(f for f in FORMATS.values() if f.write_derivation)
+        raise InputError(str(output), None, f"ground writes {writable}; `fastlbp convert` makes a causal "
+                         "factor graph of any")
     result = grounding.ground_file(program, options)
-    if result.graph.num_clauses > LARGE_TEXT_GRAPH and not grounding.is_npz(output):
+    if result.graph.num_clauses > LARGE_TEXT_GRAPH and (named is None or named.name != "npz"):
         status(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
                "(derivation.npz, numpy arrays) is written in seconds and read by every command")
-    for note in grounding.write(result.graph, output):
+    for note in write_derivation(result.graph, output):
         status(note)
     dg = result.graph
     status(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "

@@ -42,6 +42,7 @@ from fastlbp.cli.app import (
     status,
 )
 from fastlbp.core.errors import SettingsError
+from fastlbp.core.plan import strategies_help
 from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ GraphArg = Annotated[
 ScheduleOpt = Annotated[
     str,
     typer.Option("--schedule", "-s",
-                 help="Update strategy: parall, seqfix, seqrnd, topo, or a file with a custom "
+                 help=f"Update strategy: {strategies_help()}; or a file with a custom "
                       "order; options follow colons, e.g. seqfix:chunked (level by level "
                       "instead of relaxing whole sweeps) or topo:algorithm3 (see `fastlbp "
                       "schedule --help`)."),
@@ -340,12 +341,12 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
     """
     # Imported here: the Datalog front end (0.05-0.1 s) is for the commands that read a graph, not --help.
     from datalog.grounding import GroundOptions
-    from datalog.io import detect_format
+    from datalog.io import FORMATS, detect_format
 
     # --rule-prob applies to every graph with rules (`load_graph`); the others are a program's only.
     given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors))
              if value is not None]
-    if not program and detect_format(graph) != "datalog":
+    if not program and not FORMATS[detect_format(graph)].grounded:
         if given:
             raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
                                 f"{detect_format(graph)} graph")

@@ -291,7 +291,10 @@ def program_inputs(graph: Path, facts: Path | None, rule_prob: Path | None, alar
     """What a Datalog program's graph is made of besides the program: its REL.facts files, rule
     probabilities, priors and alarm relations (part of its session's name). For other graphs only
     --rule-prob."""
-    if graph.suffix != ".dl":
+    from datalog.io import FORMATS, format_of_name
+
+    named = FORMATS.get(format_of_name(graph) or "")
+    if named is None or not named.grounded:
         # Another graph's probabilities are its own unless --rule-prob replaces them: a session per file.
         return ("--rule-prob", rule_prob) if rule_prob is not None and rule_prob.is_file() else ()
     folder = facts if facts is not None else Path(".")

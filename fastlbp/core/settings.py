@@ -56,8 +56,8 @@ class Settings:
     """Options of loading and inference.
 
     Attributes:
-        schedule: update strategy: parall, seqfix, seqrnd, topo, or a custom
-            order file, with `:OPTION`s (`schedules.parse_spec`).
+        schedule: update strategy: a key of `fastlbp.core.plan.STRATEGIES` or a custom
+            order file, with `:OPTION`s (`fastlbp.core.plan.parse_spec`).
         precision: "f64" (default; the published accuracy depends on it) or "f32".
         tol: a round stops when no marginal changes by this much or more (0: after max_iters).
         max_iters: most iterations per round.

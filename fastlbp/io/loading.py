@@ -72,7 +72,8 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
         return datalog_io.load(path, format, cycles=settings.cycles, compress=settings.compress,
                                max_decompressed=max_decompressed, datalog=datalog)
 
-    if cache_dir is None or (format or detect_format(path)) == "datalog":
+    spec = datalog_io.FORMATS.get(format or detect_format(path))
+    if cache_dir is None or spec is None or spec.grounded:  # unknown: `fresh` says so
         if progress is not None:
             progress("loading")
         return fresh()
