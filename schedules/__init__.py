@@ -44,8 +44,8 @@ from fastlbp.core.graph import FactorGraph
 from fastlbp.core.plan import RELAXED, Plan, Spec, make_plan, parse_spec
 from fastlbp.core.settings import Settings
 from schedules import analysis as _analysis
+from schedules import chunk_plan as _plan
 from schedules import orders as _orders
-from schedules import plan as _plan
 from schedules import relax_plan as _relax_plan
 from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
 from schedules.orders import ORDER_FILE_HELP, Order

@@ -11,7 +11,7 @@ engine's `make_runner`):
 
 | key          | what runs                                              | file            |
 | ------------ | ------------------------------------------------------ | --------------- |
-| parall       | PARALL, XLA kernels (segment sums by backend)          | parall.py       |
+| parall       | PARALL, XLA kernels (segment sums by `Plan.summation`) | parall.py       |
 | parall/fused | PARALL, two Pallas kernels per sweep (GPU)             | fused/          |
 | relaxed      | a sequential order, each sweep relaxed to its fixed point | relaxed.py   |
 | chunked      | a sequential order (or SEQRND), batches chunk by chunk | chunked.py      |

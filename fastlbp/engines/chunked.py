@@ -43,7 +43,7 @@ from fastlbp.engines.loop import (
     plan_for,
     xla_sums,
 )
-from schedules import plan as P
+from schedules import chunk_plan as P
 
 
 @jax.tree_util.register_dataclass

@@ -93,18 +93,18 @@ def make_runner(model, plan: Plan | Settings | None = None, *, unroll: int | Non
     graph = graph_of(model)
     unroll = unroll or plan.schedule.unroll or 1
     start = time.perf_counter()
-    backend = plan.summation_name
-    sums = jax.device_put(equations.summation(graph, backend))
+    method = plan.summation_name
+    sums = jax.device_put(equations.summation(graph, method))
     reason = plan.reason if plan.kernels == "xla" else None
-    info = RunnerInfo(backend=backend, reason=reason, unroll=unroll,
+    info = RunnerInfo(backend=method, reason=reason, unroll=unroll,
                       layout_seconds=time.perf_counter() - start)
-    return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll), info=info,
-                  reads=reads(backend))
+    return Runner(name=f"parall/{method}", layout=sums, run=jitted_run(unroll), info=info,
+                  reads=reads(method))
 
 
-def reads(backend: str) -> frozenset[str]:
-    """The graph's fields a PARALL round with `backend`'s segment sums reads (`Runner.reads`)."""
-    return SWEEP | VAR_SUMS | (frozenset() if backend == "xla" else VAR_SCATTER)
+def reads(summation: str) -> frozenset[str]:
+    """The graph's fields a PARALL round with segment sums by `summation` reads (`Runner.reads`)."""
+    return SWEEP | VAR_SUMS | (frozenset() if summation == "xla" else VAR_SCATTER)
 
 
 def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,

@@ -9,7 +9,7 @@ writes the new messages and adds their changes to the aggregates, then
 waits at a block barrier so the next chunk reads them. There is no launch and
 no host round trip per chunk: a chunk costs a few dependent memory round trips.
 
-Same plan (`schedules.plan`) and the same equations as `chunked._chunk_update`
+Same plan (`schedules.chunk_plan`) and the same equations as `chunked._chunk_update`
 (`fastlbp.core.equations`, called in the kernel on the chunk's slots); only the
 sums differ:
 
@@ -56,7 +56,7 @@ from fastlbp.engines.loop import (
     plan_for,
     xla_sums,
 )
-from schedules import plan as P
+from schedules import chunk_plan as P
 
 # Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
 WIDTH = 32

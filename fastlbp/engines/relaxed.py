@@ -94,7 +94,7 @@ from fastlbp.engines.loop import (
     plan_for,
     xla_sums,
 )
-from schedules import plan as P
+from schedules import chunk_plan as P
 from schedules.relax_plan import RelaxPlan
 
 
