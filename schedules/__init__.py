@@ -75,7 +75,7 @@ class Compiled:
     spec: Spec
     analyses: list[Analysis]
     layouts: list[_plan.ChunkLayout]
-    plan: _plan.Plan
+    plan: _plan.ChunkPlan
     order_seconds: float
     pack_seconds: float
 

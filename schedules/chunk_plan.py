@@ -39,7 +39,7 @@ NO_ACC = 1
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class ChunkPlan:
     """The device plan: a pytree of int32 arrays passed to jit as an argument.
 
     Attributes:
@@ -238,7 +238,7 @@ def choose_width(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total:
         w *= 2
 
 
-def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> Plan:
+def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> ChunkPlan:
     """One plan from per-iteration layouts (same width), padded to the same chunk count."""
     width = layouts[0].chunks.shape[-1]
     most = max(lay.chunks.shape[0] for lay in layouts)
@@ -252,4 +252,4 @@ def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> Plan:
     out[:] = pad
     for i, lay in enumerate(layouts):
         out[i, : lay.chunks.shape[0]] = lay.chunks
-    return Plan(out)
+    return ChunkPlan(out)

@@ -234,7 +234,7 @@ def _operands(params: equations.FactorParams) -> tuple[jax.Array, ...]:
     return (params.is_and.astype(jnp.int32), *params[1:])
 
 
-def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret: bool = False,
+def sweep(graph: FactorGraph, plan: P.ChunkPlan, messages, agg, iteration, interpret: bool = False,
           num_warps: int = NUM_WARPS, atomic: bool = False, params=None):
     """One iteration (plan `iteration mod P`), like `chunked.sweep`; returns (E,) messages.
 
@@ -306,7 +306,7 @@ def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
                       compiled=compiled, reason=plan.reason)
 
 
-def runner_for(graph: FactorGraph, plan: P.Plan, name: str, *, interpret: bool = False,
+def runner_for(graph: FactorGraph, plan: P.ChunkPlan, name: str, *, interpret: bool = False,
                num_warps: int = NUM_WARPS, atomic: bool = False, compiled=None,
                reason: str | None = None) -> Runner:
     """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (widths: `WIDTH` for the

@@ -124,7 +124,7 @@ class RelaxLayout:
     plan: RelaxPlan
     sums: equations.Summation
     vsums: equations.Summation | None
-    chunks: P.Plan | None = None
+    chunks: P.ChunkPlan | None = None
     vfactor: jax.Array | None = None
     open: bool = dataclasses.field(default=False, metadata={"static": True})
 
@@ -362,7 +362,7 @@ def split_is_own_position(plan: RelaxPlan) -> bool:
     return bool(np.array_equal(np.asarray(plan.split), own_pos) and not np.asarray(plan.own_new).any())
 
 
-def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None, *,
+def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.ChunkPlan | None = None, *,
                open: bool = False) -> RelaxLayout:
     """The device layout of a relaxation plan and, for a budget below the levels, the order's chunk
     plan (host work, once per graph and order); `open`: a budget below the level bound and no
