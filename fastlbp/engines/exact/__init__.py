@@ -31,7 +31,7 @@ one elimination costs C = sum s_i operations. The forward pass is one
 elimination (C); the backward pass gives every bucket its belief with one
 marginalisation of the parent's belief and one broadcast sum per bucket
 (<= 2C). So all V marginals cost about 3C and the memory of the tables kept
-between the passes (sum s_i, `Plan.bytes_needed`). One elimination per query
+between the passes (sum s_i, `BucketTree.bytes_needed`). One elimination per query
 costs V * C: weblech has 456 variables (about 1,600 after binarisation), so
 three eliminations' work instead of 456. Batching the queries on the device
 would hide latency but not that work, and would need V times the memory.
@@ -59,7 +59,7 @@ from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import kernels, program
 from fastlbp.engines.exact.binarize import Binarized, Table, binarize
 from fastlbp.engines.exact.eliminate import Arena, default_host_below, run
-from fastlbp.engines.exact.order import BYTES, Plan, plan
+from fastlbp.engines.exact.order import BYTES, BucketTree, plan
 from fastlbp.engines.marginals import Marginals
 
 CPU_MEMORY = 2 * 2**30  # default budget where the device reports no memory (a CPU)
@@ -166,7 +166,7 @@ class Engine:
         self.arena = Arena(self.chunks, jax.default_backend() == "gpu" if warm is None else bool(warm))
         self._plans: OrderedDict = OrderedDict()
 
-    def plan(self, labelled: frozenset, most: int) -> Plan | None:
+    def plan(self, labelled: frozenset, most: int) -> BucketTree | None:
         """The min-fill plan with `labelled` clamped (None: a bucket over `most` variables), cached."""
         key = (labelled, most)
         if key in self._plans:

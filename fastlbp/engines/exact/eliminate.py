@@ -8,7 +8,7 @@ so its largest entry is 0 and the shift added to log P(evidence); a device
 bucket's is not (logs do not overflow; skipping the shift saves the device a
 pass over every table).
 
-Forward (elimination, `order.Plan` order): bucket i's table B_i is the sum of
+Forward (elimination, `order.BucketTree` order): bucket i's table B_i is the sum of
 its input tables and the messages of its children, each read at its bucket
 index's bits (axes are in the bucket's relative order); its message m_i =
 logsumexp of B_i over the eliminated variable (bit 0: two neighbours) goes to

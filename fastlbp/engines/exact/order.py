@@ -33,7 +33,7 @@ BYTES = 8  # float64
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class BucketTree:
     """A bucket tree: bucket i eliminates order[i].
 
     Attributes:
@@ -209,7 +209,7 @@ class _SetNeighbours:
 
 
 def plan(scopes: Sequence[Sequence[int]], variables: Sequence[int], heuristic: str = "min-fill",
-         max_scope: int | None = None) -> Plan | None:
+         max_scope: int | None = None) -> BucketTree | None:
     """The bucket tree of an elimination order found by `heuristic` (None: a bucket over `max_scope`).
 
     Args:
@@ -224,7 +224,8 @@ def plan(scopes: Sequence[Sequence[int]], variables: Sequence[int], heuristic: s
     return bucket_tree(scopes, order, heuristic)
 
 
-def bucket_tree(scopes: Sequence[Sequence[int]], order: Sequence[int], heuristic: str = "min-fill") -> Plan:
+def bucket_tree(scopes: Sequence[Sequence[int]], order: Sequence[int], heuristic: str = "min-fill"
+                ) -> BucketTree:
     """The bucket tree of a given elimination `order` (every variable of every scope in it).
 
     The unlabelled graph's min-fill order with the labelled variables left out is an order of the
@@ -258,7 +259,7 @@ def bucket_tree(scopes: Sequence[Sequence[int]], order: Sequence[int], heuristic
             members[p].update(sep)
         scopes_out.append(tuple(sorted(members[i], key=lambda v: -pos[v])))
     width = max((len(s) for s in scopes_out), default=0) - 1
-    return Plan(heuristic, order, scopes_out, parent, tables, constants, width)
+    return BucketTree(heuristic, order, scopes_out, parent, tables, constants, width)
 
 
-__all__ = ["Plan", "HEURISTICS", "elimination_order", "plan", "bucket_tree"]
+__all__ = ["BucketTree", "HEURISTICS", "elimination_order", "plan", "bucket_tree"]

@@ -26,7 +26,7 @@ import functools
 import numpy as np
 
 from fastlbp.engines.exact import kernels
-from fastlbp.engines.exact.order import Plan
+from fastlbp.engines.exact.order import BucketTree
 
 
 @functools.lru_cache(maxsize=4096)
@@ -96,7 +96,7 @@ class Program:
         device_size: entries of the device arena needed.
     """
 
-    plan: Plan
+    plan: BucketTree
     src: np.ndarray
     lab_var: np.ndarray
     lab_stride: np.ndarray
@@ -119,7 +119,7 @@ class Program:
         return len(self.device)
 
 
-def _inputs(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset):
+def _inputs(plan: BucketTree, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset):
     """Clamped tables in the plan's layout: their scopes (latest-eliminated first) and value sources."""
     pos = {int(v): i for i, v in enumerate(plan.order)}
     scopes, src, lab_var, lab_stride, starts = [], [], [], [], []
@@ -146,7 +146,7 @@ def _inputs(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, l
     return scopes, np.concatenate(src), np.concatenate(lab_var), np.concatenate(lab_stride), starts, n
 
 
-def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset,
+def build(plan: BucketTree, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset,
           host_below: int, chunks: tuple[int, ...]) -> Program:
     """Lay out `plan` for a run.
 
