@@ -64,10 +64,10 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     symbol_problem,
     term_vars,
 )
-from datalog.souffle_check import RuleChecker
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
+from datalog.souffle_semantics import RuleChecker
 from datalog.souffle_terms import TermsMixin
 from fastlbp.core.errors import read_text
 

@@ -1,4 +1,4 @@
-"""Checking a rule of the Soufflé subset: declared relations, arities, types, safety.
+"""The static semantics of a rule of the Soufflé subset: declared relations, arities, types, safety.
 
 Types: every term has one primitive type (number or symbol); a variable takes it from the attributes
 and operators it meets, and must keep it. Safety (as Soufflé's groundedness): a variable of the head,
