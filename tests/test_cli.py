@@ -17,7 +17,9 @@ from fastlbp.cli import get_app
 from fastlbp.cli.app import BACKEND_ENV, backend_or_env
 from fastlbp.cli.options import Backend, settings_from_options
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.settings import BACKENDS, GPU_BACKENDS, Settings
+from fastlbp.core.settings import BACKENDS, Settings
+
+GPU_BACKENDS = ("pallas", "fused")  # the backends that need a GPU (their *_interpret run on a CPU)
 
 runner = CliRunner()
 WEBLECH = str(DATA / "weblech" / "graph.causal_fg")

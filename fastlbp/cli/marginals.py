@@ -15,7 +15,7 @@ from fastlbp.cli.app import (
     output_target,
     status,
 )
-from fastlbp.cli.evidence import SoftLabelsOpt, gather
+from fastlbp.cli.evidence import EvidenceOptions, SoftLabelsOpt, gather
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -83,7 +83,8 @@ def marginals(
 
         # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
         model = rebuild(model, prune=False)
-    ev = gather(model, labels=labels, replace=True, soft_labels=soft_labels, progress=progress)
+    ev = gather(model, labels=labels, replace=True, evidence=EvidenceOptions(soft_labels=soft_labels),
+                progress=progress)
     model, known, soft = ev.model, ev.labels, ev.soft
     loading.start_jax(progress)
     from fastlbp.inference import session  # the session and engines: imported when the command runs

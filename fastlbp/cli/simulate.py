@@ -16,14 +16,7 @@ from fastlbp.cli.app import (
     output_target,
     status,
 )
-from fastlbp.cli.evidence import (
-    CarryConfidenceOpt,
-    LabelsFromOpt,
-    MatchOpt,
-    OldLabelsOpt,
-    SoftLabelsOpt,
-    gather,
-)
+from fastlbp.cli.evidence import EvidenceOptions, gather
 from fastlbp.cli.options import (
     GraphArg,
     InferenceOptions,
@@ -71,12 +64,8 @@ def simulate(
     learn_steps: Annotated[int, typer.Option("--learn-steps", min=1,
                                              help="EM steps per label with --learn.")] = 3,
     output: OutputOpt = None,
-    soft_labels: SoftLabelsOpt = None,
-    labels_from: LabelsFromOpt = None,
-    old_labels: OldLabelsOpt = None,
-    match: MatchOpt = None,
-    carry_confidence: CarryConfidenceOpt = 0.9,
     *,
+    evidence: EvidenceOptions,
     inference: InferenceOptions,
     loading: LoadOptions,
 ) -> None:
@@ -115,8 +104,7 @@ def simulate(
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
     loading.start_jax(progress)
-    ev = gather(model, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels, match=match,
-                confidence=carry_confidence, loading=loading, settings=settings)
+    ev = gather(model, evidence=evidence, loading=loading, settings=settings)
     model, soft = ev.model, ev.soft
     if ev.labels != model.labels:
         import dataclasses

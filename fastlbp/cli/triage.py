@@ -7,6 +7,7 @@ in the CLI and handed to the library, which reads no environment.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import threading
@@ -22,13 +23,7 @@ from fastlbp.cli.app import (
     handles_errors,
     status,
 )
-from fastlbp.cli.evidence import (
-    CarryConfidenceOpt,
-    LabelsFromOpt,
-    MatchOpt,
-    OldLabelsOpt,
-    SoftLabelsOpt,
-)
+from fastlbp.cli.evidence import EvidenceOptions
 from fastlbp.cli.options import (
     INFERENCE_OPTIONS,
     GraphArg,
@@ -116,11 +111,6 @@ def triage(
         "--export", help="Write the session's labels to FILE as 'NAME true|false' lines (- for stdout) and "
                          "exit; `fastlbp rank GRAPH -l FILE` reads them (or give rank the session file "
                          "itself).", show_default=False)] = None,
-    soft_labels: SoftLabelsOpt = None,
-    labels_from: LabelsFromOpt = None,
-    old_labels: OldLabelsOpt = None,
-    match: MatchOpt = None,
-    carry_confidence: CarryConfidenceOpt = 0.9,
     learn: Annotated[bool, typer.Option(
         "--learn", help="Learn the rule probabilities from the labels as they come: after each label a "
                         "few EM steps (--learn-steps), warm-started, then the re-ranking round uses them "
@@ -129,6 +119,7 @@ def triage(
     learn_steps: Annotated[int, typer.Option("--learn-steps", min=1, max=1000,
                                              help="EM steps per label with --learn.")] = 3,
     *,
+    evidence: EvidenceOptions,
     inference: InferenceOptions,
     loading: LoadOptions,
 ) -> None:
@@ -198,13 +189,13 @@ def triage(
         settings = stored_loading_settings(path, settings, "cycles" in given)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
-    evidence = None
-    if soft_labels is not None or labels_from is not None or old_labels is not None or match is not None:
-        if labels_from is not None and old_labels is None:
-            old_labels = old_session(labels_from, folder, loading)
-        evidence = start_evidence(model, soft_labels=soft_labels, labels_from=labels_from,
-                                  old_labels=old_labels, match=match, confidence=carry_confidence,
-                                  loading=loading, settings=settings, progress=progress)
+    start = None
+    if evidence.given():
+        if evidence.labels_from is not None and evidence.old_labels is None:
+            evidence = dataclasses.replace(evidence, old_labels=old_session(evidence.labels_from, folder,
+                                                                            loading))
+        start = start_evidence(model, evidence=evidence, loading=loading, settings=settings,
+                               progress=progress)
     learning = None
     if learn:
         from fastlbp.triage.evidence import Learning
@@ -213,7 +204,7 @@ def triage(
     loading.start_jax(progress)
     with Ticker("first round", progress):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
-                        recover=recover, settings=settings, evidence=evidence, learning=learning)
+                        recover=recover, settings=settings, evidence=start, learning=learning)
     try:
         if resume:
             status(f"resumed {len(t.order)} label(s) from {path}")
