@@ -14,8 +14,8 @@ from fastlbp.cli.app import (
     DEFAULTS,
     emit,
     handles_errors,
-    load_graph,
 )
+from fastlbp.cli.loading import load_graph
 from fastlbp.cli.options import (
     CompressOpt,
     CyclesOpt,

@@ -35,13 +35,12 @@ from fastlbp.cli.app import (
     BACKEND_ENV,
     DEFAULTS,
     backend_or_env,
-    configure_jax,
-    finish_progress,
-    load_graph,
-    start_progress,
     status,
 )
+from fastlbp.cli.compilation import configure_jax
 from fastlbp.cli.evidence import EVIDENCE_PARAMETERS, EvidenceOptions
+from fastlbp.cli.loading import load_graph
+from fastlbp.cli.progress import finish_progress, start_progress
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.plan import strategies_help
 from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Flag, Settings
