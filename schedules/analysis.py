@@ -508,26 +508,3 @@ def analyse(graph: FactorGraph, order: Order, method: str = "levelling") -> Anal
         return algorithm3(graph, order)
     raise ValueError(f"unknown analysis {method!r} (expected one of {ANALYSES})")
 
-
-def group_var_to_factor(graph: FactorGraph, batch: np.ndarray) -> list[np.ndarray]:
-    """The paper's Algorithm 4: per batch, the variable-to-factor edges its updates read.
-
-    Returns:
-        One (n_i,) int64 array of edges (factor order) per batch: every edge
-        (v*, a) with v* a neighbour of a touched factor a other than the updated
-        variable (an edge serves both directions, so one index names it).
-    """
-    g = graph.to_numpy()
-    ef = np.asarray(g.edge_factor, np.int64)
-    off = np.asarray(g.factor_offsets, np.int64)
-    out = []
-    for b in range(int(batch.max(initial=-1)) + 1):
-        s = np.flatnonzero(batch == b)
-        touched = unique(ef[s])
-        sizes = off[touched + 1] - off[touched]
-        t = np.repeat(off[touched] - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-        # Own edge excluded only where a factor updates a single edge of its own in the batch.
-        counts = np.bincount(ef[s], minlength=ef.max() + 1)
-        single = s[counts[ef[s]] == 1]
-        out.append(np.setdiff1d(t, single))
-    return out
