@@ -47,16 +47,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # graphs: evidence_from_labels
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import environment, write_json  # noqa: E402
+from graphs import evidence_from_labels  # noqa: E402
 
 from datalog.bayesnet import to_model  # noqa: E402
 from datalog.synthetic import generate  # noqa: E402
 from fastlbp import engines  # noqa: E402
-from fastlbp.core.graph import evidence_from_labels  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
 from fastlbp.engines.relaxed import sweep_with_passes  # noqa: E402

@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import reference
-from graphs import random_factors, random_labels, sweep_by_rank
+from graphs import evidence_from_labels, random_factors, random_labels, sweep_by_rank
 from reference import Contradiction, SequentialLBP, _evidence_pairs
 
 import schedules
 from fastlbp import engines
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.engines import loop, relaxed

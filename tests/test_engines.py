@@ -6,12 +6,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 from conftest import DATA
+from graphs import evidence_from_labels
 
 import schedules
 from datalog import causal_fg
 from fastlbp import engines
 from fastlbp.core.errors import InputError, SettingsError
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked, loop, persistent, relaxed

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reference
-from graphs import random_factors, random_labels, random_polytree
+from graphs import evidence_from_labels, random_factors, random_labels, random_polytree
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_arrays, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_arrays, from_factors
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.engines import parall

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import reference_schedules
 from conftest import DATA, SHARED
-from graphs import random_factors, random_labels, sweep_by_rank
+from graphs import evidence_from_labels, random_factors, random_labels, sweep_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import Contradiction, SequentialLBP, _evidence_pairs
@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 import schedules
 from datalog import causal_fg
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.engines import loop, relaxed
 from fastlbp.inference.session import Session
 from fastlbp.io import loading
