@@ -59,9 +59,15 @@ from datalog.bayesnet import to_model  # noqa: E402
 from datalog.synthetic import generate  # noqa: E402
 from fastlbp import engines  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
+from fastlbp.engines import relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.engines.relaxed import sweep_with_passes  # noqa: E402
 from schedules import analysis  # noqa: E402
+
+
+@jax.jit
+def sweep_with_passes(graph, layout, messages, evidence):
+    """One relaxed sweep and the passes it took (`relaxed.sweep`, jitted)."""
+    return relaxed.sweep(graph, layout, messages, evidence)[:2]
 
 
 def make_model(size: str, seed: int = 0):

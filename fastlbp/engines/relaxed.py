@@ -325,12 +325,6 @@ def jitted_run(unroll: int = 1):
 run = jitted_run(1)
 
 
-@jax.jit
-def sweep_with_passes(graph: FactorGraph, layout: RelaxLayout, messages, evidence):
-    """One sweep and the passes it took (benchmarks, `fastlbp info`)."""
-    return sweep(graph, layout, messages, evidence)[:2]
-
-
 # The virtual graph's fields gathered from the graph's (`vgraph`), with its PARAMS.
 VIRTUAL_FROM_GRAPH = frozenset({"edge_var", "edge_is_head"})
 
@@ -443,6 +437,6 @@ def runner_for(graph: FactorGraph, rel, name: str, *, unroll: int = 1, gpu: bool
 
 
 __all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
-           "sweep_with_passes", "run", "jitted_run", "layout_for", "make_runner",
+           "run", "jitted_run", "layout_for", "make_runner",
            "runner_for", "reads",
            "split_is_own_position"]
