@@ -339,23 +339,6 @@ def warm(arena_size: int, rows: int, chunks: tuple[int, ...], largest: int, work
     return sum(compiled().values()) - before
 
 
-def arena_copies(size: int = 3 * 2**12, chunk: int = 64) -> dict[str, int]:
-    """Copies of the whole arena in each kernel as compiled for the default backend (0 expected).
-
-    XLA copies the arena when a fusion reads it after an in-place write (a 40x slowdown on a CPU, see
-    `forward`); fusion decisions differ by backend, so `benchmarks/bench_exact.py` reports this too.
-    """
-    arena = jnp.zeros(size)
-    prog = jnp.zeros((16, WIDTH), index_dtype(size))
-    out = {}
-    for name in ("forward", "reduce", "belief"):
-        text = KERNELS[name].lower(arena, prog, prog[0, 0], byte_tables(), chunk=chunk,
-                                  nchunks=2).compile().as_text()
-        out[name] = text.count(f"f64[{size}]{{0}} copy(")
-
-    return out
-
-
 def io_size(n: int) -> int:
     """The transfer size class of n entries: a power of two, at least 64 (so few `read`/`write` compile)."""
     return max(64, 1 << (max(int(n), 1) - 1).bit_length())
@@ -380,6 +363,6 @@ def chunk_of(entries: int, chunks: tuple[int, ...]) -> tuple[int, int]:
     return min(size, max(chunks)), 1
 
 
-__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled", "arena_copies",
+__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled",
            "io_size",
            "chunk_of", "index_dtype", "byte_tables", "warm"]
