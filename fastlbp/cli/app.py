@@ -3,7 +3,8 @@
 Beside it, by concern: `options` (the options every command shares, made from
 `Settings`), `evidence` (the evidence options), `loading` (a graph through the
 model cache, with --rule-prob), `compilation` (JAX's compilation cache and
-configuration), `folders` (the cache and data folders), `progress` (the
+configuration), `environment` (the cache and data folders, --backend's default: the one module that reads the
+environment), `progress` (the
 progress line and --timings) and `memory` (peak memory probes).
 
 Commands live in one module per family (`rank`, `triage`, `simulate`,
@@ -15,17 +16,15 @@ traceback.
 Option defaults come from `fastlbp.core.settings.Settings` (never written here
 again); a command turns its options into one `Settings` with
 `settings_from_options` and passes it to the library. `$FASTLBP_BACKEND` is
-read here only (`backend_or_env`), as a default for `--backend` of the
-commands that run inference; the library never reads it.
+read in `environment` only (`backend_or_env`), as a default for `--backend` of
+the commands that run inference; the library never reads it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -36,7 +35,7 @@ from fastlbp.cli.compilation import compilation_cache
 from fastlbp.cli.progress import Progress, visible
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.core.outputs import write_atomically
-from fastlbp.core.settings import BACKENDS, Settings
+from fastlbp.core.settings import Settings
 
 if TYPE_CHECKING:
     pass
@@ -44,8 +43,6 @@ if TYPE_CHECKING:
 # The one source of every option's default.
 DEFAULTS = Settings()
 
-# The environment variable that sets --backend's default.
-BACKEND_ENV = "FASTLBP_BACKEND"
 
 def _no_flag_metavar(params) -> None:
     """Boolean flags (--help, --compress/--no-compress, ...) take no value: no `<bool>` in the help."""
@@ -301,22 +298,3 @@ def degenerate_warning(probabilities, graph) -> str | None:
         return None
     return (f"warning: {what}: LBP may be far from the model's posterior here; run `fastlbp check {graph}` "
             f"or rank with --method exact / --method sample")
-
-
-def backend_or_env(backend: str | None) -> str | None:
-    """The `--backend` option if given, else `$FASTLBP_BACKEND` (stripped), else None (the default).
-
-    Only commands that run inference call this: `info`, `convert` and
-    `schedule` never read the variable, so a bad value cannot fail them.
-
-    Raises:
-        SettingsError: the variable names no backend.
-    """
-    if backend is not None:
-        return backend.value if isinstance(backend, StrEnum) else backend
-    raw = os.environ.get(BACKEND_ENV, "").strip()
-    if not raw:
-        return None
-    if raw not in BACKENDS:
-        raise SettingsError(f"${BACKEND_ENV}: {raw!r} is not a backend; choose one of {', '.join(BACKENDS)}")
-    return raw

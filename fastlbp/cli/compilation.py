@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from fastlbp.cli.folders import cache_folder
+from fastlbp.cli.environment import cache_folder
 from fastlbp.cli.progress import Progress, jax_compile_listener
 
 

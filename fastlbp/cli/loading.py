@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastlbp.cli.app import status
-from fastlbp.cli.folders import cache_folder
+from fastlbp.cli.environment import cache_folder
 from fastlbp.cli.progress import Progress
 from fastlbp.core.errors import InputError
 from fastlbp.core.settings import Settings

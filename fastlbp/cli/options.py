@@ -31,13 +31,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fastlbp.cli.app import (
-    BACKEND_ENV,
-    DEFAULTS,
-    backend_or_env,
-    status,
-)
+from fastlbp.cli.app import DEFAULTS, status
 from fastlbp.cli.compilation import configure_jax
+from fastlbp.cli.environment import BACKEND_ENV, backend_or_env
 from fastlbp.cli.evidence import EVIDENCE_PARAMETERS, EvidenceOptions
 from fastlbp.cli.loading import load_graph
 from fastlbp.cli.progress import finish_progress, start_progress

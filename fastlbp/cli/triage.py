@@ -1,7 +1,7 @@
 """`fastlbp triage`: label alarms one at a time in the terminal, with a durable session file.
 
 Sessions and the command history live in the user's data folder
-(`folders.data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
+(`environment.data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
 in the CLI and handed to the library, which reads no environment.
 """
 
@@ -22,8 +22,8 @@ from fastlbp.cli.app import (
     handles_errors,
     status,
 )
+from fastlbp.cli.environment import data_folder
 from fastlbp.cli.evidence import EvidenceOptions
-from fastlbp.cli.folders import data_folder
 from fastlbp.cli.options import (
     INFERENCE_OPTIONS,
     GraphArg,
