@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -17,6 +18,7 @@ from fastlbp.cli.options import FLAGS, InferenceOptions, LoadOptions
 from fastlbp.core.settings import BACKENDS, USER_BACKENDS, Settings
 
 runner = CliRunner()
+WEBLECH = str(Path(__file__).resolve().parents[1] / "data" / "weblech.json")
 
 
 def _params(command: str) -> dict:
@@ -55,7 +57,7 @@ def test_help_offers_the_user_backends_and_the_others_still_run():
     assert "<" + "|".join(USER_BACKENDS) + ">" in text
     for developer in set(BACKENDS) - set(USER_BACKENDS):
         assert developer not in text
-    res = runner.invoke(get_app(), ["rank", "data/weblech.json", "--method", "lbp", "--backend", "scatter",
+    res = runner.invoke(get_app(), ["rank", WEBLECH, "--method", "lbp", "--backend", "scatter",
                                     "--top", "1", "--no-cache", "-q"])
     assert res.exit_code == 0, res.output
 
