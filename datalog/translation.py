@@ -182,7 +182,7 @@ class _Translator:
         for rule in self.program.rules:
             parts.append(f"#external k({rule.index}).\n{self.rule(rule, copy=False)}\n")
         # Rules by head, once: scanning every rule for each copied relation was quadratic (a chain of
-        # 8,000 strata linked by negation: most of a 92.6 s grounding).
+        # 8,000 strata linked by negation: most of its grounding).
         by_head: dict[str, list[souffle.Rule]] = {}
         for r in self.program.rules:
             by_head.setdefault(r.head.relation, []).append(r)

@@ -17,10 +17,10 @@ and the factor-graph arrays (`FactorGraph`, `Factor`, `from_factors`,
 writers, triage) stays importable from its module but is not this surface.
 
 Importing fastlbp imports neither JAX nor numpy, so the commands that run no
-inference start without them (`fastlbp --help`: 0.3 s instead of 0.9 s on a
-2-core CPU), and it changes no JAX setting: fastlbp's functions that run JAX run
-with float64 on for their own duration (`fastlbp.core.jax_setup.float64`; float64
-is the default precision, float32 stays available per run), and the caller's
+inference start without them (`fastlbp --help`), and it changes no JAX setting:
+fastlbp's functions that run JAX run with float64 on for their own duration
+(`fastlbp.core.jax_setup.float64`; float64 is the default precision, float32
+stays available per run), and the caller's
 `jax_enable_x64` holds outside them. The factor-graph arrays, the model, loading,
 the session and ranking are imported on first use of their names, so
 `import fastlbp.core.graph` (what `datalog` needs) stays light.
@@ -75,7 +75,7 @@ _LAZY = {
 
 def __getattr__(name: str):
     # The layers above the arrays (loading reads datalog, which imports fastlbp.core.graph) load on first use,
-    # so importing any fastlbp module never imports them half-way; the arrays (numpy: 0.1 s) likewise.
+    # so importing any fastlbp module never imports them half-way; the arrays (numpy) likewise.
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fastlbp' has no attribute {name!r}")

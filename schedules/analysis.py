@@ -386,13 +386,9 @@ def _scan(s: _Structure, x_ext: np.ndarray, b_ext: np.ndarray) -> np.ndarray:
     return np.asarray(lev, np.int64)
 
 
-# Fixpoint passes a window gets before it is walked instead. The walk is plain Python
-# (~3 us per edge and read event on this 2-core CPU) and the fixpoint needs one numpy pass
-# per level, so a shallow window settles in a pass or two and anything deeper is cheaper to
-# walk. Measured here (`levelling` seconds, SEQFIX / TOPO): synthetic 0.5M edges 3.15 / 3.93
-# with the fixpoint alone, 1.46 / 2.24 walking every window, 1.43 / 2.06 after 2 passes, 1.65 /
-# 2.35 after 4; a 10^5-link chain 0.88 / 1.29 walking, 1.17 / 1.76 after 4, and its 10^4-link
-# version 4.6 / 12.0 with the fixpoint alone (0.05 / 0.08 walking).
+# Fixpoint passes a window gets before it is walked instead. The walk is plain Python and the
+# fixpoint needs one numpy pass per level, so a shallow window settles in a pass or two and
+# anything deeper is cheaper to walk; 2 measured fastest (BENCHMARKS.md, "Figures behind the code's choices").
 SCAN_AFTER = 2
 
 

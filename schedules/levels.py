@@ -41,11 +41,12 @@ from fastlbp.core.graph import FactorGraph
 from schedules.orders import Order, time_order
 
 # The walk compiled by numba from this many edges plus read events (where numba is installed):
-# below it the plain walk takes under ~1 s on this CPU, while importing numba takes ~0.6 s and
-# loading the compiled walk from numba's cache ~0.2 s (compiling it the first time: ~3 s).
+# below it the plain walk is quicker than importing numba and loading the compiled walk from its
+# cache (BENCHMARKS.md, "Figures behind the code's choices").
 NUMBA_FROM = 600_000
 # Weak orders go stage by stage when their stages hold this many edges on average: a stage costs
-# ~30 numpy calls (~100-200 us here), a walked edge and its read events ~5 us.
+# ~30 numpy calls, as much as walking 20-40 edges and their read events (BENCHMARKS.md, "Figures
+# behind the code's choices").
 STAGE_EDGES_FROM = 64
 
 

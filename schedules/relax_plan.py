@@ -70,22 +70,18 @@ class RelaxPlan:
 # The cost model of `pass_budget`, in microseconds: (PASS_FIXED, PASS_PER_EDGE, STEP_FIXED,
 # STEP_PER_SLOT): a relaxation pass costs PASS_FIXED + PASS_PER_EDGE per virtual edge, a step of the
 # chunk loop STEP_FIXED + STEP_PER_SLOT per slot.
-# CPU: this project's 2-core CPU, float64 (`python benchmarks/bench_chains.py --calibrate 50000`):
-# passes 0.13-0.20 us per virtual edge on chains of 10^3-10^5 links and a 50K-edge synthetic
-# graph; chunk steps 4-7 us at 4 slots, 8-25 at 32, 37-94 at 256 (10-13 us at 4 slots on the
-# 10^5-link chains, whose arrays leave the caches).
+# CPU: this project's 2-core CPU, float64, calibrated by `python benchmarks/bench_chains.py
+# --calibrate 50000` (the figures: BENCHMARKS.md, "Figures behind the code's choices").
 CPU_COSTS = (50.0, 0.17, 5.0, 0.2)
 # GPU: from the H200 figures in BENCHMARKS.md (not yet re-measured with `bash benchmarks/run_all.sh
-# chains-calibrate`): a SEQFIX pass ~100 us at 50K edges (launch-bound), 196 us at 0.69M and
-# ~2.5 ms at 5M; an XLA chunk-loop step 21-28 us at 128 slots (50K) and 38 us at 256 (0.69M).
+# chains-calibrate`; the figures: BENCHMARKS.md, "Figures behind the code's choices").
 GPU_COSTS = (100.0, 0.0003, 20.0, 0.07)
 # Cold SEQFIX sweeps of Bingo-like graphs settle in 3 passes and warm ones in 3-12
 # (BENCHMARKS.md): never fewer than 8 passes, whatever the model says.
 MIN_BUDGET = 8
 # Host microseconds per edge of what `first_budget` defers: the exact levelling and the chunk
-# plan. This 2-core CPU (`python benchmarks/bench_schedules.py --setup-only`): synthetic 0.5M
-# edges 1.4-1.9 s levelling + 1.0-1.5 s packing unloaded (5.7 + 2.5 s with the machine shared), a
-# 10^4-link chain 0.05 s.
+# plan. Measured by `python benchmarks/bench_schedules.py --setup-only` (BENCHMARKS.md, "Figures
+# behind the code's choices").
 PLAN_US_PER_EDGE = 5.0
 
 
@@ -290,8 +286,8 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
 
     # Incoming edges of each variable, by rank. Sorted from the variable order (rows by
     # factor), which SEQFIX's ranks already follow, and queried in the virtual graph's
-    # variable order: (nearly) sorted keys sort and search in O(E), where random ones took
-    # 0.5-1.4 s per call at 2M edges on this CPU.
+    # variable order: (nearly) sorted keys sort and search in O(E), where random ones sort in
+    # O(E log E).
     span = int(rank.max(initial=0)) + 1
     var_edges = np.asarray(g.var_edges, np.int64)
     read_key = ev[var_edges] * span + rank[var_edges]

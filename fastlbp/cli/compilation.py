@@ -66,9 +66,9 @@ def configure_jax(progress: Progress | None = None) -> None:
     path = compilation_cache(warn=False)
     if path is not None:
         jax.config.update("jax_compilation_cache_dir", str(path))
-        # JAX caches only programs that took a second to compile by default; ours take 0.2-2.5 s, and
-        # the small ones around a round (evidence, zeros, conversions) 0.01-0.1 s each, which a warm
-        # `fastlbp rank data/ftp.json.gz` paid again every run (0.1-0.2 s of its start on a 2-core CPU).
+        # JAX caches only programs that took a second to compile by default; some of ours take less,
+        # and the small ones around a round (evidence, zeros, conversions) far less, which a warm
+        # `fastlbp rank` compiled again every run.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if progress is not None:
         jax_compile_listener(progress)

@@ -132,7 +132,7 @@ def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
     if labels is not None:
         if progress is not None:
             progress("labels")
-        from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
+        from fastlbp.triage.labels import read_labels_or_session  # triage's imports: only with --labels
 
         # A labels file or a triage session; a labelled tuple compression removed makes the model again
         # (its variables renumbered), so the graph's own labels are read from the model returned.

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
 
 # The Datalog front end and the loader are imported in the functions that read a graph, so that
-# `fastlbp --help` and the other commands' start does not pay for them (0.05-0.1 s on a 2-core CPU).
+# `fastlbp --help` and the other commands' start does not pay for them .
 
 
 class ScheduleUnavailable(RuntimeError):

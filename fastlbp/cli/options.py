@@ -308,7 +308,7 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
         SettingsError: a grounding option given for a graph that is not a
             program, or --alarms naming no relation.
     """
-    # Imported here: the Datalog front end (0.05-0.1 s) is for the commands that read a graph, not --help.
+    # Imported here: the Datalog front end is for the commands that read a graph, not --help.
     from datalog.grounding import GroundOptions
     from datalog.io import FORMATS, detect_format
 

@@ -34,7 +34,7 @@ from fastlbp.cli.options import (
 )
 from fastlbp.core.errors import InputError
 
-# fastlbp.triage (the session, its journal and the terminal: 0.15-0.45 s of imports) is imported by
+# fastlbp.triage (the session, its journal and the terminal) is imported by
 # the functions below when they run, so other commands and `fastlbp --help` do not pay for it.
 
 

@@ -116,7 +116,7 @@ class Spec:
     cycle: int = 8
     body_first: bool = False
     width: int | None = None
-    unroll: int | None = None  # None: 8 on a GPU (a while-loop trip costs ~15 us there), else 1
+    unroll: int | None = None  # None: 8 on a GPU (a while-loop trip has a cost there), else 1
     engine: str = "relaxed"  # relaxed | chunked (SEQRND and other many-run orders: chunked)
     budget: int | None = None  # relaxed: passes per sweep before the chunk loop; None: cost model
     order: str | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -302,7 +302,7 @@ class Plan:
 
     def chunk_unroll(self) -> int:
         """Chunks per loop trip of the chunk loops: the spec's, else 8 on a GPU (a while-loop trip
-        costs ~15 us on the H200; several chunks per trip pay there, not on a CPU), else 1."""
+        has a cost on a GPU; several chunks per trip pay there, not on a CPU), else 1."""
         return self.schedule.unroll or (8 if self.gpu else 1)
 
 

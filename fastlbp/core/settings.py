@@ -115,7 +115,7 @@ class Settings:
             past this many seconds of drawing (0: no time limit), whatever `target_se`
             asks; the round's info and the status line say the target was not reached.
             Without it a label that few worlds agree with made a weblech round draw
-            6.4M worlds for 92 s on the host path.
+            6.4M worlds on the host path.
         exact_memory: bytes the largest table of `method="exact"` may take; None: a
             quarter of the device's memory.
         remedies: when an LBP round does not converge (tol > 0), retry it with

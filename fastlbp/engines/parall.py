@@ -84,9 +84,9 @@ def jitted_run(unroll: int = 1):
 def make_runner(model, plan: Plan | Settings | None = None, *, unroll: int | None = None) -> Runner:
     """PARALL with the plan's segment sums ("xla", "scatter", "pallas", in the interpreter or not).
 
-    Four sweeps per while-loop trip (`unroll`) saved at most a trip's ~15 us
-    on the H200 (126.9 vs 133.4 us per float64 iteration at 0.5M edges, none
-    at 5M) and compiled 0.7 s slower (docs/benchmark-log.md), so the
+    Four sweeps per while-loop trip (`unroll`) saved at most a trip's cost
+    per iteration and compiled slower (BENCHMARKS.md, "Figures behind the
+    code's choices"), so the
     dispatcher keeps 1 unless the schedule spec says `:unroll=N` (or `unroll`, benchmarks).
     """
     plan = plan_for(model, plan)

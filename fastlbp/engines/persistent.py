@@ -1,7 +1,7 @@
 """The batched engine's iteration as one persistent Pallas (Triton) kernel.
 
-`fastlbp.engines.chunked` runs a chunk as a dozen XLA kernels inside a loop, about
-35-50 µs a chunk on the H200, and a SEQFIX iteration on these graphs has
+`fastlbp.engines.chunked` runs a chunk as a dozen XLA kernels inside a loop (each
+chunk bound by their launches), and a SEQFIX iteration on these graphs has
 ~10^4 chunks that must run one after another. Here one kernel with a single
 program walks every chunk of the iteration in order: per chunk it gathers the
 slots' messages and their variables' aggregates, forms the runs' body sums,

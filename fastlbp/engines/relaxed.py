@@ -55,12 +55,9 @@ and a sweep that has not settled by then is redone from its start state by
 the chunk loop (`lax.cond` in the same program), so every sweep is the exact
 sequential sweep and costs at most about twice the cheaper engine; orders
 with no more levels than the budget carry no chunk plan. Under `jax.vmap`
-the condition becomes a select and both branches run. On this project's
-2-core CPU a cold SEQFIX round on a chain of 10^4 links took ~77 s (10^4
-passes of 7.7 ms per sweep) and takes 0.12 s (26 passes, then the chunk
-loop), 10^5 links 2.4 s (`benchmarks/bench_chains.py`). Bingo-like graphs
-settle in 3-12 passes and never build the chunk plan: a SEQFIX session's
-set-up at 2M edges took 15.7-22 s with the levelling and takes ~1-2 s.
+the condition becomes a select and both branches run. Bingo-like graphs
+settle in 3-12 passes and never build the chunk plan (what this saves on
+deep chains and at set-up: BENCHMARKS.md, `benchmarks/bench_chains.py`).
 """
 
 from __future__ import annotations

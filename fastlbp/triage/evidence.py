@@ -224,7 +224,7 @@ class OnlineRules:
         self.hard = None  # the stated model's hard constraints (`constraints.prepare`), once needed
         # One E-step at the stated probabilities now (its result unused): the E-step's program is
         # planned and compiled with the session's first round, not in the first label's; so is
-        # scipy.stats imported (1.2 s), which the learner's intervals use.
+        # scipy.stats imported , which the learner's intervals use.
         self.learner.counts(self.learner.probability)
         import scipy.stats  # noqa: F401
 
