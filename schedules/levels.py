@@ -18,12 +18,11 @@ synthetic Bingo-like graphs (`datalog.synthetic`) have 1,454 / 9,325 / 30,786
 SEQFIX levels at 0.05M / 0.5M / 2M edges (TOPO: 1,632 / 10,423 / 34,569), with
 about 30-60 edges per level along a chain of blocks through the hub variables;
 a vectorised step per level (or per wave of blocks that share no variable:
-55K waves for SEQFIX, 126K for TOPO at 2M edges) costs tens of numpy calls of
-2-7 us each on this project's 2-core CPU, so any frontier method is bound to
-seconds per million edges. The walk costs about 1.5 us per edge and read
-event in plain Python (2M edges: SEQFIX 3.0 s, TOPO 5.1 s, against 8.9 s for
-both with the earlier windowed fixpoint), and about 0.02 us compiled by numba
-(`walk` is written in the subset numba compiles; it is used where numba is
+55K waves for SEQFIX, 126K for TOPO at 2M edges) costs tens of numpy calls, so
+any frontier method is bound to seconds per million edges. The walk costs a
+few numpy calls' time per edge and read event in plain Python, and ~100x
+less compiled by numba (BENCHMARKS.md, "Figures behind the code's choices";
+`walk` is written in the subset numba compiles; it is used where numba is
 installed and the order is large, `NUMBA_FROM`).
 
 A weak order with large stages (PARALL: one stage) is levelled stage by stage

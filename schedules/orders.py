@@ -40,7 +40,7 @@ def unique(x: np.ndarray) -> np.ndarray:
     """The sorted distinct values of an integer array, by one sort.
 
     numpy 2.4's `np.unique` without return_* options hashes its input, which took
-    4.5-6 s for 2M int64 values on this project's 2-core CPU (a sort: 0.08 s).
+    about 60x a sort's time for 2M int64 values (BENCHMARKS.md, "Figures behind the code's choices").
     """
     s = np.sort(np.asarray(x).ravel())
     keep = np.ones(s.size, bool)
@@ -52,7 +52,8 @@ def time_order(rank: np.ndarray) -> np.ndarray | None:
     """Edges in rank order when the ranks are a permutation of 0..E-1 (every built-in total
     order and total order file), by one scatter instead of a sort; None otherwise.
 
-    A stable argsort of 2M such ranks took 0.1-0.25 s on this 2-core CPU.
+    A stable argsort of 2M such ranks is the cost it saves (BENCHMARKS.md, "Figures behind the
+    code's choices").
     """
     rank = np.asarray(rank)
     n = rank.size

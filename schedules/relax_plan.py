@@ -128,9 +128,9 @@ def first_budget(edges: int, virtual_edges: int, gpu: bool) -> int:
     `PLAN_US_PER_EDGE` per edge on the host) and redo the sweep with it, so
     b = the passes that cost as much as building the plan keeps that sweep
     within about twice the cheaper choice, and graphs whose sweeps settle
-    (Bingo-like ones: 3-12 passes) never pay for the plan. This CPU: 5 us per
-    edge against 0.17 us per virtual edge and pass, about 29 passes at any
-    size above 10^4 edges; a GPU: thousands.
+    (Bingo-like ones: 3-12 passes) never pay for the plan. On a CPU that is
+    about 29 passes at any size above 10^4 edges, on a GPU thousands (the cost
+    model: `CPU_COSTS`, `GPU_COSTS`).
     """
     pass_fixed, per_edge, _, _ = GPU_COSTS if gpu else CPU_COSTS
     return max(MIN_BUDGET, int(PLAN_US_PER_EDGE * edges / (pass_fixed + per_edge * virtual_edges)))
@@ -144,11 +144,10 @@ def pass_budget(chunk_steps: int, width: int, virtual_edges: int, gpu: bool) -> 
     one chunk sweep (the ski-rental rule) that is at most twice the cheaper
     of the two engines on that sweep, whichever it is, and a sweep that
     settles in fewer passes never pays for the chunk loop. On a CPU a pass
-    is dear (0.17 us per edge) and a chunk step cheap, so Bingo-like graphs
-    get the minimum (8) and TOPO's first sweeps (60-160 passes) go to the
-    chunk loop: a cold TOPO round at 0.5M edges takes 1.7 s instead of 11.3 s
-    there; on a GPU a pass is launch-bound and a chunk step ~20 us, so
-    relaxation keeps ~10^3 passes at the ftp size.
+    is dear and a chunk step cheap, so Bingo-like graphs get the minimum (8)
+    and TOPO's first sweeps (60-160 passes) go to the chunk loop; on a GPU a
+    pass is launch-bound, so relaxation keeps ~10^3 passes at the ftp size
+    (BENCHMARKS.md, "Figures behind the code's choices").
 
     Args:
         chunk_steps: chunks of one chunk-loop sweep.
@@ -210,7 +209,7 @@ def virtual_graph(g: FactorGraph, group_factor: np.ndarray, v_off: np.ndarray,
     follow from the real graph's without its checks or its sort by variable: each slot of
     the real variable order becomes one slot per group of its factor, in group order,
     which is the stable variable order of the virtual edges. At 2M edges (TOPO, 3.9M
-    virtual edges) `from_arrays` took 1.1-1.4 s of the plan's 2.0-2.6 s on this CPU.
+    virtual edges) `from_arrays` took half the plan's time.
 
     Args:
         g: the real graph (numpy arrays).

@@ -16,8 +16,8 @@ def compilation_cache(warn: bool = True) -> Path | None:
 
     The folder is $FASTLBP_CACHE, else $XDG_CACHE_HOME/fastlbp/jax (~/.cache/...);
     FASTLBP_CACHE=off (or empty) leaves the cache off. A run after the first then
-    loads its compiled loops instead of compiling them again (0.7-2.5 s each on the
-    H200). JAX keys entries by the computation, its options and the JAX version.
+    loads its compiled loops instead of compiling them again. JAX keys entries by
+    the computation, its options and the JAX version.
     A folder that cannot be made leaves the cache off, with a warning (unless not
     `warn`); so does one that another user owns or that group or others may write
     (it, or its `models/`: `fastlbp.io.cache_safety`), for both caches: a cache

@@ -23,7 +23,8 @@ from fastlbp.cli.options import (
 from fastlbp.core.errors import InputError
 
 # Clauses past which `ground` suggests derivation.npz over a text format: hmmer's 27.3M clauses took
-# minutes and 7.8 GB on their way to derivation.json, and 2.4 s to derivation.npz.
+# minutes and gigabytes on their way to derivation.json, seconds to derivation.npz (BENCHMARKS.md,
+# "Figures behind the code's choices").
 LARGE_TEXT_GRAPH = 5_000_000
 
 
