@@ -19,9 +19,9 @@ SEQFIX levels at 0.05M / 0.5M / 2M edges (TOPO: 1,632 / 10,423 / 34,569), with
 about 30-60 edges per level along a chain of blocks through the hub variables;
 a vectorised step per level (or per wave of blocks that share no variable:
 55K waves for SEQFIX, 126K for TOPO at 2M edges) costs tens of numpy calls, so
-any frontier method is bound to seconds per million edges. The walk costs a
-few numpy calls' time per edge and read event in plain Python, and ~100x
-less compiled by numba (BENCHMARKS.md, "Figures behind the code's choices";
+any frontier method is bound to seconds per million edges. The walk costs
+less than one numpy call's time per edge and read event in plain Python, and
+~100x less compiled by numba (BENCHMARKS.md, "Figures behind the code's choices";
 `walk` is written in the subset numba compiles; it is used where numba is
 installed and the order is large, `NUMBA_FROM`).
 
