@@ -18,12 +18,9 @@ from fastlbp.cli.options import (
     graph_command,
     settings_of,
 )
-from fastlbp.core.plan import strategies_help
+from fastlbp.core.plan import ANALYSES, strategies_help
 
-
-class AnalysisChoice(StrEnum):
-    levelling = "levelling"
-    algorithm3 = "algorithm3"
+AnalysisChoice = StrEnum("AnalysisChoice", {a: a for a in ANALYSES})
 
 
 @handles_errors
