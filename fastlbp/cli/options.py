@@ -39,7 +39,7 @@ from fastlbp.cli.loading import load_graph
 from fastlbp.cli.progress import finish_progress, start_progress
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.plan import strategies_help
-from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Flag, Settings
+from fastlbp.core.settings import Flag, Settings
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -56,10 +56,8 @@ FLAGS: dict[str, Flag] = {f.name: f.metadata["flag"] for f in dataclasses.fields
 
 
 def _choices(name: str, flag: Flag):
-    """The StrEnum of a field's accepted values (its flag's choices and the field's hidden others)."""
-    accepted = {"backend": BACKENDS, "precision": tuple(PRECISIONS), "cycles": CYCLE_MODES,
-                "method": METHODS}.get(name, flag.choices)
-    return StrEnum(name.title().replace("_", ""), {c: c for c in accepted})
+    """The StrEnum of a field's accepted values: its flag's choices, then the unlisted ones."""
+    return StrEnum(name.title().replace("_", ""), {c: c for c in flag.choices + flag.unlisted_choices})
 
 
 def _settings_parameter(name: str) -> tuple[str, object, object]:
@@ -70,7 +68,7 @@ def _settings_parameter(name: str) -> tuple[str, object, object]:
     extra = {}
     if flag.choices:
         base = _choices(name, flag)
-        if [c.value for c in base] != list(flag.choices):
+        if flag.unlisted_choices:
             # --help lists what users choose; values kept for comparison and tests are accepted, not listed
             extra["metavar"] = "<" + "|".join(flag.choices) + ">"
     if flag.minimum is not None:

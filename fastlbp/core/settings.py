@@ -57,6 +57,7 @@ class Flag:
         group: the commands' shared group it belongs to: "loading" (every command that reads a
             graph) or "inference" (every command that runs inference); also its --help panel.
         choices: the values users choose from, as --help lists them (default: any value).
+        unlisted_choices: values also accepted but not listed (kernels kept for comparison and tests).
         minimum: the least value accepted by the option's parser (None: no bound there).
         default_from_env: the CLI's default is an environment variable's, else the field's
             (`fastlbp.cli.app.backend_or_env`).
@@ -66,6 +67,7 @@ class Flag:
     help: str
     group: str = "inference"
     choices: tuple[str, ...] = ()
+    unlisted_choices: tuple[str, ...] = ()
     minimum: float | None = None
     default_from_env: bool = False
 
@@ -139,7 +141,8 @@ class Settings:
         ("--backend",),
         "Kernels: auto picks by device, schedule and graph size; xla runs everywhere; fused (GPU) runs "
         "PARALL and chunked schedules as Pallas kernels, faster on big graphs.",
-        choices=USER_BACKENDS, default_from_env=True))
+        choices=USER_BACKENDS, unlisted_choices=tuple(b for b in BACKENDS if b not in USER_BACKENDS),
+        default_from_env=True))
     cycles: str = _option("cycles", LOADING, flag=Flag(
         ("--cycles",),
         "Cycle elimination for derivation graphs: 'cycles' applies Bingo's criterion (a clause survives "
