@@ -87,11 +87,10 @@ app = typer.Typer(
     help="Rank program-analysis alarms by loopy belief propagation on the GPU (or CPU).\n\n"
          "Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a libDAI "
          "causal factor-graph file. Run `fastlbp COMMAND --help` for details.\n\n"
-         "Kernels: XLA by default; on a GPU, --backend fused runs the Pallas kernels: PARALL as "
-         "two kernels per sweep, chunked sequential schedules (seqfix:chunked, seqrnd) as one "
-         "persistent kernel per iteration (faster on big graphs; about 1 s more to compile and up "
-         "to 1 s to lay the graph out; README, BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's "
-         "default.",
+         "Kernels: --backend auto (the default) runs XLA, and on a GPU PARALL on big graphs as the "
+         "fused Pallas kernels; --backend fused runs those for chunked sequential schedules too "
+         "(seqfix:chunked, seqrnd: one persistent kernel per iteration), xla never (README, "
+         "BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's default.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
