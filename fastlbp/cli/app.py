@@ -236,8 +236,43 @@ def output_target(output: Path | None, *inputs: Path | None) -> Path | None:
 
 
 def status(msg: str) -> None:
-    """A note for the user on stderr (progress, summaries, warnings)."""
+    """A line for the user on stderr that --quiet keeps: a warning, or what an exit status means."""
     typer.echo(msg, err=True)
+
+
+def sentence(text: str) -> str:
+    """`text` ending as a sentence does (a full stop added where it has none), for lines on stderr."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def note(msg: str, quiet: bool = False) -> None:
+    """An informational line on stderr (how the numbers were made, what grounding produced, counts),
+    left out with --quiet; warnings and errors go through `status` and are always said."""
+    if not quiet:
+        typer.echo(msg, err=True)
+
+
+# A table on a terminal shows as many rows as fit: the terminal's height less these lines (the header, the
+# "N more" line, the method lines and a caveat on stderr, the next prompt), but at least MIN_TABLE_ROWS.
+TABLE_MARGIN = 8
+MIN_TABLE_ROWS = 5
+
+
+def terminal_rows(stream=None) -> int | None:
+    """How many table rows fit where `stream` (stdout) goes: None unless it is a terminal, else its height
+    (`shutil.get_terminal_size`: $LINES, else the terminal's own size) less `TABLE_MARGIN`, at least
+    `MIN_TABLE_ROWS`."""
+    import shutil
+
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or a replaced stream (a test runner's) is no terminal
+        return None
+    height = shutil.get_terminal_size(fallback=(80, 24)).lines
+    return max(MIN_TABLE_ROWS, height - TABLE_MARGIN)
 
 
 def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None,

@@ -14,6 +14,8 @@ from fastlbp.cli.app import (
     DEFAULTS,
     emit,
     handles_errors,
+    note,
+    status,
 )
 from fastlbp.cli.loading import load_graph
 from fastlbp.cli.options import (
@@ -21,6 +23,7 @@ from fastlbp.cli.options import (
     CyclesOpt,
     GraphArg,
     LoadOptions,
+    QuietOpt,
     graph_command,
     settings_from_options,
     settings_of,
@@ -186,6 +189,7 @@ def convert(
                                                         "empty.")] = False,
     compress: CompressOpt = DEFAULTS.compress,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    quiet: QuietOpt = False,
 ) -> None:
     """Convert a graph between derivation.json, derivation.npz, a Bingo directory and libDAI's causal
     factor graph.
@@ -211,7 +215,10 @@ def convert(
     """
     settings = settings_from_options(compress=compress, cycles=cycles)
     for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings, force=force):
-        typer.echo(line, err=True)
+        if line.startswith("warning:"):
+            status(line)
+        else:
+            note(line, quiet)
 
 
 def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None,

@@ -11,12 +11,15 @@ import typer
 
 from fastlbp.cli.app import (
     handles_errors,
+    note,
     status,
 )
 from fastlbp.cli.options import (
     AlarmsOpt,
     FactsOpt,
+    LocationsOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     datalog_options,
 )
@@ -41,10 +44,12 @@ def ground(
     rule_prob: RuleProbOpt = None,
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
+    locations: LocationsOpt = None,
     max_rule_instances: Annotated[int | None, typer.Option(
         "--max-rule-instances", metavar="N", min=0, show_default="the machine's memory / 400 bytes",
         help="Stop grounding past N rule instances (each takes about 400 bytes of memory on its way to "
              "the graph) with an error naming the rule that explodes; 0: no limit.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ground a Datalog program over its facts: every rule instance of its least model, as a graph.
 
@@ -58,12 +63,17 @@ def ground(
     arrays: what a graph of millions of clauses should be written as) or a
     Bingo directory; rank,
     triage, simulate, check and info also take the .dl file directly.
+    --locations REL names a relation REL(point, file, line[, column]) of
+    source positions: every tuple is located at the points among its
+    arguments (derivation.json's "locations", SARIF's physical locations).
 
     Examples:
 
       fastlbp ground data/taint/taint.dl --facts data/taint/facts -o taint.json
 
       fastlbp ground taint.dl --rule-prob rule_prob.txt --alarms leak -o bingo_dir
+
+      fastlbp ground data/taint/taint.dl --facts data/taint/facts --locations callAt -o taint.json
 
       fastlbp rank taint.json --top 10
     """
@@ -73,7 +83,8 @@ def ground(
     from datalog.formats import BINGO_CLAUSES
     from datalog.io import FORMATS, format_of_name, known, write_derivation
 
-    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True)
+    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True, quiet=quiet,
+                              locations=locations)
     if max_rule_instances is not None:
         options = dataclasses.replace(options, max_rule_instances=max_rule_instances)
     named = FORMATS.get(format_of_name(output) or "")
@@ -87,13 +98,16 @@ def ground(
                          "factor graph of any")
     result = grounding.ground_file(program, options)
     if result.graph.num_clauses > LARGE_TEXT_GRAPH and (named is None or named.name != "npz"):
-        status(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
-               "(derivation.npz, numpy arrays) is written in seconds and read by every command")
-    for note in write_derivation(result.graph, output):
-        status(note)
+        note(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
+             "(derivation.npz, numpy arrays) is written in seconds and read by every command", quiet)
+    for line in write_derivation(result.graph, output):  # "wrote ...", then what the format cannot hold
+        if line.startswith("warning:"):
+            status(line)
+        else:
+            note(line, quiet)
     dg = result.graph
-    status(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "
-           f"alarms; {time.perf_counter() - start:.2f} s")
+    note(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "
+         f"alarms; {time.perf_counter() - start:.2f} s", quiet)
     if not len(dg.alarms):
         status("warning: no alarms (the program has no .output relation and --alarms was not given, or "
                "those relations are empty); rank will rank every tuple")

@@ -52,17 +52,36 @@ def _escaped(c: str) -> str:
     return f"\\U{code:08x}"
 
 
+# Decimals of an exact (or unchecked) probability, and the most a sampled one is given.
+EXACT_DECIMALS = 6
+# How many digits a sampled probability gets (`format_probability`), in words for help texts and README.
+SIGNIFICANT_DIGITS_RULE = ("a sampled probability is rounded at the first significant digit of its standard "
+                           "error (SE 0.00036: 0.0129)")
+
+
 def relation(alarm: str) -> str:
     """The relation of a tuple name: `race(1,2)` -> `race`; a bare name -> `alarm`."""
     head, paren, _ = alarm.partition("(")
     return head.strip() if paren and head.strip() else "alarm"
 
 
-def format_probability(p: float, log_odds: float = math.nan) -> str:
-    """P for people: 6 decimals, scientific below 1e-4, and below float64's range from the log-odds.
+def format_probability(p: float, log_odds: float = math.nan, stderr: float = math.nan) -> str:
+    """P for people, with the digits its error supports.
+
+    * An exact or unchecked (LBP) value: 6 decimals, scientific below 1e-4
+      (3 decimals of mantissa), and below float64's range from its log-odds
+      (`3.668e-348`), so that probabilities too small to print keep their order.
+    * A sampled value (`stderr` finite): rounded at the first significant digit
+      of its standard error, the digit the estimate can still get wrong
+      (`SIGNIFICANT_DIGITS_RULE`): P = 0.012940 with SE 0.00036 prints
+      `0.0129`; below 1e-4 in scientific notation with as many significant
+      digits (at least one). A standard error of 0 (every world agreed) or a
+      tiny one keeps at most the 6 decimals of an exact value.
 
     >>> format_probability(0.25), format_probability(3e-9), format_probability(0.0, -800.0)
     ('0.250000', '3.000e-09', '3.668e-348')
+    >>> format_probability(0.01294, stderr=0.00036), format_probability(0.5, stderr=0.02)
+    ('0.0129', '0.50')
     """
     if not math.isfinite(p):
         return str(p)
@@ -74,7 +93,14 @@ def format_probability(p: float, log_odds: float = math.nan) -> str:
         if mantissa >= 10.0:  # 9.9996 rounds up: 1.000 of the next decade, never "10.000e-349"
             mantissa, e = mantissa / 10.0, e + 1
         return f"{mantissa:.3f}e{e:03d}"
-    return f"{p:.6f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
+    if math.isfinite(stderr) and stderr > 0.0:
+        first = math.floor(math.log10(stderr))  # the decimal exponent of the error's first digit
+        if p == 0.0 or p >= 1e-4:
+            return f"{p:.{min(EXACT_DECIMALS, max(1, -first))}f}"
+        # Below 1e-4 as every table shows it, with the significant digits the error leaves (1 to 4).
+        digits = min(4, max(1, math.floor(math.log10(p)) - first + 1))
+        return f"{p:.{digits - 1}e}"
+    return f"{p:.{EXACT_DECIMALS}f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
 
 
 # A cell beginning with one of these is a formula to a spreadsheet (OWASP, "CSV injection"): = + - @,

@@ -103,7 +103,7 @@ HOST_EDGES = 20_000
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # The device path draws from the tilted proposal (`proposal`, host work: 0.15 s at the ftp size on this
 # CPU) when the prior's worlds leave fewer than this share of their number effective.
-TILT_BELOW = 0.05
+TILT_BELOW = 2.0
 # Worlds of the probe that decides whether the device path tilts (`Sampler.__call__`).
 PROBE_WORLDS = 8192
 # Fewest worlds a time-bounded run draws (`Sampler.__call__`'s `seconds`).

@@ -42,22 +42,33 @@ def _short(p: float) -> str:
     return f"{p:.4f}" if p == 0.0 or p >= 1e-3 else f"{p:.1e}"
 
 
-def to_table(ranking: Ranking) -> str:
+def to_table(ranking: Ranking, rows: int | None = None) -> str:
     """A plain-text table: rank, probability, its error, alarm (through `safe_name`); then the labelled
-    alarms. The error column says beside every number how far off it may be (`error_cell`); an LBP
-    ranking is followed by a line saying that its numbers are unchecked, and why when flagged."""
+    alarms.
+
+    The probability has the digits its error supports (`format_probability`); the error column says
+    beside every number how far off it may be (`error_cell`). What the numbers are and how far to
+    trust them as a whole (LBP's caveat, its flags) is not part of the table: `caveats` gives those
+    sentences, for stderr.
+
+    Args:
+        rows: show at most this many alarms (a terminal's height), then a line `... N more; --top 0 for
+            all`; None: every alarm of the ranking.
+    """
     lines = []
-    width = max([4] + [len(str(a.rank)) for a in ranking.alarms])
-    cells = [error_cell(ranking, a) for a in ranking.alarms]
+    alarms = ranking.alarms if rows is None else ranking.alarms[:rows]
+    width = max([4] + [len(str(a.rank)) for a in alarms])
+    cells = [error_cell(ranking, a) for a in alarms]
     head = {"exact": "error", "sample": "95% interval"}.get(ranking.method, "LBP")
     cw = max([len(head)] + [len(c) for c in cells])
-    lines.append(f"{'rank':>{width}}  probability  {head:<{cw}}  alarm")
-    for a, cell in zip(ranking.alarms, cells, strict=True):
-        lines.append(f"{a.rank:>{width}}  {format_probability(a.probability, a.log_odds):>11}  {cell:<{cw}}  "
-                     f"{safe_name(a.alarm)}")
-    hidden = ranking.total_unlabelled - len(ranking.alarms)
+    probs = [format_probability(a.probability, a.log_odds, a.stderr) for a in alarms]
+    pw = max([len("probability")] + [len(p) for p in probs])
+    lines.append(f"{'rank':>{width}}  {'probability':>{pw}}  {head:<{cw}}  alarm")
+    for a, p, cell in zip(alarms, probs, cells, strict=True):
+        lines.append(f"{a.rank:>{width}}  {p:>{pw}}  {cell:<{cw}}  {safe_name(a.alarm)}")
+    hidden = ranking.total_unlabelled - len(alarms)
     if hidden > 0:
-        lines.append(f"... {hidden} more (use --top)")
+        lines.append(f"... {hidden:,} more; --top 0 for all")
     if not ranking.alarms:
         lines.append("(no unlabelled alarms)")
     if ranking.labelled:
@@ -65,13 +76,20 @@ def to_table(ranking: Ranking) -> str:
         lines.append(f"labelled ({len(ranking.labelled)}):")
         for a in ranking.labelled:
             lines.append(f"  {'true ' if a.truth else 'false'}  {safe_name(a.alarm)}")
-    if ranking.method == "lbp" and ranking.alarms:
-        lines.append("")
-        lines.append("LBP's probabilities are approximate and unchecked on this graph (derivations that "
-                     "share tuples make them over- or under-confident, by orders of magnitude at worst); "
-                     "`fastlbp check` measures them, --method exact or sample gives the model's own")
-        lines += [f"FLAGGED: {f}" for f in ranking.flags]
     return "\n".join(lines) + "\n"
+
+
+# What `caveats` says of an LBP ranking: one sentence, for stderr.
+LBP_CAVEAT = ("note: LBP's probabilities are approximate and unchecked on this graph: derivations that share "
+              "tuples make them over- or under-confident, by orders of magnitude at worst. `fastlbp check` "
+              "measures them; --method exact or --method sample gives the model's own probabilities.")
+
+
+def caveats(ranking: Ranking) -> list[str]:
+    """Whole sentences about how far to trust a ranking's numbers as a whole, for stderr beside its table
+    (each flag of `Ranking.flags` is a warning of its own, said by the command): LBP's caveat; none for
+    exact and sampled rankings, whose error is beside each number."""
+    return [LBP_CAVEAT] if ranking.method == "lbp" and ranking.alarms else []
 
 
 def to_dict(ranking: Ranking) -> dict:
