@@ -458,7 +458,10 @@ def _device_tilt(program: Program, tilt: proposal.Tilt):
 def _coins(static: _Static, coin_arrays, odd_bits, odd_need, key, words):
     """(C, W) uint32 coin words: rows ZERO_COIN, ONE_COIN, then the buckets' soft coins."""
     rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
-    coins = jnp.zeros((rows, words.shape[0]), jnp.uint32).at[ONE_COIN].set(_ONES)
+    # Zeros made from an input: XLA would fold a constant (rows, W) array at compile time (91 s of
+    # avrora's compile on this CPU).
+    zero = words[0] & np.uint32(0)
+    coins = jnp.full((rows, words.shape[0]), zero, jnp.uint32).at[ONE_COIN].set(_ONES)
     start = FIRST_COIN
     for (bits, ids, need), (pairs, long_coins), ob, on in zip(coin_arrays, static.coin_meta, odd_bits,
                                                                odd_need, strict=True):
@@ -480,9 +483,10 @@ def _take(table, idx):
 def _propagate(static: _Static, classes, steps, coins, row_code):
     """(state, conds): (rows, W) uint32 value and condition words of every state row."""
     width = coins.shape[1]
-    state = jnp.zeros((static.state_rows, width), jnp.uint32)
+    zero = coins[0, 0] & np.uint32(0)  # from an input, so XLA does not fold the (rows, W) arrays
+    state = jnp.full((static.state_rows, width), zero, jnp.uint32)
     state = state.at[ONES_ROW].set(_ONES)
-    conds = jnp.zeros((static.state_rows, width), jnp.uint32)
+    conds = jnp.full((static.state_rows, width), zero, jnp.uint32)
     step_class, step_index, step_start = steps
     code = row_code.astype(jnp.uint32)
     labelled = (code & LABELLED) != 0
