@@ -1,7 +1,7 @@
 """Grounding a Datalog program with clingo: every rule instance of the least model as a clause.
 
     dg = datalog.grounding.ground_file("taint.dl", GroundOptions(facts="facts/")).graph
-    notes = datalog.grounding.write(dg, "taint.json")        # or a Bingo directory
+    notes = datalog.io.write_derivation(dg, "taint.json")    # or a Bingo directory
     model = datalog.grounding.load_program("taint.dl", options=GroundOptions(facts="facts/"))
 
 What a clause is (Bingo's convention): rule k of the program (file order,
@@ -52,7 +52,6 @@ import re
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -80,7 +79,7 @@ from datalog.reading import shown
 from datalog.translation import _quote, translate  # noqa: F401  (translate is part of this module's API)
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
-from fastlbp.io.outputs import cannot_write
+from fastlbp.core.outputs import cannot_write
 
 READERS = ("aspif", "observer")
 
@@ -489,38 +488,6 @@ def ground_file(path: str | os.PathLike, options: GroundOptions | None = None) -
     return ground(souffle.parse_file(path), options)
 
 
-def is_json(path: str | os.PathLike) -> bool:
-    return Path(path).name.lower().endswith((".json", ".json.gz"))
-
-
-def is_npz(path: str | os.PathLike) -> bool:
-    return Path(path).name.lower().endswith(".npz")
-
-
-def write(dg: DerivationGraph, out: str | os.PathLike) -> list[str]:
-    """Writes derivation.json (OUT ends in .json or .json.gz), derivation.npz (.npz) or else a Bingo
-    directory; returns notes.
-
-    Raises:
-        InputError: OUT is a file where a Bingo directory should go, or a
-            tuple name Bingo's files cannot carry (nothing written then).
-    """
-    p = Path(out)
-    if is_json(p):
-        formats.save_json(dg, p)
-        return [f"wrote {p} (derivation.json)"]
-    if is_npz(p):
-        from datalog import npz
-
-        npz.save(dg, p)
-        return [f"wrote {p} (derivation.npz)"]
-    if p.exists() and not p.is_dir():
-        raise InputError(str(p), None, "exists and is not a directory (a Bingo graph is a directory; name a "
-                         ".json file for derivation.json)")
-    warnings = formats.save_bingo(dg, p)
-    return [f"wrote {p} (Bingo directory)"] + [f"warning: {w}" for w in warnings]
-
-
 def load_program(path: str | os.PathLike, *, cycles: str = "cycles", compress: bool = True,
                  max_decompressed: int | None = None, options: GroundOptions | None = None) -> Model:
     """A `.dl` program grounded (`ground_file`) and turned into a model (format "datalog" of `datalog.io`).
@@ -533,4 +500,4 @@ def load_program(path: str | os.PathLike, *, cycles: str = "cycles", compress: b
 
 
 __all__ = ["GroundOptions", "Grounding", "READERS", "ground", "ground_file", "read_facts", "translate",
-           "write", "load_program", "is_json", "is_npz"]
+           "load_program"]

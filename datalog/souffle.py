@@ -69,13 +69,13 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     symbol_problem,
     term_vars,
 )
-from datalog.souffle_check import RuleChecker, typed_const
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
 from datalog.souffle_inline import unfold, unfoldable
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
 from datalog.souffle_project import project
 from datalog.souffle_rules import rule_names, rule_text
+from datalog.souffle_semantics import RuleChecker, typed_const
 from datalog.souffle_terms import TermsMixin
 from datalog.souffle_witness import with_witnesses
 from fastlbp.core.errors import read_text

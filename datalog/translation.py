@@ -7,7 +7,7 @@ Arithmetic is clingo's where it agrees with Soufflé, else a functor of `datalog
 
 from __future__ import annotations
 
-from datalog import functors, souffle, souffle_check
+from datalog import functors, souffle, souffle_semantics
 from datalog import souffle_values as values
 from datalog.souffle_ast import pattern_vars
 
@@ -125,12 +125,12 @@ class _Translator:
     def typed_functor(t, args: list[str]) -> str | None:
         """An operation on unsigned or float keys, or a conversion (`datalog.functors.TypedContext`); None
         for one on numbers or symbols (min and max compare keys: the encoding keeps the order)."""
-        if t.op in souffle_check.CONVERSIONS or (t.op in ("to_number", "to_string") and t.ty is not None
+        if t.op in souffle_semantics.CONVERSIONS or (t.op in ("to_number", "to_string") and t.ty is not None
                                                    and t.ty != souffle.SYMBOL):
             source = t.ty or souffle.NUMBER
             if t.op == "to_string":
                 return f'@numeric_string({args[0]},"{source}")' if source != souffle.NUMBER else None
-            target = souffle_check.result_type(t)
+            target = souffle_semantics.result_type(t)
             if source == target:
                 return args[0]
             return f'@conv({args[0]},"{source}","{target}")'
@@ -320,7 +320,7 @@ class _Translator:
         for rule in self.program.rules:
             parts.append(f"#external k({rule.index}).\n{self.rule(rule, copy=False)}\n")
         # Rules by head, once: scanning every rule for each copied relation was quadratic (a chain of
-        # 8,000 strata linked by negation: most of a 92.6 s grounding).
+        # 8,000 strata linked by negation: most of its grounding).
         by_head: dict[str, list[souffle.Rule]] = {}
         for r in self.program.rules:
             by_head.setdefault(r.head.relation, []).append(r)

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from datalog import formats, grounding, souffle
+from datalog import grounding, souffle
+from datalog import io as datalog_io
 from datalog.grounding import GroundOptions
 from fastlbp.core.errors import InputError
 
@@ -398,9 +399,9 @@ def test_readers_agree_on_a_larger_graph(reader):
 @pytest.mark.parametrize("out", ["g.json", "g.json.gz", "g.npz", "bingo_dir"])
 def test_write_reads_back_the_same_clauses(tmp_path, out):
     dg = ground_text(TC + "path(1, 3).\n", {"edge": [(1, 2), (2, 3), (3, 1)]}, alarms=("path",))
-    notes = grounding.write(dg, tmp_path / out)
+    notes = datalog_io.write_derivation(dg, tmp_path / out)
     assert notes[0].startswith("wrote")
-    back, _ = formats.read_derivation(tmp_path / out)
+    back, _ = datalog_io.read_derivation(tmp_path / out)
     assert clause_set(back) == clause_set(dg)
     assert {back.tuples[a] for a in back.alarms} == {dg.tuples[a] for a in dg.alarms}
     assert {back.tuples[t]: p for t, p in back.priors.items()} == {"path(1,3)": 1.0}

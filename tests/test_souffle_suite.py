@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from datalog import conformance
+import souffle_conformance as conformance
 
 SUITE = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "souffle-suite"
 # Cases grounded and equal (at 1M rule instances) when this test was last raised; fewer is a regression.

@@ -68,8 +68,8 @@ def main() -> None:
     try:
         typer_app()
     finally:
-        # Python's last garbage collection at exit walks every object JAX made: 0.3-0.5 s of a
-        # `fastlbp rank` on a 2-core CPU, 0.1 s once they are frozen (skipped). The command has
+        # Python's last garbage collection at exit walks every object JAX made, a
+        # noticeable part of a short command; frozen, they are skipped. The command has
         # closed its files by now; stdout and stderr are flushed at exit as usual.
         gc.freeze()
 

@@ -71,9 +71,9 @@ def learn(
 
       fastlbp rank d.json --rule-prob rule-prob.txt
     """
+    from datalog.rule_probs import format_rule_probs
     from fastlbp.inference.learn import Learner, LearnOptions, training_labels
     from fastlbp.io.loading import load_labels
-    from fastlbp.io.rule_probs import format_rule_probs
 
     pairs = [split_graph_labels(g) for g in graphs]
     output = output_target(output, *[p for pair in pairs for p in pair], loading.rule_prob)

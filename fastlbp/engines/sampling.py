@@ -66,6 +66,7 @@ import jax
 import numpy as np
 from jax import lax
 
+from fastlbp.core.constraints import conflicting_labels
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.jax_setup import float64
@@ -86,7 +87,6 @@ from fastlbp.engines.sampling_plan import (
     digits,
     digits_needed,
 )
-from fastlbp.inference.constraints import conflicting_labels
 
 WORD_BITS = 32
 _ONES = 0xFFFFFFFF

@@ -1,7 +1,8 @@
-"""Soufflé's own test suite as a conformance check of `datalog.grounding`.
+"""Soufflé's own test suite as a conformance check of `datalog.grounding` (test and benchmark code:
+tests/test_souffle_suite.py, benchmarks/souffle_suite.py).
 
-    results = datalog.conformance.run_suite("../shared/data/souffle-suite", jobs=2)
-    summary = datalog.conformance.summarize(results)      # {"equal": n, "refused": {...}, ...}
+    results = souffle_conformance.run_suite("../shared/data/souffle-suite", jobs=2)
+    summary = souffle_conformance.summarize(results)      # {"equal": n, "refused": {...}, ...}
 
 The suite (`cases.json`: `id`, `program`, `facts`, `expected`) holds Soufflé's
 programs as written, their input facts and Soufflé's output: one `REL.csv` per
@@ -18,7 +19,7 @@ programs as written, their input facts and Soufflé's output: one `REL.csv` per
 * "different": grounded, but some output relation differs (a bug);
 * "crashed": any other exception (a bug); "timeout": past the time limit.
 
-Each case runs in its own interpreter (`python -m datalog.conformance CASE`),
+Each case runs in its own interpreter (`_main`, in a fresh `python -c`),
 so a crash, a runaway grounding or a leak stays in that case.
 """
 
@@ -157,10 +158,10 @@ def check_case(suite: str | os.PathLike, case: dict, max_rule_instances: int = 5
 def run_case(suite: str | os.PathLike, case: dict, timeout: float = 120.0,
              max_rule_instances: int = 5_000_000) -> CaseResult:
     """`check_case` in a fresh interpreter, stopped after `timeout` seconds."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root, here = str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)
     # This checkout's packages first, passed as an argument (the library reads no environment variable).
-    start = (f"import sys; sys.path.insert(0, {root!r}); "
-             "from datalog.conformance import _main; _main(sys.argv[1:])")
+    start = (f"import sys; sys.path[:0] = [{root!r}, {here!r}]; "
+             "from souffle_conformance import _main; _main(sys.argv[1:])")
     try:
         done = subprocess.run([sys.executable, "-c", start, str(suite), case["id"], str(max_rule_instances)],
                               capture_output=True, text=True, timeout=timeout)

@@ -1,4 +1,4 @@
-"""Checking a rule of the Soufflé subset: declared relations, arities, types, safety.
+"""The static semantics of a rule of the Soufflé subset: declared relations, arities, types, safety.
 
 Types: every term has one primitive type (number, unsigned, float or symbol, or a record type); a
 variable takes it from the attributes and operators it meets, and must keep it. An integer literal
