@@ -106,7 +106,29 @@ def truth_of(model) -> dict[int, bool]:
         return {}
 
 
-def session_rounds(model, rounds: int) -> dict:
+def independent_check(model, first, worlds: int) -> dict:
+    """The first round's alarm marginals against an independent sampled run of `worlds` worlds."""
+    from fastlbp.core.settings import Settings
+    from fastlbp.engines import sampling
+
+    alarms = np.asarray(model.alarms)
+    t0 = time.perf_counter()
+    ref = sampling.sample_marginals(model, {}, Settings(samples=worlds, max_samples=worlds, seed=12345,
+                                                        target_se=0, sample_seconds=0))
+    seconds = time.perf_counter() - t0
+    if first.stderr is None:
+        return {"skipped": f"the first round is {first.method}"}
+    diff = np.abs(first.marginals[alarms] - ref.marginals[alarms])
+    se = np.sqrt(first.stderr[alarms] ** 2 + ref.stderr[alarms] ** 2)
+    z = diff / np.maximum(se, 1e-300)
+    top = set(alarms[np.argsort(-first.log_odds[alarms])[:10]].tolist())
+    top_ref = set(alarms[np.argsort(-ref.log_odds[alarms])[:10]].tolist())
+    return {"worlds": worlds, "seconds": seconds, "max_abs": float(diff.max()), "max_z": float(z.max()),
+            "within_4se": float(np.mean(z <= 4)), "top10_overlap": len(top & top_ref),
+            "verdict": "ok" if np.mean(z <= 4) >= 0.99 else "warn"}
+
+
+def session_rounds(model, rounds: int, reference_worlds: int = 0) -> dict:
     """The default method's session: the first round, then a label per round (the top alarm)."""
     from fastlbp.inference.session import Session
 
@@ -117,6 +139,8 @@ def session_rounds(model, rounds: int) -> dict:
     session.compile_checks()
     first = session.run()
     first_s = time.perf_counter() - t0
+    after_first = sum(COMPILES.values())
+    check = independent_check(model, first, reference_worlds) if reference_worlds else None
     after_first = sum(COMPILES.values())
     per = []
     alarms = np.asarray(model.alarms)
@@ -138,7 +162,7 @@ def session_rounds(model, rounds: int) -> dict:
             "compiles_first": after_first - before,
             "compiles_after_first": sum(COMPILES.values()) - after_first,
             "median_s": statistics.median(secs) if secs else None, "max_s": max(secs) if secs else None,
-            "methods": collections.Counter(r["method"] for r in per), "rounds": per}
+            "methods": collections.Counter(r["method"] for r in per), "check": check, "rounds": per}
 
 
 def cli_runs(graph: str, rounds: int, timeout: float) -> dict:
@@ -166,6 +190,10 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, default=100_000)
     ap.add_argument("--cli", action="store_true")
     ap.add_argument("--cli-timeout", type=float, default=300)
+    ap.add_argument("--facts", default=None, help="facts directory of a .dl graph")
+    ap.add_argument("--reference-worlds", type=int, default=0,
+                    help="compare the session's first (unlabelled) round with an independent run of this "
+                         "many worlds (another seed)")
     args = ap.parse_args()
     jax.config.update("jax_enable_x64", True)
     jax.monitoring.register_event_duration_secs_listener(_count)
@@ -176,11 +204,16 @@ def main() -> None:
     rows = []
     for graph in args.graphs:
         t0 = time.perf_counter()
-        model = load(graph)
+        if graph.endswith(".dl"):
+            from datalog.grounding import GroundOptions
+
+            model = load(graph, datalog=GroundOptions(facts=args.facts or str(Path(graph).parent / "facts")))
+        else:
+            model = load(graph)
         rec = {"load_s": time.perf_counter() - t0}
         rec["sampler"] = sampler_figures(model, args.worlds, bandwidth)
         print(json.dumps({graph: rec["sampler"]}, default=str), flush=True)
-        rec["session"] = session_rounds(model, args.rounds)
+        rec["session"] = session_rounds(model, args.rounds, args.reference_worlds)
         if args.cli:
             rec["cli"] = cli_runs(graph, args.rounds, args.cli_timeout)
         details["graphs"][graph] = rec
@@ -200,6 +233,8 @@ def main() -> None:
     for row in rows:
         print(row)
     for graph, rec in details["graphs"].items():
+        if rec["session"].get("check"):
+            print(f"{Path(graph).name} first round against an independent run: {rec['session']['check']}")
         for name, r in rec.get("cli", {}).items():
             print(f"{Path(graph).name} {name}: {r['seconds']:.1f} s rc {r['rc']}")
 
