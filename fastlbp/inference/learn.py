@@ -46,12 +46,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from datalog.rule_probs import RuleLine, clause_factors, rule_names
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import AND, FactorGraph, from_arrays
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
-from fastlbp.io.rule_probs import RuleLine, clause_factors, rule_names
 
 METHODS = ("exact", "sample", "lbp", "auto")
 EPS = 1e-9  # probabilities stay inside (EPS, 1 - EPS): a coin of probability 0 or 1 is a hard constraint
@@ -67,10 +67,11 @@ NOISE_FRACTION = 0.25
 # E-step on (rules the labels barely inform; the map's steps are rough where worlds change with p).
 STALLED = 4
 NEWTON_STEPS = 4  # Newton steps at most (one E-step each), with the information of the first point
-# Newton steps converge when no rule moves by more than this fraction of the Monte Carlo standard error
-# of the posterior's maximum (`Learner.map_noise`): in directions the labels barely inform, the sampler's
-# error in the gradient moves the maximum by far more than one EM step's error (weblech: 0.3 in logit).
-MAP_NOISE_FRACTION = 0.5
+# Newton steps converge when no rule moves by more than this many Monte Carlo standard errors of the
+# posterior's maximum (`Learner.map_noise`): in directions the labels barely inform, the sampler's error
+# in the gradient moves the maximum by far more than one EM step's error, and Newton's steps from there
+# on are that noise (weblech: steps of 1.2-2.6 errors, 0.02-0.03 in p, after the first).
+MAP_NOISE_Z = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -608,7 +609,11 @@ class Learner:
         Converged: no rule's residual above `tol` or, where the E-step is sampled, above
         `NOISE_FRACTION` of its Monte Carlo standard error (`step_noise`): with the sampler's fixed
         seed EM is a deterministic map, but one whose steps below that noise change nothing the
-        sampler can tell. The result then takes the last EM step.
+        sampler can tell. The result then takes the last EM step. With `information` and
+        `accelerate`, EM whose largest residual has not halved in `STALLED` E-steps hands over to
+        Newton steps (`_newton`) with the information computed there (and kept for the intervals),
+        converged once no rule moves by more than `MAP_NOISE_Z` Monte Carlo standard errors of the
+        maximum (`map_noise`) or `tol`.
 
         Then, with `information` (None: `options.information`), the support and intervals from the
         observed information (`covariance`), once, at the result.
@@ -735,7 +740,7 @@ class Learner:
             moved = np.abs(new - x)
             x = new
             fired, body = self._last_counts
-            if np.all(moved <= np.maximum(self.options.tol, MAP_NOISE_FRACTION * self.map_noise(x, cov))):
+            if np.all(moved <= np.maximum(self.options.tol, MAP_NOISE_Z * self.map_noise(x, cov))):
                 return x, True
         return x, False
 
