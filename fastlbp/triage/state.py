@@ -13,9 +13,10 @@ is replayed after it), and the messages, marginals and ranking after a
 resume are the ones the session had (bit for bit on the same device). A
 journal without a usable snapshot (written by an earlier release, edited,
 recovered) replays every event and its round, as before. A kill at any
-moment therefore loses at most an action that was never acknowledged. A label that contradicts the
-model (probability 0) is removed from the journal again and reported; so is
-an action the journal cannot store (a full disk): it is not applied.
+moment therefore loses at most an action that was never acknowledged. A
+label that contradicts the model (probability 0) is removed from the journal
+again and reported; so is an action the journal cannot store (a full disk):
+it is not applied.
 
 A resume trusts nothing in the file it did not write: every stored value is
 checked (`fastlbp.triage.journal.read_contents`, `stored_settings`), a
