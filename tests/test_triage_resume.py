@@ -147,11 +147,13 @@ def test_a_journal_without_a_snapshot_replays_every_round(tmp_path, rounds):
     "UPDATE snapshot SET messages = substr(messages, 1, 16)",
     "UPDATE snapshot SET state = '{\"format\": 1}'",
     "UPDATE snapshot SET seq = seq + 1",
+    "UPDATE snapshot SET learned = x'00'",
+    ("DROP TABLE snapshot", "CREATE TABLE snapshot (x)", "INSERT INTO snapshot VALUES (1)"),
 ])
 def test_a_snapshot_that_does_not_fit_its_journal_is_not_used(tmp_path, rounds, edit):
     t = long_session(tmp_path / "s.db", LBP, labels=6)
     t.close()
-    tamper(tmp_path / "s.db", edit)
+    tamper(tmp_path / "s.db", *([edit] if isinstance(edit, str) else edit))
     rounds[0] = 0
     r = Triage.open(model(), tmp_path / "s.db", resume=True, settings=LBP)
     assert rounds[0] > 2 and "snapshot was not used" in r.replay_notes[0]
