@@ -71,6 +71,8 @@ from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F40
 from datalog.souffle_terms import TermsMixin
 from fastlbp.core.errors import read_text
 
+MAX_RULE_TEXT = 2_000  # characters of a rule's text kept (`_rule_text`)
+
 # Parser ---------------------------------------------------------------------
 
 class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
@@ -177,7 +179,7 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                     if not isinstance(a, Const) and (term_vars(a) or not isinstance(a, Functor | Record)):
                         raise self.error_at(a.pos, "a fact's arguments must be constants (a variable or '_' "
                                             "makes it a rule without a body)")
-                text = " ".join(self.text[start.offset:self.toks[self.i - 1].offset + 1].split())
+                text = _rule_text(self.text[start.offset:self.toks[self.i - 1].offset + 1])
                 self.rules.append(Rule(len(self.rules), head, (), text, start.pos))
             return
         self.expect(":-", "'.' (a fact) or ':-' (a rule)")
@@ -187,7 +189,11 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
             self.i += 1
         else:
             raise self.expected("',' or '.' after a body literal")
-        text = " ".join(self.text[start.offset:end.offset + 1].split())
+        if len(heads) * len(alternatives) > MAX_ALTERNATIVES:
+            raise self.error(start, f"this rule's {len(heads):,} heads and {len(alternatives):,} "
+                             f"alternatives expand to {len(heads) * len(alternatives):,} rules (limit "
+                             f"{MAX_ALTERNATIVES:,})")
+        text = _rule_text(self.text[start.offset:end.offset + 1])
         for head in heads:
             for body in alternatives:  # a disjunction is one rule per alternative, as Soufflé reads it
                 self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
@@ -195,8 +201,14 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
     def disjunction(self) -> list[list[Literal]]:
         """A rule's body `A ; B` (with parenthesised groups) as its alternatives, each a conjunction."""
         alternatives = self.conjunction()
-        while self.accept(";"):
-            alternatives = alternatives + self.conjunction()
+        while self.tok.kind == "punct" and self.tok.text == ";":
+            t = self.tok
+            self.i += 1
+            more = self.conjunction()
+            if len(alternatives) + len(more) > MAX_ALTERNATIVES:
+                raise self.error(t, f"the disjunction expands to more than {MAX_ALTERNATIVES:,} alternatives "
+                                    f"(limit {MAX_ALTERNATIVES:,})")
+            alternatives.extend(more)
         return alternatives
 
     def conjunction(self) -> list[list[Literal]]:
@@ -204,15 +216,23 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         while True:
             t = self.tok
             group = self.group()
+            if len(alternatives) * len(group) > MAX_ALTERNATIVES:  # checked before the product is made
+                raise self.error(t, f"the disjunctions of this rule expand to "
+                                    f"{len(alternatives) * len(group):,} alternatives (limit "
+                                    f"{MAX_ALTERNATIVES:,})")
             alternatives = [a + b for a in alternatives for b in group]
-            if len(alternatives) > MAX_ALTERNATIVES:
-                raise self.error(t, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
-                                    "rules")
             if not self.accept(","):
                 return alternatives
 
     def group(self) -> list[list[Literal]]:
         """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('."""
+        self._nest(1)  # parentheses nest through disjunction() and conjunction(): bounded as expressions
+        try:
+            return self._group()
+        finally:
+            self._nest(-1)
+
+    def _group(self) -> list[list[Literal]]:
         if self.tok.kind == "punct" and self.tok.text == "!" and self._is("(", 1):
             bang = self.tok
             self.i += 2
@@ -262,6 +282,17 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
             raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
                                   f"{INT_MIN}..{INT_MAX})")
         return value
+
+
+def _rule_text(source: str) -> str:
+    """A rule's text as its rules keep it: whitespace runs made one space, and at most MAX_RULE_TEXT
+    characters (one clause of a disjunction becomes up to MAX_ALTERNATIVES rules, each keeping its text
+    in the derivation graph, and the outputs write it once per rule)."""
+    cut = len(source) > 4 * MAX_RULE_TEXT  # not split whole: a 6 MB rule would be copied per rule
+    text = " ".join((source[:4 * MAX_RULE_TEXT] if cut else source).split())
+    if cut or len(text) > MAX_RULE_TEXT:
+        text = text[:MAX_RULE_TEXT - 1] + "…"
+    return text
 
 
 # Checks ---------------------------------------------------------------------

@@ -172,3 +172,83 @@ def test_to_number_outside_32_bits_has_no_value():
 def test_a_signal_is_named_for_what_it_is():
     assert signal_shown(8) == "signal 8 (SIGFPE: an arithmetic fault, such as an integer division overflow)"
     assert "SIGKILL" in signal_shown(9) and "out-of-memory" in signal_shown(9)
+
+
+# The front end: preprocessor, components, disjunctions, expressions (items 6, 10, 11, 12, 16) --------
+
+def parse_error(text: str, tmp_path: Path, files: dict | None = None) -> souffle.ProgramError:
+    for name, content in (files or {}).items():
+        (tmp_path / name).write_text(content)
+    (tmp_path / "p.dl").write_text(text)
+    with pytest.raises(souffle.ProgramError) as info:
+        souffle.parse_file(tmp_path / "p.dl")
+    return info.value
+
+
+def test_error_in_a_taken_branch_stops(tmp_path):
+    err = parse_error("#define X 1\n#if X\n#error stop here\n#endif\n.decl a(x: number)\na(1).\n", tmp_path)
+    assert (err.line, err.message) == (3, "#error stop here")
+    (tmp_path / "q.dl").write_text("#if 0\n#error never\n#endif\n.decl a(x: number)\n.output a\na(1).\n")
+    assert souffle.parse_file(tmp_path / "q.dl").facts  # a branch not taken is skipped
+
+
+def test_an_include_cycle_names_its_chain(tmp_path):
+    err = parse_error('#include "p.dl"\n.decl a(x: number)\n', tmp_path)
+    assert "#include includes itself: " in err.message
+    assert "p.dl -> p.dl (at most 64 files deep" in err.message
+    files = {"m1.dl": '#include "m2.dl"\n', "m2.dl": '#include "m1.dl"\n'}
+    err = parse_error('#include "m1.dl"\n', tmp_path, files)
+    assert "#include includes itself: m1.dl -> m2.dl -> m1.dl" in err.message
+    (tmp_path / "g.dl").write_text('#ifndef G\n#define G\n#include "g.dl"\n.decl a(x: number)\n.output a\n'
+                                   'a(1).\n#endif\n')
+    assert souffle.parse_file(tmp_path / "g.dl").facts  # an include guard stops it: no error
+
+
+def test_a_macro_bomb_stops_at_the_expansion_limit(tmp_path):
+    lines = ["#define A0 x"] + [f"#define A{k} (A{k - 1}+A{k - 1})" for k in range(1, 22)]
+    err = parse_error("\n".join(lines) + "\n.decl a(x: number)\n.output a\na(A21).\n", tmp_path)
+    assert err.line == 25 and "macro expansion made more than" in err.message
+    assert "tokens (the limit: 8 per character" in err.message
+    chain = "#define B0 1\n" + "".join(f"#define B{k} B{k - 1}\n" for k in range(1, 3001))
+    err = parse_error(chain + ".decl a(x: number)\na(B3000).\n", tmp_path)
+    assert "nest too deeply" in err.message
+
+
+@pytest.mark.parametrize("text, message", [
+    (".comp A {\n .decl r(x: number)\n .init a = A\n}\n.init x = A\n",
+     "component 'A' instantiates itself (A -> A: instance x.a inside x)"),
+    (".comp A {\n .init b = B\n}\n.comp B {\n .init a = A\n}\n.init x = A\n",
+     "component 'A' instantiates itself (A -> B -> A: instance x.b.a inside x)"),
+    (".comp C0 {\n .decl r(x: number)\n}\n"
+     + "".join(f".comp C{k} {{\n .init a = C{k - 1}\n .init b = C{k - 1}\n}}\n" for k in range(1, 21))
+     + ".init x = C20\n",
+     "components make more than 10,000 instances"),
+])
+def test_components_that_never_end_are_refused(tmp_path, text, message):
+    assert message in parse_error(text, tmp_path).message
+
+
+HEAD = ".decl a(x: number)\n.decl b(x: number)\n.output a\nb(1).\n"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("a(x) :- " + " ; ".join(["b(x)"] * 20_000) + ".",
+     "the disjunction expands to more than 4,096 alternatives (limit 4,096)"),
+    (", ".join(["a(x)"] * 300) + " :- " + " ; ".join(["b(x)"] * 3_000) + ".",
+     "this rule's 300 heads and 3,000 alternatives expand to 900,000 rules (limit 4,096)"),
+    ("a(x) :- " + ", ".join(["(b(x) ; b(x))"] * 20) + ".", "expand to 8,192 alternatives (limit 4,096)"),
+    ("a(" + "+".join(["1"] * 500) + ").", "the expression is more than 100 operators deep"),
+    ("a(" + "(" * 5_000 + "1" + ")" * 5_000 + ").", "the expression nests more than 100 deep"),
+    ("a(" + "-" * 20_000 + "1).", "the expression nests more than 100 deep"),
+    ("a(x) :- " + "(" * 5_000 + "b(x)" + ")" * 5_000 + ".", "the expression nests more than 100 deep"),
+])
+def test_expansions_and_depths_are_bounded(tmp_path, body, message):
+    assert message in parse_error(HEAD + body + "\n", tmp_path).message
+
+
+def test_expanded_rules_keep_a_bounded_text_and_deep_expressions_ground():
+    text = HEAD + "a(x) :- " + " ; ".join(["b(x)"] * 4_096) + ".\n"
+    program = souffle.parse(text)
+    assert len(program.rules) == 4_096 and {len(r.text) for r in program.rules} == {2_000}
+    deep = HEAD + "a(" + "+".join(["x"] * 100) + ") :- b(x).\na(" + "(" * 97 + "x" + ")" * 97 + ") :- b(x).\n"
+    assert outputs(deep)[0]["a"] == {"a(100)", "a(1)"}
