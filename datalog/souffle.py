@@ -20,10 +20,11 @@ numbers only; `x = t` binds x when t is bound). Arguments are variables
 signed, as Soufflé's and clingo's), "string" constants (escapes `\\"`,
 `\\\\`, `\\n`, `\\t`) or the wildcard `_`. Comments `//` and `/* */`.
 
-Everything else Soufflé has (aggregates, arithmetic and functors, components,
-records and ADTs, user types, I/O parameters, several heads, disjunction,
-`.plan`, the preprocessor) is refused with a `ProgramError` naming the file,
-line and column, never ignored; so are an undeclared relation, an arity or
+Beyond this core (the modules named): aggregates, arithmetic and functors (`datalog.souffle_terms`),
+components (`datalog.souffle_components`), records, user types, I/O parameters, `.plan` and the
+preprocessor (`datalog.souffle_directives`), several heads and disjunction (here, at most
+MAX_ALTERNATIVES rules per clause). What is not supported (ADTs, floats, ...) is refused with a
+`ProgramError` naming the file, line and column, never ignored; so are an undeclared relation, an arity or
 type mismatch, an unsafe variable (in the head, a negation or a comparison
 but bound by no positive atom) and negation through recursion.
 """

@@ -6,8 +6,9 @@ the older `.number_type N` and `.symbol_type S`) stand for the primitive type th
 `.pragma`, `.plan`, `.printsize` and storage qualifiers (btree, brie, inline, magic ...) are read and
 ignored. An `eqrel` relation is closed under reflexivity, symmetry and transitivity, as Soufflé closes
 it, by three rules added after the program's. I/O parameters: `IO=file`, `filename` and `delimiter`
-are honoured; any other is refused by name. What changes results and is not implemented (records,
-ADTs, components, `unsigned`, `float`, choice domains, `.limitsize`) is refused where it is written.
+are honoured; any other is refused by name. Records are
+supported (`.type T = [...]`, in programs, not in facts files). What changes results and is not
+implemented (ADTs, `unsigned`, `float`, choice domains, `.limitsize`) is refused where it is written.
 """
 
 from __future__ import annotations
