@@ -38,14 +38,16 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from datalog.annotations import parse_annotations
 from datalog.derivation import DerivationGraph, Rule
-from datalog.reading import loads_json
+from datalog.reading import loads_json, unique
 from fastlbp.core.errors import InputError, check_path, decompression_limit
 from fastlbp.io.outputs import write_atomically
 
@@ -262,7 +264,8 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
             raise InputError(str(p), None, f"its compressed arrays would take over {limit:,} bytes once "
                              "decompressed, past the limit for this archive")
         arrays = _arrays(p, infos)
-    except (zipfile.BadZipFile, ValueError, EOFError) as err:
+    except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, zlib.error, struct.error) as err:
+        # NotImplementedError: a zip version or compression method zipfile does not read
         raise InputError(str(p), None, f"not a derivation.npz file (numpy's .npz archive): {err}") from None
     except OSError as err:
         raise InputError(str(p), None, f"cannot read: {err.strerror or err}") from None
@@ -320,6 +323,7 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
         raise r.fail("annotations", f"not JSON text: {err.message}") from None
     if not isinstance(doc, dict) or set(doc) - {"locations", "relations"}:
         raise r.fail("annotations", 'not an object of "locations" and "relations"')
+    unique(doc, str(p), "annotations")  # as derivation.json's top level: a key given twice is an error
     index = {n: i for i, n in enumerate(tuples)} if doc.get("locations") else {}
     dg = DerivationGraph(
         tuples=tuples, rules=rules, clause_rule=c_rule, clause_head=c_head, body_offsets=offsets, body=body,
