@@ -10,6 +10,7 @@ undefined arithmetic does.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from datalog.regex_match import PatternError, UnsupportedPattern, compile_pattern
@@ -27,20 +28,34 @@ def _wrap(n: int) -> int:
     return (n + (1 << (_BITS - 1))) % (1 << _BITS) - (1 << (_BITS - 1))
 
 
+@dataclasses.dataclass(frozen=True)
+class FunctorLimits:
+    """What the functors of one grounding may make (`datalog.functors.Context` holds to them).
+
+    Attributes:
+        values: the values `range` may make in all (0: no limit); the rule-instance limit, since each
+            value makes at least one instance.
+        chars: the characters computed symbols (cat, substr, to_string) may hold in all (0: no limit).
+        basis: where the limits come from, for the error ("--max-rule-instances", a memory limit).
+    """
+
+    values: int = 0
+    chars: int = 0
+    basis: str = ""
+
+
 class Context:
     """The `@` functions of a translated program (clingo calls them with and expects clingo symbols).
 
-    Each holds to the grounding's limits (`datalog.ground_process.FunctorLimits`): `range` makes at most
+    Each holds to the grounding's limits (`FunctorLimits`): `range` makes at most
     `limits.values` values in all, computed symbols (`cat`, `substr`, `to_string`) hold at most
     MAX_SYMBOL characters each and `limits.chars` in all, and `match` runs in time linear in the text
     (`datalog.regex_match`). Past a limit a function records the problem in `problem` and raises (clingo
     stops grounding; `datalog.ground_process` reports `problem`).
     """
 
-    def __init__(self, limits=None):
+    def __init__(self, limits: FunctorLimits | None = None):
         import clingo
-
-        from datalog.ground_process import FunctorLimits
 
         self._clingo = clingo
         self.limits = limits or FunctorLimits()

@@ -9,7 +9,6 @@ one held would stay locked in the child), else a new interpreter (`_child_main`)
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datalog import souffle
+from datalog.functors import Context, FunctorLimits
 from datalog.reading import shown
 from fastlbp.core.errors import InputError
 from fastlbp.core.resources import MemoryLimit, memory_limit
@@ -36,8 +36,6 @@ class GroundingLimit(Exception):
 
 
 def _run(ctl, text: str, log: list[str], limits: FunctorLimits | None = None) -> None:
-    from datalog.functors import Context
-
     context = Context(limits or FunctorLimits())
     try:
         ctl.add("base", [], text)
@@ -73,22 +71,6 @@ def rule_instance_limit() -> tuple[int, MemoryLimit | None]:
 def default_max_rule_instances() -> int:
     """Rule instances a grounding may make by default (`rule_instance_limit`)."""
     return rule_instance_limit()[0]
-
-
-@dataclasses.dataclass(frozen=True)
-class FunctorLimits:
-    """What the functors of one grounding may make (`datalog.functors.Context` holds to them).
-
-    Attributes:
-        values: the values `range` may make in all (0: no limit); the rule-instance limit, since each
-            value makes at least one instance.
-        chars: the characters computed symbols (cat, substr, to_string) may hold in all (0: no limit).
-        basis: where the limits come from, for the error ("--max-rule-instances", a memory limit).
-    """
-
-    values: int = 0
-    chars: int = 0
-    basis: str = ""
 
 
 class GroundingTooLarge(InputError):
