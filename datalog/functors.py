@@ -36,12 +36,16 @@ class FunctorLimits:
         values: the values `range` may make in all (0: no limit); the rule-instance limit, since each
             value makes at least one instance.
         chars: the characters computed symbols (cat, substr, to_string) may hold in all (0: no limit).
-        basis: where the limits come from, for the error ("--max-rule-instances", a memory limit).
+        basis: where `values` comes from, for the error ("--max-rule-instances", a memory limit).
+        chars_basis: where `chars` comes from ("1/4 of 3.9 GB (the address-space limit ...)").
+        memory: the memory the process may use, in words (for an out-of-memory error).
     """
 
     values: int = 0
     chars: int = 0
     basis: str = ""
+    chars_basis: str = ""
+    memory: str = ""
 
 
 class Context:
@@ -76,7 +80,7 @@ class Context:
         self.chars += len(text)
         if self.limits.chars and self.chars > self.limits.chars:
             self._stop(f"computed symbols (cat, substr, to_string) took more than {self.limits.chars:,} "
-                       f"characters in all ({self.limits.basis or 'the limit'})")
+                       f"characters in all ({self.limits.chars_basis or 'the limit'})")
         return self._clingo.String(text)
 
     def _num(self, n: int):

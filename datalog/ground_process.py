@@ -136,10 +136,11 @@ def _child(text: str, out: str, err_path: str, limits: FunctorLimits | None = No
     return 0
 
 
-def _child_main(text_path: str, out: str, err_path: str, values: str, chars: str, basis: str) -> None:
+def _child_main(text_path: str, out: str, err_path: str, values: str, chars: str, basis: str,
+                chars_basis: str, memory: str) -> None:
     """Entry point of a grounding process started as a new interpreter (`_start`)."""
     sys.exit(_child(Path(text_path).read_text(encoding="utf-8"), out, err_path,
-                    FunctorLimits(int(values), int(chars), basis)))
+                    FunctorLimits(int(values), int(chars), basis, chars_basis, memory)))
 
 
 class _Forked:
@@ -177,7 +178,7 @@ def _start(text: str, out: str, err_path: str, limits: FunctorLimits):
     Path(text_path).write_text(text, encoding="utf-8")
     code = "import sys; from datalog.ground_process import _child_main; _child_main(*sys.argv[1:])"
     return subprocess.Popen([sys.executable, "-c", code, text_path, out, err_path, str(limits.values),
-                             str(limits.chars), limits.basis])
+                             str(limits.chars), limits.basis, limits.chars_basis, limits.memory])
 
 
 def signal_shown(number: int) -> str:
@@ -221,8 +222,10 @@ def _ground_watched(text: str, out: str, limit: int, on_limit: Callable[[int], E
                          f"{count:,} rule instances; if memory ran out, lower --max-rule-instances or give "
                          "the process more memory")
     if status == 4:  # a limit of the user's (a functor's, memory)
-        basis = f"; {limits.basis}" if limits is not None and limits.basis and "memory" in message else ""
-        raise InputError(where, None, f"{message or 'clingo ran out of memory while grounding'}, after "
-                         f"{count:,} rule instances{basis}")
+        message = message or "clingo ran out of memory while grounding"
+        memory = limits.memory if limits is not None else ""
+        note = (f"; this process may use {memory}: lower --max-rule-instances or give it more memory"
+                if memory and "out of memory" in message else "")
+        raise InputError(where, None, f"{message}, after {count:,} rule instances{note}")
     if status:
         raise RuntimeError(message or f"the grounding process ended with status {status}")

@@ -427,7 +427,9 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
         limit, basis = int(options.max_rule_instances), "--max-rule-instances"
         memory = memory_limit()
     limits = FunctorLimits(values=limit, basis=basis,
-                           chars=memory.bytes // SYMBOL_MEMORY_SHARE if memory is not None else 0)
+                           chars=memory.bytes // SYMBOL_MEMORY_SHARE if memory is not None else 0,
+                           chars_basis=f"1/{SYMBOL_MEMORY_SHARE} of {memory}" if memory is not None else "",
+                           memory=str(memory or ""))
     where = str(program.path or "<program>")
     try:
         if options.reader == "aspif":
@@ -437,7 +439,8 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
         else:
             g = _ground_observer(text, seconds, limits)
     except GroundingLimit as err:  # clingo ran in this process (no limit, or the observer)
-        raise InputError(where, None, str(err)) from None
+        note = f" (this process may use {memory})" if memory is not None and "memory" in str(err) else ""
+        raise InputError(where, None, f"{err}{note}") from None
     except MemoryError:  # reading clingo's ground program back, under a limit of the process's
         raise InputError(where, None, f"ran out of memory reading the ground program back (this process may "
                          f"use {memory or 'an unknown amount'}); lower --max-rule-instances or give the "
