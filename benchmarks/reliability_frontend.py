@@ -231,6 +231,10 @@ def program_cases() -> list[Case]:
     prog("include chain of 70 files", '#include "f0.dl"\n' + HEAD, ERROR, "nests too deeply", files=deep)
     prog("include a missing file", '#include "nope.dl"\n' + HEAD, ERROR)
     prog("include a directory", '#include "sub"\n' + HEAD, ERROR, files={"sub/x": ""})
+    prog("include /dev/zero", '#include "/dev/zero"\n' + HEAD, ERROR, "not a regular file")
+    prog("include /dev/urandom", '#include "/dev/urandom"\n' + HEAD, ERROR)
+    prog("input filename=/dev/zero", ".decl r(x: symbol)\n.input r(filename=\"/dev/zero\")\n.output r\n",
+         ERROR, "not a regular file")
     # 12: components
     prog("component inits itself", ".comp A {\n .decl r(x: number)\n .init a = A\n}\n.init x = A\n" + HEAD,
          ERROR, "instantiates itself")

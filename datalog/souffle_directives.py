@@ -280,6 +280,8 @@ def preprocess(text: str, path: str | None) -> str:
 
     from pcpp import Preprocessor
 
+    from fastlbp.core.errors import read_text
+
     class _Pre(Preprocessor):
         def __init__(self):
             super().__init__()
@@ -292,6 +294,16 @@ def preprocess(text: str, path: str | None) -> str:
 
         def on_error(self, file, line, msg):
             raise ProgramError(file, line, None, f"preprocessor: {msg}")
+
+        def on_file_open(self, is_system_include, includepath):
+            # Read as every other input is (fastlbp.core.errors.read_text): at most 256 MiB from a pipe or
+            # a device (#include "/dev/zero" read without bound: a MemoryError), UTF-8, gzip allowed. A
+            # path that is not a file raises OSError: pcpp tries the next folder, then reports it.
+            if not os.path.isfile(includepath) and not os.path.exists(includepath):
+                raise FileNotFoundError(includepath)
+            if os.path.isdir(includepath):
+                raise IsADirectoryError(includepath)
+            return io.StringIO(read_text(includepath))
 
         def on_directive_unknown(self, directive, toks, ifpassthru, precedingtoks):
             if directive.value == "error":  # only reached in a branch that is taken

@@ -204,6 +204,14 @@ def test_an_include_cycle_names_its_chain(tmp_path):
     assert souffle.parse_file(tmp_path / "g.dl").facts  # an include guard stops it: no error
 
 
+def test_an_include_is_read_as_every_input_is(tmp_path):
+    (tmp_path / "p.dl").write_text('#include "/dev/zero"\n.decl a(x: number)\n')
+    with pytest.raises(InputError, match="not a regular file, and its size exceeds"):  # a MemoryError before
+        souffle.parse_file(tmp_path / "p.dl")
+    (tmp_path / "sub").mkdir()
+    assert "Include file 'sub' not found" in parse_error('#include "sub"\n', tmp_path).message
+
+
 def test_a_macro_bomb_stops_at_the_expansion_limit(tmp_path):
     lines = ["#define A0 x"] + [f"#define A{k} (A{k - 1}+A{k - 1})" for k in range(1, 22)]
     err = parse_error("\n".join(lines) + "\n.decl a(x: number)\n.output a\na(A21).\n", tmp_path)
