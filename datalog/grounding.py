@@ -108,7 +108,7 @@ class GroundOptions:
             Python observer; the cross-check).
         max_rule_instances: grounding stops with `GroundingTooLarge` past
             this many rule instances; None: `default_max_rule_instances()`
-            (from the machine's memory); 0: no limit.
+            (from the memory the process may use: the machine's, ulimit -v, the cgroup's); 0: no limit.
     """
 
     facts: str | os.PathLike | None = None
