@@ -56,7 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog import aspif, formats, ground_inputs, souffle
+from datalog import aspif, formats, ground_inputs, locations, souffle
+from datalog.annotations import split_tuple
 from datalog.aspif import Ground
 from datalog.derivation import (
     DEFAULT_INPUT_PRIOR,
@@ -109,6 +110,10 @@ class GroundOptions:
         max_rule_instances: grounding stops with `GroundingTooLarge` past
             this many rule instances; None: `default_max_rule_instances()`
             (from the memory the process may use: the machine's, ulimit -v, the cgroup's); 0: no limit.
+        locations: a relation REL(point, file, line[, column]) of program
+            points' source positions: every tuple is located at the points
+            among its arguments (`datalog.locations`; derivation.json's
+            "locations"). None: no locations.
     """
 
     facts: str | os.PathLike | None = None
@@ -118,6 +123,7 @@ class GroundOptions:
     progress: Callable[[str], None] | None = None
     reader: str = "aspif"
     max_rule_instances: int | None = None
+    locations: str | None = None
 
 
 @dataclasses.dataclass
@@ -409,7 +415,10 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     say = options.progress or (lambda msg: None)
     seconds = {}
     t0 = time.perf_counter()
+    if options.locations is not None:
+        locations.check_relation(program, options.locations)
     facts = ground_inputs.read_facts(program, options.facts)
+    located_points = facts.get(options.locations, []) if options.locations is not None else []
     n_facts = sum(map(len, facts.values()))
     t1 = time.perf_counter()
     seconds["facts"] = t1 - t0
@@ -464,7 +473,18 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
                          "relations)")
     say(f"derivation graph: {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.alarms):,} alarms "
         f"({seconds['graph']:.2f} s)")
+    if options.locations is not None:
+        located = _locate(program, dg, options.locations, located_points)
+        dg.annotations = {**dg.annotations, "locations": located}
+        say(f"located {len(dg.annotations['locations']):,} tuples by {options.locations}")
     return Grounding(dg, n_facts, n_rules, seconds)
+
+
+def _locate(program: souffle.Program, dg: DerivationGraph, rel: str, rows: list[tuple]) -> dict:
+    """derivation.json's "locations" of `dg` from REL's facts `rows` and its derived tuples."""
+    derived = [parts[1] for name in dg.tuples if (parts := split_tuple(name)) is not None and parts[0] == rel]
+    points = locations.point_locations(rel, [*rows, *derived], str(program.path or "<program>"))
+    return locations.locate_tuples(dg.tuples, points, rel)
 
 
 def ground_file(path: str | os.PathLike, options: GroundOptions | None = None) -> Grounding:

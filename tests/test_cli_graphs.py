@@ -236,9 +236,9 @@ def test_convert_to_causal_fg_names_what_it_leaves_out(tmp_path):
 def test_info_counts_true_labels_and_rounds(monkeypatch):
     r = cli("info", WEBLECH)
     assert r.exit_code == 0, r.output
-    assert "ground-truth labels: 11 (4 true)" in " ".join(r.stdout.split())
+    assert "ground-truth labels: 11 (7 true)" in " ".join(r.stdout.split())  # data/make_examples.py
     r = cli("info", WEBLECH, "--format", "json")
-    assert json.loads(r.stdout)["truth_true"] == 4
+    assert json.loads(r.stdout)["truth_true"] == 7
     import schedules
 
     monkeypatch.setattr(schedules, "describe", lambda model, schedule: {

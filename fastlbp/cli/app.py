@@ -309,8 +309,43 @@ def output_target(output: Path | None, *inputs: Path | None) -> Path | None:
 
 
 def status(msg: str) -> None:
-    """A note for the user on stderr (progress, summaries, warnings)."""
+    """A line for the user on stderr that --quiet keeps: a warning, or what an exit status means."""
     typer.echo(msg, err=True)
+
+
+def sentence(text: str) -> str:
+    """`text` ending as a sentence does (a full stop added where it has none), for lines on stderr."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def note(msg: str, quiet: bool = False) -> None:
+    """An informational line on stderr (how the numbers were made, what grounding produced, counts),
+    left out with --quiet; warnings and errors go through `status` and are always said."""
+    if not quiet:
+        typer.echo(msg, err=True)
+
+
+# A table on a terminal shows as many rows as fit: the terminal's height less these lines (the header, the
+# "N more" line, the method lines and a caveat on stderr, the next prompt), but at least MIN_TABLE_ROWS.
+TABLE_MARGIN = 8
+MIN_TABLE_ROWS = 5
+
+
+def terminal_rows(stream=None) -> int | None:
+    """How many table rows fit where `stream` (stdout) goes: None unless it is a terminal, else its height
+    (`shutil.get_terminal_size`: $LINES, else the terminal's own size) less `TABLE_MARGIN`, at least
+    `MIN_TABLE_ROWS`."""
+    import shutil
+
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or a replaced stream (a test runner's) is no terminal
+        return None
+    height = shutil.get_terminal_size(fallback=(80, 24)).lines
+    return max(MIN_TABLE_ROWS, height - TABLE_MARGIN)
 
 
 def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None,
@@ -363,7 +398,7 @@ def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
 
 
 def load_graph(graph: Path, settings: Settings, *, no_cache: bool = False, progress: Progress | None = None,
-               rule_prob: Path | None = None, **kwargs):
+               rule_prob: Path | None = None, quiet: bool = False, **kwargs):
     """`fastlbp.io.loading.load` through the model cache (in `cache_folder()`, unless --no-cache or
     FASTLBP_CACHE=off), its stages reported to `progress` as `load: STAGE`; then --rule-prob's
     probabilities (`with_rule_probs`) unless grounding a program took them already (`datalog=`)."""
@@ -375,15 +410,15 @@ def load_graph(graph: Path, settings: Settings, *, no_cache: bool = False, progr
     if progress is not None:
         progress.done()
     if rule_prob is not None and kwargs.get("datalog") is None:
-        model = with_rule_probs(model, rule_prob, graph)
+        model = with_rule_probs(model, rule_prob, graph, quiet)
     return model
 
 
-def with_rule_probs(model, rule_prob: Path, graph: Path):
+def with_rule_probs(model, rule_prob: Path, graph: Path, quiet: bool = False):
     """The model with the rule probabilities of a `Rk: p` file (`fastlbp.io.rule_probs`).
 
     Rules the file names that the graph lacks are fine (the file may have been learned on other graphs
-    of the analysis): a note on stderr counts them.
+    of the analysis): a note on stderr counts them (unless `quiet`).
 
     Raises:
         InputError: a malformed file, a graph without rules, or a file that names none of its rules.
@@ -398,8 +433,8 @@ def with_rule_probs(model, rule_prob: Path, graph: Path):
         have = f"{names[0]} ... {names[-1]}" if names else "none"
         raise InputError(str(rule_prob), None, f"names none of the rules of {graph} (its rules: {have})")
     if info["absent"]:
-        status(f"note: {rule_prob}: {len(info['absent'])} rule(s) not in {graph} (e.g. {info['absent'][0]}); "
-               f"{len(info['applied'])} applied")
+        note(f"note: {rule_prob}: {len(info['absent'])} rule(s) not in {graph} (e.g. {info['absent'][0]}); "
+             f"{len(info['applied'])} applied", quiet)
     return out
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fastlbp.cli.app import status
+from fastlbp.cli.app import note
 
 if TYPE_CHECKING:
     from fastlbp.core.model import Model
@@ -131,9 +131,9 @@ def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
         soft.update({v: p for v, p in carried.soft.items() if v not in known})
         from fastlbp.io.writers import safe_name
 
-        status(carried.summary())
+        note(carried.summary(), loading.quiet)
         for name, why in carried.dropped[:5]:
-            status(f"  dropped {safe_name(name)}: {why}")
+            note(f"  dropped {safe_name(name)}: {why}", loading.quiet)
     observed = 0
     if soft_labels is not None:
         from fastlbp.inference.soft import load_soft_labels

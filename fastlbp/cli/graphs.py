@@ -14,12 +14,15 @@ from fastlbp.cli.app import (
     emit,
     handles_errors,
     load_graph,
+    note,
+    status,
 )
 from fastlbp.cli.options import (
     CompressOpt,
     CyclesOpt,
     GraphArg,
     LoadOptions,
+    QuietOpt,
     graph_command,
     settings_from_options,
     settings_of,
@@ -185,6 +188,7 @@ def convert(
                                                         "empty.")] = False,
     compress: CompressOpt = DEFAULTS.compress,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    quiet: QuietOpt = False,
 ) -> None:
     """Convert a graph between derivation.json, derivation.npz, a Bingo directory and libDAI's causal
     factor graph.
@@ -210,7 +214,10 @@ def convert(
     """
     settings = settings_from_options(compress=compress, cycles=cycles)
     for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings, force=force):
-        typer.echo(line, err=True)
+        if line.startswith("warning:"):
+            status(line)
+        else:
+            note(line, quiet)
 
 
 def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None,

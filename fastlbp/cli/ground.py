@@ -11,12 +11,15 @@ import typer
 
 from fastlbp.cli.app import (
     handles_errors,
+    note,
     status,
 )
 from fastlbp.cli.options import (
     AlarmsOpt,
     FactsOpt,
+    LocationsOpt,
     PriorsOpt,
+    QuietOpt,
     RuleProbOpt,
     datalog_options,
 )
@@ -40,11 +43,13 @@ def ground(
     rule_prob: RuleProbOpt = None,
     alarms: AlarmsOpt = None,
     priors: PriorsOpt = None,
+    locations: LocationsOpt = None,
     max_rule_instances: Annotated[int | None, typer.Option(
         "--max-rule-instances", metavar="N", min=0, show_default="usable memory / 400 bytes",
         help="Stop grounding past N rule instances (each takes about 400 bytes of memory on its way to "
              "the graph) with an error naming the rule that explodes; 0: no limit. The default follows the "
              "least of the machine's memory, ulimit -v and the cgroup's memory limit.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ground a Datalog program over its facts: every rule instance of its least model, as a graph.
 
@@ -58,12 +63,17 @@ def ground(
     arrays: what a graph of millions of clauses should be written as) or a
     Bingo directory; rank,
     triage, simulate, check and info also take the .dl file directly.
+    --locations REL names a relation REL(point, file, line[, column]) of
+    source positions: every tuple is located at the points among its
+    arguments (derivation.json's "locations", SARIF's physical locations).
 
     Examples:
 
       fastlbp ground data/taint/taint.dl --facts data/taint/facts -o taint.json
 
       fastlbp ground taint.dl --rule-prob rule_prob.txt --alarms leak -o bingo_dir
+
+      fastlbp ground data/taint/taint.dl --facts data/taint/facts --locations callAt -o taint.json
 
       fastlbp rank taint.json --top 10
     """
@@ -72,7 +82,8 @@ def ground(
     from datalog import grounding
     from datalog.formats import BINGO_CLAUSES
 
-    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True)
+    options = datalog_options(program, facts, rule_prob, alarms, priors, program=True, quiet=quiet,
+                              locations=locations)
     if max_rule_instances is not None:
         options = dataclasses.replace(options, max_rule_instances=max_rule_instances)
     if not (grounding.is_json(output) or grounding.is_npz(output)) and output.is_dir() and \
@@ -87,13 +98,16 @@ def ground(
                          "(.npz) or a Bingo directory; `fastlbp convert` makes a causal factor graph of any")
     result = grounding.ground_file(program, options)
     if result.graph.num_clauses > LARGE_TEXT_GRAPH and not grounding.is_npz(output):
-        status(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
-               "(derivation.npz, numpy arrays) is written in seconds and read by every command")
-    for note in grounding.write(result.graph, output):
-        status(note)
+        note(f"note: {result.graph.num_clauses:,} clauses take minutes and gigabytes as text; NAME.npz "
+             "(derivation.npz, numpy arrays) is written in seconds and read by every command", quiet)
+    for line in grounding.write(result.graph, output):  # "wrote ...", then what the format cannot hold
+        if line.startswith("warning:"):
+            status(line)
+        else:
+            note(line, quiet)
     dg = result.graph
-    status(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "
-           f"alarms; {time.perf_counter() - start:.2f} s")
+    note(f"{dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.rules)} rules, {len(dg.alarms):,} "
+         f"alarms; {time.perf_counter() - start:.2f} s", quiet)
     if not len(dg.alarms):
         status("warning: no alarms (the program has no .output relation and --alarms was not given, or "
                "those relations are empty); rank will rank every tuple")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fastlbp.cli.app import emit, handles_errors, output_target, status
+from fastlbp.cli.app import emit, handles_errors, note, output_target
 from fastlbp.cli.options import InferenceOptions, LoadOptions, OutputOpt, graph_command, settings_of
 from fastlbp.core.errors import InputError
 
@@ -103,6 +103,7 @@ def learn(
     emit(format_rule_probs(result.lines(), header).rstrip("\n"), output)
     supported = int((result.clauses > 0).sum())
     wide = int(((result.clauses > 0) & (result.upper - result.lower > 0.1)).sum())
-    status(f"{len(result.names)} rules ({supported} with clauses, {wide} of them poorly identified: 95% "
-           f"interval wider than 0.1), {result.iterations} E-steps, {result.seconds:.2f} s, information "
-           f"{result.information_seconds:.2f} s" + ("" if result.converged else "; not converged"))
+    note(f"{len(result.names)} rules ({supported} with clauses, {wide} of them poorly identified: 95% "
+         f"interval wider than 0.1), {result.iterations} E-steps, {result.seconds:.2f} s, information "
+         f"{result.information_seconds:.2f} s" + ("" if result.converged else "; not converged"),
+         loading.quiet)

@@ -12,7 +12,9 @@ from fastlbp.cli.app import (
     conflicts_located,
     emit,
     handles_errors,
+    note,
     output_target,
+    sentence,
     status,
 )
 from fastlbp.cli.evidence import SoftLabelsOpt, gather
@@ -116,11 +118,11 @@ def marginals(
         rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])
                 for i, (name, p) in enumerate(zip(names, values, strict=True)))
         emit(csv_document(header, rows, 0, csv_exact_names), output)
-    status(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s")
+    note(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s.", loading.quiet)
     if rnd.reason:
-        status(f"method auto: {rnd.reason}")
+        note(sentence(f"method auto: {rnd.reason}"), loading.quiet)
     for flag in rnd.flags:
-        status(f"warning: {flag}")
+        status(sentence(f"warning: {flag}"))
 
 
 def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:

@@ -142,6 +142,13 @@ PriorsOpt = Annotated[
     typer.Option("--priors", metavar="FILE", show_default=False,
                  help="For a .dl program: priors of input tuples, lines 'TUPLE p' (default 1.0)."),
 ]
+LocationsOpt = Annotated[
+    str | None,
+    typer.Option("--locations", metavar="REL", show_default=False,
+                 help="For a .dl program: a relation REL(point, file, line[, column]) of source positions; "
+                      "every tuple is located at the points among its arguments (SARIF results then have "
+                      "a file and line: README, Code scanning)."),
+]
 OutputOpt = Annotated[
     Path | None,
     typer.Option("--output", "-o", metavar="FILE", show_default=False,
@@ -155,8 +162,10 @@ OutputOpt = Annotated[
 
 # Progress, caches and timings: every command that loads a graph takes --quiet and --no-cache; --timings
 # (hidden) is for benchmarks/bench_e2e.py.
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (it is shown only on "
-                                                              "a terminal, for stages over a second).")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Only warnings and errors on stderr: no progress (shown on a terminal for stages "
+                          "over a second), no lines saying how the numbers were made or what grounding "
+                          "produced.")]
 NoCacheOpt = Annotated[bool, typer.Option(
     "--no-cache", help="Load the graph afresh, neither reading nor writing the model cache (loaded models "
                        "are kept under the cache folder's models/; FASTLBP_CACHE=off turns off it and the "
@@ -190,13 +199,15 @@ class LoadOptions:
     rule_prob: Path | None = None
     alarms: str | None = None
     priors: Path | None = None
+    locations: str | None = None
     no_cache: bool = False
     quiet: bool = False
     timings: bool = False
 
     def datalog(self, graph: Path) -> GroundOptions | None:
         """The grounding options for `graph` (None unless it is a Datalog program; `datalog_options`)."""
-        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors)
+        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors, quiet=self.quiet,
+                               locations=self.locations)
 
     def progress(self) -> Progress:
         """The command's progress display (`start_progress`: --quiet, --timings)."""
@@ -205,7 +216,7 @@ class LoadOptions:
     def load(self, graph: Path, settings: Settings, progress: Progress | None = None, **kwargs):
         """The model of `graph` through the model cache (unless --no-cache), a program grounded first."""
         return load_graph(graph, settings, no_cache=self.no_cache, progress=progress,
-                          datalog=self.datalog(graph), rule_prob=self.rule_prob, **kwargs)
+                          datalog=self.datalog(graph), rule_prob=self.rule_prob, quiet=self.quiet, **kwargs)
 
     def start_jax(self, progress: Progress | None = None) -> None:
         """`configure_jax` for a command that runs inference; with --timings JAX's compile times go to
@@ -256,6 +267,7 @@ LOAD_PARAMETERS = (
     ("rule_prob", RuleProbOpt, None),
     ("alarms", AlarmsOpt, None),
     ("priors", PriorsOpt, None),
+    ("locations", LocationsOpt, None),
     ("no_cache", NoCacheOpt, False),
     ("quiet", QuietOpt, False),
     ("timings", TimingsOpt, False),
@@ -329,10 +341,11 @@ def graph_command(fn):
 
 def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | None = None,
                     alarms: str | None = None, priors: Path | None = None, *,
-                    program: bool = False) -> GroundOptions | None:
+                    program: bool = False, quiet: bool = False,
+                    locations: str | None = None) -> GroundOptions | None:
     """The grounding options for `graph` when it is a Datalog program (or `program`), else None.
 
-    Grounding's progress goes to stderr (`status`).
+    Grounding's progress goes to stderr (`status`), unless `quiet` (--quiet).
 
     Raises:
         SettingsError: a grounding option given for a graph that is not a
@@ -343,8 +356,8 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
     from datalog.io import detect_format
 
     # --rule-prob applies to every graph with rules (`load_graph`); the others are a program's only.
-    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors))
-             if value is not None]
+    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors),
+                                      ("--locations", locations)) if value is not None]
     if not program and detect_format(graph) != "datalog":
         if given:
             raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
@@ -355,7 +368,8 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
         rels = tuple(r.strip() for r in alarms.split(",") if r.strip())
         if not rels:
             raise SettingsError("--alarms: name at least one relation (REL[,REL...])")
-    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors, progress=status)
+    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors,
+                         progress=None if quiet else status, locations=locations)
 
 
 

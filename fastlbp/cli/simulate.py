@@ -13,6 +13,7 @@ import typer
 from fastlbp.cli.app import (
     emit,
     handles_errors,
+    note,
     output_target,
     status,
 )
@@ -152,7 +153,7 @@ def simulate(
         emit(sim.to_table(result), output)
     if plot is not None:
         for p in sim.plot(result, plot, graph=graph, settings=settings):
-            status(f"wrote {p}")
+            note(f"wrote {p}", loading.quiet)
     from fastlbp.io.writers import safe_name
 
     dropped = [safe_name(s.alarm) for s in result.steps if s.evidence_dropped]
@@ -161,5 +162,5 @@ def simulate(
                f"were not used as evidence: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
     m = result.metrics
     done = "" if result.complete else f" (stopped by --max-rounds: {m.found} of {m.num_true} true found)"
-    status(f"{len(result.steps)} rounds{done}, {m.elapsed_s:.3f} s in rounds, "
-           f"compile {result.compile_s:.3f} s")
+    note(f"{len(result.steps)} rounds{done}, {m.elapsed_s:.3f} s in rounds, "
+         f"compile {result.compile_s:.3f} s.", loading.quiet)

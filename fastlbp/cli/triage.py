@@ -20,6 +20,7 @@ from fastlbp.cli.app import (
     data_folder,
     emit,
     handles_errors,
+    note,
     status,
 )
 from fastlbp.cli.evidence import (
@@ -71,9 +72,9 @@ def session_path(graph: Path, session: Path | None, folder: Path, *, existing: b
     if session is not None:
         path = session
     else:
-        path, note = locate(graph, folder, inputs)
-        if note:
-            status(note)
+        path, hint = locate(graph, folder, inputs)
+        if hint:
+            status(hint)
     if existing and not (path.exists() or path.is_symlink()):
         others = [p for p in namesakes(graph, folder) if p != path] if session is None else []
         hint = ""
@@ -216,14 +217,14 @@ def triage(
                         recover=recover, settings=settings, evidence=evidence, learning=learning)
     try:
         if resume:
-            status(f"resumed {len(t.order)} label(s) from {path}")
+            note(f"resumed {len(t.order)} label(s) from {path}", loading.quiet)
         if (resume or recover) and t.start.evidence:
-            status(f"{t.start.evidence.summary()} (stored in the session)")
+            note(f"{t.start.evidence.summary()} (stored in the session)", loading.quiet)
         if (resume or recover) and t.learning is not None:
-            status(f"learning the rule probabilities: {t.learning.steps} EM step(s) per label (stored in "
-                   f"the session)")
-        for note in t.replay_notes:
-            status(note)
+            note(f"learning the rule probabilities: {t.learning.steps} EM step(s) per label (stored in "
+                 f"the session)", loading.quiet)
+        for line in t.replay_notes:
+            status(line)
         changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS}
         if (resume or recover) and changes:
             with Ticker("a round with the new settings", progress):
@@ -257,7 +258,7 @@ def old_session(old_graph: Path, folder: Path, loading) -> Path | None:
                                                        loading.alarms, loading.priors))
     if not path.is_file():
         return None
-    status(f"labels of {old_graph}: its triage session {path}")
+    note(f"labels of {old_graph}: its triage session {path}", loading.quiet)
     return path
 
 

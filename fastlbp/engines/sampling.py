@@ -103,7 +103,9 @@ HOST_EDGES = 20_000
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # The device path draws from the tilted proposal (`proposal`, host work: 0.15 s at the ftp size on this
 # CPU) when the prior's worlds leave fewer than this share of their number effective.
-TILT_BELOW = 0.05
+TILT_BELOW = 2.0
+# Worlds of the probe that decides whether the device path tilts (`Sampler.__call__`).
+PROBE_WORLDS = 8192
 # Fewest worlds a time-bounded run draws (`Sampler.__call__`'s `seconds`).
 MIN_WORLDS = 1024
 
@@ -532,30 +534,35 @@ class Sampler:
         data = self._round_data(labels, None)
         run = self._compiled(data)
         self.tilted_coins = 0
+        first = None
+        if weighted and self.tilt:
+            # A probe from the prior tells whether the tilt's host work pays: kept when it does not.
+            probe = min(samples, PROBE_WORLDS)
+            acc = self._draw_device(run, key, data, 0, probe, None)
+            w1, w2 = (float(a) for a in jax.device_get(acc[2:4]))
+            if (w1 * w1 / w2 if w2 > 0 else 0.0) < TILT_BELOW * probe:
+                tilt = self._device_tilt(labels)
+                if tilt is not None:
+                    data = self._round_data(labels, tilt)
+                    self.tilted_coins = int(np.count_nonzero(tilt.tilted))
+                    acc = None
+            first = None if acc is None else (acc, probe)
         draw = functools.partial(self._draw_device, run, key, data)
-        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
-        if weighted and self.tilt and tally.effective < TILT_BELOW * tally.drawn and self.stopped != "time":
-            tilt = self._device_tilt(labels)
-            if tilt is not None:
-                data = self._round_data(labels, tilt)
-                self.tilted_coins = int(np.count_nonzero(np.asarray(tilt.tilted)))
-                tilted = self._drawing(functools.partial(self._draw_device, run, key, data), tally.drawn,
-                                       most, target_se, min_effective, rows, seconds)
-                if tilted.effective >= tally.effective:
-                    return tilted
-                self.tilted_coins = 0
-        return tally
+        return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, first)
 
     def _drawing(self, draw, samples: int, most: int, target_se: float, min_effective: float, rows,
-                 seconds: float) -> Tally:
-        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`."""
+                 seconds: float, first=None) -> Tally:
+        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`, from `first` = (sums,
+        worlds) already drawn, if given."""
         plan = self.plan
-        acc, drawn, target = None, 0, samples
+        acc, drawn = first if first is not None else (None, 0)
+        target = max(samples, drawn)
         start = time.perf_counter()
         self.stopped = "worlds"
         while True:
             t0 = time.perf_counter()
-            acc = draw(drawn, target, acc)
+            if target > drawn:
+                acc = draw(drawn, target, acc)
             s1, s2, w1, w2, _, positive = (np.asarray(a) for a in jax.device_get(acc))
             spent = time.perf_counter() - t0
             self.world_seconds = spent / (target - drawn) if target > drawn else self.world_seconds

@@ -74,8 +74,9 @@ _ONES = np.uint32(0xFFFFFFFF)
 LABELLED, TRUE, DEFERRED = 1, 2, 4
 # Label slots and parent entries the weights visit per loop trip: the work is in chunks of these, so a
 # label set costs in proportion to its size, never to the capacity.
-SLOT_CHUNK = 16
-ENTRY_CHUNK = 64
+SLOT_CHUNK = 8
+ENTRY_CHUNK = 32
+TILT_CHUNK = 64
 # A step's rows: blocks of at most this many rows are one step (powers of two); a remainder below
 # SMALL_STEP rows is rounded up to a power of two instead of cut further.
 SMALL_STEP = 8
@@ -325,6 +326,7 @@ class RoundData:
         entry_p1, entry_p2: (P,) float64 the parent's own p1, p2.
         odd_bits: per coin bucket (2, n) uint32 the digits odd words draw (p's where not tilted);
         odd_need: per coin bucket (n,) int32.
+        tilts: int32 tilted rows in use (the first ones of `tilt_rows`).
         tilt_rows: (T,) int32 state rows of the tilted variables (ONES_ROW for padding);
         tilt_a1, tilt_b1, tilt_a2, tilt_b2: (T,) float64 log P / Q of each coin outcome (0 for padding).
         tilted: bool some coin is tilted (the worlds are weighed against the mixture).
@@ -344,6 +346,7 @@ class RoundData:
     entry_p2: np.ndarray
     odd_bits: tuple
     odd_need: tuple
+    tilts: np.ndarray
     tilt_rows: np.ndarray
     tilt_a1: np.ndarray
     tilt_b1: np.ndarray
@@ -384,10 +387,10 @@ def round_data(program: Program, labels: dict[int, bool], tilt: proposal.Tilt | 
         odd_need.append(b.need)
     t_rows = np.full(cap.tilts, ONES_ROW, np.int32)
     t_par = np.zeros((4, cap.tilts))
-    tilted = False
+    tilted, n_tilts = False, 0
     if tilt is not None and tilt.tilted.any():
-        odd_bits, odd_need, t_rows, t_par = _device_tilt(program, tilt)
-        tilted = bool((t_par != 0).any())
+        odd_bits, odd_need, t_rows, t_par, n_tilts = _device_tilt(program, tilt)
+        tilted = n_tilts > 0
     return RoundData(
         row_code=code, slots=np.int32(slots), entries=np.int32(entries),
         slot_and=pad(arr.slot_kind[:slots] == AND, cap.slots, True, bool),
@@ -399,7 +402,7 @@ def round_data(program: Program, labels: dict[int, bool], tilt: proposal.Tilt | 
         entry_deferred=pad(arr.entry_deferred[:entries], cap.entries, False, bool),
         entry_p1=pad(arr.entry_p1[:entries], cap.entries, 0.0, np.float64),
         entry_p2=pad(arr.entry_p2[:entries], cap.entries, 0.0, np.float64),
-        odd_bits=tuple(odd_bits), odd_need=tuple(odd_need), tilt_rows=t_rows,
+        odd_bits=tuple(odd_bits), odd_need=tuple(odd_need), tilts=np.int32(n_tilts), tilt_rows=t_rows,
         tilt_a1=t_par[0], tilt_b1=t_par[1], tilt_a2=t_par[2], tilt_b2=t_par[3], tilted=np.bool_(tilted))
 
 
@@ -446,7 +449,7 @@ def _device_tilt(program: Program, tilt: proposal.Tilt):
     par = np.zeros((4, cap.tilts))
     rows[:vs.size] = plan.row_of[vs]
     par[:, :vs.size] = np.stack([a1[vs], b1[vs], a2[vs], b2[vs]])
-    return tuple(odd_bits), tuple(odd_need), rows, par
+    return tuple(odd_bits), tuple(odd_need), rows, par, int(vs.size)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -520,46 +523,65 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
     return state, conds
 
 
+# A log probability of 0 as a finite number: one-hot sums multiply it by 0 (-inf would give NaN), and
+# exp of it, or of a sum of up to 10^8 of it, is 0 as exp(-inf) is.
+_LOG_ZERO = -1e300
+
+
+def _entry_logs(p):
+    """(log p, log(1 - p)) of (E,) probabilities, log 0 as `_LOG_ZERO`."""
+    with np.errstate(divide="ignore"):
+        return (jnp.maximum(jnp.log(p), _LOG_ZERO), jnp.maximum(jnp.log1p(-p), _LOG_ZERO))
+
+
+def _one_hot(seg, chunk_slots: int):
+    """(S, E) float64 one-hot of each entry's slot in the chunk (a row of zeros for entries out of it):
+    sums over a chunk's entries by slot are one small matrix product, not a scatter."""
+    return (jnp.arange(chunk_slots, dtype=seg.dtype)[:, None] == seg[None, :]).astype(jnp.float64)
+
+
 def _slot_terms(data, bits_of, e0, e_end, s0, chunk_slots: int, n_worlds: int):
-    """Per-slot sums over one slot chunk's entries [e0, e_end): (any fixed, not-all fixed, log z, log y),
-    each (SLOT_CHUNK, N) (`importance.weigh`'s F and the deferred parents' products)."""
-    (_, _, _, slot_and, _, _, offsets, entry_slot, entry_row, entry_deferred, p1, p2, *_rest) = data
+    """Per-slot sums over one slot chunk's entries [e0, e_end): (fixed parents that hold, fixed parents
+    that fail, log z, log y), each (S, N) (`importance.weigh`'s F and the deferred parents' products:
+    z = prod (1 - q), y = prod q, with q = p1 or p2 of a deferred parent by its condition)."""
+    (_, _, _, _, _, _, _, entry_slot, entry_row, entry_deferred, p1, p2, *_rest) = data
     zeros = jnp.zeros((chunk_slots, n_worlds))
 
     def trip(k, acc):
-        any_f, not_all, log_z, log_y = acc
+        holds, fails, log_z, log_y = acc
         idx = e0 + k * ENTRY_CHUNK + jnp.arange(ENTRY_CHUNK, dtype=jnp.int32)
         ok = idx < e_end
         safe = jnp.where(ok, idx, 0)
-        seg = jnp.where(ok, entry_slot[safe] - s0, chunk_slots)
+        hot = _one_hot(jnp.where(ok, entry_slot[safe] - s0, chunk_slots), chunk_slots)  # (S, E)
         bits = bits_of(entry_row[safe])  # (E, N) bool
-        d = (entry_deferred[safe] & ok)[:, None]
-        fixed = (~entry_deferred[safe] & ok)[:, None]
-        q = jnp.where(d, jnp.where(bits, p1[safe][:, None], p2[safe][:, None]), 0.0)
-        log_q = jnp.where(d, jnp.log(jnp.where(d, q, 1.0)), 0.0)
-        log_1mq = jnp.where(d, jnp.log1p(-jnp.where(d, q, 0.0)), 0.0)
-
-        def seg_sum(x):
-            return jax.ops.segment_sum(x, seg, num_segments=chunk_slots + 1)[:chunk_slots]
-
-        return (any_f + seg_sum(jnp.where(fixed & bits, 1.0, 0.0)),
-                not_all + seg_sum(jnp.where(fixed & ~bits, 1.0, 0.0)),
-                log_z + seg_sum(log_1mq), log_y + seg_sum(log_q))
+        deferred = entry_deferred[safe] & ok
+        lq1, l1q1 = _entry_logs(p1[safe])
+        lq2, l1q2 = _entry_logs(p2[safe])
+        d = deferred[:, None]
+        fixed = (~deferred & ok)[:, None]
+        log_q = jnp.where(d, jnp.where(bits, lq1[:, None], lq2[:, None]), 0.0)
+        log_1mq = jnp.where(d, jnp.where(bits, l1q1[:, None], l1q2[:, None]), 0.0)
+        f = jnp.float64
+        return (holds + hot @ (fixed & bits).astype(f), fails + hot @ (fixed & ~bits).astype(f),
+                log_z + hot @ log_1mq, log_y + hot @ log_q)
 
     trips = (e_end - e0 + ENTRY_CHUNK - 1) // ENTRY_CHUNK
-    return lax.fori_loop(0, trips, trip, (zeros, zeros, zeros, zeros))
+    holds, fails, log_z, log_y = lax.fori_loop(0, trips, trip, (zeros, zeros, zeros, zeros))
+    # Sums of `_LOG_ZERO` back to -inf: a product with a factor 0 is 0.
+    return (holds, fails, jnp.where(log_z < 0.5 * _LOG_ZERO, -np.inf, log_z),
+            jnp.where(log_y < 0.5 * _LOG_ZERO, -np.inf, log_y))
 
 
 def _slot_weights(data, terms, s0, chunk_slots: int):
     """(log P(t = label | world) (S, N), log P(cond), is_or, any, all, log y) of one slot chunk."""
     (_, slots, _, slot_and, log_pa, log_pb, *_rest) = data
-    any_f, not_all, log_z, log_y = terms
+    holds, fails, log_z, log_y = terms
     sl = s0 + jnp.arange(chunk_slots, dtype=jnp.int32)
     valid = (sl < slots)[:, None]
     is_or = ~lax.dynamic_slice_in_dim(slot_and, s0, chunk_slots)[:, None]
     pa = lax.dynamic_slice_in_dim(log_pa, s0, chunk_slots)[:, None]
     pb = lax.dynamic_slice_in_dim(log_pb, s0, chunk_slots)[:, None]
-    any_fixed, all_fixed = any_f > 0.5, not_all < 0.5
+    any_fixed, all_fixed = holds > 0.5, fails < 0.5
     log_pc = jnp.where(is_or, jnp.where(any_fixed, 0.0, importance._log1mexp(jnp, log_z)),
                        jnp.where(all_fixed, log_y, -np.inf))
     log_1mpc = jnp.where(is_or, jnp.where(any_fixed, -np.inf, log_z),
@@ -638,7 +660,7 @@ def _batch(static: _Static, arrays, data, key, words, valid):
     """The weighted sums of one batch of words: (s1 (rows,), s2 (rows,), w1, w2, top, positive)."""
     coin_arrays, classes, steps = arrays
     (row_code, slots, _, _, _, _, _, entry_slot, entry_row, entry_deferred, _, _,
-     odd_bits, odd_need, tilt_rows, a1, b1, a2, b2, tilted) = data
+     odd_bits, odd_need, n_tilts, tilt_rows, a1, b1, a2, b2, tilted) = data
     coins = _coins(static, coin_arrays, odd_bits, odd_need, key, words)
     state, conds = _propagate(static, classes, steps, coins, row_code)
     state = state[:static.num_rows]
@@ -661,11 +683,22 @@ def _batch(static: _Static, arrays, data, key, words, valid):
         log_w = _label_log_w(data, bits_of, n_worlds, static.capacity)
 
         def with_tilt(log_w):
-            x = _unpack(jnp, _take(state, tilt_rows))
-            c = _unpack(jnp, _take(conds, tilt_rows))
-            f = jnp.float64
-            lr = (a1 @ (c & x).astype(f) + b1 @ (c & ~x).astype(f) + a2 @ (~c & x).astype(f)
-                  + b2 @ (~c & ~x).astype(f))
+            # log P / Q of the tilted coins a world drew, over the tilted rows in use, a chunk a trip:
+            # b2 + x (a2 - b2) + c (b1 - b2) + x c (a1 - b1 - a2 + b2) per row, as three products.
+            def trip(k, lr):
+                idx = k * TILT_CHUNK + jnp.arange(TILT_CHUNK, dtype=jnp.int32)
+                ok = idx < n_tilts
+                safe = jnp.where(ok, idx, 0)
+                rows = jnp.where(ok, tilt_rows[safe], ONES_ROW)
+                x = _unpack(jnp, _take(state, rows))
+                c = _unpack(jnp, _take(conds, rows))
+                ta1, tb1, ta2, tb2 = (jnp.where(ok, v[safe], 0.0) for v in (a1, b1, a2, b2))
+                f = jnp.float64
+                return (lr + tb2.sum() + (ta2 - tb2) @ x.astype(f) + (tb1 - tb2) @ c.astype(f)
+                        + (ta1 - tb1 - ta2 + tb2) @ (x & c).astype(f))
+
+            trips = (n_tilts + TILT_CHUNK - 1) // TILT_CHUNK
+            lr = lax.fori_loop(0, trips, trip, jnp.zeros(n_worlds))
             return log_w - jnp.logaddexp(np.log(proposal.PRIOR_SHARE), np.log1p(-proposal.PRIOR_SHARE) - lr)
 
         log_w = lax.cond(tilted, with_tilt, lambda lw: lw, log_w)

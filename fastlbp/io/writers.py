@@ -61,17 +61,36 @@ def _escaped(c: str) -> str:
     return f"\\U{code:08x}"
 
 
+# Decimals of an exact (or unchecked) probability, and the most a sampled one is given.
+EXACT_DECIMALS = 6
+# How many digits a sampled probability gets (`format_probability`), in words for help texts and README.
+SIGNIFICANT_DIGITS_RULE = ("a sampled probability is rounded at the first significant digit of its standard "
+                           "error (SE 0.00036: 0.0129)")
+
+
 def relation(alarm: str) -> str:
     """The relation of a tuple name: `race(1,2)` -> `race`; a bare name -> `alarm`."""
     head, paren, _ = alarm.partition("(")
     return head.strip() if paren and head.strip() else "alarm"
 
 
-def format_probability(p: float, log_odds: float = math.nan) -> str:
-    """P for people: 6 decimals, scientific below 1e-4, and below float64's range from the log-odds.
+def format_probability(p: float, log_odds: float = math.nan, stderr: float = math.nan) -> str:
+    """P for people, with the digits its error supports.
+
+    * An exact or unchecked (LBP) value: 6 decimals, scientific below 1e-4
+      (3 decimals of mantissa), and below float64's range from its log-odds
+      (`3.668e-348`), so that probabilities too small to print keep their order.
+    * A sampled value (`stderr` finite): rounded at the first significant digit
+      of its standard error, the digit the estimate can still get wrong
+      (`SIGNIFICANT_DIGITS_RULE`): P = 0.012940 with SE 0.00036 prints
+      `0.0129`; below 1e-4 in scientific notation with as many significant
+      digits (at least one). A standard error of 0 (every world agreed) or a
+      tiny one keeps at most the 6 decimals of an exact value.
 
     >>> format_probability(0.25), format_probability(3e-9), format_probability(0.0, -800.0)
     ('0.250000', '3.000e-09', '3.668e-348')
+    >>> format_probability(0.01294, stderr=0.00036), format_probability(0.5, stderr=0.02)
+    ('0.0129', '0.50')
     """
     if not math.isfinite(p):
         return str(p)
@@ -83,7 +102,14 @@ def format_probability(p: float, log_odds: float = math.nan) -> str:
         if mantissa >= 10.0:  # 9.9996 rounds up: 1.000 of the next decade, never "10.000e-349"
             mantissa, e = mantissa / 10.0, e + 1
         return f"{mantissa:.3f}e{e:03d}"
-    return f"{p:.6f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
+    if math.isfinite(stderr) and stderr > 0.0:
+        first = math.floor(math.log10(stderr))  # the decimal exponent of the error's first digit
+        if p == 0.0 or p >= 1e-4:
+            return f"{p:.{min(EXACT_DECIMALS, max(1, -first))}f}"
+        # Below 1e-4 as every table shows it, with the significant digits the error leaves (1 to 4).
+        digits = min(4, max(1, math.floor(math.log10(p)) - first + 1))
+        return f"{p:.{digits - 1}e}"
+    return f"{p:.{EXACT_DECIMALS}f}" if p == 0.0 or p >= 1e-4 else f"{p:.3e}"
 
 
 def _finite(x: float) -> float | None:
@@ -104,22 +130,33 @@ def _short(p: float) -> str:
     return f"{p:.4f}" if p == 0.0 or p >= 1e-3 else f"{p:.1e}"
 
 
-def to_table(ranking: Ranking) -> str:
+def to_table(ranking: Ranking, rows: int | None = None) -> str:
     """A plain-text table: rank, probability, its error, alarm (through `safe_name`); then the labelled
-    alarms. The error column says beside every number how far off it may be (`error_cell`); an LBP
-    ranking is followed by a line saying that its numbers are unchecked, and why when flagged."""
+    alarms.
+
+    The probability has the digits its error supports (`format_probability`); the error column says
+    beside every number how far off it may be (`error_cell`). What the numbers are and how far to
+    trust them as a whole (LBP's caveat, its flags) is not part of the table: `caveats` gives those
+    sentences, for stderr.
+
+    Args:
+        rows: show at most this many alarms (a terminal's height), then a line `... N more; --top 0 for
+            all`; None: every alarm of the ranking.
+    """
     lines = []
-    width = max([4] + [len(str(a.rank)) for a in ranking.alarms])
-    cells = [error_cell(ranking, a) for a in ranking.alarms]
+    alarms = ranking.alarms if rows is None else ranking.alarms[:rows]
+    width = max([4] + [len(str(a.rank)) for a in alarms])
+    cells = [error_cell(ranking, a) for a in alarms]
     head = {"exact": "error", "sample": "95% interval"}.get(ranking.method, "LBP")
     cw = max([len(head)] + [len(c) for c in cells])
-    lines.append(f"{'rank':>{width}}  probability  {head:<{cw}}  alarm")
-    for a, cell in zip(ranking.alarms, cells, strict=True):
-        lines.append(f"{a.rank:>{width}}  {format_probability(a.probability, a.log_odds):>11}  {cell:<{cw}}  "
-                     f"{safe_name(a.alarm)}")
-    hidden = ranking.total_unlabelled - len(ranking.alarms)
+    probs = [format_probability(a.probability, a.log_odds, a.stderr) for a in alarms]
+    pw = max([len("probability")] + [len(p) for p in probs])
+    lines.append(f"{'rank':>{width}}  {'probability':>{pw}}  {head:<{cw}}  alarm")
+    for a, p, cell in zip(alarms, probs, cells, strict=True):
+        lines.append(f"{a.rank:>{width}}  {p:>{pw}}  {cell:<{cw}}  {safe_name(a.alarm)}")
+    hidden = ranking.total_unlabelled - len(alarms)
     if hidden > 0:
-        lines.append(f"... {hidden} more (use --top)")
+        lines.append(f"... {hidden:,} more; --top 0 for all")
     if not ranking.alarms:
         lines.append("(no unlabelled alarms)")
     if ranking.labelled:
@@ -127,13 +164,20 @@ def to_table(ranking: Ranking) -> str:
         lines.append(f"labelled ({len(ranking.labelled)}):")
         for a in ranking.labelled:
             lines.append(f"  {'true ' if a.truth else 'false'}  {safe_name(a.alarm)}")
-    if ranking.method == "lbp" and ranking.alarms:
-        lines.append("")
-        lines.append("LBP's probabilities are approximate and unchecked on this graph (derivations that "
-                     "share tuples make them over- or under-confident, by orders of magnitude at worst); "
-                     "`fastlbp check` measures them, --method exact or sample gives the model's own")
-        lines += [f"FLAGGED: {f}" for f in ranking.flags]
     return "\n".join(lines) + "\n"
+
+
+# What `caveats` says of an LBP ranking: one sentence, for stderr.
+LBP_CAVEAT = ("note: LBP's probabilities are approximate and unchecked on this graph: derivations that share "
+              "tuples make them over- or under-confident, by orders of magnitude at worst. `fastlbp check` "
+              "measures them; --method exact or --method sample gives the model's own probabilities.")
+
+
+def caveats(ranking: Ranking) -> list[str]:
+    """Whole sentences about how far to trust a ranking's numbers as a whole, for stderr beside its table
+    (each flag of `Ranking.flags` is a warning of its own, said by the command): LBP's caveat; none for
+    exact and sampled rankings, whose error is beside each number."""
+    return [LBP_CAVEAT] if ranking.method == "lbp" and ranking.alarms else []
 
 
 def to_dict(ranking: Ranking) -> dict:
