@@ -31,6 +31,7 @@ import warnings
 
 MAX_STATES = 10_000  # NFA states of one pattern (counted repetitions are expanded)
 _MAX_DFA_STATES = 4_096  # cached DFA states of one pattern; past it the cache starts again
+_MAX_TRANSITIONS = 1_000_000  # cached transitions of one pattern (one per state and character seen)
 
 
 class PatternError(ValueError):
@@ -111,6 +112,7 @@ class Matcher:
         except RecursionError:
             raise PatternError("the pattern nests too deeply") from None
         self.dfa: dict = {}
+        self.transitions = 0  # cached in self.dfa
         self.begin = self._closure({self.start}, at_start=True)
 
     # building ------------------------------------------------------------------
@@ -214,10 +216,17 @@ class Matcher:
             if row is None:
                 if len(self.dfa) >= _MAX_DFA_STATES:
                     self.dfa.clear()
+                    self.transitions = 0
                 row = self.dfa[current] = {}
             nxt = row.get(ch)
             if nxt is None:
-                nxt = row[ch] = self._closure(out1[s] for s in current if kind[s] == "char" and arg[s](ch))
+                nxt = self._closure(out1[s] for s in current if kind[s] == "char" and arg[s](ch))
+                self.transitions += 1
+                if self.transitions > _MAX_TRANSITIONS:  # texts of many distinct characters: start again
+                    self.dfa.clear()
+                    self.transitions = 0
+                    row = self.dfa[current] = {}
+                row[ch] = nxt
             if not nxt:
                 return False
             current = nxt
