@@ -262,3 +262,17 @@ def test_expanded_rules_keep_a_bounded_text_and_deep_expressions_ground():
     assert len(program.rules) == 4_096 and {len(r.text) for r in program.rules} == {2_000}
     deep = HEAD + "a(" + "+".join(["x"] * 100) + ") :- b(x).\na(" + "(" * 97 + "x" + ")" * 97 + ") :- b(x).\n"
     assert outputs(deep)[0]["a"] == {"a(100)", "a(1)"}
+
+
+def test_the_matchers_cache_starts_again_past_its_bound_with_the_same_answers(monkeypatch):
+    import random
+    import re
+
+    from datalog import regex_match
+    monkeypatch.setattr(regex_match, "_MAX_TRANSITIONS", 50)
+    matcher = compile_pattern("(a|[^b])*c")
+    rng = random.Random(1)
+    for _ in range(200):
+        text = "".join(chr(rng.randint(97, 400)) for _ in range(30)) + rng.choice(["c", "b", ""])
+        assert matcher.fullmatch(text) == (re.fullmatch("(a|[^b])*c", text) is not None)
+    assert matcher.transitions <= 50
