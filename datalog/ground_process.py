@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datalog import souffle
-from datalog.functors import Context, FunctorLimits
+from datalog.functors import FunctorLimits, TypedContext
 from datalog.reading import shown
 from fastlbp.core.errors import InputError
 from fastlbp.core.resources import MemoryLimit, memory_limit
@@ -36,7 +36,7 @@ class GroundingLimit(Exception):
 
 
 def _run(ctl, text: str, log: list[str], limits: FunctorLimits | None = None) -> None:
-    context = Context(limits or FunctorLimits())
+    context = TypedContext(limits or FunctorLimits())
     try:
         ctl.add("base", [], text)
         ctl.ground([("base", [])], context=context)

@@ -81,7 +81,8 @@ def test_info_schedule(monkeypatch):
     r = cli("info", PRESTO, "--schedule", "seqfix", "--format", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["schedule"] == {"batches": 3, "analysis_seconds": 0.01}
-    assert seen["args"] == (41, "seqfix")
+    num_vars, plan = seen["args"]  # the run's plan: it says which engine runs (fused, persistent)
+    assert (num_vars, plan.schedule.strategy, plan.platform is not None) == (41, "seqfix", True)
 
 
 def test_shipped_examples_load():

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from datalog.bayesnet import to_model
 from datalog.synthetic import generate, sample_truth
+from fastlbp.core import constraints
 from fastlbp.core.errors import ContradictoryEvidence
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.model import Model
-from fastlbp.inference import constraints
 from fastlbp.inference.session import Session
 from fastlbp.io.loading import load
 

@@ -8,9 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import Contradiction, exact_marginals
 
+from fastlbp.core import constraints
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.model import Model
-from fastlbp.inference import constraints, lbp_checks
+from fastlbp.inference import lbp_checks
 from fastlbp.inference.session import Round, Session
 from fastlbp.io import loading
 

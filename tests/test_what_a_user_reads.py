@@ -21,10 +21,10 @@ from triage_support import write_demo
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
+from fastlbp.core.text import format_probability
 from fastlbp.inference import check as checking
 from fastlbp.inference.ranking import RankedAlarm, Ranking
 from fastlbp.io import sarif, writers
-from fastlbp.io.writers import format_probability
 
 ROOT = Path(__file__).resolve().parents[1]
 TAINT = ROOT / "data" / "taint"

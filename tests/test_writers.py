@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
 from fastlbp.core.settings import Settings
+from fastlbp.core.text import csv_row, format_probability, relation, safe_name
 from fastlbp.inference import ranking
 from fastlbp.inference.ranking import LabelledAlarm, RankedAlarm, Ranking
 from fastlbp.io import writers
@@ -34,8 +35,8 @@ def small_ranking(total_unlabelled=3):
 
 
 def test_relation():
-    assert writers.relation("race(1,2)") == "race"
-    assert writers.relation("87") == "alarm"
+    assert relation("race(1,2)") == "race"
+    assert relation("87") == "alarm"
 
 
 def test_table_json_csv_of_a_ranking():
@@ -154,16 +155,16 @@ HOSTILE = ["race\x1b[31m(1,2)\x1b[0m", "a(1)\nb(2)", "c(\r)", "tab\t(1)", "nul\x
 
 
 def test_safe_name_escapes_what_a_terminal_would_act_on():
-    assert writers.safe_name("race(1,2)") == "race(1,2)"
-    assert writers.safe_name("größe(1, «x»)") == "größe(1, «x»)"  # printable non-ASCII stays
-    assert writers.safe_name("a\x1b[31mb") == "a\\x1b[31mb"
-    assert writers.safe_name("a\nb\r\t") == "a\\nb\\r\\t"
-    assert writers.safe_name("\x00\x7f\x9b") == "\\x00\\x7f\\x9b"
-    assert writers.safe_name("x\u2028\u202e\u200b") == "x\\u2028\\u202e\\u200b"
-    assert writers.safe_name("\ud800") == "\\ud800"
-    assert writers.safe_name("\U000e0001") == "\\U000e0001"  # a language tag (format character)
+    assert safe_name("race(1,2)") == "race(1,2)"
+    assert safe_name("größe(1, «x»)") == "größe(1, «x»)"  # printable non-ASCII stays
+    assert safe_name("a\x1b[31mb") == "a\\x1b[31mb"
+    assert safe_name("a\nb\r\t") == "a\\nb\\r\\t"
+    assert safe_name("\x00\x7f\x9b") == "\\x00\\x7f\\x9b"
+    assert safe_name("x\u2028\u202e\u200b") == "x\\u2028\\u202e\\u200b"
+    assert safe_name("\ud800") == "\\ud800"
+    assert safe_name("\U000e0001") == "\\U000e0001"  # a language tag (format character)
     for name in HOSTILE:
-        shown = writers.safe_name(name)
+        shown = safe_name(name)
         assert shown.isprintable() and shown.encode("utf-8"), repr(shown)
 
 
@@ -191,7 +192,7 @@ def test_csv_and_json_keep_names_faithfully():
     assert [row[1] for row in rows[1:]] == HOSTILE + ["lab\x1b]0;pwned\x07"]
     assert text.count("\n") == len(rows) + 1  # "a(1)\nb(2)" is quoted, not a row of its own
     assert '"c(\r)"' in text and '"race\x1b[31m(1,2)\x1b[0m"' in text  # every control character quoted
-    assert writers.csv_row(["x\ry", 1, ""]) == '"x\ry",1,\n'
+    assert csv_row(["x\ry", 1, ""]) == '"x\ry",1,\n'
     doc = json.loads(writers.to_json(r))
     assert [a["alarm"] for a in doc["alarms"]] == HOSTILE
     assert writers.to_json(r).isascii()  # JSON escapes every control character (and the rest)
@@ -231,7 +232,7 @@ def _decimal_log10(text: str) -> float:
 @given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_format_probability_against_the_number(p, q):
     """What is printed reads back as P (6 decimals, or 4 significant digits below 1e-4), in order."""
-    text = writers.format_probability(p)
+    text = format_probability(p)
     back = float(text)
     if p >= 1e-4 or p == 0.0:
         assert "e" not in text and abs(back - p) <= 5e-7
@@ -239,7 +240,7 @@ def test_format_probability_against_the_number(p, q):
         assert re.fullmatch(r"[1-9]\.\d{3}e-\d\d\d?", text), text
         assert abs(back - p) <= 5e-4 * p
     lo, hi = sorted((p, q))
-    assert float(writers.format_probability(lo)) <= float(writers.format_probability(hi))
+    assert float(format_probability(lo)) <= float(format_probability(hi))
 
 
 @settings(max_examples=300, deadline=None)
@@ -247,8 +248,8 @@ def test_format_probability_against_the_number(p, q):
 @example(-746.0376)  # mantissa 9.9996: printed "10.000e-325" before rounding carried into the exponent
 def test_format_probability_below_float64_from_the_log_odds(log_odds):
     """P = sigmoid(lo) ~ e^lo rounds to 0.0 in float64: the log-odds give mantissa and exponent."""
-    text = writers.format_probability(0.0, log_odds)
+    text = format_probability(0.0, log_odds)
     assert re.fullmatch(r"[1-9]\.\d{3}e-\d{3,4}", text), text
     exact = log_odds / math.log(10.0)
     assert abs(_decimal_log10(text) - exact) <= 2.2e-4  # 3 decimals of the mantissa: log10(1.0005)
-    assert float(writers.format_probability(0.0, log_odds - 1.0).split("e")[1]) <= float(text.split("e")[1])
+    assert float(format_probability(0.0, log_odds - 1.0).split("e")[1]) <= float(text.split("e")[1])

@@ -26,7 +26,7 @@ from fastlbp.cli.options import (
     settings_of,
 )
 
-# fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines: 2-3 s)
+# fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines)
 # for an option type would slow every command down. tests/test_cli_startup.py checks that they agree.
 Reference = StrEnum("Reference", {r: r for r in ("auto", "exact", "sample")})
 

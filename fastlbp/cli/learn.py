@@ -52,7 +52,7 @@ def learn(
 ) -> None:
     """Learn rule probabilities from labels: EM on the Bayesian network, a Beta prior per rule.
 
-    Writes 'Rk: p' lines (the format of rule-prob.txt and --rule-prob), each
+    Writes 'NAME: p' lines (the graphs' rule names; the format of rule-prob.txt and --rule-prob), each
     after a comment with the rule's support (clause instances in the labelled
     graphs, expected bodies held and fired) and a 95% interval; a rule without
     support keeps its prior value and says so.
@@ -71,9 +71,9 @@ def learn(
 
       fastlbp rank d.json --rule-prob rule-prob.txt
     """
+    from datalog.rule_probs import format_rule_probs
     from fastlbp.inference.learn import Learner, LearnOptions, training_labels
     from fastlbp.io.loading import load_labels
-    from fastlbp.io.rule_probs import format_rule_probs
 
     pairs = [split_graph_labels(g) for g in graphs]
     output = output_target(output, *[p for pair in pairs for p in pair], loading.rule_prob)

@@ -17,7 +17,7 @@ from fastlbp.cli.app import (
     sentence,
     status,
 )
-from fastlbp.cli.evidence import SoftLabelsOpt, gather
+from fastlbp.cli.evidence import EvidenceOptions, SoftLabelsOpt, gather
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -85,7 +85,8 @@ def marginals(
 
         # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
         model = rebuild(model, prune=False)
-    ev = gather(model, labels=labels, replace=True, soft_labels=soft_labels, progress=progress)
+    ev = gather(model, labels=labels, replace=True, evidence=EvidenceOptions(soft_labels=soft_labels),
+                progress=progress)
     model, known, soft = ev.model, ev.labels, ev.soft
     loading.start_jax(progress)
     from fastlbp.inference import session  # the session and engines: imported when the command runs
@@ -112,7 +113,7 @@ def marginals(
                     **methods.summary_dict(rnd)})
         emit(json.dumps(doc), output)
     else:
-        from fastlbp.io.writers import csv_document
+        from fastlbp.core.text import csv_document
 
         header = ["variable", "probability"] + (["stderr", "lower", "upper"] if errors else [])
         rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])

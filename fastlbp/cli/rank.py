@@ -20,14 +20,7 @@ from fastlbp.cli.app import (
     summary,
     terminal_rows,
 )
-from fastlbp.cli.evidence import (
-    CarryConfidenceOpt,
-    LabelsFromOpt,
-    MatchOpt,
-    OldLabelsOpt,
-    SoftLabelsOpt,
-    gather,
-)
+from fastlbp.cli.evidence import EvidenceOptions, gather
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -97,12 +90,8 @@ def rank(
     new_only: NewOnlyOpt = False,
     source_root: SourceRootOpt = None,
     pretty: PrettyOpt = False,
-    soft_labels: SoftLabelsOpt = None,
-    labels_from: LabelsFromOpt = None,
-    old_labels: OldLabelsOpt = None,
-    match: MatchOpt = None,
-    carry_confidence: CarryConfidenceOpt = 0.9,
     *,
+    evidence: EvidenceOptions,
     inference: InferenceOptions,
     loading: LoadOptions,
 ) -> None:
@@ -156,8 +145,7 @@ def rank(
     model = loading.load(graph, settings, progress)
     if not model.alarms:
         note(f"note: {graph} names no alarms; ranking every variable", loading.quiet)
-    ev = gather(model, labels=labels, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels,
-                match=match, confidence=carry_confidence, loading=loading, settings=settings,
+    ev = gather(model, labels=labels, evidence=evidence, loading=loading, settings=settings,
                 progress=progress)
     model, known, soft = ev.model, ev.labels, ev.soft
     base = None

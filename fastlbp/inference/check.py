@@ -21,10 +21,10 @@ import numpy as np
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
+from fastlbp.core.text import format_probability, safe_name
 from fastlbp.engines.marginals import Marginals
 from fastlbp.inference.ranking import alarm_vars
 from fastlbp.inference.session import Round, Session
-from fastlbp.io.writers import format_probability, safe_name
 
 REFERENCES = ("auto", "exact", "sample")
 # The verdict: "warn" when LBP misses the reference by more than this on some alarm (beyond 3

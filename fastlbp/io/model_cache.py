@@ -225,7 +225,7 @@ class Key:
 
 def lookup_key(path: str | os.PathLike, format: str, options: dict[str, Any]) -> Key | None:
     """The key of loading `path` as `format` with `options` (JSON-able), or None when not cacheable."""
-    from fastlbp import __version__
+    from fastlbp.core.version import __version__
 
     stamp = input_stamp(path)  # first: a write while hashing changes the stamp taken after loading
     content = input_digest(path)
@@ -263,7 +263,7 @@ def _entry_bytes(secret: bytes, key: Key, model: Any) -> list[bytes | memoryview
     Raises:
         Unsupported: a model the schema cannot hold exactly.
     """
-    from fastlbp import __version__
+    from fastlbp.core.version import __version__
 
     fields, arrays = model_schema.encode(model)
     listed = [(name, a.dtype.str, a.shape) for name, a in arrays]

@@ -51,8 +51,9 @@ from urllib.parse import quote
 import numpy as np
 
 from datalog.annotations import LocationIndex
-from fastlbp import __version__
 from fastlbp.core.model import Model
+from fastlbp.core.text import format_probability, relation
+from fastlbp.core.version import __version__
 from fastlbp.inference.explain import clause_index, explain
 from fastlbp.inference.ranking import Ranking, alarm_vars
 from fastlbp.io.sarif_ci import (
@@ -65,7 +66,6 @@ from fastlbp.io.sarif_ci import (
     read_baseline,
     shown_path,
 )
-from fastlbp.io.writers import format_probability, relation
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"  # the uriBaseId of every file: paths are relative to the source root

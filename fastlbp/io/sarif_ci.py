@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from fastlbp.core.errors import InputError
-from fastlbp.io.writers import format_probability, relation
+from fastlbp.core.text import format_probability, relation
 
 FINGERPRINT_KEY = "fastlbpAlarm/v1"
 BASELINE_STATES = ("new", "unchanged", "updated", "absent")

@@ -224,7 +224,7 @@ class OnlineRules:
         self.hard = None  # the stated model's hard constraints (`constraints.prepare`), once needed
         # One E-step at the stated probabilities now (its result unused): the E-step's program is
         # planned and compiled with the session's first round, not in the first label's; so is
-        # scipy.stats imported (1.2 s), which the learner's intervals use.
+        # scipy.stats imported , which the learner's intervals use.
         self.learner.counts(self.learner.probability)
         import scipy.stats  # noqa: F401
 
@@ -234,7 +234,7 @@ class OnlineRules:
         Raises:
             ContradictoryEvidence: the labels have probability 0 (the probabilities are as before).
         """
-        from fastlbp.inference import constraints
+        from fastlbp.core import constraints
 
         start = time.perf_counter()
         # Labels the stated model's hard constraints rule out are refused before the EM steps, whose
@@ -270,7 +270,7 @@ class OnlineRules:
     def model_now(self) -> Model:
         """The model with the probabilities now: new factor parameters only (`apply_rule_probs`), which
         `Session.set_parameters` takes as data."""
-        from fastlbp.io.rule_probs import apply_rule_probs
+        from datalog.rule_probs import apply_rule_probs
 
         return apply_rule_probs(self.model, self.learner.current())
 

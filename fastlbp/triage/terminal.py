@@ -18,8 +18,8 @@ from typing import TextIO
 import numpy as np
 
 from fastlbp.core.errors import InputError
+from fastlbp.core.text import format_probability, safe_name
 from fastlbp.inference.explain import format_explanation
-from fastlbp.io.writers import format_probability, safe_name
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
@@ -135,7 +135,7 @@ class Terminal:
         self.say(format_explanation(t.explain(var, self.why)))
 
     def _p(self, var: int) -> str:
-        """P(var) as every table shows it (`writers.format_probability`: a sampled one to its standard
+        """P(var) as every table shows it (`core.text.format_probability`: a sampled one to its standard
         error, scientific below 1e-4), and beside
         it how far off it may be: a sampled estimate's 95% interval, "exact", or for LBP "LBP estimate,
         unchecked" (or FLAGGED with the reason: `Round.flags`)."""
