@@ -310,7 +310,8 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
 def _rule_text(source: str) -> str:
     """A rule's text as its rules keep it: whitespace runs made one space, and at most MAX_RULE_TEXT
     characters (one clause of a disjunction becomes up to MAX_ALTERNATIVES rules, each keeping its text
-    in the derivation graph, and the outputs write it once per rule)."""
+    in the derivation graph, and the outputs write it once per rule: a long conjunct shared by 4,096
+    alternatives would be kept 4,096 times)."""
     cut = len(source) > 4 * MAX_RULE_TEXT  # not split whole: a 6 MB rule would be copied per rule
     text = " ".join((source[:4 * MAX_RULE_TEXT] if cut else source).split())
     if cut or len(text) > MAX_RULE_TEXT:
@@ -384,7 +385,7 @@ def _check(p: _Parser) -> Program:
                            p.branch_type).check() for rule in p.rules]
     p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own
     # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
-    p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)
+    p.rules = [dataclasses.replace(r, text=_rule_text(rule_text(r)), label=name)  # at most MAX_RULE_TEXT
                for r, name in zip(p.rules, rule_names(p.rules), strict=True)]
     strata = _stratify(p, err)
     return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
