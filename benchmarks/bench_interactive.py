@@ -132,12 +132,13 @@ def independent_check(model, first, worlds: int) -> dict:
 
 def session_rounds(model, rounds: int, reference_worlds: int = 0) -> dict:
     """The default method's session: the first round, then a label per round (the top alarm)."""
+    from fastlbp.core.settings import Settings
     from fastlbp.inference.session import Session
 
     truth = truth_of(model)
     before = sum(COMPILES.values())
     t0 = time.perf_counter()
-    session = Session(model)
+    session = Session(model, Settings().interactive())  # as simulate and triage run it
     session.compile_checks()
     first = session.run()
     first_s = time.perf_counter() - t0

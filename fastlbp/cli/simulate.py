@@ -47,6 +47,7 @@ def progress_line(i: int, step) -> str:
 @handles_errors
 @graph_command
 def simulate(
+    ctx: typer.Context,
     graph: GraphArg,
     oracle: Annotated[Path | None, typer.Option(
         "--oracle", help="True alarms, one name per line (Bingo's oracle_queries.txt); every other alarm "
@@ -91,10 +92,13 @@ def simulate(
 
       fastlbp simulate graph.json --learn --method lbp
     """
+    from fastlbp.cli.triage import given_options
     from fastlbp.inference import simulate as sim  # the session and engines: imported when the command runs
     from fastlbp.io import plots
 
     settings = settings_of(loading, inference)
+    if not given_options(ctx, ("sample_seconds",)):
+        settings = settings.interactive()
     if plot is not None:
         try:
             plots.require_matplotlib()

@@ -179,6 +179,8 @@ def triage(
         export_labels(graph, session_path(graph, session, folder, existing=True, inputs=inputs), export)
         return
     settings = settings_of(loading, inference)
+    if not given_options(ctx, ("sample_seconds",)):
+        settings = settings.interactive()
     path = session_path(graph, session, folder, existing=resume or recover, inputs=inputs)
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
     starting = given_options(ctx, EVIDENCE_OPTIONS)

@@ -45,6 +45,11 @@ SAMPLER = "sampler"  # exact inference's and the sampler's budgets
 LOADING = "loading"  # how a graph is read: shapes the model before any session
 
 
+# Seconds of drawing a round of an interactive session may take unless --sample-seconds says otherwise:
+# a person waits for each round (the standard errors then shown say what the budget bought).
+INTERACTIVE_SAMPLE_SECONDS = 0.4
+
+
 @dataclasses.dataclass(frozen=True)
 class Flag:
     """How a `Settings` field is offered on the command line; `fastlbp.cli.options` makes every command's
@@ -168,9 +173,15 @@ class Settings:
     target_se: float = _option(0.0025, SAMPLER)
     sample_seconds: float = _option(4.0, SAMPLER, flag=Flag(
         ("--sample-seconds",), "Sampling stops doubling once a round would draw for longer than this (0: no "
-                               "limit); the status line says when it ended a round early.", minimum=0.0))
+                               "limit; default 4, and 0.4 for a round of simulate and triage); the status "
+                               "line says when it ended a round early.", minimum=0.0))
     exact_memory: int | None = _option(None, SAMPLER, stored=False)
     remedies: bool = _option(True, CONTROL, stored=False)
+
+    def interactive(self) -> Settings:
+        """These settings for the rounds of an interactive session (`simulate`, `triage`): a sampling
+        round bounded by `INTERACTIVE_SAMPLE_SECONDS` (a person waits for each)."""
+        return self.replace(sample_seconds=INTERACTIVE_SAMPLE_SECONDS)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:

@@ -599,7 +599,10 @@ class Sampler:
         batches = -(-(total_words - first_word) // self.batch_words)
         batch = run(self._device_arrays, data, key, np.uint32(first_word), np.int32(batches),
                     np.int64(stop - start))
-        return batch if acc is None else sampling_program.combine(acc, batch)
+        # Combined on the host (the sums come back anyway): jnp here compiled its small ops at the
+        # first doubling of a session, in the middle of the interactive loop.
+        batch = tuple(np.asarray(a) for a in jax.device_get(batch))
+        return batch if acc is None else _combine(np, acc, batch)
 
     def _device_tilt(self, labels: dict[int, bool]):
         """The proposal's `Tilt` for a label set (host work, `proposal.tilted_coins`), or None."""

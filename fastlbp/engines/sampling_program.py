@@ -729,8 +729,7 @@ def _batch(static: _Static, arrays, data, key, words, valid):
         scale = jnp.where(top > -np.inf, top, 0.0)
         omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
         omega2 = omega * omega
-        both = _rows_dot(jnp, state, jnp.stack([omega, omega2], axis=1))
-        s1, s2 = both[:, 0], both[:, 1]
+        s1, s2 = _weighted_sums(state, omega, omega2)
         e1, e2 = _deferred_sums(data, bits_of, omega, static.capacity)
         in_use = jnp.arange(entry_row.shape[0]) < data[2]
         target = jnp.where(entry_deferred & in_use, entry_row, static.num_rows)
@@ -739,6 +738,30 @@ def _batch(static: _Static, arrays, data, key, words, valid):
         return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
 
     return lax.cond((slots > 0) | tilted, weighted, plain, None)
+
+
+# Rows whose weighted sums one trip of `_weighted_sums` computes: its byte lookups (rows x 4 W x 2)
+# stay below 2^26 float64 (XLA materialised all of them at once: 321 GiB at hmmer's 1.43M rows).
+TALLY_LOOKUPS = 1 << 25
+
+
+def _weighted_sums(state, omega, omega2):
+    """(R,) sums of omega and of omega^2 over the worlds where each row's bit is 1, in row chunks."""
+    rows, width = state.shape
+    chunk = max(1, min(rows, TALLY_LOOKUPS // (4 * width)))
+    chunk = 1 << (chunk.bit_length() - 1)
+    trips = -(-rows // chunk)
+    zero = state[0, 0] & np.uint32(0)  # from an input: XLA does not fold the padding into a constant
+    padded = jnp.concatenate([state, jnp.full((trips * chunk - rows, width), zero, state.dtype)]) \
+        if trips * chunk > rows else state
+    weights = jnp.stack([omega, omega2], axis=1)
+
+    def trip(k, out):
+        part = lax.dynamic_slice_in_dim(padded, k * chunk, chunk)
+        return lax.dynamic_update_slice_in_dim(out, _rows_dot(jnp, part, weights), k * chunk, 0)
+
+    out = lax.fori_loop(0, trips, trip, jnp.zeros((trips * chunk, 2)))
+    return out[:rows, 0], out[:rows, 1]
 
 
 def combine(acc, batch):
