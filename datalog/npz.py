@@ -42,7 +42,7 @@ import numpy as np
 
 from datalog.annotations import parse_annotations
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp.core.errors import InputError, check_path, decompression_limit
+from fastlbp.core.errors import InputError, check_path, decompression_limit, read_raw
 from fastlbp.io.outputs import write_atomically
 
 FORMAT_NAME = "fastlbp-derivation-npz"
@@ -187,15 +187,18 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
     check_path(p)
     if p.is_dir():
         raise InputError(str(p), None, "is a directory, expected a derivation.npz file")
+    # Read once, then taken apart from memory: what is parsed is exactly the bytes read (and hashed for
+    # the model cache, `fastlbp.core.errors.recorded_reads`), whatever replaces the file meanwhile.
+    data = io.BytesIO(read_raw(p))
     try:
-        with zipfile.ZipFile(p) as zf:
+        with zipfile.ZipFile(data) as zf:
             infos = zf.infolist()
         packed = [i for i in infos if i.compress_type != zipfile.ZIP_STORED]
         limit = decompression_limit(sum(i.compress_size for i in packed), max_decompressed)
         if packed and sum(i.file_size for i in packed) > limit:
             raise InputError(str(p), None, f"its compressed arrays would take over {limit:,} bytes once "
                              "decompressed, past the limit for this archive")
-        with np.load(p, allow_pickle=False) as z:
+        with np.load(data, allow_pickle=False) as z:
             arrays = {name: z[name] for name in z.files}
     except (zipfile.BadZipFile, ValueError, EOFError) as err:
         raise InputError(str(p), None, f"not a derivation.npz file (numpy's .npz archive): {err}") from None
