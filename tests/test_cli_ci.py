@@ -172,3 +172,26 @@ def test_soft_labels_keep_the_graphs_own_labels(tmp_path):
             assert out["marginals"]["race(1,2)"] == 1.0
         else:
             assert [x["alarm"] for x in out["labelled"]] == ["race(1,2)"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"runs": [{"results": [{"partialFingerprints": [1, 2], "properties": {"alarm": "race(9,9)"}}]}]}',
+    '{"runs": [{"results": [{"properties": [1]}]}]}',
+    '{"runs": [{"results": [{"ruleId": {"a": 1}, "properties": {"alarm": "race(9,9)"}}]}]}',
+    '{"runs": [' + "[" * 100_000 + "]" * 100_000 + "]}",
+])
+def test_a_malformed_baseline_is_a_clean_error(tmp_path, text):
+    """Issue 41, item 14: AttributeError, TypeError, RecursionError tracebacks (exit 1) before."""
+    base = tmp_path / "b.sarif"
+    base.write_text(text)
+    res = invoke("rank", RACE, "-f", "sarif", "--baseline", base)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: {base}: ") and "Traceback" not in res.output
+
+
+def test_a_baseline_with_a_byte_order_mark_is_accepted(tmp_path):
+    _, old = sarif_of(RACE)
+    base = tmp_path / "bom.sarif"
+    base.write_bytes(b"\xef\xbb\xbf" + json.dumps(old).encode())
+    res, now = sarif_of(RACE, "--baseline", base)
+    assert {r["baselineState"] for r in now["runs"][0]["results"]} == {"unchanged"}
