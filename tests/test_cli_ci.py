@@ -134,8 +134,9 @@ def test_labels_from_an_old_version(tmp_path, probabilities):
     match.write_text("race(6,5)\trace(6,1)\nrace(1,2)\trace(6,1)\n")
     res = invoke("rank", path, "-f", "json", "-q", "--labels-from", old, "--old-labels", labels,
                  "--match", match)
-    assert res.exit_code == 2 and res.stderr.startswith(f"error: {match}: the old labels 'race(1,2)' (false), "
-                                                        "'race(6,5)' (true) all become"), res.output
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: {match}: the old labels 'race(1,2)' (false), 'race(6,5)' (true) "
+                                 "all become"), res.output
 
 
 def test_soft_labels_in_marginals_and_simulate(tmp_path):
