@@ -202,3 +202,11 @@ def test_a_baseline_with_a_byte_order_mark_is_accepted(tmp_path):
     base.write_bytes(b"\xef\xbb\xbf" + json.dumps(old).encode())
     res, now = sarif_of(RACE, "--baseline", base)
     assert {r["baselineState"] for r in now["runs"][0]["results"]} == {"unchanged"}
+
+
+def test_source_root_must_be_a_folder(tmp_path):
+    """Issue 41: a missing folder or a file was taken, every location then reported missing or wrong."""
+    for root, words in ((tmp_path / "missing", "no such file or directory"), (RACE, "is not a folder")):
+        res = invoke("rank", RACE, "-f", "sarif", "--source-root", root)
+        assert res.exit_code == 2 and res.stderr.startswith(f"error: {root}: {words}"), res.output
+        assert "Traceback" not in res.output
