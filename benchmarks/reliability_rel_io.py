@@ -432,7 +432,38 @@ def run_paths(tmp: Path, timeout: float) -> list[tuple[str, str, str]]:
         ],
         "--rule-prob": lambda p: ["rank", RACE, "-q", "--rule-prob", p],
     }
+    graph_commands = {
+        "rank": lambda p: ["rank", p, "-q"],
+        "info": lambda p: ["info", p],
+        "triage": lambda p: ["triage", p],
+        "triage --session": lambda p: ["triage", RACE, "--session", p],
+        "learn": lambda p: ["learn", p, "-q"],
+        "marginals": lambda p: ["marginals", p, "-q"],
+    }
+    fifo = tmp / "graph.fifo"
+    os.mkfifo(fifo)
+
+    def endless(fifo=fifo):
+        def write():
+            with contextlib.suppress(OSError), open(fifo, "wb") as f:
+                while True:
+                    f.write(b"x" * (1 << 20))
+
+        threading.Thread(target=write, daemon=True).start()
+        return fifo
+
     out = []
+    for name, command in graph_commands.items():
+        for what, path in {"/dev/zero": Path("/dev/zero"), "a FIFO of endless bytes": None}.items():
+            out.append(
+                (f"path: {name} {what}",)
+                + run_case(
+                    lambda c=command, p=path: invoke(c(p if p is not None else endless()), input="q\n"),
+                    "error",
+                    None,
+                    timeout,
+                )
+            )
     for option, command in commands.items():
         for what, path in paths.items():
             if option == "--source-root" and what == "a directory":

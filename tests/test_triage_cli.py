@@ -181,3 +181,10 @@ def test_a_session_with_a_trigger_is_refused(tmp_path):
     assert_clean_error(triage(graph, "--session", session, "--resume", input="t\nq\n"), session,
                        "trigger 'flip'", "--recover")
     assert session.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero here")
+def test_a_graph_that_never_ends_names_no_session():
+    """Issue 41's campaign: `triage /dev/zero` hashed the device forever to name its default session."""
+    res = triage("/dev/zero")
+    assert_clean_error(res, "/dev/zero", "not a regular file")
