@@ -90,7 +90,7 @@ def judge(res, expect: str, check: Callable | None = None) -> tuple[str, str]:
             return "wrong", f"exit 2 without 'error: ': {res.stderr[:300]!r}"
         if expect != "error":
             return "wrong", f"refused a good input: {res.stderr[:300]!r}"
-        return "clean", ""
+        return "clean", res.stderr.splitlines()[0][:300]  # the message, for reading the JSON
     if res.exit_code not in (0,):
         return "traceback", f"exit {res.exit_code}: {res.output[-400:]!r}"
     if expect == "error":

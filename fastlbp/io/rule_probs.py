@@ -79,7 +79,8 @@ def read_priors(path: str | os.PathLike) -> list[tuple[int, str, float, float | 
             if not 0 < strength <= MAX_PRIOR_STRENGTH:
                 raise InputError(str(p), ln, f"the prior strength of rule {name} must be a number in (0, "
                                  f"{MAX_PRIOR_STRENGTH:g}] (pseudo-counts), got {shown(fields[1])}")
-        once.set(name, (centre, strength), ln, name)
+        once.set(name, (centre, strength), ln, name,
+                 lambda v: f"{v[0]:g}" + ("" if v[1] is None else f" with strength {v[1]:g}"))
         out.append((ln, name, centre, strength))
     return out
 

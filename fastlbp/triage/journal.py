@@ -258,7 +258,8 @@ def schema_problem(conn: sqlite3.Connection) -> str | None:
         shown = name if isinstance(name, str) else repr(name)
         changed = {n for _, n, _, _ in MASTER}
         why = ("whose definition is not a triage journal's" if shown in changed else
-               "that a triage journal never has (a trigger or a view can change what is stored)")
+               "that a triage journal never has (only the journal's own schema is trusted: a trigger or a "
+               "view can change what is stored)")
         more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
         return f"its schema has {kind} {shown[:80]!r} {why}{more}"
     missing = sorted(name for kind, name, _, _ in MASTER - have if kind == "table")
