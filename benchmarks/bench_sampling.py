@@ -61,13 +61,13 @@ def stage_seconds(sampler, worlds: int, repeats: int) -> dict:
     coins_fn, propagate_fn = sampler.stages(width)
     key = jnp.array([1, 2], jnp.uint32)
     first = jnp.uint32(0)
-    coins_c = coins_fn.lower(sampler._arrays, key, first).compile()
-    coins = jax.block_until_ready(coins_c(sampler._arrays, key, first))
-    propagate_c = propagate_fn.lower(sampler._arrays, coins).compile()
+    coins_c = coins_fn.lower(sampler.arrays, key, first).compile()
+    coins = jax.block_until_ready(coins_c(sampler.arrays, key, first))
+    propagate_c = propagate_fn.lower(sampler.arrays, coins).compile()
     entry = propagate_c.as_text().split("\nENTRY", 1)[-1]
     kernels = sum(" fusion(" in line or " custom-call(" in line for line in entry.splitlines())
-    coin_s = _median_seconds(lambda: coins_c(sampler._arrays, key, first), repeats)
-    propagate_s = _median_seconds(lambda: propagate_c(sampler._arrays, coins), repeats)
+    coin_s = _median_seconds(lambda: coins_c(sampler.arrays, key, first), repeats)
+    propagate_s = _median_seconds(lambda: propagate_c(sampler.arrays, coins), repeats)
     return {"batches": batches, "batch_width": width, "coins_s": coin_s * batches,
             "propagate_s": propagate_s * batches, "propagate_kernels": kernels}
 

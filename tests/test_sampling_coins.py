@@ -154,7 +154,7 @@ def test_sampler_coin_rows_equal_dense_expansion(head_digits):
     assert [b.pairs for b in sampler.plan.buckets] == list(sampling_plan.PAIR_BUCKETS)
     coins, _ = sampler.stages(8)
     key = jax.random.key_data(jax.random.key(4)).astype(jnp.uint32).reshape(-1)[-2:]
-    got = np.asarray(coins(sampler._arrays, key, jnp.uint32(40)))
+    got = np.asarray(coins(sampler.arrays, key, jnp.uint32(40)))
     row = FIRST_COIN
     words = np.arange(40, 48, dtype=np.uint32)
     p_of = {2 * f.head: (f.p1 if f.body or f.kind == AND else f.p2) for f in factors}
@@ -174,7 +174,7 @@ def test_bingo_like_graph_coins_equal_dense_expansion():
     sampler = Sampler(model.graph)
     coins, _ = sampler.stages(32)
     key = np.array([11, 12], np.uint32)
-    got = np.asarray(coins(sampler._arrays, jnp.asarray(key), jnp.uint32(7)))
+    got = np.asarray(coins(sampler.arrays, jnp.asarray(key), jnp.uint32(7)))
     words = np.arange(7, 39, dtype=np.uint32)
     graph = model.graph.to_numpy()
     heads = np.asarray(model.graph.factor_head)

@@ -58,11 +58,11 @@ Its speed against the memory floor, on the H200 and on a CPU: BENCHMARKS.md, "Ex
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -70,10 +70,10 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
-from fastlbp.engines import importance, proposal, sampling_plan
+from fastlbp.engines import importance, proposal, sampling_plan, sampling_program
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_bits import _rows_dot, _unpack
-from fastlbp.engines.sampling_coins import HEAD_DIGITS, coin_words, digit_bits, threefry2x32
+from fastlbp.engines.sampling_coins import HEAD_DIGITS, digit_bits, threefry2x32
 from fastlbp.engines.sampling_estimates import Z95, Tally, _max_se, wilson  # noqa: F401  (part of this API)
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
@@ -101,6 +101,13 @@ BATCH_BYTES = 1 << 28
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
+# The device path draws from the tilted proposal (`proposal`, host work: 0.15 s at the ftp size on this
+# CPU) when the prior's worlds leave fewer than this share of their number effective.
+TILT_BELOW = 0.05
+# Worlds of the probe that decides whether the device path tilts (`Sampler.__call__`).
+PROBE_WORLDS = 8192
+# Fewest worlds a time-bounded run draws (`Sampler.__call__`'s `seconds`).
+MIN_WORLDS = 1024
 
 
 def _batch_budget() -> int:
@@ -147,28 +154,6 @@ def seed_key(seed: int) -> np.ndarray:
     """(2,) uint32 the Threefry key of `seed`, as `jax.random.key(seed)` makes it (high, low word)."""
     seed = int(seed) % (1 << 64)
     return np.array([seed >> 32, seed & _ONES], np.uint32)
-
-
-def _coins(coin_arrays, coin_meta, key, words):
-    """(C, W) uint32 coin words of a batch: rows ZERO_COIN, ONE_COIN, then the buckets' soft coins.
-
-    Args:
-        coin_arrays: per bucket (bits (2, n) uint32, ids (n,) uint32, need (n,) int32).
-        coin_meta: per bucket (pairs, coins needing more than the head's digits); with the head's
-            digits and the tail's capacity (None: from the expected count).
-        key: (2,) uint32.
-        words: (W,) uint32 global word indices.
-    """
-    buckets, head_digits, capacity = coin_meta
-    rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
-    coins = jnp.zeros((rows, words.shape[0]), jnp.uint32).at[ONE_COIN].set(np.uint32(_ONES))
-    start = FIRST_COIN
-    for (bits, ids, need), (pairs, long_coins) in zip(coin_arrays, buckets, strict=True):
-        # Written in place (not concatenated): the coins take their final 4 bytes a word only once.
-        x = coin_words(key, bits, ids, need, words, pairs, head_digits, long_coins, capacity)
-        coins = lax.dynamic_update_slice(coins, x, (start, 0))
-        start += int(ids.shape[0])
-    return coins
 
 
 # Digits every host coin word gets before the undecided ones are compacted (as the device's head).
@@ -348,15 +333,6 @@ def _combine(xp, acc, batch):
             top, pos + pb)
 
 
-def _batch(coin_arrays, level_arrays, meta, key, first_word, labels, valid_worlds):
-    """One device batch: its weighted sums (`_tally`)."""
-    coin_meta, levels, num_rows, width, weighted = meta
-    words = first_word + jnp.arange(width, dtype=jnp.uint32)  # (W,)
-    coins = _coins(coin_arrays, coin_meta, key, words)
-    state = _propagate(jnp, level_arrays, levels, num_rows, coins, labels[:3] if weighted else None)
-    return _tally(jnp, state, labels if weighted else None, valid_worlds)
-
-
 def _hard(coin_rows: np.ndarray):
     """ONE_COIN or ZERO_COIN when every row of a group's coins is that one, else None."""
     for row in (ONE_COIN, ZERO_COIN):
@@ -371,9 +347,9 @@ class Sampler:
     Args:
         graph: a Bayesian-network factor graph (`sampling_plan`).
         var_names: names for error messages.
-        batch_words: words (32 worlds each) per batch; None: on the device the largest power of two
-            that fits the budget (`_batch_budget`), at most MAX_BATCH_WORDS; on the host
-            HOST_BATCH_WORDS.
+        batch_words: words (32 worlds each) per batch; None: on the device a power of two near an
+            eighth of `samples_hint`'s words that fits the memory budget (`_batch_budget`), at most
+            MAX_BATCH_WORDS; on the host HOST_BATCH_WORDS.
         head_digits: random words drawn for every coin word (even; `sampling_coins`); the coins do
             not depend on it, only the time does.
         tail_capacity: words one round of the coins' tail finishes (None: the expected count plus
@@ -382,18 +358,22 @@ class Sampler:
             of two): fewer widths, fewer groups per level, more padding.
         host: True: numpy on the host, False: the jitted device program; None: the host for graphs
             of at most HOST_EDGES padded reads per word.
-        label_capacity: (slots, entries) the label arrays start padded to (`importance.capacity`): a
-            triage session sized for its alarms compiles nothing as labels come.
-        tilt: on the host path, draw the coins above the labels from the proposal of
-            `fastlbp.engines.proposal` (the labels' evidence looked ahead at; weights stay exact);
-            False: from the prior. The device path draws from the prior.
+        capacity: the device program's fixed label sizes (`sampling_program.Capacity`; default room
+            for labels on every variable `reserve` names, else on a few); labels beyond it build the
+            program again (one compile, counted in `compiles`).
+        tilt: draw the coins above the labels from the proposal of `fastlbp.engines.proposal` (the
+            labels' evidence looked ahead at; weights stay exact); False: from the prior. The host
+            path tilts every labelled run; the device path when the prior's worlds leave fewer than
+            `TILT_BELOW` of their number effective (the tilt's host work is then worth it).
+        samples_hint: worlds a run usually draws (sizes the device's batches).
     """
 
     @float64
     def __init__(self, graph: FactorGraph, var_names=None, batch_words: int | None = None, *,
                  head_digits: int = HEAD_DIGITS, tail_capacity: int | None = None,
                  widths: tuple[int, ...] | None = None, host: bool | None = None,
-                 label_capacity: tuple[int, int] = (0, 0), tilt: bool = True):
+                 capacity: sampling_program.Capacity | None = None, tilt: bool = True,
+                 samples_hint: int = 100_000):
         if head_digits < 2 or head_digits % 2:
             raise ValueError(f"head_digits must be even and at least 2, got {head_digits}")
         t0 = time.perf_counter()
@@ -404,78 +384,118 @@ class Sampler:
         self.plan: Plan = sampling_plan.build(graph, var_names, widths)
         plan = self.plan
         self.host = plan.edges <= HOST_EDGES if host is None else bool(host)
-        self._meta_levels = tuple(tuple((g.kind, g.start, _hard(g.coin1), _hard(g.coin2)) for g in lv)
-                                  for lv in plan.levels)
-        arrays = ([(b.bits, b.ids, b.need) for b in plan.buckets],
-                  [[(g.rows, g.coin1, g.coin2) for g in lv] for lv in plan.levels])
-        self._cap = (label_capacity[0], label_capacity[1])
+        self.compiles = 0  # device programs compiled by this sampler (one per graph unless labels outgrow it)
+        self.compile_seconds = 0.0
+        self.world_seconds: float | None = None  # measured seconds per world of the last draws
         self.reserved = False  # `reserve` was called
-        self._runs = {}
+        self._head_digits, self._tail_capacity = head_digits, tail_capacity
         if self.host:
+            self._meta_levels = tuple(tuple((g.kind, g.start, _hard(g.coin1), _hard(g.coin2)) for g in lv)
+                                      for lv in plan.levels)
             self.batch_words = int(batch_words or HOST_BATCH_WORDS)
-            self._arrays = arrays
+            self._arrays = ([(b.bits, b.ids, b.need) for b in plan.buckets],
+                            [[(g.rows, g.coin1, g.coin2) for g in lv] for lv in plan.levels])
         else:
             widest = max((g.size * max(g.rows.shape[1], 1) for lv in plan.levels for g in lv), default=1)
             longs = [int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets]
             # Bytes per word: the coin words, and the larger of what lives beside them while they are
             # drawn (the head's X0 and X1, uint64, of the coins that go on to a tail) and while the
-            # levels run (the state and the largest gather).
-            per_word = 4 * plan.coins + max(8 * sum(longs), 4 * plan.num_rows + 8 * widest)
+            # steps run (the value and condition words of every row, and the largest gather).
+            per_word = 4 * plan.coins + max(8 * sum(longs), 8 * plan.num_rows + 8 * min(
+                widest, sampling_program.STEP_READS))
             fit = max(1, _batch_budget() // per_word)
-            self.batch_words = int(batch_words or min(MAX_BATCH_WORDS, 1 << int(math.log2(fit))))
-            self._coin_meta = (tuple((b.pairs, n) for b, n in zip(plan.buckets, longs, strict=True)),
-                               head_digits, tail_capacity)
-            # One transfer of the whole tree: jnp.asarray per array compiled a conversion per shape
-            # (1,272 arrays of avrora: 6.2 s of a 6.4 s set-up on this CPU).
-            self._arrays = jax.device_put(arrays)
+            # About 8 batches for the usual run: fewer wasted worlds in a last, partly counted batch.
+            hint = max(1, int(samples_hint) // (8 * WORD_BITS))
+            self.batch_words = int(batch_words or max(1, min(MAX_BATCH_WORDS, 1 << int(math.log2(fit)),
+                                                             1 << max(hint - 1, 0).bit_length())))
+            self._capacity = capacity or sampling_program.capacity_for(plan, ())
+            self._program: sampling_program.Program | None = None
+            self._exe = None
+            self._device_arrays = None
         self.plan_seconds = time.perf_counter() - t0
 
-    def _run(self, width: int, weighted: bool):
-        # One compiled program per batch width (a power of two, so few widths ever occur), with or
-        # without labels; the label arrays' shapes grow by powers of two (`importance.capacity`).
-        if (width, weighted) not in self._runs:
-            meta = (self._coin_meta, self._meta_levels, self.plan.num_rows, width, weighted)
-            self._runs[width, weighted] = jax.jit(lambda arrays, key, first, labels, valid: _batch(
-                arrays[0], arrays[1], meta, key, first, labels, valid))
-        return self._runs[width, weighted]
+    # -- the device program ------------------------------------------------------------------------
+
+    @property
+    def program(self) -> sampling_program.Program:
+        """The device program (built at first use, again only when labels outgrow its capacity)."""
+        if self._program is None:
+            self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
+                                                   head_digits=self._head_digits,
+                                                   tail_capacity=self._tail_capacity)
+            self._device_arrays = jax.device_put(self._program.arrays())
+            self._exe = None
+        return self._program
+
+    def _compiled(self, data):
+        """The compiled round (ahead of time: its compile is timed apart from drawing)."""
+        program = self.program
+        if self._exe is None:
+            t0 = time.perf_counter()
+            args = (self._device_arrays, data, seed_key(0), np.uint32(0), np.int32(1), np.int64(1))
+            self._exe = jax.jit(program.round_function()).lower(*args).compile()
+            self.compiles += 1
+            self.compile_seconds += time.perf_counter() - t0
+        return self._exe
+
+    @float64
+    def warm(self) -> None:
+        """Compiles the device program now (a session's set-up), so no round pays for it."""
+        if not self.host:
+            self._compiled(jax.device_put(self.program.round_data({}).astuple()))
+
+    @float64
+    def reserve(self, variables) -> None:
+        """Room in the device program for labels on all of `variables` at once (a triage session's
+        alarms), so that no label set within them compiles again."""
+        if not self.host:
+            want = sampling_program.capacity_for(self.plan, variables)
+            cap = self._capacity
+            if want.slots > cap.slots or want.entries > cap.entries:
+                self._capacity = sampling_program.Capacity(max(want.slots, cap.slots),
+                                                           max(want.entries, cap.entries), cap.tilts)
+                self._program = None
+        self.reserved = True
+
+    def _round_data(self, labels: dict[int, bool], tilt):
+        """The device's per-round arrays; a label set past the capacity grows it (a new program)."""
+        slots, entries = importance.needed(self.plan, labels)
+        cap = self._capacity
+        if slots > cap.slots or entries > cap.entries:
+            self.reserve(set(labels))
+            grown = self._capacity
+            self._capacity = sampling_program.Capacity(max(grown.slots, 2 * cap.slots),
+                                                       max(grown.entries, 2 * cap.entries), cap.tilts)
+            self._program = None
+        return jax.device_put(self.program.round_data(labels, tilt).astuple())
+
+    @property
+    @float64
+    def arrays(self):
+        """The graph's arrays as the device program and its `stages` take them (on the device)."""
+        if self.host:
+            return jax.device_put(self._stage_program().arrays())
+        self.program  # noqa: B018  (built on first use)
+        return self._device_arrays
+
+    def _stage_program(self) -> sampling_program.Program:
+        """The host path's device program, built only for `stages` (tests compare the two paths)."""
+        if getattr(self, "_host_program", None) is None:
+            self._host_program = sampling_program.build(
+                self.plan, 32, sampling_program.capacity_for(self.plan, ()), head_digits=self._head_digits,
+                tail_capacity=self._tail_capacity)
+        return self._host_program
 
     def stages(self, width: int):
-        """Jitted stages of one device batch of `width` words, for timing them apart (benchmarks).
+        """Jitted stages of one device batch of `width` words, for timing them apart (benchmarks, tests).
 
         Returns:
             coins(arrays, key, first_word) -> (C, W) coin words;
-            propagate(arrays, coins) -> (V+2, W) state words.
+            propagate(arrays, coins) -> (V+2, W) state words (no labels).
         """
-        coin_meta = (tuple((b.pairs, int(np.count_nonzero(b.need > HEAD_DIGITS))) for b in self.plan.buckets),
-                     HEAD_DIGITS, None) if self.host else self._coin_meta
-        levels, rows = self._meta_levels, self.plan.num_rows
-        coins = jax.jit(lambda arrays, key, first: _coins(
-            arrays[0], coin_meta, key, first + jnp.arange(width, dtype=jnp.uint32)))
-        propagate = jax.jit(lambda arrays, c: _propagate(jnp, arrays[1], levels, rows, c))
-        return coins, propagate
+        return (self._stage_program() if self.host else self.program).stages(width)
 
-    @property
-    def arrays(self):
-        """The plan's arrays as the device stages take them."""
-        return self._arrays if not self.host else jax.device_put(self._arrays)
-
-    def reserve(self, variables) -> None:
-        """Pads the device's label arrays for labels on all of `variables` at once (a triage session's
-        alarms), so that no label set within them compiles again: growing by powers of two recompiled
-        the labelled batch at 17, 33, ... labels (12-14 s rounds on the H200 at the ftp size)."""
-        if not self.host:
-            self._cap = importance.capacity(self.plan, dict.fromkeys(int(v) for v in variables), self._cap)
-        self.reserved = True
-
-    def label_arrays(self, labels: dict[int, bool]) -> importance.LabelArrays:
-        """The label arrays of `labels`: on the device padded to a capacity that only grows (powers of
-        two, so new label sets compile nothing until they outgrow it), on the host unpadded (padding
-        entries cost as much as real ones there: 4 real entries padded to 256 took 1.1 s a batch)."""
-        if self.host:
-            return importance.label_arrays(self.plan, labels, tuple(max(n, 1) for n in importance.needed(
-                self.plan, labels)))
-        self._cap = importance.capacity(self.plan, labels, self._cap)
-        return importance.label_arrays(self.plan, labels, self._cap)
+    # -- drawing -----------------------------------------------------------------------------------
 
     @float64
     def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *, target_se: float = 0.0,
@@ -486,34 +506,67 @@ class Sampler:
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
-        `seconds` > 0 ends the doubling once the next round is predicted (from the time per world so
-        far) to end past that many seconds of drawing, provided `min_effective` is met; `self.stopped`
-        then says "time".
+        `seconds` > 0 bounds the drawing: the first draw is cut to what fits half of it at the speed
+        measured before (whole words, at least `MIN_WORLDS`), and a draw starts only while it is
+        predicted to end within it; `self.stopped` then says "time" (the caller decides whether
+        fewer than `min_effective` effective samples are an error). A compile is not drawing: the
+        device program is compiled ahead of the first draw, and its time is `compile_seconds`.
         World i is the same world whatever the rounds or batches (counters on the device, a stream
         per batch position on the host), so a run is deterministic given the seed.
         """
-        plan = self.plan
         labels = {int(v): bool(t) for v, t in (labels or {}).items()}
         weighted = bool(labels)
-        xp = np if self.host else jnp
-        arrays = self.label_arrays(labels) if weighted else None
-        la = arrays.astuple() if weighted else None
-        tilt = self._proposal(labels, arrays) if weighted and self.host and self.tilt else None
-        self.tilted_coins = 0 if tilt is None else int(tilt[1][0].size)
-        if weighted and not self.host:
-            la = jax.device_put(la)
         key = seed_key(seed)
         samples = -(-max(int(samples), 1) // WORD_BITS) * WORD_BITS  # whole words: a round ends on one
         most = max(samples, -(-int(max_samples or 0) // WORD_BITS) * WORD_BITS)
         if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
-        acc, drawn, target = None, 0, samples
+        if seconds > 0 and self.world_seconds:
+            fits = int(0.5 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
+            samples = max(min(samples, fits), MIN_WORLDS)
+        if self.host:
+            arrays = self.label_arrays(labels) if weighted else None
+            la = arrays.astuple() if weighted else None
+            tilt = self._proposal(labels, arrays) if weighted and self.tilt else None
+            self.tilted_coins = 0 if tilt is None else int(tilt[1][0].size)
+            draw = functools.partial(self._draw_host, key, labels=la, seed=seed, tilt=tilt)
+            return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        data = self._round_data(labels, None)
+        run = self._compiled(data)
+        self.tilted_coins = 0
+        first = None
+        if weighted and self.tilt:
+            # A probe from the prior tells whether the tilt's host work pays: kept when it does not.
+            probe = min(samples, PROBE_WORLDS)
+            acc = self._draw_device(run, key, data, 0, probe, None)
+            w1, w2 = (float(a) for a in jax.device_get(acc[2:4]))
+            if (w1 * w1 / w2 if w2 > 0 else 0.0) < TILT_BELOW * probe:
+                tilt = self._device_tilt(labels)
+                if tilt is not None:
+                    data = self._round_data(labels, tilt)
+                    self.tilted_coins = int(np.count_nonzero(tilt.tilted))
+                    acc = None
+            first = None if acc is None else (acc, probe)
+        draw = functools.partial(self._draw_device, run, key, data)
+        return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, first)
+
+    def _drawing(self, draw, samples: int, most: int, target_se: float, min_effective: float, rows,
+                 seconds: float, first=None) -> Tally:
+        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`, from `first` = (sums,
+        worlds) already drawn, if given."""
+        plan = self.plan
+        acc, drawn = first if first is not None else (None, 0)
+        target = max(samples, drawn)
         start = time.perf_counter()
         self.stopped = "worlds"
         while True:
-            acc = self._draw(xp, key, drawn, target, la, acc, seed, tilt)
-            drawn = target
+            t0 = time.perf_counter()
+            if target > drawn:
+                acc = draw(drawn, target, acc)
             s1, s2, w1, w2, _, positive = (np.asarray(a) for a in jax.device_get(acc))
+            spent = time.perf_counter() - t0
+            self.world_seconds = spent / (target - drawn) if target > drawn else self.world_seconds
+            drawn = target
             tally = Tally(s1=s1[plan.row_of], s2=s2[plan.row_of], w1=float(w1), w2=float(w2), drawn=drawn,
                           positive=int(positive))
             if drawn >= most:
@@ -524,12 +577,35 @@ class Sampler:
                 break
             target = min(most, 2 * drawn)
             elapsed = time.perf_counter() - start
-            # The budget ends the chase for `target_se`, never for `min_effective`: fewer effective
-            # samples than that is an error, not a less precise answer.
-            if seconds > 0 and elapsed * target / drawn > seconds and tally.effective >= min_effective:
+            # The next draw starts only while it is predicted to end within the budget.
+            if seconds > 0 and elapsed + (target - drawn) * self.world_seconds > seconds:
                 self.stopped = "time"
                 break
         return tally
+
+    def _draw_device(self, run, key, data, start: int, stop: int, acc):
+        """Adds worlds start..stop-1 (multiples of 32) to `acc` by one call of the compiled round."""
+        first_word, total_words = start // WORD_BITS, stop // WORD_BITS
+        batches = -(-(total_words - first_word) // self.batch_words)
+        batch = run(self._device_arrays, data, key, np.uint32(first_word), np.int32(batches),
+                    np.int64(stop - start))
+        return batch if acc is None else sampling_program.combine(acc, batch)
+
+    def _device_tilt(self, labels: dict[int, bool]):
+        """The proposal's `Tilt` for a label set (host work, `proposal.tilted_coins`), or None."""
+        plan = self.plan
+        arrays = importance.label_arrays(plan, labels)
+        sampled = np.ones(plan.num_vars, bool)
+        sampled[np.fromiter(labels, np.int64, len(labels))] = False
+        sampled[plan.order[np.flatnonzero(arrays.cond_rows[FIRST_ROW:])]] = False  # deferred parents
+        tilt = proposal.tilted_coins(plan, labels, sampled)
+        return tilt if tilt.tilted.any() else None
+
+    def label_arrays(self, labels: dict[int, bool]) -> importance.LabelArrays:
+        """The host path's label arrays of `labels`, unpadded (padding entries cost as much as real
+        ones there: 4 real entries padded to 256 took 1.1 s a batch)."""
+        return importance.label_arrays(self.plan, labels, tuple(max(n, 1) for n in importance.needed(
+            self.plan, labels)))
 
     def _proposal(self, labels: dict[int, bool], arrays: importance.LabelArrays):
         """The host's tilted coins for a label set (`fastlbp.engines.proposal`): (coin arrays as
@@ -551,36 +627,32 @@ class Sampler:
         return (bucket, FIRST_COIN + moved), (plan.row_of[vs], tilt.a1[vs], tilt.b1[vs], tilt.a2[vs],
                                               tilt.b2[vs])
 
-    def _draw(self, xp, key, start: int, stop: int, labels, acc, seed: int, tilt=None):
+    def _draw_host(self, key, start: int, stop: int, acc, *, labels, seed: int, tilt=None):
         """Adds worlds start..stop-1 (both multiples of 32) to the sums `acc` (`tilt`: `_proposal`)."""
         first_word, total_words = start // WORD_BITS, stop // WORD_BITS
         width = min(self.batch_words, 1 << max(0, (total_words - first_word - 1).bit_length()))
         for first in range(first_word, total_words, width):
             valid = min(stop - first * WORD_BITS, width * WORD_BITS)
-            if self.host:
-                # A stream per (seed, first word): world i is the same whatever the rounds.
-                rng = np.random.Generator(np.random.Philox(key=(first << 64) | (int(seed) % (1 << 64))))
-                coins = _host_coins(self._arrays[0], rng, width)
-                masks = labels[:3] if labels is not None else None
-                if tilt is None:
-                    state, extra = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
-                                              coins, masks), None
-                else:
-                    # Defensive mixture: words of even index keep the prior's coins, odd ones take the
-                    # tilted coins; every world is weighed against the mixture (`proposal.mixture_log_w`).
-                    odd = ((first + np.arange(width)) % 2 == 1)[None, :]
-                    bucket, rows = tilt[0]
-                    coins[rows] = np.where(odd, _host_coins([bucket], rng, width)[FIRST_COIN:], coins[rows])
-                    state, conds = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
-                                              coins, masks, conditions=True)
-                    rows = tilt[1][0]
-                    extra = proposal.mixture_log_w(proposal.proposal_log_w(
-                        _unpack(np, state[rows]), _unpack(np, conds[rows]), *tilt[1][1:]))
-                batch = _tally(np, state, labels, valid, extra)
+            # A stream per (seed, first word): world i is the same whatever the rounds.
+            rng = np.random.Generator(np.random.Philox(key=(first << 64) | (int(seed) % (1 << 64))))
+            coins = _host_coins(self._arrays[0], rng, width)
+            masks = labels[:3] if labels is not None else None
+            if tilt is None:
+                state, extra = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
+                                          coins, masks), None
             else:
-                run = self._run(width, labels is not None)
-                batch = run(self._arrays, key, np.uint32(first), labels, np.int64(valid))
-            acc = _combine(xp, acc, batch)
+                # Defensive mixture: words of even index keep the prior's coins, odd ones take the
+                # tilted coins; every world is weighed against the mixture (`proposal.mixture_log_w`).
+                odd = ((first + np.arange(width)) % 2 == 1)[None, :]
+                bucket, rows = tilt[0]
+                coins[rows] = np.where(odd, _host_coins([bucket], rng, width)[FIRST_COIN:], coins[rows])
+                state, conds = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
+                                          coins, masks, conditions=True)
+                rows = tilt[1][0]
+                extra = proposal.mixture_log_w(proposal.proposal_log_w(
+                    _unpack(np, state[rows]), _unpack(np, conds[rows]), *tilt[1][1:]))
+            batch = _tally(np, state, labels, valid, extra)
+            acc = _combine(np, acc, batch)
         return acc
 
 

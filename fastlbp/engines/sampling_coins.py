@@ -93,7 +93,16 @@ def _pair(acc, und, r0, r1, d0, d1):
     return acc, und
 
 
-def head(key, bits, ids, words, pairs: int, long=None):
+def _parity_mask(bits, odd_bits, k, odd):
+    """(n, W) digit masks: digit k of `bits` in even words, of `odd_bits` in odd ones (a tilted proposal's
+    coins: `fastlbp.engines.sampling_program`); (n, 1) of `bits` alone when `odd_bits` is None."""
+    d = _digit_mask(bits, k)[:, None]
+    if odd_bits is None:
+        return d
+    return jnp.where(odd[None, :], _digit_mask(odd_bits, k)[:, None], d)
+
+
+def head(key, bits, ids, words, pairs: int, long=None, odd_bits=None):
     """The first `pairs` digit pairs of every coin word, unrolled, by the backward recurrence.
 
     X_{2 pairs + 1} is 0 for the coin if every bit left undecided is 0 (acc) and all ones for the
@@ -110,6 +119,7 @@ def head(key, bits, ids, words, pairs: int, long=None):
         pairs: digit pairs to draw (static).
         long: None, or (n,) bool: the coins that go on to a tail (the others' undecided bits are 0:
             their halves are equal).
+        odd_bits: None, or (2, n) uint32 the digits odd words use instead (another p per coin).
 
     Returns:
         (n, W) uint32 acc (the coin words when no bit is left undecided), or with `long` (n, W)
@@ -118,6 +128,7 @@ def head(key, bits, ids, words, pairs: int, long=None):
     base = ids[:, None] * np.uint32(PAIRS_PER_COIN)
     shape = (ids.shape[0], words.shape[0])
     undecided = long is not None
+    odd = (words & np.uint32(1)) == 1
     if undecided:
         x = jnp.broadcast_to(jnp.where(long, np.uint64(0xFFFFFFFF00000000), np.uint64(0))[:, None], shape)
     else:
@@ -125,7 +136,7 @@ def head(key, bits, ids, words, pairs: int, long=None):
     for j in range(pairs - 1, -1, -1):
         r0, r1 = threefry2x32(key[0], key[1], base + np.uint32(j), words[None, :])
         for k, r in ((2 * j + 1, r1), (2 * j, r0)):
-            d = _digit_mask(bits, k)[:, None]
+            d = _parity_mask(bits, odd_bits, k, odd)
             if undecided:
                 r, d = r.astype(jnp.uint64), d.astype(jnp.uint64)
                 r, d = r | (r << np.uint64(32)), d | (d << np.uint64(32))
@@ -189,7 +200,7 @@ def _undecided(both):
 
 
 def tail(key, bits, ids, need, words, both, first_pair: int, pairs: int,
-         cap_groups: int, cap_words: int):
+         cap_groups: int, cap_words: int, odd_bits=None, odd_need=None):
     """Finishes the undecided bits with digit pairs first_pair .. pairs - 1 (module docstring).
 
     Args:
@@ -201,6 +212,7 @@ def tail(key, bits, ids, need, words, both, first_pair: int, pairs: int,
         both: (n, W) uint64 from `head`: X1 << 32 | acc, halves equal where no bit is undecided.
         first_pair, pairs: static digit-pair range.
         cap_groups, cap_words: static capacities of one round (`capacities`).
+        odd_bits, odd_need: None, or the digits and digit counts odd words use (`head`).
 
     Returns:
         (n, W) uint32 coin words.
@@ -219,6 +231,10 @@ def tail(key, bits, ids, need, words, both, first_pair: int, pairs: int,
         coin = jnp.minimum(row, n - 1)
         base, b, left = ids[coin] * np.uint32(PAIRS_PER_COIN), bits[:, coin], need[coin]
         word = words[col]
+        if odd_bits is not None:
+            odd = ((word & np.uint32(1)) == 1)[None, :]
+            b = jnp.where(odd, odd_bits[:, coin], b)
+            left = jnp.where(odd[0], odd_need[coin], left)
 
         def more(s):
             j, u, _ = s
@@ -242,7 +258,7 @@ def tail(key, bits, ids, need, words, both, first_pair: int, pairs: int,
 
 
 def coin_words(key, bits, ids, need, words, pairs: int, head_digits: int = HEAD_DIGITS,
-               long_coins: int | None = None, capacity: int | None = None):
+               long_coins: int | None = None, capacity: int | None = None, odd_bits=None, odd_need=None):
     """(n, W) uint32 words of independent Bernoulli(p) bits for one bucket of coins (module docstring).
 
     Args:
@@ -256,17 +272,20 @@ def coin_words(key, bits, ids, need, words, pairs: int, head_digits: int = HEAD_
         long_coins: coins with need > head_digits (static; None: all n).
         capacity: both tail capacities of one round (static; None: `capacities`); small values only
             add rounds.
+        odd_bits, odd_need: None, or (2, n) uint32 and (n,) int32 the digits of another p per coin,
+            used by the odd words (a tilted proposal's half of the worlds); at most 2 `pairs` digits.
     """
     first = min(pairs, head_digits // 2)
     long_coins = ids.shape[0] if long_coins is None else long_coins
     if first == pairs or long_coins == 0:
-        return head(key, bits, ids, words, first)
+        return head(key, bits, ids, words, first, odd_bits=odd_bits)
     # Coins of at most 2 first digits are final after the head: their undecided bits are 0.
-    both = head(key, bits, ids, words, first, long=need > 2 * first)
+    most = need if odd_need is None else jnp.maximum(need, odd_need)
+    both = head(key, bits, ids, words, first, long=most > 2 * first, odd_bits=odd_bits)
     cap_groups, cap_words = capacities(long_coins, words.shape[0], 2 * first)
     if capacity is not None:
         cap_groups, cap_words = capacity, capacity
-    return tail(key, bits, ids, need, words, both, first, pairs, cap_groups, cap_words)
+    return tail(key, bits, ids, need, words, both, first, pairs, cap_groups, cap_words, odd_bits, odd_need)
 
 
 def digit_bits(digits: np.ndarray) -> np.ndarray:

@@ -269,8 +269,10 @@ def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = N
     need1 = digits_needed(p1)
     need2 = np.where(empty, 0, digits_needed(p2))
     wclass = width_classes(size, widths)
-    key = np.stack([level, kind, wclass, need1 > 0, need2 > 0], axis=1)
-    order = np.lexsort(key.T[::-1])  # level first
+    # Level first, then the padded width: a level's rows of one width are contiguous whatever their kind
+    # and coins, so the device program runs them as one step (`sampling_program`).
+    key = np.stack([level, wclass, kind, need1 > 0, need2 > 0], axis=1)
+    order = np.lexsort(key.T[::-1])
     row_of = np.empty(nv, np.int64)
     row_of[order] = FIRST_ROW + np.arange(nv)
     levels: list[list[Group]] = [[] for _ in range(int(level.max()) + 1 if nv else 0)]
@@ -281,7 +283,7 @@ def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = N
     coin_row, buckets = _coins(p1, np.where(empty, 0.0, p2), need1, need2)
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         vs = order[a:b]
-        lv, kd, w = int(skey[a, 0]), int(skey[a, 1]), int(skey[a, 2])
+        lv, w, kd = int(skey[a, 0]), int(skey[a, 1]), int(skey[a, 2])
         pad = ONES_ROW if kd == AND else ZEROS_ROW
         rows = np.full((vs.size, w), pad, np.int32)
         if w:

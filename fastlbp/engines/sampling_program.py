@@ -1,0 +1,765 @@
+"""The device sampler: one compiled program per graph, labels, tilts and seeds as data.
+
+    program = build(plan, batch_words=1024)                 # host, once per graph
+    run = program.compile()                                 # one jitted function, traced once
+    data = program.round_data(labels, tilt)                 # host numpy, per label set (no shapes change)
+    sums = run(program.arrays, data, key, first_word, batches, valid)
+
+A round of a triage session changes a few label entries and nothing else about
+the sampler's work (docs/DESIGN.md section 16), so nothing the program's shapes
+depend on comes from the labels:
+
+* **Steps by shape class, not unrolled.** The plan's rows are in topological
+  order, a level's rows of one padded body width contiguous
+  (`sampling_plan.build`). Each (level, width) block is cut into steps of a
+  power-of-two number of rows (the binary digits of its size, the last small
+  remainder rounded up); the steps of one shape (rows R, width K) are stacked
+  into arrays (G, R, K) and one `lax.fori_loop` over all steps in order picks
+  the shape with `lax.switch` and its step with a dynamic index. The compiled
+  branches are the shapes (about 30 on avrora and ftp, 1 on a chain), not the
+  levels or steps (423 groups on avrora took minutes to compile unrolled).
+  A step writes R rows at its start (`lax.dynamic_update_slice`); rows past the
+  block's end are written again by the steps that own them (the state has R
+  spare rows at its end), so padding never reaches a row a later step reads.
+* **Labels as data.** `row_code` (rows,) uint8 says per state row whether it is
+  labelled, its label and whether it is a deferred parent that holds its
+  condition (`fastlbp.engines.importance`); label slots and their parent entries
+  are arrays of fixed capacities (`Capacity`) with the counts in use as
+  scalars. The labels' weights (`importance` section 14) are computed over the
+  slots in use only: loops of dynamic trip count over chunks of `SLOT_CHUNK`
+  slots and `ENTRY_CHUNK` entries, so a capacity costs memory, not time.
+* **The tilted proposal on the device.** Odd words draw a coin from the tilted
+  probability q instead of p (the coin's digits for odd words are data,
+  `sampling_coins.coin_words(odd_bits=...)`); every world is weighed by
+  P / (P + Q) / 2 over the `Capacity.tilts` most tilted coins
+  (`fastlbp.engines.proposal`), from their rows' values and conditions (the
+  program keeps each row's condition word beside its value).
+* **Batches inside the program.** A call draws `batches` batches of W words in
+  a `lax.fori_loop` and returns the weighted sums combined (`Sums`), so a
+  round is one device call whatever its number of worlds.
+
+World 32 w + i of global word w is the same whatever the batch size or the
+number of calls (Threefry counters of (coin, digit pair, global word)), so a
+run is deterministic given the seed and the labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from fastlbp.core.graph import AND
+from fastlbp.engines import importance, proposal
+from fastlbp.engines.sampling_bits import WORD_BITS, _rows_dot, _unpack
+from fastlbp.engines.sampling_coins import HEAD_DIGITS, capacities, coin_words, digit_bits
+from fastlbp.engines.sampling_plan import (
+    FIRST_COIN,
+    FIRST_ROW,
+    ONE_COIN,
+    ONES_ROW,
+    ZEROS_ROW,
+    Plan,
+    digits,
+    digits_needed,
+)
+
+_ONES = np.uint32(0xFFFFFFFF)
+# Row codes (`RoundData.row_code`): bit 0 labelled, bit 1 its label, bit 2 a deferred parent (holds cond).
+LABELLED, TRUE, DEFERRED = 1, 2, 4
+# Label slots and parent entries the weights visit per loop trip: the work is in chunks of these, so a
+# label set costs in proportion to its size, never to the capacity.
+SLOT_CHUNK = 8
+ENTRY_CHUNK = 32
+TILT_CHUNK = 64
+# A step's rows: blocks of at most this many rows are one step (powers of two); a remainder below
+# SMALL_STEP rows is rounded up to a power of two instead of cut further.
+SMALL_STEP = 8
+# Most body reads one step gathers (rows x padded width): larger blocks are cut into more steps.
+STEP_READS = 1 << 15
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """Fixed sizes of the per-round data: a label set within them compiles nothing.
+
+    Attributes:
+        slots: labelled variables.
+        entries: body entries of the labelled variables.
+        tilts: tilted variables whose coins odd words draw from q.
+    """
+
+    slots: int
+    entries: int
+    tilts: int
+
+
+def capacity_for(plan: Plan, variables, tilts: int = 512) -> Capacity:
+    """A capacity holding labels on every one of `variables` at once (a session's alarms), plus room."""
+    vs = np.unique(np.fromiter((int(v) for v in variables), np.int64))
+    entries = int((plan.body_offsets[vs + 1] - plan.body_offsets[vs]).sum()) if vs.size else 0
+
+    def up(n, chunk):
+        return max(chunk, -(-n // chunk) * chunk)
+
+    return Capacity(slots=up(vs.size + 64, SLOT_CHUNK), entries=up(entries + 1024, ENTRY_CHUNK),
+                    tilts=int(min(tilts, max(plan.num_vars, 1))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """The steps of one shape, stacked (device arrays after `Program.arrays`).
+
+    Attributes:
+        rows: (G, R, K) int32 body state rows of each step's rows (padding: ONES_ROW for AND, ZEROS_ROW
+            for OR; K may be 0).
+        coin1, coin2: (G, R) int32 coin rows of p1 / p2 of each row.
+        is_and: (G, R) bool.
+    """
+
+    rows: np.ndarray
+    coin1: np.ndarray
+    coin2: np.ndarray
+    is_and: np.ndarray
+
+
+def _steps(start: int, n: int, width: int) -> list[tuple[int, int]]:
+    """(first row, rows) of the steps of a block of n rows of one width: powers of two."""
+    most = max(1, STEP_READS // max(width, 1))
+    most = 1 << (most.bit_length() - 1)
+    out = []
+    while n > 0:
+        if n <= SMALL_STEP or n < most and (n & (n - 1)) == 0:
+            size = min(most, 1 << (n - 1).bit_length())
+        else:
+            size = min(most, 1 << (n.bit_length() - 1))
+        out.append((start, size))
+        start += size
+        n -= size
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """The device program of one graph: its steps, its coins, its capacities (host numpy).
+
+    Attributes:
+        plan: the sampling plan.
+        shapes: (R, K) of each shape class, in the order of `classes`.
+        classes: the stacked steps of each shape.
+        step_class, step_index, step_start: (S,) int32 per step in order: its shape, its index among
+            that shape's steps, its first state row.
+        state_rows: rows of the state (plan rows plus the largest step's R spare rows).
+        batch_words: W, words per batch (a power of two).
+        capacity: the per-round data's fixed sizes.
+        coin_meta: static description of the coin buckets: ((pairs, long coins), ...).
+        digits_of_bucket: (buckets,) binary digits a tilted coin of each bucket may have.
+    """
+
+    plan: Plan
+    shapes: tuple[tuple[int, int], ...]
+    classes: tuple[Shape, ...]
+    step_class: np.ndarray
+    step_index: np.ndarray
+    step_start: np.ndarray
+    state_rows: int
+    batch_words: int
+    capacity: Capacity
+    coin_meta: tuple[tuple[int, int], ...]
+    digits_of_bucket: tuple[int, ...]
+    head_digits: int = HEAD_DIGITS
+    tail_capacity: int | None = None
+
+    @property
+    def steps(self) -> int:
+        return int(self.step_class.shape[0])
+
+    def arrays(self):
+        """The graph's arrays as the compiled program takes them (host numpy; `jax.device_put` them)."""
+        coins = tuple((b.bits, b.ids, b.need) for b in self.plan.buckets)
+        classes = tuple((c.rows, c.coin1, c.coin2, c.is_and) for c in self.classes)
+        return coins, classes, (self.step_class, self.step_index, self.step_start)
+
+    def round_function(self):
+        """The round as a pure function of its arrays (`compile` jits it; `jax.jit(...).lower` too)."""
+        return functools.partial(_round, self._static())
+
+    def stages(self, width: int):
+        """Jitted stages of one batch of `width` words without labels (tests, benchmarks):
+        coins(arrays, key, first_word) -> (C, W); propagate(arrays, coins) -> (V + 2, W) state words."""
+        static = dataclasses.replace(self._static(), width=int(width))
+        none = round_data(self, {})
+
+        def coins(arrays, key, first):
+            words = first + jnp.arange(width, dtype=jnp.uint32)
+            odd_bits, odd_need = jax.tree.map(jnp.asarray, (none.odd_bits, none.odd_need))
+            return _coins(static, arrays[0], odd_bits, odd_need, key, words)
+
+        def propagate(arrays, c):
+            state = _propagate(static, arrays[1], arrays[2], c, jnp.asarray(none.row_code))[0]
+            return state[:static.num_rows]
+
+        return jax.jit(coins), jax.jit(propagate)
+
+    def compile(self):
+        """The jitted round: (arrays, data, key, first_word, batches, valid) -> `Sums` as a tuple.
+
+        Args of the returned function:
+            arrays: `arrays()` on the device.
+            data: `round_data(...)` as a tuple (`RoundData.astuple`).
+            key: (2,) uint32 the seed's Threefry key.
+            first_word: uint32 global index of the first word.
+            batches: int32 batches of `batch_words` words to draw.
+            valid: int64 worlds to count (those past it in the last batch weigh nothing).
+        """
+        return jax.jit(functools.partial(_round, self._static()))
+
+    def _static(self):
+        return _Static(shapes=self.shapes, state_rows=self.state_rows, num_rows=self.plan.num_rows,
+                       width=self.batch_words, coin_meta=self.coin_meta, capacity=self.capacity,
+                       head_digits=self.head_digits, tail_capacity=self.tail_capacity)
+
+    def round_data(self, labels: dict[int, bool], tilt: proposal.Tilt | None = None,
+                   tilt_rows: np.ndarray | None = None) -> RoundData:
+        """The per-round arrays of `labels` (and of a tilted proposal), at the program's fixed sizes.
+
+        Raises:
+            ValueError: the labels need more slots or entries than the capacity holds.
+        """
+        return round_data(self, labels, tilt)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    shapes: tuple[tuple[int, int], ...]
+    state_rows: int
+    num_rows: int
+    width: int
+    coin_meta: tuple[tuple[int, int], ...]
+    capacity: Capacity
+    head_digits: int = HEAD_DIGITS
+    tail_capacity: int | None = None
+
+
+def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
+          tail_capacity: int | None = None) -> Program:
+    """The program of `plan` (host, once per graph).
+
+    Args:
+        plan: `sampling_plan.build`'s plan (rows ordered level, then width).
+        batch_words: W, words (32 worlds) per batch, a power of two.
+        capacity: the fixed sizes of the per-round data (`capacity_for`).
+        head_digits, tail_capacity: the coins' head and tail sizes (`sampling_coins.coin_words`).
+    """
+    # The (level, width) blocks: consecutive groups of one level and one padded width, concatenated.
+    blocks: list[tuple[int, int, list, int]] = []  # (first row, width, groups, level)
+    for level, groups in enumerate(plan.levels):
+        for g in groups:
+            w = int(g.rows.shape[1])
+            if blocks and blocks[-1][1] == w and blocks[-1][3] == level and \
+                    blocks[-1][0] + sum(x.size for x in blocks[-1][2]) == g.start:
+                blocks[-1][2].append(g)
+            else:
+                blocks.append((g.start, w, [g], level))
+    steps: list[tuple[int, int, int, tuple]] = []  # (first row, R, K, (rows, coin1, coin2, is_and))
+    for first, w, groups, _ in blocks:
+        rows = np.concatenate([g.rows for g in groups])
+        c1 = np.concatenate([g.coin1 for g in groups])
+        c2 = np.concatenate([g.coin2 for g in groups])
+        is_and = np.concatenate([np.full(g.size, g.kind == AND) for g in groups])
+        for start, r in _steps(first, rows.shape[0], w):
+            lo, hi = start - first, min(start - first + r, rows.shape[0])
+            # Rows past the block's end are padding: written here, then by the steps that own them.
+            pr = np.full((r, w), ONES_ROW, np.int32)
+            pr[:hi - lo] = rows[lo:hi]
+            p1 = np.zeros(r, np.int32)
+            p1[:hi - lo] = c1[lo:hi]
+            p2 = np.zeros(r, np.int32)
+            p2[:hi - lo] = c2[lo:hi]
+            pa = np.ones(r, bool)
+            pa[:hi - lo] = is_and[lo:hi]
+            steps.append((start, r, w, (pr, p1, p2, pa)))
+    shapes = sorted({(r, k) for _, r, k, _ in steps})
+    index = {s: i for i, s in enumerate(shapes)}
+    stacks: dict[tuple[int, int], list] = {s: [] for s in shapes}
+    step_class, step_index, step_start = [], [], []
+    for first, r, k, arrays in steps:
+        step_class.append(index[r, k])
+        step_index.append(len(stacks[r, k]))
+        step_start.append(first)
+        stacks[r, k].append(arrays)
+    classes = []
+    for s in shapes:
+        items = stacks[s]
+        classes.append(Shape(rows=np.stack([x[0] for x in items]), coin1=np.stack([x[1] for x in items]),
+                             coin2=np.stack([x[2] for x in items]), is_and=np.stack([x[3] for x in items])))
+    spare = max((r for r, _ in shapes), default=1)
+    longs = tuple(int(np.count_nonzero(b.need > head_digits)) for b in plan.buckets)
+    coin_meta = tuple((b.pairs, n) for b, n in zip(plan.buckets, longs, strict=True))
+    # A tilted coin may have as many digits as its bucket's coins are drawn with: the head's alone
+    # where no coin of the bucket goes on to the tail.
+    digits_of_bucket = tuple(min(2 * pairs, head_digits) if (pairs * 2 <= head_digits or n == 0)
+                             else 2 * pairs for pairs, n in coin_meta)
+    return Program(plan=plan, shapes=tuple(shapes), classes=tuple(classes),
+                   step_class=np.asarray(step_class, np.int32), step_index=np.asarray(step_index, np.int32),
+                   step_start=np.asarray(step_start, np.int32), state_rows=plan.num_rows + spare,
+                   batch_words=int(batch_words), capacity=capacity, coin_meta=coin_meta,
+                   digits_of_bucket=digits_of_bucket, head_digits=head_digits, tail_capacity=tail_capacity)
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundData:
+    """The per-round arrays of one label set and proposal, at the program's fixed sizes (host numpy).
+
+    Attributes:
+        row_code: (rows,) uint8 per state row: LABELLED | TRUE | DEFERRED bits.
+        slots: int32 label slots in use; entries: int32 entries in use.
+        slot_and: (L,) bool the labelled variable's factor is an AND.
+        slot_log_pa, slot_log_pb: (L,) float64 log P(coin(p1) = label), log P(coin(p2) = label).
+        entry_offsets: (L + 1,) int32 CSR offsets of each slot's entries (constant past the last slot).
+        entry_slot: (P,) int32; entry_row: (P,) int32 the parent's state row; entry_deferred: (P,) bool;
+        entry_p1, entry_p2: (P,) float64 the parent's own p1, p2.
+        odd_bits: per coin bucket (2, n) uint32 the digits odd words draw (p's where not tilted);
+        odd_need: per coin bucket (n,) int32.
+        tilts: int32 tilted rows in use (the first ones of `tilt_rows`).
+        tilt_rows: (T,) int32 state rows of the tilted variables (ONES_ROW for padding);
+        tilt_a1, tilt_b1, tilt_a2, tilt_b2: (T,) float64 log P / Q of each coin outcome (0 for padding).
+        tilted: bool some coin is tilted (the worlds are weighed against the mixture).
+    """
+
+    row_code: np.ndarray
+    slots: np.ndarray
+    entries: np.ndarray
+    slot_and: np.ndarray
+    slot_log_pa: np.ndarray
+    slot_log_pb: np.ndarray
+    entry_offsets: np.ndarray
+    entry_slot: np.ndarray
+    entry_row: np.ndarray
+    entry_deferred: np.ndarray
+    entry_p1: np.ndarray
+    entry_p2: np.ndarray
+    odd_bits: tuple
+    odd_need: tuple
+    tilts: np.ndarray
+    tilt_rows: np.ndarray
+    tilt_a1: np.ndarray
+    tilt_b1: np.ndarray
+    tilt_a2: np.ndarray
+    tilt_b2: np.ndarray
+    tilted: np.ndarray
+
+    def astuple(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+
+def round_data(program: Program, labels: dict[int, bool], tilt: proposal.Tilt | None = None) -> RoundData:
+    """`Program.round_data`."""
+    plan, cap = program.plan, program.capacity
+    slots, entries = importance.needed(plan, labels)
+    if slots > cap.slots or entries > cap.entries:
+        raise ValueError(f"labels need {slots} slots and {entries} entries; the program holds "
+                         f"{cap.slots} and {cap.entries}")
+    arr = importance.label_arrays(plan, labels, (max(slots, 1), max(entries, 1)))
+    code = np.zeros(program.state_rows, np.uint8)
+    vs = np.fromiter(labels, np.int64, slots)
+    truth = np.fromiter(labels.values(), bool, slots)
+    code[plan.row_of[vs]] = LABELLED | np.where(truth, TRUE, 0).astype(np.uint8)
+    code[:plan.num_rows][arr.cond_rows != 0] |= DEFERRED
+
+    def pad(a, n, fill, dtype):
+        out = np.full(n, fill, dtype)
+        out[:min(a.shape[0], n)] = a[:n]
+        return out
+
+    counts = np.bincount(arr.entry_slot[:entries], minlength=cap.slots)[:cap.slots] if entries else \
+        np.zeros(cap.slots, np.int64)
+    offsets = np.zeros(cap.slots + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    odd_bits, odd_need = [], []
+    for b in plan.buckets:
+        odd_bits.append(b.bits)
+        odd_need.append(b.need)
+    t_rows = np.full(cap.tilts, ONES_ROW, np.int32)
+    t_par = np.zeros((4, cap.tilts))
+    tilted, n_tilts = False, 0
+    if tilt is not None and tilt.tilted.any():
+        odd_bits, odd_need, t_rows, t_par, n_tilts = _device_tilt(program, tilt)
+        tilted = n_tilts > 0
+    return RoundData(
+        row_code=code, slots=np.int32(slots), entries=np.int32(entries),
+        slot_and=pad(arr.slot_kind[:slots] == AND, cap.slots, True, bool),
+        slot_log_pa=pad(arr.slot_log_pa[:slots], cap.slots, 0.0, np.float64),
+        slot_log_pb=pad(arr.slot_log_pb[:slots], cap.slots, 0.0, np.float64),
+        entry_offsets=offsets,
+        entry_slot=pad(arr.entry_slot[:entries], cap.entries, cap.slots - 1, np.int32),
+        entry_row=pad(arr.entry_row[:entries], cap.entries, ONES_ROW, np.int32),
+        entry_deferred=pad(arr.entry_deferred[:entries], cap.entries, False, bool),
+        entry_p1=pad(arr.entry_p1[:entries], cap.entries, 0.0, np.float64),
+        entry_p2=pad(arr.entry_p2[:entries], cap.entries, 0.0, np.float64),
+        odd_bits=tuple(odd_bits), odd_need=tuple(odd_need), tilts=np.int32(n_tilts), tilt_rows=t_rows,
+        tilt_a1=t_par[0], tilt_b1=t_par[1], tilt_a2=t_par[2], tilt_b2=t_par[3], tilted=np.bool_(tilted))
+
+
+def _device_tilt(program: Program, tilt: proposal.Tilt):
+    """The odd words' coin digits and the tilted rows' log P / Q of a `proposal.Tilt`, on the device's
+    terms: at most `Capacity.tilts` variables (the most tilted), each q rounded to the digits its
+    coin's bucket draws (`Program.digits_of_bucket`), so the coin drawn is exactly q and the weights
+    exact for it."""
+    plan, cap = program.plan, program.capacity
+    p = np.stack([plan.p1, plan.p2], axis=1).reshape(-1)  # coin 2 v: p1 of v, 2 v + 1: p2
+    q = np.stack([tilt.q1, tilt.q2], axis=1).reshape(-1)
+    moved = np.flatnonzero(q != p)
+    var = moved // 2
+    # The most tilted variables: by the larger log ratio of their coins' outcomes.
+    score = np.zeros(plan.num_vars)
+    size = np.maximum.reduce([np.abs(tilt.a1), np.abs(tilt.b1), np.abs(tilt.a2), np.abs(tilt.b2)])
+    score[var] = size[var]
+    keep_vars = np.argsort(-score, kind="stable")[:cap.tilts]
+    keep_vars = keep_vars[score[keep_vars] > 0]
+    keep = np.zeros(plan.num_vars, bool)
+    keep[keep_vars] = True
+    qq = np.where(keep[np.arange(p.size) // 2], q, p)
+    odd_bits, odd_need = [], []
+    for b, d in zip(plan.buckets, program.digits_of_bucket, strict=True):
+        ids = b.ids.astype(np.int64)
+        qb = qq[ids]
+        moved_b = qb != p[ids]
+        step = 2.0 ** d
+        rounded = np.clip(np.round(qb * step) / step, 1.0 / step, 1.0 - 1.0 / step)
+        qb = np.where(moved_b, rounded, p[ids])
+        qq[ids] = qb
+        odd_bits.append(digit_bits(digits(qb, 2 * b.pairs)))
+        odd_need.append(np.where(moved_b, digits_needed(qb), b.need).astype(np.int32))
+    q1, q2 = qq[0::2], qq[1::2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        def logs(pp, qv):
+            m = qv != pp
+            return (np.where(m, np.log(pp) - np.log(qv), 0.0),
+                    np.where(m, np.log1p(-pp) - np.log1p(-qv), 0.0))
+        a1, b1 = logs(plan.p1, q1)
+        a2, b2 = logs(plan.p2, q2)
+    vs = np.flatnonzero((a1 != 0) | (b1 != 0) | (a2 != 0) | (b2 != 0))[:cap.tilts]
+    rows = np.full(cap.tilts, ONES_ROW, np.int32)
+    par = np.zeros((4, cap.tilts))
+    rows[:vs.size] = plan.row_of[vs]
+    par[:, :vs.size] = np.stack([a1[vs], b1[vs], a2[vs], b2[vs]])
+    return tuple(odd_bits), tuple(odd_need), rows, par, int(vs.size)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The compiled round.
+
+def _coins(static: _Static, coin_arrays, odd_bits, odd_need, key, words):
+    """(C, W) uint32 coin words: rows ZERO_COIN, ONE_COIN, then the buckets' soft coins."""
+    rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
+    coins = jnp.zeros((rows, words.shape[0]), jnp.uint32).at[ONE_COIN].set(_ONES)
+    start = FIRST_COIN
+    for (bits, ids, need), (pairs, long_coins), ob, on in zip(coin_arrays, static.coin_meta, odd_bits,
+                                                               odd_need, strict=True):
+        x = coin_words(key, bits, ids, need, words, pairs, static.head_digits, long_coins,
+                       static.tail_capacity, ob, on)
+        coins = lax.dynamic_update_slice(coins, x, (start, 0))
+        start += int(ids.shape[0])
+    return coins
+
+
+def _take(table, idx):
+    """table[idx] along axis 0 for an int index array of any shape (one gather primitive)."""
+    dims = lax.GatherDimensionNumbers(offset_dims=(idx.ndim,), collapsed_slice_dims=(0,),
+                                      start_index_map=(0,))
+    return lax.gather(table, lax.expand_dims(idx, (idx.ndim,)), dims, (1, table.shape[1]),
+                      mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _propagate(static: _Static, classes, steps, coins, row_code):
+    """(state, conds): (rows, W) uint32 value and condition words of every state row."""
+    width = coins.shape[1]
+    state = jnp.zeros((static.state_rows, width), jnp.uint32)
+    state = state.at[ONES_ROW].set(_ONES)
+    conds = jnp.zeros((static.state_rows, width), jnp.uint32)
+    step_class, step_index, step_start = steps
+    code = row_code.astype(jnp.uint32)
+    labelled = (code & LABELLED) != 0
+    force_and = jnp.where(labelled & ((code & TRUE) == 0), np.uint32(0), _ONES)
+    force_or = jnp.where(labelled & ((code & TRUE) != 0), _ONES, np.uint32(0))
+    hold = jnp.where((code & DEFERRED) != 0, _ONES, np.uint32(0))
+
+    def branch(c, state, conds, g, start):
+        r, k = static.shapes[c]
+        rows_all, c1_all, c2_all, and_all = classes[c]
+        c1 = _take(coins, lax.dynamic_index_in_dim(c1_all, g, keepdims=False))  # (R, W)
+        c2 = _take(coins, lax.dynamic_index_in_dim(c2_all, g, keepdims=False))
+        if k == 0:
+            cond = jnp.full((r, width), _ONES, jnp.uint32)
+        else:
+            body = _take(state, lax.dynamic_index_in_dim(rows_all, g, keepdims=False))  # (R, K, W)
+            all_ = lax.reduce(body, _ONES, lax.bitwise_and, (1,))
+            any_ = lax.reduce(body, np.uint32(0), lax.bitwise_or, (1,))
+            is_and = lax.dynamic_index_in_dim(and_all, g, keepdims=False)
+            cond = jnp.where(is_and[:, None], all_, any_)
+        x = (cond & c1) | (~cond & c2)
+        keep = lax.dynamic_slice_in_dim(hold, start, r)[:, None]
+        x = (cond & keep) | (x & ~keep)
+        x = (x & lax.dynamic_slice_in_dim(force_and, start, r)[:, None]) | \
+            lax.dynamic_slice_in_dim(force_or, start, r)[:, None]
+        state = lax.dynamic_update_slice(state, x, (start, jnp.int32(0)))
+        conds = lax.dynamic_update_slice(conds, cond, (start, jnp.int32(0)))
+        return state, conds
+
+    branches = [functools.partial(branch, c) for c in range(len(static.shapes))]
+
+    def step(s, carry):
+        state, conds = carry
+        return lax.switch(step_class[s], branches, state, conds, step_index[s], step_start[s])
+
+    if branches:
+        state, conds = lax.fori_loop(0, step_class.shape[0], step, (state, conds))
+    return state, conds
+
+
+# A log probability of 0 as a finite number: one-hot sums multiply it by 0 (-inf would give NaN), and
+# exp of it, or of a sum of up to 10^8 of it, is 0 as exp(-inf) is.
+_LOG_ZERO = -1e300
+
+
+def _entry_logs(p):
+    """(log p, log(1 - p)) of (E,) probabilities, log 0 as `_LOG_ZERO`."""
+    with np.errstate(divide="ignore"):
+        return (jnp.maximum(jnp.log(p), _LOG_ZERO), jnp.maximum(jnp.log1p(-p), _LOG_ZERO))
+
+
+def _one_hot(seg, chunk_slots: int):
+    """(S, E) float64 one-hot of each entry's slot in the chunk (a row of zeros for entries out of it):
+    sums over a chunk's entries by slot are one small matrix product, not a scatter."""
+    return (jnp.arange(chunk_slots, dtype=seg.dtype)[:, None] == seg[None, :]).astype(jnp.float64)
+
+
+def _slot_terms(data, bits_of, e0, e_end, s0, chunk_slots: int, n_worlds: int):
+    """Per-slot sums over one slot chunk's entries [e0, e_end): (fixed parents that hold, fixed parents
+    that fail, log z, log y), each (S, N) (`importance.weigh`'s F and the deferred parents' products:
+    z = prod (1 - q), y = prod q, with q = p1 or p2 of a deferred parent by its condition)."""
+    (_, _, _, _, _, _, _, entry_slot, entry_row, entry_deferred, p1, p2, *_rest) = data
+    zeros = jnp.zeros((chunk_slots, n_worlds))
+
+    def trip(k, acc):
+        holds, fails, log_z, log_y = acc
+        idx = e0 + k * ENTRY_CHUNK + jnp.arange(ENTRY_CHUNK, dtype=jnp.int32)
+        ok = idx < e_end
+        safe = jnp.where(ok, idx, 0)
+        hot = _one_hot(jnp.where(ok, entry_slot[safe] - s0, chunk_slots), chunk_slots)  # (S, E)
+        bits = bits_of(entry_row[safe])  # (E, N) bool
+        deferred = entry_deferred[safe] & ok
+        lq1, l1q1 = _entry_logs(p1[safe])
+        lq2, l1q2 = _entry_logs(p2[safe])
+        d = deferred[:, None]
+        fixed = (~deferred & ok)[:, None]
+        log_q = jnp.where(d, jnp.where(bits, lq1[:, None], lq2[:, None]), 0.0)
+        log_1mq = jnp.where(d, jnp.where(bits, l1q1[:, None], l1q2[:, None]), 0.0)
+        f = jnp.float64
+        return (holds + hot @ (fixed & bits).astype(f), fails + hot @ (fixed & ~bits).astype(f),
+                log_z + hot @ log_1mq, log_y + hot @ log_q)
+
+    trips = (e_end - e0 + ENTRY_CHUNK - 1) // ENTRY_CHUNK
+    holds, fails, log_z, log_y = lax.fori_loop(0, trips, trip, (zeros, zeros, zeros, zeros))
+    # Sums of `_LOG_ZERO` back to -inf: a product with a factor 0 is 0.
+    return (holds, fails, jnp.where(log_z < 0.5 * _LOG_ZERO, -np.inf, log_z),
+            jnp.where(log_y < 0.5 * _LOG_ZERO, -np.inf, log_y))
+
+
+def _slot_weights(data, terms, s0, chunk_slots: int):
+    """(log P(t = label | world) (S, N), log P(cond), is_or, any, all, log y) of one slot chunk."""
+    (_, slots, _, slot_and, log_pa, log_pb, *_rest) = data
+    holds, fails, log_z, log_y = terms
+    sl = s0 + jnp.arange(chunk_slots, dtype=jnp.int32)
+    valid = (sl < slots)[:, None]
+    is_or = ~lax.dynamic_slice_in_dim(slot_and, s0, chunk_slots)[:, None]
+    pa = lax.dynamic_slice_in_dim(log_pa, s0, chunk_slots)[:, None]
+    pb = lax.dynamic_slice_in_dim(log_pb, s0, chunk_slots)[:, None]
+    any_fixed, all_fixed = holds > 0.5, fails < 0.5
+    log_pc = jnp.where(is_or, jnp.where(any_fixed, 0.0, importance._log1mexp(jnp, log_z)),
+                       jnp.where(all_fixed, log_y, -np.inf))
+    log_1mpc = jnp.where(is_or, jnp.where(any_fixed, -np.inf, log_z),
+                         jnp.where(all_fixed, importance._log1mexp(jnp, log_y), 0.0))
+    on = log_pc + pa
+    log_ws = jnp.logaddexp(on, log_1mpc + pb)
+    log_ws = jnp.where(valid, log_ws, 0.0)
+    return log_ws, on, is_or, any_fixed, all_fixed, log_z, log_y
+
+
+def _label_log_w(data, bits_of, n_worlds: int, cap: Capacity):
+    """(N,) log weight of the labels in each world: a loop over the slot chunks in use."""
+    (_, slots, _, _, _, _, offsets, *_rest) = data
+    offsets_pad = jnp.concatenate([offsets, jnp.full(SLOT_CHUNK, offsets[-1], offsets.dtype)])
+
+    def chunk(j, log_w):
+        s0 = j * SLOT_CHUNK
+        e0, e_end = offsets_pad[s0], offsets_pad[s0 + SLOT_CHUNK]
+        terms = _slot_terms(data, bits_of, e0, e_end, s0, SLOT_CHUNK, n_worlds)
+        log_ws = _slot_weights(data, terms, s0, SLOT_CHUNK)[0]
+        return log_w + log_ws.sum(axis=0)
+
+    trips = (slots + SLOT_CHUNK - 1) // SLOT_CHUNK
+    return lax.fori_loop(0, trips, chunk, jnp.zeros(n_worlds))
+
+
+def _deferred_sums(data, bits_of, omega, cap: Capacity):
+    n_worlds = omega.shape[0]
+    """(P,) E[parent] sums over worlds weighted by omega and omega^2 for the deferred entries in use."""
+    (_, slots, _, _, _, _, offsets, entry_slot, entry_row, entry_deferred, p1, p2, *_rest) = data
+    offsets_pad = jnp.concatenate([offsets, jnp.full(SLOT_CHUNK, offsets[-1], offsets.dtype)])
+    omega2 = omega * omega
+    size = entry_slot.shape[0]
+
+    def chunk(j, acc):
+        s0 = j * SLOT_CHUNK
+        e0, e_end = offsets_pad[s0], offsets_pad[s0 + SLOT_CHUNK]
+        terms = _slot_terms(data, bits_of, e0, e_end, s0, SLOT_CHUNK, n_worlds)
+        log_ws, on, is_or, any_fixed, all_fixed, log_z, log_y = _slot_weights(data, terms, s0, SLOT_CHUNK)
+        finite = log_ws > -np.inf
+        pi = jnp.where(finite, jnp.exp(jnp.minimum(on - jnp.where(finite, log_ws, 0.0), 0.0)), 0.0)
+        y = jnp.exp(log_y)
+        one_minus_z = -jnp.expm1(log_z)
+        one_minus_y = -jnp.expm1(log_y)
+
+        def trip(k, acc):
+            e1, e2 = acc
+            idx = e0 + k * ENTRY_CHUNK + jnp.arange(ENTRY_CHUNK, dtype=jnp.int32)
+            ok = idx < e_end
+            safe = jnp.where(ok, idx, 0)
+            loc = jnp.clip(entry_slot[safe] - s0, 0, SLOT_CHUNK - 1)
+            bits = bits_of(entry_row[safe])
+            d = (entry_deferred[safe] & ok)[:, None]
+            q = jnp.where(d, jnp.where(bits, p1[safe][:, None], p2[safe][:, None]), 0.0)
+            pi_e, y_e = pi[loc], y[loc]
+            or_e, any_e, all_e = is_or[loc], any_fixed[loc], all_fixed[loc]
+            omz, omy = one_minus_z[loc], one_minus_y[loc]
+            some = omz > 0
+            e_or = jnp.where(any_e, q, jnp.where(some, pi_e * q / jnp.where(some, omz, 1.0), 0.0))
+            e_and = jnp.where(all_e, pi_e + (1.0 - pi_e) * jnp.where(omy > 0, (q - y_e) / jnp.where(
+                omy > 0, omy, 1.0), 1.0), q)
+            expected = jnp.where(d, jnp.clip(jnp.where(or_e, e_or, e_and), 0.0, 1.0), 0.0)
+            target = jnp.where(ok, idx, size)
+            return (e1.at[target].set(expected @ omega, mode="drop"),
+                    e2.at[target].set(expected @ omega2, mode="drop"))
+
+        trips = (e_end - e0 + ENTRY_CHUNK - 1) // ENTRY_CHUNK
+        return lax.fori_loop(0, trips, trip, acc)
+
+    trips = (slots + SLOT_CHUNK - 1) // SLOT_CHUNK
+    zero = jnp.zeros(size)
+    return lax.fori_loop(0, trips, chunk, (zero, zero))
+
+
+def _batch(static: _Static, arrays, data, key, words, valid):
+    """The weighted sums of one batch of words: (s1 (rows,), s2 (rows,), w1, w2, top, positive)."""
+    coin_arrays, classes, steps = arrays
+    (row_code, slots, _, _, _, _, _, entry_slot, entry_row, entry_deferred, _, _,
+     odd_bits, odd_need, n_tilts, tilt_rows, a1, b1, a2, b2, tilted) = data
+    coins = _coins(static, coin_arrays, odd_bits, odd_need, key, words)
+    state, conds = _propagate(static, classes, steps, coins, row_code)
+    state = state[:static.num_rows]
+    width = static.width
+    n_worlds = width * WORD_BITS
+    ok = jnp.arange(n_worlds) < valid
+
+    def plain(_):
+        room = jnp.clip(valid - jnp.arange(width) * WORD_BITS, 0, WORD_BITS)
+        keep = jnp.where(room >= WORD_BITS, _ONES,
+                         (np.uint32(1) << jnp.minimum(room, 31).astype(np.uint32)) - np.uint32(1))
+        counts = jnp.bitwise_count(state & keep[None, :]).astype(jnp.float64).sum(axis=1)
+        n = ok.sum().astype(jnp.float64)
+        return counts, counts, n, n, jnp.zeros((), jnp.float64), ok.sum()
+
+    def weighted(_):
+        def bits_of(rows):
+            return _unpack(jnp, _take(state, rows))
+
+        log_w = _label_log_w(data, bits_of, n_worlds, static.capacity)
+
+        def with_tilt(log_w):
+            # log P / Q of the tilted coins a world drew, over the tilted rows in use, a chunk a trip:
+            # b2 + x (a2 - b2) + c (b1 - b2) + x c (a1 - b1 - a2 + b2) per row, as three products.
+            def trip(k, lr):
+                idx = k * TILT_CHUNK + jnp.arange(TILT_CHUNK, dtype=jnp.int32)
+                ok = idx < n_tilts
+                safe = jnp.where(ok, idx, 0)
+                rows = jnp.where(ok, tilt_rows[safe], ONES_ROW)
+                x = _unpack(jnp, _take(state, rows))
+                c = _unpack(jnp, _take(conds, rows))
+                ta1, tb1, ta2, tb2 = (jnp.where(ok, v[safe], 0.0) for v in (a1, b1, a2, b2))
+                f = jnp.float64
+                return (lr + tb2.sum() + (ta2 - tb2) @ x.astype(f) + (tb1 - tb2) @ c.astype(f)
+                        + (ta1 - tb1 - ta2 + tb2) @ (x & c).astype(f))
+
+            trips = (n_tilts + TILT_CHUNK - 1) // TILT_CHUNK
+            lr = lax.fori_loop(0, trips, trip, jnp.zeros(n_worlds))
+            return log_w - jnp.logaddexp(np.log(proposal.PRIOR_SHARE), np.log1p(-proposal.PRIOR_SHARE) - lr)
+
+        log_w = lax.cond(tilted, with_tilt, lambda lw: lw, log_w)
+        log_w = jnp.where(ok, log_w, -np.inf)
+        top = log_w.max()
+        scale = jnp.where(top > -np.inf, top, 0.0)
+        omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
+        omega2 = omega * omega
+        both = _rows_dot(jnp, state, jnp.stack([omega, omega2], axis=1))
+        s1, s2 = both[:, 0], both[:, 1]
+        e1, e2 = _deferred_sums(data, bits_of, omega, static.capacity)
+        in_use = jnp.arange(entry_row.shape[0]) < data[2]
+        target = jnp.where(entry_deferred & in_use, entry_row, static.num_rows)
+        s1 = s1.at[target].set(e1, mode="drop")
+        s2 = s2.at[target].set(e2, mode="drop")
+        return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
+
+    return lax.cond((slots > 0) | tilted, weighted, plain, None)
+
+
+def combine(acc, batch):
+    """Two sets of weighted sums with their own scales, on the larger one (numpy or jax)."""
+    s1, s2, w1, w2, m, pos = acc
+    t1, t2, v1, v2, mb, pb = batch
+    xp = jnp
+    top = xp.maximum(m, mb)
+    ref = xp.where(top > -np.inf, top, 0.0)
+    a = xp.where(m > -np.inf, xp.exp(m - ref), 0.0)
+    b = xp.where(mb > -np.inf, xp.exp(mb - ref), 0.0)
+    return (s1 * a + t1 * b, s2 * (a * a) + t2 * (b * b), w1 * a + v1 * b, w2 * (a * a) + v2 * (b * b),
+            top, pos + pb)
+
+
+def _round(static: _Static, arrays, data, key, first_word, batches, valid):
+    """`batches` batches of W words from `first_word`: their sums combined (`Program.compile`)."""
+    width = static.width
+    rows = static.num_rows
+    init = (jnp.zeros(rows), jnp.zeros(rows), jnp.zeros(()), jnp.zeros(()), jnp.full((), -np.inf),
+            jnp.zeros((), jnp.int64))
+
+    def one(b, acc):
+        first = first_word + (b * width).astype(jnp.uint32)
+        words = first + jnp.arange(width, dtype=jnp.uint32)
+        left = valid - b.astype(jnp.int64) * (width * WORD_BITS)
+        batch = _batch(static, arrays, data, key, words, jnp.clip(left, 0, width * WORD_BITS))
+        return combine(acc, batch)
+
+    return lax.fori_loop(0, batches, one, init)
+
+
+def byte_floor(plan: Plan, worlds: int) -> int:
+    """Bytes a round of `worlds` worlds must move at least: every edge read and row written once per
+    world word, 4 bytes a word (docs/DESIGN.md section 16)."""
+    return 4 * (plan.edges + plan.num_vars) * -(-int(worlds) // WORD_BITS)
+
+
+def tail_capacities(plan: Plan, width: int) -> list[tuple[int, int]]:
+    """The coin tail's capacities per bucket at `width` words (for memory estimates)."""
+    return [capacities(int(np.count_nonzero(b.need > HEAD_DIGITS)), width, HEAD_DIGITS)
+            for b in plan.buckets]
+
+
+__all__ = ["Program", "Capacity", "RoundData", "build", "capacity_for", "round_data", "byte_floor",
+           "combine", "LABELLED", "TRUE", "DEFERRED", "ZEROS_ROW", "FIRST_ROW", "math"]
