@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,8 +52,11 @@ def _place(cwd: Path, which: str) -> None:
     subprocess.run(["sh", "-c", f"cp {which}.json .p && mv .p g.json"], cwd=cwd, check=True)
 
 
-def run(rounds: int, workdir: Path, *, info_runs: int = 3, seed: int = 1) -> dict:
-    """Runs `rounds` rounds in `workdir`; returns {"rounds", "wrong", "info_runs", "seconds"}."""
+def run(rounds: int, workdir: Path, *, info_runs: int = 2, seed: int = 1, report=None) -> dict:
+    """Runs `rounds` rounds in `workdir`; returns {"rounds", "wrong", "disturbed" (rounds whose file
+    changed while checked, not counted), "info_runs", "seconds"}.
+
+    `report(done, wrong)`, when given, hears the counts after every round."""
     rng = random.Random(seed)
     workdir.mkdir(parents=True, exist_ok=True)
     text = RACE.read_text()
@@ -66,35 +70,60 @@ def run(rounds: int, workdir: Path, *, info_runs: int = 3, seed: int = 1) -> dic
         _place(workdir, which)
         expected[which] = _marginals(workdir, cache, "--no-cache")
     assert expected["A"] != expected["B"]
-    wrong, start = 0, time.perf_counter()
-    for _ in range(rounds):
+    files = {which: (workdir / f"{which}.json").read_bytes() for which in "AB"}
+
+    def in_place() -> str | None:
+        data = (workdir / "g.json").read_bytes()
+        return next((which for which, held in files.items() if held == data), None)
+
+    wrong = disturbed = 0
+    start = time.perf_counter()
+    for done in range(rounds):
+        # Its own process group: killing it kills the `cp` or `mv` it is running too (killing the shell
+        # alone left that one to land after the file was put in place: a round that checked A's
+        # answers against B's file, as a wrong model would).
         swapper = subprocess.Popen(["sh", "-c", SWAP], cwd=workdir, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             for _ in range(info_runs):
                 _fastlbp(["info", "g.json"], workdir, cache)
         finally:
-            swapper.kill()
+            os.killpg(swapper.pid, signal.SIGKILL)
             swapper.wait()
         which = rng.choice("AB")
-        _place(workdir, which)
-        wrong += _marginals(workdir, cache) != expected[which]
-    return {"rounds": rounds, "wrong": wrong, "info_runs": info_runs * rounds,
+        for _ in range(100):  # until it stays: a rename already under way may still land
+            _place(workdir, which)
+            time.sleep(0.05)
+            if in_place() == which:
+                break
+        got = _marginals(workdir, cache)
+        if in_place() != which:
+            disturbed += 1  # the file changed under the check: not counted either way
+        else:
+            wrong += got != expected[which]
+        if report is not None:
+            report(done + 1, wrong)
+    return {"rounds": rounds, "wrong": wrong, "disturbed": disturbed, "info_runs": info_runs * rounds,
             "seconds": round(time.perf_counter() - start, 1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--info-runs", type=int, default=3,
+    parser.add_argument("--info-runs", type=int, default=2,
                         help="fastlbp info runs per round, while swapping")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fastlbp-cache-race-") as tmp:
-        result = run(args.rounds, Path(tmp), info_runs=args.info_runs, seed=args.seed)
+        def report(done, wrong):
+            if done % 10 == 0:
+                print(f"{done} rounds, {wrong} wrong", flush=True)
+
+        result = run(args.rounds, Path(tmp), info_runs=args.info_runs, seed=args.seed, report=report)
     print(f"rounds {result['rounds']}, fastlbp info runs while swapping {result['info_runs']}, "
-          f"wrong models served {result['wrong']}, {result['seconds']} s")
+          f"wrong models served {result['wrong']}, rounds disturbed {result['disturbed']}, "
+          f"{result['seconds']} s")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
