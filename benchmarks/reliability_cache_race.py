@@ -13,8 +13,12 @@ does not served a wrong model. The cache folder is kept across rounds, so a wron
 
     python benchmarks/reliability_cache_race.py --rounds 200 --seed 1 --out out/cache_race.json
 
-Prints the rounds, the wrong models served and the time. Before the fix (status checked, not the bytes
-read) rounds went wrong (issue 41: 13 of 40); the bound is 0. Linux or macOS (a shell, `cp`, `mv`).
+Prints the rounds, the wrong models served and the time; the bound is 0. Before the fix (the file's
+status checked, not the bytes read) issue 41 saw 13 wrong in 40 rounds; the race needs a freed inode
+number reused within one tick of the file system's clock, so how often it strikes depends on timing.
+Measured 2026-11-29 on the 2-core CPU: 200 rounds, 400 `info` runs while swapping, 0 wrong, 13 min;
+the code before: 0 wrong in 100 rounds here (tests/test_model_cache.py makes the status equal and shows
+the old code serving the other file's model). Linux or macOS (a shell, `cp`, `mv`).
 """
 
 from __future__ import annotations
