@@ -17,7 +17,11 @@ it. Each outcome is one of:
 
 A FIFO with no writer is not among the cases: opening it waits for the writer, as `cat` does (a FIFO
 whose writer sends endless bytes is, and stops at the 256 MiB limit). Prints one line per case that is
-not clean or ok, then the table. CPU only; about 3 minutes on two loaded cores.
+not clean or ok, then the table. CPU only; about 80 s on two loaded cores.
+
+Measured 2026-11-29: 195 cases, 121 clean errors, 74 ok, 0 tracebacks, 0 wrong answers, 0 hangs. The
+code before (the two unbounded baseline reads left out: they exhausted memory): 11 tracebacks, 80
+wrong answers by these expectations (18 of them `learn --prior`, which did not exist).
 """
 
 from __future__ import annotations
