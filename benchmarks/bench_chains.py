@@ -48,16 +48,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # graphs: evidence_from_labels
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import environment, write_json  # noqa: E402
+from graphs import evidence_from_labels  # noqa: E402
 
 import schedules  # noqa: E402
 from fastlbp import engines  # noqa: E402
 from fastlbp.core import equations
-from fastlbp.core.graph import AND, Factor, evidence_from_labels, from_factors  # noqa: E402
+from fastlbp.core.graph import AND, Factor, from_factors  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import chunked, relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402

@@ -25,11 +25,15 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # exact_support: arena_copies
+from exact_support import arena_copies  # noqa: E402
 
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
@@ -142,7 +146,7 @@ def main():
         print(json.dumps(row), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    copies = kernels.arena_copies(size=2**20, chunk=2**14)  # XLA's in-place updates on this backend
+    copies = arena_copies(size=2**20, chunk=2**14)  # XLA's in-place updates on this backend
     (out / "bench_exact.json").write_text(json.dumps({"device": device, "arena_copies": copies, "rows": rows},
                                                      indent=1))
     print(f"\nexact marginals of every variable, n x n noisy-OR grids, 2 labels; device {device}; "

@@ -11,7 +11,7 @@ edges), then measures, each in a fresh process:
 
 * ground + write: `datalog.grounding.ground_file` (facts, translation,
   clingo, reading back, the graph with duplicates merged) and writing
-  derivation.json (`datalog.grounding.write`); seconds of each stage, peak
+  derivation.json (`datalog.io.write_derivation`); seconds of each stage, peak
   memory (RSS) of the process;
 * the same with the Python observer reader, up to `--observer-max` clauses
   (its callbacks cost about 12 us per rule, so it is the cross-check, not the
@@ -96,12 +96,13 @@ def instance(target: int, seed: int = 0) -> tuple[int, np.ndarray, int]:
 def child(directory: Path, reader: str) -> dict:
     """Grounds and writes in this process; returns seconds and peak memory."""
     from datalog import grounding
+    from datalog import io as datalog_io
 
     t0 = time.perf_counter()
     options = grounding.GroundOptions(facts=directory, reader=reader)
     result = grounding.ground_file(directory / "tc.dl", options)
     t1 = time.perf_counter()
-    grounding.write(result.graph, directory / "tc.json")
+    datalog_io.write_derivation(result.graph, directory / "tc.json")
     t2 = time.perf_counter()
     return {"clauses": result.graph.num_clauses, "tuples": result.graph.num_tuples,
             "ground_rules": result.ground_rules, "stages": result.seconds, "ground_s": t1 - t0,

@@ -55,10 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from datalog import synthetic  # noqa: E402
 from datalog.bayesnet import to_model  # noqa: E402
+from datalog.rule_probs import apply_rule_probs  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.inference.learn import Learner, LearnOptions, OnlineOptions, training_labels  # noqa: E402
 from fastlbp.inference.simulate import graph_truth, simulate  # noqa: E402
-from fastlbp.io.rule_probs import apply_rule_probs  # noqa: E402
 
 VARIANTS = ("stated", "learned", "true", "online")
 

@@ -55,7 +55,6 @@ from common import environment, write_json  # noqa: E402
 
 import fastlbp  # noqa: E402
 from fastlbp import engines  # noqa: E402
-from fastlbp.engines import describe_runner  # noqa: E402
 
 
 def host_peak() -> int:
@@ -126,7 +125,9 @@ def measure(model, schedule: str, precision: str, args, baseline: int) -> dict:
                               max_iters=args.max_iters, backend=args.backend)
     jax.block_until_ready(session.messages)
     row["session_s"] = round(time.perf_counter() - t0, 2)
-    row["engine"] = describe_runner(session.runner)
+    info = session.runner.info
+    row["engine"] = (f"engine {session.runner.name}, backend {info.backend}"
+                     + (f" ({info.reason})" if info.reason else ""))
     row["device"] = device_bytes(session, edges)
     reads = session.runner.reads
     row["graph_fields"] = "all" if reads is None else sorted(reads)

@@ -47,20 +47,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # graphs: evidence_from_labels
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import environment, write_json  # noqa: E402
+from graphs import evidence_from_labels  # noqa: E402
 
 from datalog.bayesnet import to_model  # noqa: E402
 from datalog.synthetic import generate  # noqa: E402
 from fastlbp import engines  # noqa: E402
-from fastlbp.core.graph import evidence_from_labels  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
+from fastlbp.engines import relaxed  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
-from fastlbp.engines.relaxed import sweep_with_passes  # noqa: E402
 from schedules import analysis  # noqa: E402
+
+
+@jax.jit
+def sweep_with_passes(graph, layout, messages, evidence):
+    """One relaxed sweep and the passes it took (`relaxed.sweep`, jitted)."""
+    return relaxed.sweep(graph, layout, messages, evidence)[:2]
 
 
 def make_model(size: str, seed: int = 0):

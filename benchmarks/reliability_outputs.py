@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 import datalog.grounding  # noqa: E402, F401  (imported once, before the forks)
 from datalog import formats, synthetic  # noqa: E402
 from fastlbp.cli import get_app  # noqa: E402
-from fastlbp.io import outputs  # noqa: E402
+from fastlbp.core import outputs  # noqa: E402
 
 TAINT = ROOT / "data" / "taint"
 PRESTO = ROOT / "tests" / "data" / "presto-exceptions"

@@ -12,8 +12,8 @@ Nothing here makes a Python object per rule: the text is read in chunks of about
 cut at line ends; in each chunk the lines are classified by their first two bytes, the few lines
 that are not rules are blanked out (and kept as text for a regex), and the rest is parsed by one
 `np.fromstring` call into int32 tokens, cut into rules by the number of spaces on each line.
-hmmer's 1.1 GB (27.4M rules) reads back in about 20 s on this 2-core CPU; joining and splitting
-one bytes object per line took 537 s there (and about 3 GB per 10M lines).
+hmmer's 1.1 GB (27.4M rules) reads back about 25x faster than by joining and splitting one bytes
+object per line, in a fraction of the memory (BENCHMARKS.md, "Figures behind the code's choices").
 """
 
 from __future__ import annotations

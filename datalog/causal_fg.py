@@ -32,7 +32,7 @@ from datalog.reading import shown
 from fastlbp.core.errors import InputError, read_text, text_lines
 from fastlbp.core.graph import AND, OR, GraphError, from_arrays
 from fastlbp.core.model import Model
-from fastlbp.io.outputs import write_atomically
+from fastlbp.core.outputs import write_atomically
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _COUNT = re.compile(r"[0-9]{1,18}")  # below 2^63, and int() never sees a 5,000-digit string
@@ -208,8 +208,8 @@ def dumps(model: Model, path: str | os.PathLike | None = None) -> str:
 
 
 def save(model: Model, path: str | os.PathLike) -> None:
-    """Writes `dumps(model)` to `path`, atomically (`fastlbp.io.outputs.write_atomically`: nothing is written
-    when a name cannot be, and a failed write leaves the old file as it was)."""
+    """Writes `dumps(model)` to `path`, atomically (`fastlbp.core.outputs.write_atomically`: nothing is
+    written when a name cannot be, and a failed write leaves the old file as it was)."""
     write_atomically(path, dumps(model, path))
 
 

@@ -89,7 +89,7 @@ def _by_tuple(dg: DerivationGraph) -> tuple[np.ndarray, np.ndarray]:
     body = np.asarray(dg.body)
     lens = np.diff(np.asarray(dg.body_offsets, np.int64))
     # Order within a tuple does not matter: an unstable sort of the int32 body (hmmer's 57M entries:
-    # 4 s, against 8 s stable over int64).
+    # half the time of a stable sort over int64).
     occ = np.argsort(body)
     occ_clause = np.repeat(np.arange(dg.num_clauses, dtype=np.int32), lens)[occ]
     occ_offsets = np.zeros(dg.num_tuples + 1, np.int64)

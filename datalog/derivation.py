@@ -144,7 +144,7 @@ class Dedup:
 def _sort_within(offsets: np.ndarray, body: np.ndarray) -> np.ndarray:
     """(B,) int64 the permutation of `body` that sorts each clause's entries by value (stable), clause
     by clause: clauses of one length L sorted at once as rows of an (n, L) array (27M clauses of
-    hmmer: 3 s, where one argsort of clause * T + tuple over all entries took 20)."""
+    hmmer: 7x faster than one argsort of clause * T + tuple over all entries)."""
     lens = np.diff(offsets)
     order = np.arange(body.size, dtype=np.int64)
     by_len = np.argsort(lens, kind="stable")

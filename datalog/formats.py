@@ -64,9 +64,9 @@ from datalog.cycles import least_fixpoint
 from datalog.derivation import DEFAULT_RULE_PROBABILITY, Dedup, DerivationGraph, Rule, merge_duplicates
 from datalog.reading import Once, check_probability, json_type, loads_json, shown, text_only, unique
 from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
-from fastlbp.core.errors import InputError, check_path, read_text, text_lines
+from fastlbp.core.errors import InputError, read_text, text_lines
 from fastlbp.core.model import Model
-from fastlbp.io.outputs import write_atomically, write_directory, write_file
+from fastlbp.core.outputs import write_atomically, write_directory, write_file
 
 FORMAT_NAME = "fastlbp-derivation"
 FORMAT_VERSION = 1
@@ -340,7 +340,7 @@ def save_json(dg: DerivationGraph, path: str | os.PathLike) -> None:
     """Writes derivation.json (gzip-compressed when the name ends in .gz), atomically.
 
     Raises:
-        InputError: `path` cannot be written (`fastlbp.io.outputs.write_atomically`:
+        InputError: `path` cannot be written (`fastlbp.core.outputs.write_atomically`:
             the old file is left as it was).
     """
     p = Path(path)
@@ -544,7 +544,7 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
     """Writes a Bingo directory (creating it); priors and labels go to fastlbp's extra files.
 
     The directory is written whole as a hidden sibling and swapped in
-    (`fastlbp.io.outputs.write_directory`): a reader, an error, a full disk or a
+    (`fastlbp.core.outputs.write_directory`): a reader, an error, a full disk or a
     kill meets the old directory or the new one, never a mix. The entries of
     an existing directory other than the files written here (`BINGO_FILES`)
     are kept; a stale optional file (labels, priors, truth, rule texts the
@@ -611,28 +611,6 @@ def save_bingo(dg: DerivationGraph, directory: str | os.PathLike) -> list[str]:
 
 
 # Loading to a model --------------------------------------------------------
-
-def read_derivation(path: str | os.PathLike, format: str | None = None, *,
-                    max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
-    """Reads a derivation graph (raw) from a derivation.json or derivation.npz file or a Bingo directory.
-
-    `max_decompressed` limits gzip-compressed files (see `fastlbp.core.errors.decompression_limit`).
-    """
-    p = Path(path)
-    check_path(p)
-    fmt = format or ("bingo" if p.is_dir() else "npz" if p.name.lower().endswith(".npz") else "json")
-    if fmt == "bingo":
-        return read_bingo(p, max_decompressed=max_decompressed)
-    if fmt == "json":
-        if p.is_dir():
-            raise InputError(str(p), None, "is a directory, expected a derivation.json file")
-        return read_json(p, max_decompressed=max_decompressed)
-    if fmt == "npz":
-        from datalog import npz
-
-        return npz.read(p, max_decompressed=max_decompressed)
-    raise InputError(str(p), None, f"{fmt!r} is not a derivation-graph format (json, npz, bingo)")
-
 
 def _clause_where(dg: DerivationGraph, c: int) -> str:
     if dg.clause_lines is not None:

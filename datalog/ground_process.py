@@ -29,10 +29,10 @@ def _control(log: list[str]):
 
 def _run(ctl, text: str, log: list[str]) -> None:
     try:
-        from datalog.functors import Context
+        from datalog.functors import TypedContext
 
         ctl.add("base", [], text)
-        ctl.ground([("base", [])], context=Context())
+        ctl.ground([("base", [])], context=TypedContext())
     except RuntimeError as err:  # our translation is wrong: a bug, not the user's input
         raise RuntimeError(f"clingo refused the translated program: {err}: {' '.join(log)}") from None
 

@@ -1,7 +1,7 @@
 """Grounding a Datalog program with clingo: every rule instance of the least model as a clause.
 
     dg = datalog.grounding.ground_file("taint.dl", GroundOptions(facts="facts/")).graph
-    notes = datalog.grounding.write(dg, "taint.json")        # or a Bingo directory
+    notes = datalog.io.write_derivation(dg, "taint.json")    # or a Bingo directory
     model = datalog.grounding.load_program("taint.dl", options=GroundOptions(facts="facts/"))
 
 What a clause is (Bingo's convention): rule k of the program (file order,
@@ -52,11 +52,11 @@ import re
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-from datalog import aspif, formats, ground_inputs, souffle
+from datalog import aspif, formats, ground_inputs, locations, souffle, souffle_values
+from datalog.annotations import split_tuple
 from datalog.aspif import Ground
 from datalog.derivation import (
     DEFAULT_INPUT_PRIOR,
@@ -79,7 +79,7 @@ from datalog.reading import shown
 from datalog.translation import _quote, translate  # noqa: F401  (translate is part of this module's API)
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
-from fastlbp.io.outputs import cannot_write
+from fastlbp.core.outputs import cannot_write
 
 READERS = ("aspif", "observer")
 
@@ -104,6 +104,10 @@ class GroundOptions:
         max_rule_instances: grounding stops with `GroundingTooLarge` past
             this many rule instances; None: `default_max_rule_instances()`
             (from the machine's memory); 0: no limit.
+        locations: a relation REL(point, file, line[, column]) of program
+            points' source positions: every tuple is located at the points
+            among its arguments (`datalog.locations`; derivation.json's
+            "locations"). None: no locations.
     """
 
     facts: str | os.PathLike | None = None
@@ -113,6 +117,11 @@ class GroundOptions:
     progress: Callable[[str], None] | None = None
     reader: str = "aspif"
     max_rule_instances: int | None = None
+    locations: str | None = None
+
+
+class NothingDerived(InputError):
+    """The program derives nothing from its facts (no clause, no alarm): there is no graph to write."""
 
 
 @dataclasses.dataclass
@@ -259,8 +268,12 @@ def _tuple_names(program: souffle.Program, g: Ground, size: int) -> tuple[np.nda
         rel_of[atoms] = i
         if program.decls[rel].arity == 0:
             names = [rel + "()"] * len(args)
-        elif any(t in program.records for t in program.decls[rel].types):
-            names = [f"{rel}({','.join(map(_shown_value, _clingo_value(a)))})" for a in args]
+        elif any(t in program.records or t in program.adts
+                 or t in (souffle_values.UNSIGNED, souffle_values.FLOAT) for t in program.decls[rel].types):
+            types = program.decls[rel].types
+            names = [rel + "(" + ",".join(_typed_shown(v, ty, program.records, program.adts)
+                                          for v, ty in zip(_clingo_value(a), types, strict=True)) + ")"
+                     for a in args]
         elif all(t == souffle.NUMBER for t in program.decls[rel].types):
             names = [rel + a for a in args]  # clingo writes numbers as the facts files do
         else:
@@ -300,6 +313,24 @@ def _clingo_value(text: str):
         return int(t)
 
     return value()
+
+
+def _typed_shown(v, ty: str, records: dict, adts: dict | None = None) -> str:
+    """A value of type `ty` as Soufflé writes it in a .csv: unsigned and float decoded, records `[1, a]`
+    (their fields by their types), nil `nil`, ADT values `$Branch(a, b)` (`$Branch` without fields)."""
+    adts = adts or {}
+    if ty in (souffle_values.UNSIGNED, souffle_values.FLOAT):
+        return souffle_values.shown(souffle_values.decode(v, ty), ty)
+    if ty in records and isinstance(v, tuple):
+        return "[" + ", ".join(_typed_shown(x, fty, records, adts)
+                               for x, (_, fty) in zip(v, records[ty], strict=True)) + "]"
+    if ty in adts and isinstance(v, tuple):
+        branch, fields = v[0], v[1:]
+        types = adts[ty][branch]
+        inner = ", ".join(_typed_shown(x, fty, records, adts)
+                          for x, (_, fty) in zip(fields, types, strict=True))
+        return f"${branch}" + (f"({inner})" if fields else "")
+    return _shown_value(v)
 
 
 def _shown_value(v) -> str:
@@ -382,7 +413,8 @@ def _graph(program: souffle.Program, g: Ground, options: GroundOptions) -> tuple
     for a in externals[derived[externals]].tolist():
         priors.setdefault(int(tuple_of[a]), DEFAULT_INPUT_PRIOR)
     probs = ground_inputs.rule_probabilities(options.rule_prob, program) if options.rule_prob else {}
-    rules = [Rule(r.name, probs.get(r.index, DEFAULT_RULE_PROBABILITY), r.text) for r in program.rules]
+    rules = [Rule(r.name, probs.get(r.index, 1.0 if r.auxiliary else DEFAULT_RULE_PROBABILITY), r.text)
+             for r in program.rules]
     return DerivationGraph(
         tuples=names, rules=rules, clause_rule=c_rule.astype(np.int32),
         clause_head=tuple_of[heads].astype(np.int32), body_offsets=offsets,
@@ -403,7 +435,10 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     say = options.progress or (lambda msg: None)
     seconds = {}
     t0 = time.perf_counter()
+    if options.locations is not None:
+        locations.check_relation(program, options.locations)
     facts = ground_inputs.read_facts(program, options.facts)
+    located_points = facts.get(options.locations, []) if options.locations is not None else []
     n_facts = sum(map(len, facts.values()))
     t1 = time.perf_counter()
     seconds["facts"] = t1 - t0
@@ -429,49 +464,28 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     dg = merge_duplicates(dg).graph
     seconds["graph"] = time.perf_counter() - t3
     if dg.num_clauses == 0 and len(dg.alarms) == 0:
-        raise InputError(str(program.path), None, "the program derives nothing from these facts: no rule "
+        raise NothingDerived(str(program.path), None, "the program derives nothing from these facts: no rule "
                          "instance holds, so there is no derivation graph (check --facts and the .input "
                          "relations)")
     say(f"derivation graph: {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, {len(dg.alarms):,} alarms "
         f"({seconds['graph']:.2f} s)")
+    if options.locations is not None:
+        located = _locate(program, dg, options.locations, located_points)
+        dg.annotations = {**dg.annotations, "locations": located}
+        say(f"located {len(dg.annotations['locations']):,} tuples by {options.locations}")
     return Grounding(dg, n_facts, n_rules, seconds)
+
+
+def _locate(program: souffle.Program, dg: DerivationGraph, rel: str, rows: list[tuple]) -> dict:
+    """derivation.json's "locations" of `dg` from REL's facts `rows` and its derived tuples."""
+    derived = [parts[1] for name in dg.tuples if (parts := split_tuple(name)) is not None and parts[0] == rel]
+    points = locations.point_locations(rel, [*rows, *derived], str(program.path or "<program>"))
+    return locations.locate_tuples(dg.tuples, points, rel)
 
 
 def ground_file(path: str | os.PathLike, options: GroundOptions | None = None) -> Grounding:
     """`ground` of the program in file `path` (`datalog.souffle.parse_file`)."""
     return ground(souffle.parse_file(path), options)
-
-
-def is_json(path: str | os.PathLike) -> bool:
-    return Path(path).name.lower().endswith((".json", ".json.gz"))
-
-
-def is_npz(path: str | os.PathLike) -> bool:
-    return Path(path).name.lower().endswith(".npz")
-
-
-def write(dg: DerivationGraph, out: str | os.PathLike) -> list[str]:
-    """Writes derivation.json (OUT ends in .json or .json.gz), derivation.npz (.npz) or else a Bingo
-    directory; returns notes.
-
-    Raises:
-        InputError: OUT is a file where a Bingo directory should go, or a
-            tuple name Bingo's files cannot carry (nothing written then).
-    """
-    p = Path(out)
-    if is_json(p):
-        formats.save_json(dg, p)
-        return [f"wrote {p} (derivation.json)"]
-    if is_npz(p):
-        from datalog import npz
-
-        npz.save(dg, p)
-        return [f"wrote {p} (derivation.npz)"]
-    if p.exists() and not p.is_dir():
-        raise InputError(str(p), None, "exists and is not a directory (a Bingo graph is a directory; name a "
-                         ".json file for derivation.json)")
-    warnings = formats.save_bingo(dg, p)
-    return [f"wrote {p} (Bingo directory)"] + [f"warning: {w}" for w in warnings]
 
 
 def load_program(path: str | os.PathLike, *, cycles: str = "cycles", compress: bool = True,
@@ -486,4 +500,4 @@ def load_program(path: str | os.PathLike, *, cycles: str = "cycles", compress: b
 
 
 __all__ = ["GroundOptions", "Grounding", "READERS", "ground", "ground_file", "read_facts", "translate",
-           "write", "load_program", "is_json", "is_npz"]
+           "load_program"]

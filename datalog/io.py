@@ -4,8 +4,9 @@
     model = datalog.io.load("bingo_dir/", cycles="bingo")          # Bingo's cycle criterion
     model = datalog.io.load("g.txt", "causal_fg")                  # format named
 
-Formats (`FORMATS`, keyed by name; every loader takes the path and the
-keyword options `cycles`, `compress` and `max_decompressed`):
+Formats (`FORMATS`, keyed by name: a `Format` says which names mean it, how
+it is loaded, read and written; every loader takes the path and the keyword
+options `cycles`, `compress` and `max_decompressed`):
 
     json        derivation.json, optionally gzip-compressed   (`datalog.formats`)
     npz         derivation.npz: the same graph as numpy arrays (`datalog.npz`; for graphs of
@@ -27,11 +28,14 @@ max(256 MiB, 64 x the compressed size) (`fastlbp.core.errors.decompression_limit
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from datalog import causal_fg, formats, grounding, npz
+from datalog.derivation import DerivationGraph
+from datalog.formats import Where
 from fastlbp.core.errors import InputError, check_path
 from fastlbp.core.model import Model
 
@@ -58,32 +62,80 @@ def _load_npz(path: Path, *, cycles: str = "cycles", compress: bool = True,
                                          compress=compress, cycles=cycles)
 
 
-# name -> loader(path, *, cycles, compress, max_decompressed) -> Model ("datalog" also takes `datalog`).
-FORMATS: dict[str, Callable[..., Model]] = {
-    "json": formats.load_json,
-    "npz": _load_npz,
-    "bingo": formats.load_bingo,
-    "causal_fg": _load_causal_fg,
-    "datalog": _load_datalog,
-}
+def _read_json(path: Path, *, max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
+    if path.is_dir():
+        raise InputError(str(path), None, "is a directory, expected a derivation.json file")
+    return formats.read_json(path, max_decompressed=max_decompressed)
 
 
-# The one rule from a name to a format, for reading (`detect_format`) and for writing (`fastlbp convert`
-# and `fastlbp ground -o`, `fastlbp.cli.graphs.output_format`); a directory (or a name ending in /) is
-# a Bingo graph.
-SUFFIXES = {".json": "json", ".json.gz": "json", ".npz": "npz", ".fg": "causal_fg", ".causal_fg": "causal_fg",
-            ".dl": "datalog"}
-KNOWN = ("derivation.json (.json, .json.gz), derivation.npz (.npz), a Bingo directory, a libDAI causal "
-         "factor graph (.fg, .causal_fg) or a Datalog program (.dl)")
+def _save_json(dg: DerivationGraph, path: Path) -> list[str]:
+    formats.save_json(dg, path)
+    return []
+
+
+def _save_npz(dg: DerivationGraph, path: Path) -> list[str]:
+    npz.save(dg, path)
+    return []
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """A graph format: a row of `FORMATS`.
+
+    Attributes:
+        name: the format's name (`--to NAME`, `load(path, NAME)`).
+        what: the format for people, with its names ("derivation.json (.json, .json.gz)").
+        load: `load(path, *, cycles, compress, max_decompressed) -> Model` (a `grounded` format also
+            takes `datalog=`).
+        suffixes: the ends of a file name that say this format (lower case).
+        directory: the format is a directory (a directory, or a name ending in /, says it).
+        read_derivation: `(path, *, max_decompressed) -> (DerivationGraph, Where)`, the raw graph, for
+            a derivation-graph format (`fastlbp convert` reads through it); None otherwise.
+        write_derivation: `(graph, path) -> warnings` writing a derivation graph; None: not one.
+        write_model: `(model, path)` writing a factor graph; None: not one.
+        grounded: a program: loading grounds it (`datalog=GroundOptions`).
+    """
+
+    name: str
+    what: str
+    load: Callable[..., Model]
+    suffixes: tuple[str, ...] = ()
+    directory: bool = False
+    read_derivation: Callable[..., tuple[DerivationGraph, Where]] | None = None
+    write_derivation: Callable[[DerivationGraph, Path], list[str]] | None = None
+    write_model: Callable[[Model, Path], None] | None = None
+    grounded: bool = False
+
+
+# The one table of formats: how a name says the format (for reading, `detect_format`, and for writing,
+# `fastlbp convert` and `fastlbp ground -o`), how each is read and written.
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("json", "derivation.json (.json, .json.gz)", formats.load_json, (".json", ".json.gz"),
+           read_derivation=_read_json, write_derivation=_save_json),
+    Format("npz", "derivation.npz (.npz)", _load_npz, (".npz",), read_derivation=npz.read,
+           write_derivation=_save_npz),
+    Format("bingo", "a Bingo directory", formats.load_bingo, directory=True,
+           read_derivation=formats.read_bingo, write_derivation=formats.save_bingo),
+    Format("causal_fg", "a libDAI causal factor graph (.fg, .causal_fg)", _load_causal_fg,
+           (".fg", ".causal_fg"), write_model=causal_fg.save),
+    Format("datalog", "a Datalog program (.dl)", _load_datalog, (".dl",), grounded=True),
+)}
+
+
+def known(formats: Iterable[Format] | None = None) -> str:
+    """The formats for a message: "derivation.json (.json, .json.gz), ..., or a Datalog program (.dl)"."""
+    whats = [f.what for f in (FORMATS.values() if formats is None else formats)]
+    return ", ".join(whats[:-1]) + f" or {whats[-1]}" if len(whats) > 1 else "".join(whats)
 
 
 def format_of_name(path: str | os.PathLike) -> str | None:
-    """The format a name says (`SUFFIXES`; "bingo" for a directory or a name ending in /), else None."""
+    """The format a name says (a `Format.suffixes`; the directory format for a directory or a name
+    ending in /), else None."""
     raw = os.fspath(path)
     if raw.endswith(("/", os.sep)) or Path(raw).is_dir():
-        return "bingo"
+        return next((f.name for f in FORMATS.values() if f.directory), None)
     name = Path(raw).name.lower()
-    return next((fmt for suffix, fmt in SUFFIXES.items() if name.endswith(suffix)), None)
+    return next((f.name for f in FORMATS.values() if name.endswith(f.suffixes)), None) if name else None
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -96,8 +148,50 @@ def detect_format(path: str | os.PathLike) -> str:
     if fmt is not None:
         return fmt
     if Path(path).is_file():
-        raise InputError(os.fspath(path), None, f"not a graph fastlbp reads (by its name): give {KNOWN}")
+        raise InputError(os.fspath(path), None, f"not a graph fastlbp reads (by its name): give {known()}")
     return "causal_fg"  # a missing path: the reader says what is wrong with it
+
+
+def read_derivation(path: str | os.PathLike, format: str | None = None, *,
+                    max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
+    """Reads a derivation graph (raw: duplicates and cycles kept) in `format` (default: the one its
+    name says, else derivation.json).
+
+    `max_decompressed` limits gzip-compressed files (see `fastlbp.core.errors.decompression_limit`).
+
+    Raises:
+        InputError: a malformed file, or a format that holds no derivation graph.
+    """
+    p = Path(path)
+    check_path(p)
+    fmt = FORMATS.get(format or format_of_name(p) or "json")
+    if fmt is None or fmt.read_derivation is None:
+        names = ", ".join(f.name for f in FORMATS.values() if f.read_derivation)
+        raise InputError(str(p), None, f"{format or fmt.name!r} is not a derivation-graph format ({names})")
+    return fmt.read_derivation(p, max_decompressed=max_decompressed)
+
+
+def write_derivation(dg: DerivationGraph, out: str | os.PathLike, format: str | None = None) -> list[str]:
+    """Writes a derivation graph in `format` (default: the one OUT's name says, else a Bingo
+    directory); returns notes for the user ("wrote OUT (FORMAT)", warnings).
+
+    Raises:
+        InputError: OUT is a file where a directory should go, a name the format cannot carry
+            (nothing written then), or a format that holds no derivation graph.
+    """
+    p = Path(out)
+    name = format or format_of_name(p)
+    fmt = FORMATS.get(name) if name else None
+    if fmt is None or fmt.write_derivation is None:
+        if format is not None:
+            raise InputError(str(p), None, f"{format!r} holds no derivation graph")
+        fmt = next(f for f in FORMATS.values() if f.directory)
+    if fmt.directory and p.exists() and not p.is_dir():
+        raise InputError(str(p), None, "exists and is not a directory (a Bingo graph is a directory; name a "
+                         ".json file for derivation.json)")
+    warnings = fmt.write_derivation(dg, p)
+    title = fmt.what.split(" (")[0].removeprefix("a ")  # "derivation.json", "Bingo directory"
+    return [f"wrote {p} ({title})"] + [f"warning: {w}" for w in warnings]
 
 
 def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "cycles",
@@ -131,12 +225,13 @@ def load(path: str | os.PathLike, format: str | None = None, *, cycles: str = "c
     p = Path(path)
     check_path(p)
     fmt = format or detect_format(p)
-    loader = FORMATS.get(fmt)
-    if loader is None:
+    spec = FORMATS.get(fmt)
+    if spec is None:
         raise InputError(str(p), None, f"no loader for format {fmt!r} (known: {', '.join(FORMATS)})")
-    if fmt == "datalog":
-        return loader(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed, datalog=datalog)
+    if spec.grounded:
+        return spec.load(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed,
+                         datalog=datalog)
     if datalog is not None:
         raise InputError(str(p), None, f"is a {fmt} graph, not a Datalog program (.dl): the grounding "
                          "options (facts, rule probabilities, alarms, priors) do not apply to it")
-    return loader(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed)
+    return spec.load(p, cycles=cycles, compress=compress, max_decompressed=max_decompressed)

@@ -43,7 +43,7 @@ import numpy as np
 from datalog.annotations import parse_annotations
 from datalog.derivation import DerivationGraph, Rule
 from fastlbp.core.errors import InputError, check_path, decompression_limit, read_raw
-from fastlbp.io.outputs import write_atomically
+from fastlbp.core.outputs import write_atomically
 
 FORMAT_NAME = "fastlbp-derivation-npz"
 FORMAT_VERSION = 1
@@ -89,7 +89,7 @@ def dumps(dg: DerivationGraph) -> io.BytesIO:
 
 
 def save(dg: DerivationGraph, path: str | os.PathLike) -> None:
-    """Writes derivation.npz, atomically (`fastlbp.io.outputs.write_atomically`).
+    """Writes derivation.npz, atomically (`fastlbp.core.outputs.write_atomically`).
 
     Raises:
         InputError: `path` cannot be written (the old file is left as it was).

@@ -138,7 +138,7 @@ def rule_prob_lines(path) -> list[tuple[int, str, float]]:
 
     A line is `NAME: p` (split at the last colon; `Rk: 0.9`, Bingo's rule-prob.txt, what `fastlbp learn`
     writes); blank lines and `#` comments are skipped; a rule named twice must repeat its value.
-    `fastlbp.io.rule_probs.read_rule_probs` (any graph's rules, by name) and
+    `datalog.rule_probs.read_rule_probs` (any graph's rules, by name) and
     `datalog.ground_inputs.rule_probabilities` (a program's rules, checked against it) both read
     through it.
 

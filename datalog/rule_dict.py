@@ -22,7 +22,7 @@ from pathlib import Path
 from datalog.derivation import Rule
 from datalog.reading import Once, shown
 from fastlbp.core.errors import InputError, read_text, text_lines
-from fastlbp.io.outputs import write_file
+from fastlbp.core.outputs import write_file
 
 RULE_DICT = "rule_dict.txt"
 

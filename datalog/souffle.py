@@ -1,7 +1,8 @@
 """A Soufflé subset: parsing an analysis into a checked AST (declarations, rules, facts, strata).
 
     program = datalog.souffle.parse_file("taint.dl")     # or parse(text, path)
-    program.rules[0].name                                # "R0": rules are numbered in file order
+    program.rules[0].name                                # "path-2a3171": head and a hash of the text
+    program.rules[0].text                                # "path(x, y) :- edge(x, y)." (datalog.souffle_rules)
 
 The language (what typical points-to, taint, race and escape analyses use)::
 
@@ -20,9 +21,10 @@ numbers only; `x = t` binds x when t is bound). Arguments are variables
 signed, as Soufflé's and clingo's), "string" constants (escapes `\\"`,
 `\\\\`, `\\n`, `\\t`) or the wildcard `_`. Comments `//` and `/* */`.
 
-Everything else Soufflé has (aggregates, arithmetic and functors, components,
-records and ADTs, user types, I/O parameters, several heads, disjunction,
-`.plan`, the preprocessor) is refused with a `ProgramError` naming the file,
+Much else of Soufflé is read too (aggregates, arithmetic and functors, `as`, components, records,
+user types, `unsigned` and `float` values, output parameters, several heads, disjunction, `.plan`, the
+preprocessor, algebraic data types: see docs/writing-an-analysis.md); what is not (subsumption, choice
+domains, `autoinc`, user-defined functors) is refused with a `ProgramError` naming the file,
 line and column, never ignored; so are an undeclared relation, an arity or
 type mismatch, an unsafe variable (in the head, a negation or a comparison
 but bound by no positive atom) and negation through recursion.
@@ -39,9 +41,12 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     MAX_SYMBOL,
     NUMBER,
     NUMBER_PATTERN,
+    NUMERIC,
     ORDER,
     SYMBOL,
     TYPES,
+    UINT_MAX,
+    UNSIGNED,
     Aggregate,
     Atom,
     Comparison,
@@ -64,11 +69,15 @@ from datalog.souffle_ast import (  # noqa: F401  (re-exported: the AST is part o
     symbol_problem,
     term_vars,
 )
-from datalog.souffle_check import RuleChecker
 from datalog.souffle_components import ComponentsMixin
 from datalog.souffle_directives import DirectivesMixin, preprocess
+from datalog.souffle_inline import unfold, unfoldable
 from datalog.souffle_lexer import MAX_ALTERNATIVES, Token, tokenize  # noqa: F401  (re-exported)
+from datalog.souffle_project import project
+from datalog.souffle_rules import rule_names, rule_text
+from datalog.souffle_semantics import RuleChecker, typed_const
 from datalog.souffle_terms import TermsMixin
+from datalog.souffle_witness import with_witnesses
 from fastlbp.core.errors import read_text
 
 # Parser ---------------------------------------------------------------------
@@ -88,6 +97,9 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         self.types: dict[str, tuple] = {}
         self.attr_pos: dict[tuple[str, int], Pos] = {}
         self.eqrel: list = []
+        self.inline: set[str] = set()  # relations declared inline
+        self.adts: dict = {}  # ADT type -> {branch: [(field, type)]}
+        self.branch_type: dict[str, str] = {}  # branch -> its ADT type
         self.rules: list[Rule] = []
         self.facts: list[Fact] = []
         self.components: dict = {}
@@ -212,15 +224,13 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                 return alternatives
 
     def group(self) -> list[list[Literal]]:
-        """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('."""
-        if self.tok.kind == "punct" and self.tok.text == "!" and self._is("(", 1):
+        """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('.
+        A negated group `!( body )` (or `!!...`) is put in disjunctive normal form as Soufflé does (De
+        Morgan: `!(a, b)` is `!a ; !b`, `!(a ; b)` is `!a, !b`, `!!a` is `a`)."""
+        if self.tok.kind == "punct" and self.tok.text == "!" and (self._is("(", 1) or self._is("!", 1)):
             bang = self.tok
-            self.i += 2
-            inner = self.disjunction()
-            self.expect(")", "')' closing the negated group")
-            if any(len(a) != 1 or not isinstance(a[0], Atom) or a[0].negated for a in inner):
-                raise self.error(bang, "a negated group must be a disjunction of atoms: !(a(x) ; b(x))")
-            return [[dataclasses.replace(a[0], negated=True) for a in inner]]  # !(a ; b) is !a, !b
+            self.i += 1
+            return self.negated(self.group(), bang)
         if self.tok.kind == "punct" and self.tok.text == "(":
             save = self.i
             try:
@@ -233,6 +243,16 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                 pass
             self.i = save
         return [[self.literal()]]
+
+    def negated(self, alternatives: list[list[Literal]], bang: Token) -> list[list[Literal]]:
+        """The alternatives of `!(alternatives)`: not (OR_i AND_j l_ij) = AND_i OR_j not l_ij."""
+        out: list[list[Literal]] = [[]]
+        for conjunction in alternatives:
+            out = [done + [_negation(lit)] for done in out for lit in conjunction]
+            if len(out) > MAX_ALTERNATIVES:
+                raise self.error(bang, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
+                                       "rules")
+        return out
 
     def body(self) -> list[Literal]:
         """An aggregate's body: a conjunction."""
@@ -258,10 +278,24 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         return Atom(name.text, tuple(args), name.pos, negated)
 
     def number(self, value: int, tok: Token) -> int:
-        if not INT_MIN <= value <= INT_MAX:
+        """An integer literal: a number, or an unsigned or float where it stands for one (the checker
+        narrows the range to its type's)."""
+        if not INT_MIN <= value <= UINT_MAX:
             raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
-                                  f"{INT_MIN}..{INT_MAX})")
+                                  f"{INT_MIN}..{INT_MAX}; unsigned: 0..{UINT_MAX})")
         return value
+
+
+_NEGATED_COMPARISON = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">", "match": "!match",
+                       "!match": "match", "contains": "!contains", "!contains": "contains"}
+
+
+def _negation(lit: Literal) -> Literal:
+    """The literal that holds exactly when `lit` does not: an atom negated (or un-negated), a comparison
+    with the opposite operator."""
+    if isinstance(lit, Atom):
+        return dataclasses.replace(lit, negated=not lit.negated)
+    return dataclasses.replace(lit, op=_NEGATED_COMPARISON[lit.op])
 
 
 # Checks ---------------------------------------------------------------------
@@ -290,13 +324,18 @@ def _check(p: _Parser) -> Program:
                       f"{'s' if d.arity != 1 else ''} (declared at line {d.pos.line}), got "
                       f"{len(atom.args)} argument{'s' if len(atom.args) != 1 else ''}")
         for a, (attr, ty) in zip(atom.args, d.attrs, strict=True):
-            if isinstance(a, Const) and a.type != ty:
+            if isinstance(a, Const) and a.type != ty and not (a.kind is None and isinstance(a.value, int)
+                                                              and ty in NUMERIC):
                 raise err(a.pos, f"{a.type} constant for attribute {attr!r} of {atom.relation!r}, which is "
                           f"a {ty}")
         return d
 
     for f in p.facts:
         check_atom(f.atom)
+    # An integer literal of a fact is an unsigned or a float where its attribute is.
+    p.facts = [Fact(dataclasses.replace(f.atom, args=tuple(
+        typed_const(a, ty, err) for a, ty in zip(f.atom.args, decls[f.atom.relation].types, strict=True))))
+        for f in p.facts]
     for name in p.eqrel:  # Soufflé keeps an eqrel relation closed: reflexive, symmetric, transitive
         r, pos = name.text, name.pos
         x, y, z = (Var(v, pos) for v in ("x", "y", "z"))
@@ -306,11 +345,18 @@ def _check(p: _Parser) -> Program:
                 ((x, z), ((x, y), (y, z)), f"{r}(x, z) :- {r}(x, y), {r}(y, z).  // eqrel {r}: transitive")):
             p.rules.append(Rule(len(p.rules), Atom(r, head, pos), tuple(Atom(r, b, pos) for b in body), text,
                                 pos))
-    for rule in p.rules:
-        RuleChecker(rule, check_atom, err, p.record_fields).check()
+    # Inline relations unfolded into their uses, as Soufflé does (where that is plain).
+    p.rules, p.facts = unfold(p.rules, p.facts, unfoldable(p.inline, p.rules, p.facts, p.inputs, p.outputs))
+    p.rules = [with_witnesses(rule) for rule in p.rules]  # min/max witnesses bound, as Soufflé reads them
+    p.rules = [RuleChecker(rule, check_atom, err, p.record_fields, p.resolve_type, p.adts,
+                           p.branch_type).check() for rule in p.rules]
+    p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own
+    # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
+    p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)
+               for r, name in zip(p.rules, rule_names(p.rules), strict=True)]
     strata = _stratify(p, err)
     return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,
-                   output_files=p.output_files, records=p.record_fields)
+                   output_files=p.output_files, records=p.record_fields, adts=p.adts)
 
 
 def _stratify(p: _Parser, err) -> list[list[str]]:
@@ -371,7 +417,7 @@ def _stratify(p: _Parser, err) -> list[list[str]]:
             for rel in Rule(0, rule.head, g.body, "", g.pos).aggregated() | {
                     a.relation for a in g.body if isinstance(a, Atom)}:
                 if comp_of[rel] == comp_of[rule.head.relation]:
-                    raise err(g.pos, f"aggregate through recursion: {rule.name} derives "
+                    raise err(g.pos, f"aggregate through recursion: this rule derives "
                               f"{rule.head.relation!r} from {g.kind} over {rel!r}, which depends on it; only "
                               "stratified aggregates are supported")
         for a in rule.negative:
@@ -379,7 +425,7 @@ def _stratify(p: _Parser, err) -> list[list[str]]:
                 head, neg = rule.head.relation, a.relation
                 through = "" if head == neg else (
                     f" ({' -> '.join(_path(edges, head, neg))}: each derived from the one before)")
-                raise err(a.pos, f"negation through recursion: {rule.name} derives {head!r} from !{neg}, but "
+                raise err(a.pos, f"negation through recursion: this rule derives {head!r} from !{neg}, but "
                           f"{neg!r} depends on {head!r}{through}; only stratified negation is supported")
     position = {r: i for i, r in enumerate(rels)}  # rels.index per relation was quadratic
     return [sorted(c, key=position.__getitem__) for c in reversed(sccs)]

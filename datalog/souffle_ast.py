@@ -8,7 +8,11 @@ from fastlbp.core.errors import InputError
 
 NUMBER = "number"
 SYMBOL = "symbol"
-TYPES = (NUMBER, SYMBOL)
+UNSIGNED = "unsigned"
+FLOAT = "float"
+TYPES = (NUMBER, SYMBOL, UNSIGNED, FLOAT)
+NUMERIC = (NUMBER, UNSIGNED, FLOAT)
+UINT_MAX = 2**32 - 1
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 ORDER = ("<", "<=", ">", ">=")
@@ -86,12 +90,21 @@ class Var:
 
 @dataclasses.dataclass(frozen=True)
 class Const:
-    value: int | str  # int for number, str for symbol
+    """A constant: `value` an int (number, unsigned), a float (float) or a str (symbol).
+
+    `kind`: its type where the text or the checker fixed it (`1u`, `1.5`; an integer literal typed
+    unsigned or float by where it stands); None for a symbol or an integer literal taken as a number.
+    """
+
+    value: int | float | str
     pos: Pos
+    kind: str | None = None
 
     @property
     def type(self) -> str:
-        return NUMBER if isinstance(self.value, int) else SYMBOL
+        if self.kind is not None:
+            return self.kind
+        return SYMBOL if isinstance(self.value, str) else FLOAT if isinstance(self.value, float) else NUMBER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,11 +114,17 @@ class Wildcard:
 
 @dataclasses.dataclass(frozen=True)
 class Functor:
-    """An arithmetic operation or a functor: `op` ("+", "band", "min", "cat", "neg" ...) of `args`."""
+    """An arithmetic operation or a functor: `op` ("+", "band", "min", "cat", "neg" ...) of `args`.
+
+    `to`: for a type cast `as(x, T)` (op "as"), the type T as written (None otherwise). `ty`: the type
+    an arithmetic operation computes in (unsigned, float), set by the checker; None for number.
+    """
 
     op: str
     args: tuple
     pos: Pos
+    to: str | None = None
+    ty: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,14 +135,16 @@ class Aggregate:
     target: object
     body: tuple
     pos: Pos
-
+    ty: str | None = None  # the value's type where the checker made it unsigned or float
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """A record `[a, b, ...]` (`args`), or `nil` (args None)."""
+    """A record `[a, b, ...]` (`args`), `nil` (args None), or a value `$Branch(a, ...)` of an algebraic
+    data type (`branch` its constructor, `args` its fields: () for `$Branch`)."""
 
     args: tuple | None
     pos: Pos
+    branch: str | None = None
 
 
 Term = Var | Const | Wildcard | Functor | Aggregate | Record
@@ -192,17 +213,23 @@ class Decl:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """Rule `index` in file order (named `R{index}`): head :- body."""
+    """Rule `index` in file order: head :- body.
+
+    `label`: its stable name (`datalog.souffle_rules`: head relation and a hash of its text), given once
+    the program is parsed; `name` is the label, or `R{index}` before it has one.
+    """
 
     index: int
     head: Atom
     body: tuple[Literal, ...]
     text: str
     pos: Pos
+    label: str = ""
+    auxiliary: bool = False  # made by datalog.souffle_project (an existence check): probability 1 by default
 
     @property
     def name(self) -> str:
-        return f"R{self.index}"
+        return self.label or f"R{self.index}"
 
     @property
     def positive(self) -> tuple[Atom, ...]:
@@ -278,6 +305,7 @@ class Program:
     input_params: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     records: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
     output_files: dict[str, str] = dataclasses.field(default_factory=dict)
+    adts: dict[str, dict[str, list[tuple[str, str]]]] = dataclasses.field(default_factory=dict)
 
     def depends(self) -> dict[str, set[str]]:
         """{relation: relations its rules' bodies name (positively, negated or aggregated)}."""

@@ -5,9 +5,11 @@ What changes no result is accepted: user types (`.type A <: symbol`, `.type B = 
 the older `.number_type N` and `.symbol_type S`) stand for the primitive type they resolve to;
 `.pragma`, `.plan`, `.printsize` and storage qualifiers (btree, brie, inline, magic ...) are read and
 ignored. An `eqrel` relation is closed under reflexivity, symmetry and transitivity, as Soufflé closes
-it, by three rules added after the program's. I/O parameters: `IO=file`, `filename` and `delimiter`
-are honoured; any other is refused by name. What changes results and is not implemented (records,
-ADTs, components, `unsigned`, `float`, choice domains, `.limitsize`) is refused where it is written.
+it, by three rules added after the program's. I/O parameters of `.input`: `IO=file`, `filename` and
+`delimiter` are honoured; any other is refused by name. Those of `.output` and `.printsize` (`IO=stdout`,
+`headers=true`, `compress`, ...) say where Soufflé writes a relation, never which tuples it holds: any is
+accepted (`filename` is kept as the output's file name). What changes results and is not implemented (ADTs,
+choice domains, `.limitsize`) is refused where it is written.
 """
 
 from __future__ import annotations
@@ -18,10 +20,6 @@ import re
 from datalog.souffle_ast import NUMBER, SYMBOL, Decl, Pos, ProgramError
 
 PRIMITIVES = (NUMBER, SYMBOL, "unsigned", "float")
-_UNSUPPORTED_PRIMITIVE = {
-    "unsigned": "type 'unsigned' is not supported (attribute types: number, symbol and types of them)",
-    "float": "type 'float' is not supported (attribute types: number, symbol and types of them)",
-}
 # Storage and evaluation hints: they choose data structures or a plan, never the least model.
 IGNORED_QUALIFIERS = {"btree", "brie", "btree_delete", "inline", "no_inline", "magic", "no_magic",
                       "overridable"}
@@ -106,15 +104,31 @@ class DirectivesMixin:
                     self.expect(",", "',' or ']'")
             self.types[name.text] = ("record", fields, name.pos)
             return
-        first = self.tok
         members = [self.type_name()]
-        if self.tok.kind in ("punct", "bad") and self.tok.text == "{":
-            raise self.error(first, "algebraic data types are not supported")
+        if self._is("{"):
+            self.types[name.text] = ("adt", self.branches(members[0]), name.pos)
+            return
         while self.accept("|"):
             members.append(self.type_name())
-            if self.tok.kind in ("punct", "bad") and self.tok.text == "{":
-                raise self.error(first, "algebraic data types are not supported")
         self.types[name.text] = ("alias", members, name.pos)
+
+    def branches(self, first: str) -> list[tuple[str, list[tuple[str, str]]]]:
+        """An algebraic data type's branches `A {x: T, ...} | B {} | ...` (the first name read)."""
+        out = []
+        name = first
+        while True:
+            self.expect("{", "'{' and the fields of the branch")
+            fields: list[tuple[str, str]] = []
+            while not self.accept("}"):
+                field = self.ident("a field name")
+                self.expect(":", "':' and a type after the field name")
+                fields.append((field.text, self.type_name()))
+                if not self._is("}"):
+                    self.expect(",", "',' or '}'")
+            out.append((name, fields))
+            if not self.accept("|"):
+                return out
+            name = self.type_name()
 
     def type_name(self) -> str:
         t = self.ident("a type name")
@@ -138,14 +152,11 @@ class DirectivesMixin:
                         raise self.expected(f"a value of I/O parameter {key.text!r}")
                     self.i += 1
                     value = str(v.value if v.kind != "ident" else v.text)
-                    if key.text not in IO_PARAMETERS:
-                        raise self.error(key, f"I/O parameter {key.text!r} is not supported (supported: "
-                                         "IO=file, filename, delimiter)")
-                    if key.text == "IO" and value != "file":
-                        raise self.error(v, f"I/O parameter IO={value} is not supported (only IO=file: "
-                                         "facts and outputs are files)")
-                    if key.text == "delimiter" and len(value) != 1:
-                        raise self.error(v, f"delimiter {value!r}: one character is supported")
+                    # An output's or a printsize's parameters say where and how Soufflé writes the
+                    # relation (IO=stdout, headers, compress, ...): they change no tuple, so any is read
+                    # and kept; only an input's decide what is read.
+                    if what == "input":
+                        self.input_parameter(key, v, value)
                     params[key.text] = value
                     self.accept(",")
             if what == "input":
@@ -162,6 +173,17 @@ class DirectivesMixin:
         if self.tok.kind == "ident" and self.tok.pos.line == line:
             raise self.error(self.tok, f"expected ',' between the relations of .{what}, got "
                                        f"{self.tok.text!r}")
+
+    def input_parameter(self, key, value_tok, value: str) -> None:
+        """Refuses an `.input` parameter that is not honoured (it would change what is read)."""
+        if key.text not in IO_PARAMETERS:
+            raise self.error(key, f"I/O parameter {key.text!r} of .input is not supported (supported: "
+                             "IO=file, filename, delimiter)")
+        if key.text == "IO" and value != "file":
+            raise self.error(value_tok, f"I/O parameter IO={value} of .input is not supported (only IO=file: "
+                             "facts are read from files)")
+        if key.text == "delimiter" and len(value) != 1:
+            raise self.error(value_tok, f"delimiter {value!r}: one character is supported")
 
     def decl(self) -> None:
         names = [self.ident("a relation name after .decl")]
@@ -198,6 +220,8 @@ class DirectivesMixin:
                 if len(attrs) != 2 or attrs[0][1] != attrs[1][1]:
                     raise self.error(q, "an eqrel relation has two attributes of one type")
                 self.eqrel.extend(names)
+            elif q.text == "inline":  # unfolded where plain (datalog.souffle_inline), else a hint
+                self.inline.update(n.text for n in names)
             elif q.text == "choice":
                 raise self.error(q, "choice-domain is not supported")
             elif q.text not in IGNORED_QUALIFIERS:
@@ -217,20 +241,26 @@ class DirectivesMixin:
                 return t
             if t in memo:
                 return memo[t]
-            if t in seen and self.types.get(t, ("",))[0] != "record":
+            if t in seen and self.types.get(t, ("",))[0] not in ("record", "adt"):
                 raise ProgramError(self.path, pos.line, pos.column, f"type {t!r} is defined through itself")
             if t not in self.types:
                 raise ProgramError(self.path, pos.line, pos.column, f"type {t!r} is not declared (add "
                                    f".type {t} <: number or symbol)")
             kind, members, tpos = self.types[t]
+            if kind == "adt":  # stands for itself, as a record; its branches' fields may name it
+                memo[t] = t
+                self.adts[t] = {}
+                for branch, fields in members:
+                    if branch in self.branch_type and self.branch_type[branch] != t:
+                        raise ProgramError(self.path, tpos.line, tpos.column, f"branch {branch!r} of type "
+                                           f"{t!r} is a branch of {self.branch_type[branch]!r} too")
+                    self.branch_type[branch] = t
+                    self.adts[t][branch] = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in fields]
+                return t
             if kind == "record":  # a record type stands for itself; its fields may name it (lists)
                 memo[t] = t
                 self.record_fields[t] = []
-                fields = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in members]
-                for _, ft in fields:
-                    if ft in _UNSUPPORTED_PRIMITIVE:
-                        raise ProgramError(self.path, tpos.line, tpos.column, _UNSUPPORTED_PRIMITIVE[ft])
-                self.record_fields[t] = fields
+                self.record_fields[t] = [(f, resolve(ft, tpos, seen + (t,))) for f, ft in members]
                 return t
             bases = {resolve(m, tpos, seen + (t,)) for m in members}
             if len(bases) > 1:
@@ -243,14 +273,12 @@ class DirectivesMixin:
             attrs = []
             for k, (a, t) in enumerate(d.attrs):
                 pos = self.attr_pos.get((rel, k), d.pos)
-                base = resolve(t, pos)
-                if base in _UNSUPPORTED_PRIMITIVE:
-                    raise ProgramError(self.path, pos.line, pos.column, _UNSUPPORTED_PRIMITIVE[base])
-                attrs.append((a, base))
+                attrs.append((a, resolve(t, pos)))
             self.decls[rel] = Decl(d.name, tuple(attrs), d.pos)
         for t, (kind, _, tpos) in self.types.items():  # record types no relation uses, checked too
-            if kind == "record":
+            if kind in ("record", "adt"):
                 resolve(t, tpos)
+        self.resolve_type = resolve  # for the checker: the type of a cast as(x, T)
 
 
 def preprocess(text: str, path: str | None) -> str:

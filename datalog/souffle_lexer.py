@@ -24,19 +24,20 @@ _TOKEN = re.compile(r"""
   | (?P<number>""" + NUMBER_PATTERN + r""")
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
+  | (?P<adt>\$[A-Za-z_][A-Za-z0-9_]*)                        # $Branch: an ADT's constructor
   | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*)  # a.b: a component's member
   | (?P<punct>:-|<:|!=|<=|>=|[(),.:;!=<>|+\-*/%^{}\[\]])
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
-_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.][0-9u])")
+_MINUS_NUMBER = re.compile(r"-(?:" + NUMBER_PATTERN + r")(?![.0-9A-Za-z_])")  # whole: not -12 of -123.7
 _LINE = re.compile(r'\#line[ \t]+([0-9]+)[ \t]+"([^"\n]*)"')
 MAX_ALTERNATIVES = 4096  # rules one rule's disjunctions may expand to
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _OTHER_CHARS = {
     "&": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('&' is not an operator)",
     "~": "bitwise operators are written band, bor, bxor, bnot in Soufflé ('~' is not an operator)",
-    "$": "algebraic data types are not supported",
+    "$": "'$' (Soufflé's counter) is not supported; an ADT value is written $Branch(...)",
     "@": "user-defined functors are not supported",
     "#": "preprocessor directives must start a line (#include, #define)",
 }
@@ -89,16 +90,17 @@ def tokenize(text: str, path: str | None) -> list[Token]:
         elif kind == "badstring":
             bad = "unterminated string: '\"' has no closing '\"' on this line"
         elif kind == "float":
-            bad = f"float constant {tok} is not supported (attribute types are number and symbol)"
+            tokens.append(Token("float", tok, pos, i, float(tok)))
         elif kind == "unsigned":
-            bad = f"unsigned constant {tok} is not supported (attribute types are number and symbol)"
+            tokens.append(Token("unsigned", tok, pos, i, number_value(tok[:-1])))
         elif kind == "punct" and tok == "-" and _MINUS_NUMBER.match(text, i) and not (
-                tokens and (tokens[-1].kind in ("ident", "number", "string") or tokens[-1].text == ")")):
+                tokens and (tokens[-1].kind in ("ident", "number", "string", "float", "unsigned")
+                            or tokens[-1].text == ")")):
             tok = _MINUS_NUMBER.match(text, i).group()  # a negative constant, not a subtraction
             tokens.append(Token("number", tok, pos, i, number_value(tok)))
         elif kind == "other":
             bad = _OTHER_CHARS.get(tok, f"unexpected character {tok!r}")
-        elif kind in ("ident", "punct"):
+        elif kind in ("ident", "punct", "adt"):
             tokens.append(Token(kind, tok, pos, i))
         elif kind == "number":
             tokens.append(Token("number", tok, pos, i, number_value(tok)))

@@ -3,7 +3,8 @@
 Operators, loosest first (as Soufflé binds them): `lor`, `land`, `bor`, `bxor`, `band`,
 `bshl bshr bshru`, `+ -`, `* / %`, `^` (power, right-associative), then unary `-`, `bnot`, `lnot`.
 Functors: `min(a, b, ...)`, `max(...)`, `cat(s, ...)`, `strlen(s)`, `substr(s, i, n)`, `ord(s)`,
-`to_number(s)`, `to_string(n)`; the constraints `match(pattern, s)` and `contains(part, s)`.
+`to_number(s)`, `to_string(n)`, the type cast `as(x, T)`; the constraints `match(pattern, s)` and
+`contains(part, s)`.
 Aggregates: `count : { body }`, `sum T : { body }`, `min T : { body }`, `max T : { body }` (the braces
 may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.functors`'.
 """
@@ -11,16 +12,19 @@ may hold one atom without them: `count : r(x, _)`). What they mean is `datalog.f
 from __future__ import annotations
 
 from datalog.souffle_ast import (
+    FLOAT,
+    UINT_MAX,
+    UNSIGNED,
     Aggregate,
-    Atom,
     Comparison,
     Const,
     Functor,
     Record,
     Var,
     Wildcard,
-    aggregates_in,
+    number_shown,
 )
+from datalog.souffle_values import f32
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 # Binary operators by binding strength (loosest first); each level is left-associative but '^'.
@@ -29,15 +33,12 @@ _LEVELS = (("lor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr",
 _UNARY = {"-": "neg", "bnot": "bnot", "lnot": "lnot"}
 # functor name -> (least, most arguments)
 FUNCTORS = {"min": (2, 99), "max": (2, 99), "cat": (1, 99), "strlen": (1, 1), "substr": (3, 3),
-            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3)}
+            "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3), "to_float": (1, 1),
+            "to_unsigned": (1, 1), "itof": (1, 1), "itou": (1, 1), "utoi": (1, 1), "utof": (1, 1),
+            "ftoi": (1, 1), "ftou": (1, 1)}
 CONSTRAINTS = ("match", "contains")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 _REFUSED_FUNCTORS = {
-    "to_float": "floats are not supported", "to_unsigned": "unsigned numbers are not supported",
-    "itou": "unsigned numbers are not supported", "utoi": "unsigned numbers are not supported",
-    "itof": "floats are not supported", "ftoi": "floats are not supported",
-    "utof": "floats are not supported", "ftou": "floats are not supported",
-    "as": "type casts (as) are not supported",
     "autoinc": "autoinc() is not supported (its values depend on Soufflé's evaluation order)",
 }
 
@@ -71,7 +72,7 @@ class TermsMixin:
             self.expect(")", f"')' after the arguments of {t.text}")
             return Comparison(t.text, left, right, t.pos)
         if t.kind == "ident" and self._is("(", 1) and t.text not in FUNCTORS and \
-                t.text not in _REFUSED_FUNCTORS:
+                t.text not in _REFUSED_FUNCTORS and t.text not in ("as", "bnot", "lnot"):
             return self.atom()
         left = self.term()
         op = self.tok
@@ -98,8 +99,10 @@ class TermsMixin:
         if (t.kind == "punct" and t.text == "-") or (t.kind == "ident" and t.text in ("bnot", "lnot")):
             self.i += 1
             arg = self.unary()
-            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int):
+            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int) and arg.kind is None:
                 return Const(self.number(-arg.value, t), t.pos)
+            if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, float):
+                return Const(-arg.value, t.pos, FLOAT)
             return Functor(_UNARY[t.text], (arg,), t.pos)
         return self.primary()
 
@@ -112,6 +115,25 @@ class TermsMixin:
         if t.kind == "number":
             self.i += 1
             return Const(self.number(t.value, t), t.pos)
+        if t.kind == "adt":  # $Branch or $Branch(args): a value of an algebraic data type
+            self.i += 1
+            args = []
+            if self.accept("("):
+                if not self.accept(")"):
+                    args.append(self.term())
+                    while self.accept(","):
+                        args.append(self.term())
+                    self.expect(")", "',' or ')' closing the ADT value")
+            return Record(tuple(args), t.pos, t.text[1:])
+        if t.kind == "float":
+            self.i += 1
+            return Const(f32(t.value), t.pos, FLOAT)
+        if t.kind == "unsigned":
+            self.i += 1
+            if not 0 <= t.value <= UINT_MAX:
+                raise self.error(t, f"unsigned constant {number_shown(t.text)} is out of range (32-bit "
+                                    f"unsigned: 0..{UINT_MAX})")
+            return Const(t.value, t.pos, UNSIGNED)
         if t.kind == "string":
             self.i += 1
             return Const(t.value, t.pos)
@@ -127,6 +149,8 @@ class TermsMixin:
                                      or self._colon_after_parenthesis()):
             return self.aggregate()
         self.i += 1
+        if t.text == "as" and self._is("("):
+            return self.cast(t)
         if self.accept("("):
             if t.text in _REFUSED_FUNCTORS:
                 raise self.error(t, _REFUSED_FUNCTORS[t.text])
@@ -150,6 +174,15 @@ class TermsMixin:
             raise self.error(self.tok, "qualified names (components) are not supported")
         return Var(t.text, t.pos)
 
+    def cast(self, t):
+        """`as(x, T)`: Soufflé's type cast, which changes the type the checker sees and never the value."""
+        self.expect("(")
+        value = self.term()
+        self.expect(",", "',' and a type after the value of as(...)")
+        ty = self.ident("a type name (as(x, T))")
+        self.expect(")", "')' closing as(...)")
+        return Functor("as", (value,), t.pos, ty.text)
+
     def _colon_after_parenthesis(self) -> bool:
         """`max (a / b) : ...`: the parenthesis after the aggregate's name closes before a ':'."""
         depth, k = 0, 1
@@ -169,8 +202,6 @@ class TermsMixin:
     def aggregate(self):
         t = self.tok
         self.i += 1
-        if t.text == "mean":
-            raise self.error(t, "aggregate 'mean' is not supported (its value is a float)")
         target = None
         if t.text != "count":
             target = self.term(len(_LEVELS) - 3)  # the target binds tighter than the aggregate's ':'
@@ -180,12 +211,6 @@ class TermsMixin:
             self.expect("}", "'}' closing the aggregate's body")
         else:
             body = [self.atom()]
-        for lit in body:
-            for term in lit.args if isinstance(lit, Atom) else (lit.left, lit.right):
-                inner = aggregates_in(term)
-                if inner:
-                    raise self.error_at(inner[0].pos, "nested aggregates (an aggregate inside an aggregate's "
-                                        "body) are not supported")
         return Aggregate(t.text, target, tuple(body), t.pos)
 
 

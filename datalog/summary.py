@@ -6,7 +6,7 @@ import numpy as np
 
 from fastlbp.core.graph import AND, OR
 from fastlbp.core.model import Model
-from fastlbp.io.writers import safe_name
+from fastlbp.core.text import safe_name
 
 
 def _largest(counts: np.ndarray, names) -> dict:

@@ -17,10 +17,10 @@ and the factor-graph arrays (`FactorGraph`, `Factor`, `from_factors`,
 writers, triage) stays importable from its module but is not this surface.
 
 Importing fastlbp imports neither JAX nor numpy, so the commands that run no
-inference start without them (`fastlbp --help`: 0.3 s instead of 0.9 s on a
-2-core CPU), and it changes no JAX setting: fastlbp's functions that run JAX run
-with float64 on for their own duration (`fastlbp.core.jax_setup.float64`; float64
-is the default precision, float32 stays available per run), and the caller's
+inference start without them (`fastlbp --help`), and it changes no JAX setting:
+fastlbp's functions that run JAX run with float64 on for their own duration
+(`fastlbp.core.jax_setup.float64`; float64 is the default precision, float32
+stays available per run), and the caller's
 `jax_enable_x64` holds outside them. The factor-graph arrays, the model, loading,
 the session and ranking are imported on first use of their names, so
 `import fastlbp.core.graph` (what `datalog` needs) stays light.
@@ -28,29 +28,58 @@ the session and ranking are imported on first use of their names, so
 
 from fastlbp.core.errors import ContradictoryEvidence, InputError, SettingsError
 from fastlbp.core.settings import Settings
+from fastlbp.core.version import __version__ as __version__
 
-__version__ = "0.1.0"
 
-# Name -> the module that defines it, imported on first use.
+def _graph():
+    from fastlbp.core import graph
+
+    return graph
+
+
+def _model():
+    from fastlbp.core import model
+
+    return model
+
+
+def _loading():
+    from fastlbp.io import loading
+
+    return loading
+
+
+def _session():
+    from fastlbp.inference import session
+
+    return session
+
+
+def _ranking():
+    from fastlbp.inference import ranking
+
+    return ranking
+
+
+# Name -> the module that defines it, imported on first use (written as imports, so that the layer test,
+# tests/test_layers.py, sees them: this front door sits above every layer it names).
 _LAZY = {
     **dict.fromkeys(("AND", "OR", "Factor", "FactorGraph", "GraphError", "from_arrays", "from_factors"),
-                    "core.graph"),
-    "Model": "core.model",
-    **dict.fromkeys(("load", "read_labels", "detect_format"), "io.loading"),
-    **dict.fromkeys(("Session", "Round", "marginals"), "inference.session"),
-    **dict.fromkeys(("rank", "Ranking"), "inference.ranking"),
+                    _graph),
+    "Model": _model,
+    **dict.fromkeys(("load", "read_labels", "detect_format"), _loading),
+    **dict.fromkeys(("Session", "Round", "marginals"), _session),
+    **dict.fromkeys(("rank", "Ranking"), _ranking),
 }
 
 
 def __getattr__(name: str):
     # The layers above the arrays (loading reads datalog, which imports fastlbp.core.graph) load on first use,
-    # so importing any fastlbp module never imports them half-way; the arrays (numpy: 0.1 s) likewise.
+    # so importing any fastlbp module never imports them half-way; the arrays (numpy) likewise.
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fastlbp' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"fastlbp.{module}"), name)
+    return getattr(module(), name)
 
 
 def __dir__() -> list[str]:

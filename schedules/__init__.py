@@ -41,13 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Spec, parse_spec
+from fastlbp.core.plan import RELAXED, Plan, Spec, make_plan, parse_spec
+from fastlbp.core.settings import Settings
 from schedules import analysis as _analysis
+from schedules import chunk_plan as _plan
 from schedules import orders as _orders
-from schedules import plan as _plan
 from schedules import relax_plan as _relax_plan
 from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
-from schedules.orders import BUILTIN, ORDER_FILE_HELP, Order
+from schedules.orders import ORDER_FILE_HELP, Order
 
 
 def _graph_and_names(model) -> tuple[FactorGraph, tuple[str, ...]]:
@@ -59,14 +60,9 @@ def _graph_and_names(model) -> tuple[FactorGraph, tuple[str, ...]]:
 def orders_for(model, spec: Spec) -> list[Order]:
     """The order(s) of a spec: one, or `cycle` for SEQRND."""
     graph, names = _graph_and_names(model)
-    if spec.strategy == "parall":
-        return [_orders.parall(graph)]
-    if spec.strategy == "seqfix":
-        return [_orders.seqfix(graph)]
-    if spec.strategy == "seqrnd":
-        return _orders.seqrnd(graph, spec.seed, spec.cycle)
-    if spec.strategy == "topo":
-        return [_orders.topo(graph, spec.body_first)]
+    build = _orders.BUILDERS.get(spec.strategy)
+    if build is not None:
+        return build(graph, spec)
     if spec.order is not None:  # the text `fastlbp.core.plan.make_plan` read (or a stored session's)
         return [_orders.parse_order(spec.order, graph, names, spec.path)]
     return [_orders.read_order_file(spec.path, graph, names)]
@@ -79,7 +75,7 @@ class Compiled:
     spec: Spec
     analyses: list[Analysis]
     layouts: list[_plan.ChunkLayout]
-    plan: _plan.Plan
+    plan: _plan.ChunkPlan
     order_seconds: float
     pack_seconds: float
 
@@ -237,39 +233,55 @@ def _histogram(sizes: np.ndarray) -> dict[str, list[int]]:
     return {"bin_edges": edges, "counts": counts.astype(int).tolist()}
 
 
-def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
+def describe(model, spec: str | Plan, **overrides: Any) -> dict[str, Any]:
     """JSON-able statistics of a schedule on a model (for `fastlbp info --schedule S`).
+
+    Args:
+        spec: the schedule text, or the run's `Plan` (its schedule, kernels and platform decide which
+            engine runs: `Plan.engines`); text is planned with the default settings on a CPU.
+        overrides: `:OPTION`s of the schedule (`parse_spec`).
 
     Returns:
         {"spec", "strategy", "analysis", "edges", "orders", "batches_per_iteration" (mean over
         SEQRND's orders), "batches" (per order), "batch_size" {"min", "median", "max",
         "histogram" {"bin_edges", "counts"}}, "analysis_seconds", "order_seconds",
         "pack_seconds", "chunks_per_iteration", "chunk_width", "slot_fill", "passes", "engine"
-        ("parall", "relaxed" or "chunked": what `fastlbp.engines.make_runner` runs), "virtual_edges" (relaxed:
-        edges of the reader-group graph), "pass_budget" (relaxed: most passes a sweep runs before the
-        chunk loop redoes it; the number of levels when the order is no deeper), "first_budget"
-        (relaxed: the passes a sweep may take before the runner builds the levelling and chunk
-        plan at all), "level_bound" (relaxed: `relax_plan.level_bound`)}.
+        (the key of `fastlbp.engines.ENGINES` that `make_runner` runs: "parall", "parall/fused",
+        "relaxed", "chunked" or "persistent"), "virtual_edges" (relaxed: edges of the reader-group
+        graph), "pass_budget" (relaxed: most passes a sweep runs before the chunk loop redoes it; the
+        number of levels when the order is no deeper), "first_budget" (relaxed: the passes a sweep may
+        take before the runner builds the levelling and chunk plan at all), "level_bound" (relaxed:
+        `relax_plan.level_bound`)}.
     """
-    sp = parse_spec(spec, **overrides)
+    if isinstance(spec, Plan):
+        plan = spec
+        changed = {k: v for k, v in overrides.items() if v is not None}
+        if changed:
+            plan = dataclasses.replace(plan, schedule=dataclasses.replace(plan.schedule, **changed))
+        sp = plan.schedule
+        spec = f"{sp.path or sp.strategy}{sp.options()}"
+    else:
+        sp = parse_spec(spec, **overrides)
+        plan = dataclasses.replace(make_plan(Settings(), platform="cpu"), schedule=sp)
     graph, _ = _graph_and_names(model)
-    if sp.strategy == "parall":
+    engines = plan.for_graph(graph.num_edges).engines()
+    if sp.parallel:
         e = graph.num_edges
-        return {"spec": spec, "strategy": "parall", "analysis": "none", "edges": e, "orders": 1,
+        return {"spec": spec, "strategy": sp.strategy, "analysis": "none", "edges": e, "orders": 1,
                 "batches_per_iteration": 1, "batches": [1],
                 "batch_size": {"min": e, "median": e, "max": e, "histogram": _histogram(np.array([e]))},
                 "analysis_seconds": 0.0, "order_seconds": 0.0, "pack_seconds": 0.0,
                 "chunks_per_iteration": 1, "chunk_width": e, "slot_fill": 1.0, "passes": 0,
-                "engine": "parall", "virtual_edges": 0, "pass_budget": 0, "first_budget": 0,
+                "engine": engines[0], "virtual_edges": 0, "pass_budget": 0, "first_budget": 0,
                 "level_bound": 0}
-    c = compile_schedule(model, sp)
-    engine_name, virtual, budget, first, bound = "chunked", 0, 0, 0, 0
-    if sp.engine == "relaxed" and len(c.analyses) == 1:
-        rel = relaxation_plan(model, sp)
+    c = compile_schedule(model, sp, gpu=plan.gpu)
+    engine_name, virtual, budget, first, bound = engines[-1], 0, 0, 0, 0
+    if engines[0] == RELAXED and len(c.analyses) == 1:
+        rel = relaxation_plan(model, sp, gpu=plan.gpu)
         if rel is not None:
             first, bound = rel.budget, rel.bound
             rel = finish(graph, rel, c.analyses[0])
-            engine_name, virtual, budget = "relaxed", rel.plan.virtual_edges, rel.budget
+            engine_name, virtual, budget = RELAXED, rel.plan.virtual_edges, rel.budget
     sizes = np.concatenate([lay.batch_sizes for lay in c.layouts])
     batches = [a.num_batches for a in c.analyses]
     width = c.plan.width
@@ -300,5 +312,5 @@ def describe(model, spec: str, **overrides: Any) -> dict[str, Any]:
 
 
 __all__ = ["describe", "parse_spec", "compile_schedule", "relaxation_plan", "finish", "Relaxation",
-           "orders_for", "Spec", "Order", "Analysis", "levelling", "algorithm3", "ANALYSES", "BUILTIN",
+           "orders_for", "Spec", "Order", "Analysis", "levelling", "algorithm3", "ANALYSES",
            "ORDER_FILE_HELP"]

@@ -386,13 +386,9 @@ def _scan(s: _Structure, x_ext: np.ndarray, b_ext: np.ndarray) -> np.ndarray:
     return np.asarray(lev, np.int64)
 
 
-# Fixpoint passes a window gets before it is walked instead. The walk is plain Python
-# (~3 us per edge and read event on this 2-core CPU) and the fixpoint needs one numpy pass
-# per level, so a shallow window settles in a pass or two and anything deeper is cheaper to
-# walk. Measured here (`levelling` seconds, SEQFIX / TOPO): synthetic 0.5M edges 3.15 / 3.93
-# with the fixpoint alone, 1.46 / 2.24 walking every window, 1.43 / 2.06 after 2 passes, 1.65 /
-# 2.35 after 4; a 10^5-link chain 0.88 / 1.29 walking, 1.17 / 1.76 after 4, and its 10^4-link
-# version 4.6 / 12.0 with the fixpoint alone (0.05 / 0.08 walking).
+# Fixpoint passes a window gets before it is walked instead. The walk is plain Python and the
+# fixpoint needs one numpy pass per level, so a shallow window settles in a pass or two and
+# anything deeper is cheaper to walk; 2 measured fastest (BENCHMARKS.md, "Figures behind the code's choices").
 SCAN_AFTER = 2
 
 
@@ -508,26 +504,3 @@ def analyse(graph: FactorGraph, order: Order, method: str = "levelling") -> Anal
         return algorithm3(graph, order)
     raise ValueError(f"unknown analysis {method!r} (expected one of {ANALYSES})")
 
-
-def group_var_to_factor(graph: FactorGraph, batch: np.ndarray) -> list[np.ndarray]:
-    """The paper's Algorithm 4: per batch, the variable-to-factor edges its updates read.
-
-    Returns:
-        One (n_i,) int64 array of edges (factor order) per batch: every edge
-        (v*, a) with v* a neighbour of a touched factor a other than the updated
-        variable (an edge serves both directions, so one index names it).
-    """
-    g = graph.to_numpy()
-    ef = np.asarray(g.edge_factor, np.int64)
-    off = np.asarray(g.factor_offsets, np.int64)
-    out = []
-    for b in range(int(batch.max(initial=-1)) + 1):
-        s = np.flatnonzero(batch == b)
-        touched = unique(ef[s])
-        sizes = off[touched + 1] - off[touched]
-        t = np.repeat(off[touched] - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-        # Own edge excluded only where a factor updates a single edge of its own in the batch.
-        counts = np.bincount(ef[s], minlength=ef.max() + 1)
-        single = s[counts[ef[s]] == 1]
-        out.append(np.setdiff1d(t, single))
-    return out

@@ -18,12 +18,11 @@ synthetic Bingo-like graphs (`datalog.synthetic`) have 1,454 / 9,325 / 30,786
 SEQFIX levels at 0.05M / 0.5M / 2M edges (TOPO: 1,632 / 10,423 / 34,569), with
 about 30-60 edges per level along a chain of blocks through the hub variables;
 a vectorised step per level (or per wave of blocks that share no variable:
-55K waves for SEQFIX, 126K for TOPO at 2M edges) costs tens of numpy calls of
-2-7 us each on this project's 2-core CPU, so any frontier method is bound to
-seconds per million edges. The walk costs about 1.5 us per edge and read
-event in plain Python (2M edges: SEQFIX 3.0 s, TOPO 5.1 s, against 8.9 s for
-both with the earlier windowed fixpoint), and about 0.02 us compiled by numba
-(`walk` is written in the subset numba compiles; it is used where numba is
+55K waves for SEQFIX, 126K for TOPO at 2M edges) costs tens of numpy calls, so
+any frontier method is bound to seconds per million edges. The walk costs
+less than one numpy call's time per edge and read event in plain Python, and
+~100x less compiled by numba (BENCHMARKS.md, "Figures behind the code's choices";
+`walk` is written in the subset numba compiles; it is used where numba is
 installed and the order is large, `NUMBA_FROM`).
 
 A weak order with large stages (PARALL: one stage) is levelled stage by stage
@@ -41,11 +40,12 @@ from fastlbp.core.graph import FactorGraph
 from schedules.orders import Order, time_order
 
 # The walk compiled by numba from this many edges plus read events (where numba is installed):
-# below it the plain walk takes under ~1 s on this CPU, while importing numba takes ~0.6 s and
-# loading the compiled walk from numba's cache ~0.2 s (compiling it the first time: ~3 s).
+# below it the plain walk is quicker than importing numba and loading the compiled walk from its
+# cache (BENCHMARKS.md, "Figures behind the code's choices").
 NUMBA_FROM = 600_000
 # Weak orders go stage by stage when their stages hold this many edges on average: a stage costs
-# ~30 numpy calls (~100-200 us here), a walked edge and its read events ~5 us.
+# ~30 numpy calls, as much as walking 20-40 edges and their read events (BENCHMARKS.md, "Figures
+# behind the code's choices").
 STAGE_EDGES_FROM = 64
 
 

@@ -26,22 +26,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from fastlbp.core.errors import InputError, read_text, text_lines
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import STRATEGIES
-
-BUILTIN = STRATEGIES  # `fastlbp.core.plan` parses specs without this module (and JAX)
+from fastlbp.core.plan import STRATEGIES, Spec
 
 
 def unique(x: np.ndarray) -> np.ndarray:
     """The sorted distinct values of an integer array, by one sort.
 
     numpy 2.4's `np.unique` without return_* options hashes its input, which took
-    4.5-6 s for 2M int64 values on this project's 2-core CPU (a sort: 0.08 s).
+    about 60x a sort's time for 2M int64 values (BENCHMARKS.md, "Figures behind the code's choices").
     """
     s = np.sort(np.asarray(x).ravel())
     keep = np.ones(s.size, bool)
@@ -53,7 +52,8 @@ def time_order(rank: np.ndarray) -> np.ndarray | None:
     """Edges in rank order when the ranks are a permutation of 0..E-1 (every built-in total
     order and total order file), by one scatter instead of a sort; None otherwise.
 
-    A stable argsort of 2M such ranks took 0.1-0.25 s on this 2-core CPU.
+    A stable argsort of 2M such ranks is the cost it saves (BENCHMARKS.md, "Figures behind the
+    code's choices").
     """
     rank = np.asarray(rank)
     n = rank.size
@@ -100,7 +100,7 @@ def parall(graph: FactorGraph) -> Order:
 def seqfix(graph: FactorGraph) -> Order:
     """libDAI's SEQFIX: factors in file order, each factor's variables by ascending index."""
     ef, ev, _, _ = _edge_arrays(graph)
-    # One key instead of a two-key lexsort (0.5-1.6 s at 2M edges on this CPU); edges are
+    # One key instead of a two-key lexsort (slower); edges are
     # stored factor by factor, so the keys are nearly sorted.
     return Order(_rank_of_sequence(np.argsort(ef * max(graph.num_vars, 1) + ev, kind="stable")), "seqfix")
 
@@ -172,6 +172,17 @@ def topo(graph: FactorGraph, body_first: bool = False) -> Order:
 
 # --------------------------------------------------------------------------------------------
 # Custom order files.
+
+# Strategy (a key of `fastlbp.core.plan.STRATEGIES`, the table of names and help) -> its order(s) on a
+# graph: one, or SEQRND's `cycle`.
+BUILDERS: dict[str, Callable[[FactorGraph, Spec], list[Order]]] = {
+    "parall": lambda graph, spec: [parall(graph)],
+    "seqfix": lambda graph, spec: [seqfix(graph)],
+    "seqrnd": lambda graph, spec: seqrnd(graph, spec.seed, spec.cycle),
+    "topo": lambda graph, spec: [topo(graph, spec.body_first)],
+}
+assert set(BUILDERS) == set(STRATEGIES), "every strategy of fastlbp.core.plan.STRATEGIES builds an order here"
+
 
 ORDER_FILE_HELP = """\
 A custom order file (UTF-8). Blank lines and lines starting with # are ignored.

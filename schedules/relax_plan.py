@@ -70,22 +70,18 @@ class RelaxPlan:
 # The cost model of `pass_budget`, in microseconds: (PASS_FIXED, PASS_PER_EDGE, STEP_FIXED,
 # STEP_PER_SLOT): a relaxation pass costs PASS_FIXED + PASS_PER_EDGE per virtual edge, a step of the
 # chunk loop STEP_FIXED + STEP_PER_SLOT per slot.
-# CPU: this project's 2-core CPU, float64 (`python benchmarks/bench_chains.py --calibrate 50000`):
-# passes 0.13-0.20 us per virtual edge on chains of 10^3-10^5 links and a 50K-edge synthetic
-# graph; chunk steps 4-7 us at 4 slots, 8-25 at 32, 37-94 at 256 (10-13 us at 4 slots on the
-# 10^5-link chains, whose arrays leave the caches).
+# CPU: this project's 2-core CPU, float64, calibrated by `python benchmarks/bench_chains.py
+# --calibrate 50000` (the figures: BENCHMARKS.md, "Figures behind the code's choices").
 CPU_COSTS = (50.0, 0.17, 5.0, 0.2)
 # GPU: from the H200 figures in BENCHMARKS.md (not yet re-measured with `bash benchmarks/run_all.sh
-# chains-calibrate`): a SEQFIX pass ~100 us at 50K edges (launch-bound), 196 us at 0.69M and
-# ~2.5 ms at 5M; an XLA chunk-loop step 21-28 us at 128 slots (50K) and 38 us at 256 (0.69M).
+# chains-calibrate`; the figures: BENCHMARKS.md, "Figures behind the code's choices").
 GPU_COSTS = (100.0, 0.0003, 20.0, 0.07)
 # Cold SEQFIX sweeps of Bingo-like graphs settle in 3 passes and warm ones in 3-12
 # (BENCHMARKS.md): never fewer than 8 passes, whatever the model says.
 MIN_BUDGET = 8
 # Host microseconds per edge of what `first_budget` defers: the exact levelling and the chunk
-# plan. This 2-core CPU (`python benchmarks/bench_schedules.py --setup-only`): synthetic 0.5M
-# edges 1.4-1.9 s levelling + 1.0-1.5 s packing unloaded (5.7 + 2.5 s with the machine shared), a
-# 10^4-link chain 0.05 s.
+# plan. Measured by `python benchmarks/bench_schedules.py --setup-only` (BENCHMARKS.md, "Figures
+# behind the code's choices").
 PLAN_US_PER_EDGE = 5.0
 
 
@@ -132,9 +128,9 @@ def first_budget(edges: int, virtual_edges: int, gpu: bool) -> int:
     `PLAN_US_PER_EDGE` per edge on the host) and redo the sweep with it, so
     b = the passes that cost as much as building the plan keeps that sweep
     within about twice the cheaper choice, and graphs whose sweeps settle
-    (Bingo-like ones: 3-12 passes) never pay for the plan. This CPU: 5 us per
-    edge against 0.17 us per virtual edge and pass, about 29 passes at any
-    size above 10^4 edges; a GPU: thousands.
+    (Bingo-like ones: 3-12 passes) never pay for the plan. On a CPU that is
+    about 29 passes at any size above 10^4 edges, on a GPU thousands (the cost
+    model: `CPU_COSTS`, `GPU_COSTS`).
     """
     pass_fixed, per_edge, _, _ = GPU_COSTS if gpu else CPU_COSTS
     return max(MIN_BUDGET, int(PLAN_US_PER_EDGE * edges / (pass_fixed + per_edge * virtual_edges)))
@@ -148,11 +144,10 @@ def pass_budget(chunk_steps: int, width: int, virtual_edges: int, gpu: bool) -> 
     one chunk sweep (the ski-rental rule) that is at most twice the cheaper
     of the two engines on that sweep, whichever it is, and a sweep that
     settles in fewer passes never pays for the chunk loop. On a CPU a pass
-    is dear (0.17 us per edge) and a chunk step cheap, so Bingo-like graphs
-    get the minimum (8) and TOPO's first sweeps (60-160 passes) go to the
-    chunk loop: a cold TOPO round at 0.5M edges takes 1.7 s instead of 11.3 s
-    there; on a GPU a pass is launch-bound and a chunk step ~20 us, so
-    relaxation keeps ~10^3 passes at the ftp size.
+    is dear and a chunk step cheap, so Bingo-like graphs get the minimum (8)
+    and TOPO's first sweeps (60-160 passes) go to the chunk loop; on a GPU a
+    pass is launch-bound, so relaxation keeps ~10^3 passes at the ftp size
+    (BENCHMARKS.md, "Figures behind the code's choices").
 
     Args:
         chunk_steps: chunks of one chunk-loop sweep.
@@ -214,7 +209,7 @@ def virtual_graph(g: FactorGraph, group_factor: np.ndarray, v_off: np.ndarray,
     follow from the real graph's without its checks or its sort by variable: each slot of
     the real variable order becomes one slot per group of its factor, in group order,
     which is the stable variable order of the virtual edges. At 2M edges (TOPO, 3.9M
-    virtual edges) `from_arrays` took 1.1-1.4 s of the plan's 2.0-2.6 s on this CPU.
+    virtual edges) `from_arrays` took half the plan's time.
 
     Args:
         g: the real graph (numpy arrays).
@@ -290,8 +285,8 @@ def build(graph: FactorGraph, order: Order, max_passes: int) -> RelaxPlan | None
 
     # Incoming edges of each variable, by rank. Sorted from the variable order (rows by
     # factor), which SEQFIX's ranks already follow, and queried in the virtual graph's
-    # variable order: (nearly) sorted keys sort and search in O(E), where random ones took
-    # 0.5-1.4 s per call at 2M edges on this CPU.
+    # variable order: (nearly) sorted keys sort and search in O(E), where random ones sort in
+    # O(E log E).
     span = int(rank.max(initial=0)) + 1
     var_edges = np.asarray(g.var_edges, np.int64)
     read_key = ev[var_edges] * span + rank[var_edges]

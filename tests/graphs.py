@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastlbp.core.graph import AND, OR, Factor
+from fastlbp.core.graph import AND, OR, Factor, label_codes
 
 
 def _probs(rng: np.random.Generator, hard: float) -> tuple[float, float]:
@@ -186,3 +186,16 @@ def huge_fan_in(kind: int, n: int = 10_000) -> tuple[list[Factor], float]:
         none = np.exp(np.sum(np.log1p(-priors)))
         expect = 0.999 * (1 - none) + 0.001 * none
     return factors, float(expect)
+
+
+def evidence_from_labels(num_vars: int, labels: dict[int, bool] | None = None) -> np.ndarray:
+    """Evidence array from hard labels.
+
+    Evidence is a per-variable log-likelihood ratio: 0 = no evidence, +inf =
+    observed true, -inf = observed false (finite values are soft evidence).
+
+    Returns:
+        (V,) float64.
+    """
+    codes = label_codes(num_vars, labels)
+    return np.where(codes > 0, np.inf, np.where(codes < 0, -np.inf, 0.0))

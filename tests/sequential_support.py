@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import reference
-from graphs import random_factors, random_labels, sweep_by_rank
+from graphs import evidence_from_labels, random_factors, random_labels, sweep_by_rank
 from reference import Contradiction, SequentialLBP, _evidence_pairs
 
 import schedules
 from fastlbp import engines
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.engines import loop, relaxed
@@ -115,3 +115,8 @@ def check_leave_one_out_keeps_tiny_sums_of_others(spec: str, engine: str) -> Non
 def sweep_with_stats(graph, layout, messages, evidence, unroll: int = 1):
     """One relaxed sweep, the passes it took and whether the chunk loop redid it (`relaxed.sweep`, jitted)."""
     return relaxed.sweep(graph, layout, messages, evidence, unroll=unroll)
+
+
+def sweep_with_passes(graph, layout, messages, evidence):
+    """One relaxed sweep and the passes it took (`sweep_with_stats` without the redo flag)."""
+    return sweep_with_stats(graph, layout, messages, evidence)[:2]

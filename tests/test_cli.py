@@ -14,10 +14,12 @@ from typer.testing import CliRunner
 
 from datalog import causal_fg
 from fastlbp.cli import get_app
-from fastlbp.cli.app import BACKEND_ENV, backend_or_env
+from fastlbp.cli.environment import BACKEND_ENV, backend_or_env
 from fastlbp.cli.options import Backend, settings_from_options
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.settings import BACKENDS, GPU_BACKENDS, Settings
+from fastlbp.core.settings import BACKENDS, Settings
+
+GPU_BACKENDS = ("pallas", "fused")  # the backends that need a GPU (their *_interpret run on a CPU)
 
 runner = CliRunner()
 WEBLECH = str(DATA / "weblech" / "graph.causal_fg")
@@ -187,7 +189,7 @@ def test_option_defaults_come_from_settings():
             assert params[field].default == getattr(defaults, field), (name, field)
         assert params["backend"].default is None  # $FASTLBP_BACKEND, else Settings' default
         assert params["backend"].envvar is None  # read by settings_from_options, with a clean error
-    assert [b.value for b in Backend] == list(BACKENDS)
+    assert {b.value for b in Backend} == set(BACKENDS)  # every backend accepted (--help lists three)
     for name in ("convert", "info", "schedule"):
         assert _params(name)["cycles"].default == defaults.cycles
     assert _params("convert")["compress"].default == defaults.compress
@@ -441,8 +443,8 @@ def test_rank_and_check_take_a_label_on_a_pruned_tuple(tmp_path):
 
 
 def test_only_the_cli_app_reads_the_environment():
-    """Configuration travels as arguments: `fastlbp/cli/app.py` is the one module that reads environment
-    variables ($FASTLBP_BACKEND, $FASTLBP_CACHE, $XDG_DATA_HOME) and hands them down."""
+    """Configuration travels as arguments: `fastlbp/cli/environment.py` is the one module that reads
+    environment variables ($FASTLBP_BACKEND, $FASTLBP_CACHE, $XDG_DATA_HOME) and hands them down."""
     root = Path(__file__).resolve().parent.parent
     readers = []
     for package in ("fastlbp", "datalog", "schedules"):
@@ -450,7 +452,7 @@ def test_only_the_cli_app_reads_the_environment():
             text = path.read_text()
             if re.search(r"\bos\.environ\b|\bgetenv\(|\benviron\.get\(", text):
                 readers.append(path.relative_to(root).as_posix())
-    assert readers == ["fastlbp/cli/app.py"], readers
+    assert readers == ["fastlbp/cli/environment.py"], readers
 
 
 def test_every_command_that_reads_a_graph_takes_the_same_options():

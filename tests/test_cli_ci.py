@@ -51,8 +51,8 @@ def test_relation_and_min_probability_filters(probabilities):
     assert len(json.loads(res.stdout)["alarms"]) == 1
 
 
-def sarif_of(*args):
-    res = invoke("rank", *args, "-f", "sarif", "-q")
+def sarif_of(*args, quiet=True):
+    res = invoke("rank", *args, "-f", "sarif", *(["-q"] if quiet else []))
     assert res.exit_code == 0, res.output
     return res, check(json.loads(res.stdout))
 
@@ -66,11 +66,18 @@ def test_baseline_and_new_only(tmp_path):
     new = json.loads(json.dumps(doc).replace("race(6,5)", "race(6,1)"))
     path = tmp_path / "new.json"
     path.write_text(json.dumps(new))
-    res, now = sarif_of(path, "--baseline", base)
+    res, now = sarif_of(path, "--baseline", base, quiet=False)
     states = {r["properties"]["alarm"]: r["baselineState"] for r in now["runs"][0]["results"]}
     assert states.pop("race(6,1)") == "new" and states.pop("race(6,5)") == "absent"
     assert set(states.values()) == {"unchanged"}
     assert "baseline: 1 new, 5 unchanged, 0 updated, 1 absent" in res.stderr
+    # An absent result says it is gone; the baseline's numbers are marked as the baseline's.
+    gone = next(r for r in now["runs"][0]["results"] if r["baselineState"] == "absent")
+    old_result = next(r for r in old["runs"][0]["results"] if r["properties"]["alarm"] == "race(6,5)")
+    assert gone["message"]["text"].startswith("race(6,5): no longer reported (the baseline's rank ")
+    assert "probability" not in gone["properties"] and "rank" not in gone["properties"]
+    assert gone["properties"]["baseline"]["probability"] == old_result["properties"]["probability"]
+    assert "baseline:" not in sarif_of(path, "--baseline", base)[0].stderr  # -q: counts are a note
     _, only = sarif_of(path, "--baseline", base, "--new-only")
     assert [r["properties"]["alarm"] for r in only["runs"][0]["results"]] == ["race(6,1)"]
     res = invoke("rank", path, "-q", "--baseline", base, "--new-only", "-f", "json")
@@ -119,14 +126,14 @@ def test_labels_from_an_old_version(tmp_path, probabilities):
     path.write_text(json.dumps(new))
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc))
-    res = invoke("rank", path, "-f", "json", "-q", "--labels-from", old, "--old-labels", labels)
+    res = invoke("rank", path, "-f", "json", "--labels-from", old, "--old-labels", labels)
     assert res.exit_code == 0, res.output
     assert "labels from the old graph: 1 carried, 1 softened (P = 0.9), 1 dropped" in res.stderr
     out = json.loads(res.stdout)
     assert {x["alarm"]: x["truth"] for x in out["labelled"]} == {"race(1,2)": False}
     match = tmp_path / "match.txt"
     match.write_text("race(6,5)\trace(6,1)\n")
-    res = invoke("rank", path, "-f", "json", "-q", "--labels-from", old, "--old-labels", labels,
+    res = invoke("rank", path, "-f", "json", "--labels-from", old, "--old-labels", labels,
                  "--match", match)
     assert "2 carried, 1 softened (P = 0.9), 0 dropped" in res.stderr
     assert invoke("rank", path, "--match", match).exit_code == 2

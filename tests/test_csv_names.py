@@ -1,4 +1,4 @@
-"""CSV from `rank` and `marginals` (issue 29 item 13): one writer (`fastlbp.io.writers.csv_document`) for
+"""CSV from `rank` and `marginals` (issue 29 item 13): one writer (`fastlbp.io.csv_document`) for
 both, RFC 4180 quoting (a bare carriage return too), and names a spreadsheet would run as formulas
 neutralised by default with a leading ' (exact with --csv-exact-names)."""
 
@@ -10,7 +10,7 @@ from hostile_names import INPUTS, NAMES, write_hostile
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
-from fastlbp.io import writers
+from fastlbp.core.text import csv_name
 
 FORMULAS = [n for n in NAMES if n[0] in "=+-@\t\r'"]
 
@@ -30,10 +30,10 @@ def unmark(name: str) -> str:
 
 def test_csv_name_marks_formulas_unless_exact():
     for name in ("=1+1", "+1", "-x", "@SUM(A1)", "\tx", "\rx", "'q"):
-        assert writers.csv_name(name) == "'" + name
-        assert writers.csv_name(name, exact=True) == name
+        assert csv_name(name) == "'" + name
+        assert csv_name(name, exact=True) == name
     for name in ("race(1,2)", "87", "a=b", "x-1", ""):
-        assert writers.csv_name(name) == name
+        assert csv_name(name) == name
 
 
 @pytest.mark.parametrize("command", ["rank", "marginals"])

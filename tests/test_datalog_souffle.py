@@ -34,9 +34,9 @@ def test_constructs():
     assert p.decls["name"].attrs == (("n", "number"), ("s", "symbol"))
     assert p.decls["flag"].arity == 0
     assert list(p.inputs) == ["edge", "name"] and list(p.outputs) == ["path", "flag"]
-    assert [r.name for r in p.rules] == ["R0", "R1", "R2"]
+    assert [r.name.split("-")[0] for r in p.rules] == ["path", "path", "flag"]  # HEAD-HASH
     r1 = p.rules[1]
-    assert r1.text == "path(x, z) :- path(x, y), edge(y, z), !edge(z, _), x != z, x < 0x10, y >= -3."
+    assert r1.text == "path(x, z) :- path(x, y), edge(y, z), !edge(z, _), x != z, x < 16, y >= -3."
     assert r1.pos == souffle.Pos(11, 1)
     assert [type(x).__name__ for x in r1.body] == ["Atom", "Atom", "Atom", "Comparison", "Comparison",
                                                   "Comparison"]
@@ -97,22 +97,28 @@ DECL = ".decl e(x: number, y: number)\n.decl s(x: symbol)\n"
     (DECL + "e(1, 2) :- !.", "p.dl:3:13: expected an atom after '!', got '.'"),
     # refused constructs
     (DECL + "e(x, y) :- e(x, [y, y]).", "p.dl:3:17: a record where a number is expected"),
-    (DECL + "e(x, y) :- e(x, $A(y)).", "p.dl:3:17: algebraic data types are not supported"),
+    (DECL + "e(x, y) :- e(x, $A(y)).", "p.dl:3:17: no type has a branch 'A'"),
+    (DECL + "e(x, y) :- e(x, y), z = $.", "p.dl:3:25: '$' (Soufflé's counter) is not supported"),
     (DECL + "e(x, y) :- e(x, @f(y)).", "p.dl:3:17: user-defined functors are not supported"),
     (".init x = C", "p.dl:1:11: component 'C' is not declared"),
     (".comp C<T> { }\n.init x = C", "p.dl:2:11: component 'C' takes 1 type parameter, got 0"),
     (".decl e(x: number)\n.override e", "p.dl:2:11: .override outside a component"),
-    (DECL + "e(x, n) :- e(x, _), n = mean y : { e(x, y) }.", "p.dl:3:25: aggregate 'mean' is not supported"),
+    (DECL + "e(x, n) :- e(x, _), n = mean y : { e(x, y) }.", "p.dl:3:23: comparison '=' between a float and"),
     (DECL + "e(x, y) :- e(x, y), y = cat(x, x).", "p.dl:3:23: comparison '=' between a number and a symbol"),
-    (".decl e(x: number)\n.input e(headers=true)", "p.dl:2:10: I/O parameter 'headers' is not supported"),
-    (".decl e(x: number)\n.output e(IO=stdout)", "p.dl:2:14: I/O parameter IO=stdout is not supported"),
-    (".type T = [a: float]", "p.dl:1:7: type 'float' is not supported"),
-    (".type T = A {x: number} | B {}", "p.dl:1:11: algebraic data types are not supported"),
+    (".decl e(x: number)\n.input e(headers=true)",
+     "p.dl:2:10: I/O parameter 'headers' of .input is not supported"),
+    (".decl e(x: number)\n.input e(IO=stdin)", "p.dl:2:13: I/O parameter IO=stdin of .input is not"),
+    (DECL + ".decl t(x: symbol)\nt(as(x, symbol)) :- e(x, _).",
+     "p.dl:4:3: as(x, symbol) casts a number to a symbol: a cast between types of different primitive"),
+    (DECL + ".decl t(x: number)\nt(as(x, symbol)) :- s(x).",
+     "p.dl:4:3: as(..., symbol) gives a symbol where a"),
+    (DECL + "e(x, y) :- e(x, y), as(x, T) = y.", "p.dl:3:21: type 'T' is not declared"),
+    (".type T = A {x: number} | B {}\n.type U = B {}",
+     "p.dl:2:7: branch 'B' of type 'U' is a branch of 'T' too"),
     (".decl e(x: T)", "p.dl:1:12: type 'T' is not declared"),
     (".decl e(x: number, y: number) choice-domain x", "p.dl:1:31: choice-domain is not supported"),
-    (".decl e(x: float)", "p.dl:1:12: type 'float' is not supported (attribute types: number, symbol"),
     ('#include "x.dl"', "p.dl:1: preprocessor: Include file 'x.dl' not found"),
-    (DECL + "e(1, 2.5).", "p.dl:3:6: float constant 2.5 is not supported"),
+    (DECL + "e(1, 2.5).", "p.dl:3:6: float constant for attribute 'y' of 'e', which is a number"),
     (DECL + "e(1, 2) :- e(1, 2)\n+", "p.dl:4:1: expected ',' or '.' after a body literal, got '+'"),
     (DECL + "e(1, 4294967296).", "p.dl:3:6: number 4294967296 is out of range (32-bit signed"),
     (DECL + "a.b(1).", "p.dl:3:1: relation 'a.b' is not declared"),
@@ -124,7 +130,7 @@ DECL = ".decl e(x: number, y: number)\n.decl s(x: symbol)\n"
     (DECL + ".decl e(z: number)", "p.dl:3:7: relation 'e' is declared twice (first at line 1)"),
     (".decl e(x: number, x: number)", "p.dl:1:20: attribute 'x' appears twice"),
     (DECL + 'e(1, "a").', "p.dl:3:6: symbol constant for attribute 'y' of 'e', which is a number"),
-    (DECL + "e(x, y) :- e(x, z).", "p.dl:3:6: variable 'y' is unsafe: it appears in the head of R0 but in no "
+    (DECL + "e(x, y) :- e(x, z).", "p.dl:3:6: variable 'y' is unsafe: it appears in the head but in no "
                                    "positive body atom"),
     (DECL + "e(x, x) :- e(x, x), !e(y, x).", "p.dl:3:24: variable 'y' is unsafe: it appears in the negation "
                                              "!e(...)"),
@@ -137,11 +143,11 @@ DECL = ".decl e(x: number, y: number)\n.decl s(x: symbol)\n"
     (DECL + 'e(x, y) :- e(x, y), x = "a".', "p.dl:3:23: comparison '=' between a number and a symbol"),
     (DECL + 's(x) :- s(x), x < "m".', "p.dl:3:17: order comparison '<' on symbols is not supported"),
     (DECL + "e(x, y) :- e(x, y), _ = x.", "p.dl:3:21: '_' in a comparison"),
-    (DECL + "e(x, y) :- e(x, y), !e(y, x).", "p.dl:3:22: negation through recursion: R0 derives 'e' from !e, "
-                                             "but 'e' depends on 'e'; only stratified negation"),
+    (DECL + "e(x, y) :- e(x, y), !e(y, x).", "p.dl:3:22: negation through recursion: this rule derives 'e' "
+                                             "from !e, but 'e' depends on 'e'; only stratified negation"),
     (".decl a(x: number)\n.decl b(x: number)\n.decl c(x: number)\nc(x) :- a(x).\na(x) :- b(x), !c(x).\n"
-     "b(x) :- a(x).\nb(1).", "p.dl:5:16: negation through recursion: R1 derives 'a' from !c, but 'c' depends "
-                            "on 'a' (a -> c: each derived from the one before)"),
+     "b(x) :- a(x).\nb(1).", "p.dl:5:16: negation through recursion: this rule derives 'a' from !c, but 'c' "
+                            "depends on 'a' (a -> c: each derived from the one before)"),
 ])
 def test_errors_name_file_line_column(text, message):
     got = err(text)

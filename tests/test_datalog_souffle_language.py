@@ -169,6 +169,37 @@ c(x), d(x) :- a(x, i) ; b(x, i).
     assert souffle.parse(text).output_files == {"d": "dd.csv"}
 
 
+def test_output_parameters_change_no_tuple():
+    # Where Soufflé writes an output (stdout, a compressed file, with headers) is no concern of grounding.
+    text = """.decl e(x: number)
+.decl leak(x: number)
+.decl n(x: number)
+.output leak(IO=stdout, headers=true), n(IO=file, compress=true, attributeNames="x")
+.printsize e(IO=stdoutprintsize)
+e(1). e(2).
+leak(x) :- e(x), x > 1.
+n(x) :- e(x).
+"""
+    got, _ = outputs(text)
+    assert got == {"leak": {"leak(2)"}, "n": {"n(1)", "n(2)"}}
+
+
+def test_type_cast_as_is_the_identity_within_a_primitive_type():
+    # Soufflé drops as(x, T) after type checking: the value is unchanged, only its type is T.
+    text = """.type Label <: number
+.type Name <: symbol
+.decl e(x: number, s: symbol)
+.decl l(x: Label, n: Name)
+.decl c(x: number)
+.output l, c
+e(1, "a"). e(2, "b").
+l(as(x, Label), as(s, Name)) :- e(x, s).
+c(as(l, number) + 1) :- l(l, _), as(l, number) < 2.
+"""
+    got, _ = outputs(text)
+    assert got == {"l": {"l(1,a)", "l(2,b)"}, "c": {"c(2)"}}
+
+
 def test_facts_only_program_outputs_its_facts():
     got, dg = outputs(".decl f(x: number, s: symbol)\n.output f\nf(1, \"a\").\nf(2, \"b\").\n")
     assert got["f"] == {"f(1,a)", "f(2,b)"} and dg.num_clauses == 0
@@ -246,19 +277,248 @@ names(s) :- p(x), x = [s, n], n > 1.
         outputs(".type R = [a: number]\n.decl r(x: R)\n.input r\n.output r\n", {"r.facts": ""})
 
 
+def test_negated_groups_in_disjunctive_normal_form():
+    # As Soufflé: !(b, d) is !b ; !d, !(b ; d) is !b, !d, !!!(...) is !(...), !(x < 3) is x >= 3.
+    text = """.decl u(x: number)
+.decl b(x: number)
+.decl d(x: number)
+u(1). u(2). u(3). u(4). u(5). b(1). b(2). b(3). d(3). d(4).
+.decl r3(x: number)
+.decl r4(x: number)
+.decl r5(x: number)
+.decl r6(x: number)
+.output r3, r4, r5, r6
+r3(x) :- u(x), !(b(x), d(x)).
+r4(x) :- u(x), !(b(x) ; d(x)).
+r5(x) :- u(x), !!!(b(x) ; d(x)).
+r6(x) :- u(x), !(x < 3 , !d(x)), !!b(x).
+"""
+    got, _ = outputs(text)
+    assert got == {"r3": {"r3(1)", "r3(2)", "r3(4)", "r3(5)"}, "r4": {"r4(5)"}, "r5": {"r5(5)"},
+                   "r6": {"r6(3)"}}
+    texts = [r.text for r in souffle.parse(text).rules]
+    assert "r3(x) :- u(x), !b(x)." in texts and "r3(x) :- u(x), !d(x)." in texts
+    assert "r6(x) :- u(x), x >= 3, b(x)." in texts and "r6(x) :- u(x), d(x), b(x)." in texts
+
+
 @pytest.mark.parametrize("text, where, words", [
     (".decl r(x: number)\nr(x) :- r(x), x = [1, 2].", "2:19", "a record where a number is expected"),
-    (".decl r(x: float)", "1:12", "float"),
-    (".decl r(x: unsigned)", "1:12", "unsigned"),
+    (".decl r(x: float)\n.decl s(x: number)\ns(n) :- n = mean x : { r(x) }.", "3:11",
+     "between a float and a number"),  # mean gives a float
+    (".decl r(x: float)\n.decl s(x: float)\ns(x) :- r(x), x band 1 = 0.", "3:17",
+     "operator 'band' on a float"),
     (".decl r(x: number)\nr(1u).", "2:3", "unsigned constant"),
     (".decl r(x: number)\nr(x) <= r(y) :- x < y.", "2:6", "subsumption"),
     (".decl r(x: number, y: number) choice-domain x", "1:31", "choice-domain"),
     (".decl r(x: number)\nr(x) :- r(y), x = autoinc().", "2:19", "autoinc"),
     (".decl r(x: number)\n.limitsize r(n=3)", "2:1", ".limitsize"),
     (".decl r(x: number)\nr(x) :- r(y), x = @f(y).", "2:19", "user-defined functors"),
-    (".decl r(x: number)\nr(x) :- r(x), !(r(x), r(x)).", "2:15", "negated group"),
 ])
 def test_refusals_name_construct_and_place(text, where, words):
     with pytest.raises(InputError) as info:
         souffle.parse(text, "p.dl")
     assert str(info.value).startswith(f"p.dl:{where}: ") and words in str(info.value), str(info.value)
+
+
+def test_unsigned_and_float_values_as_soufflé_computes_and_writes_them():
+    # 32-bit unsigned (wrapping) and single-precision floats, written as Soufflé writes them (%.9g).
+    text = """.decl e(u: unsigned, f: float)
+.input e
+.decl u(x: unsigned)
+.decl f(x: float)
+.decl n(x: number)
+.decl s(x: symbol)
+.output u, f, n, s
+u(x + 1) :- e(x, _).
+u(0u - 1u) :- e(1, _).
+u(2^32 - 5).
+u(x) :- x = max(3u, 42u).
+f(y / 2) :- e(_, y).
+f(y) :- e(_, y), y < 0.0.
+f(x) :- x = range(1.5, 0.0, -0.5).
+f(-0.0).
+f(0.1).
+n(to_number(y)) :- e(_, y).
+n(to_number(to_float(7) * 1.5)).
+n(utoi(x)) :- e(x, _), x > 4000000000.
+s(to_string(y) + "|" + to_string(x)) :- e(x, y), x = 1.
+"""
+    got, _ = outputs(text, {"e.facts": "1\t2.5\n4294967295\t-3\n"})
+    assert got == {
+        "u": {"u(2)", "u(0)", "u(4294967295)", "u(4294967291)", "u(42)"},
+        "f": {"f(1.25)", "f(-1.5)", "f(-3)", "f(1.5)", "f(1)", "f(0.5)", "f(0)", "f(0.100000001)"},
+        "n": {"n(2)", "n(-3)", "n(10)", "n(-1)"},
+        "s": {"s(2.500000|1)"}}
+    rules = [r.text for r in souffle.parse(text).rules]
+    assert "u((2u ^ 32u) - 5u)." in rules and "f(y / 2.0) :- e(_, y)." in rules
+    assert "f(0.100000001)." not in rules  # a fact, not a rule
+    assert "f(y) :- e(_, y), y < 0.0." in rules
+
+
+def test_records_with_unsigned_and_float_fields_are_written_by_their_fields_types():
+    text = """.type P = [x: float, n: unsigned]
+.decl p(p: P)
+.decl q(x: float)
+.output p, q
+p([0.5, 7]). p([-2, 4294967295]).
+q(x * 2) :- p([x, n]), n < 10.
+"""
+    got, _ = outputs(text)
+    assert got == {"p": {"p([0.5, 7])", "p([-2, 4294967295])"}, "q": {"q(1)"}}
+
+
+def test_aggregates_over_unsigned_values():
+    text = """.decl a(x: unsigned)
+.decl c(x: unsigned)
+.output c
+a(1). a(2). a(3). a(0xffffffff). a(4294967290).
+c(y) :- y = max x : a(x).
+c(y) :- y = min x : a(x).
+c(y) :- y = sum x : { a(x), x < 4 }.
+c(y + 10) :- y = sum x : { a(x), x > 3 }.
+c(to_unsigned(y)) :- y = count : { a(_) }.
+"""
+    got, _ = outputs(text)  # 4294967295 + 4294967290 + 10 wraps to 3
+    assert got == {"c": {"c(4294967295)", "c(1)", "c(6)", "c(3)", "c(5)"}}
+
+
+def test_sum_and_mean_over_floats_are_exact_then_rounded():
+    text = """.decl a(k: number, x: float)
+.decl s(k: number, x: float)
+.decl m(k: number, x: float)
+.output s, m
+a(1, 0.5). a(1, -55). a(1, 55). a(1, 2). a(3, 0.1). a(3, 0.2).
+a(2, 0.000001). a(2, 16777216). a(2, -16777216).
+s(k, y) :- a(k, _), y = sum x : { a(k, x) }.
+m(k, y) :- a(k, _), y = mean x : { a(k, x) }.
+"""
+    got, _ = outputs(text)
+    # one rounding of the exact sum: 0.000001 survives 16777216 - 16777216 (float additions in turn lose it)
+    assert got == {"s": {"s(1,2.5)", "s(2,9.99999997e-07)", "s(3,0.300000012)"},
+                   "m": {"m(1,0.625)", "m(2,3.33333332e-07)", "m(3,0.150000006)"}}
+
+
+def test_integer_literals_take_the_type_where_they_stand():
+    # Soufflé's A(-55) of a float attribute is the float -55; 0xffffffff of an unsigned one is 4294967295.
+    text = """.decl a(x: float)
+.decl c(x: unsigned)
+.output a, c
+a(-55). a(0.5).
+c(0xffffffff). c(x) :- x = range(1, 3).
+"""
+    got, _ = outputs(text)
+    assert got == {"a": {"a(-55)", "a(0.5)"}, "c": {"c(4294967295)", "c(1)", "c(2)"}}
+    with pytest.raises(InputError, match="number 4294967295 is out of range"):
+        souffle.parse(".decl n(x: number)\nn(0xffffffff).", "p.dl")
+
+
+def test_inline_relations_are_unfolded_into_their_uses():
+    # Soufflé never computes an inline relation: nat_pair over 10,001 numbers would be 10^8 tuples.
+    text = """.decl nat(x: number)
+nat(0).
+nat(x + 1) :- x < 10000, nat(x).
+.decl nat_pair(x: number, y: number) inline
+nat_pair(x, y) :- nat(x), nat(y).
+.decl shifted(x: number, y: number) inline
+shifted(x, x + 1) :- nat(x).
+shifted(7, 7).
+.decl q(x: number)
+.decl r(x: number)
+.output q, r
+q(x) :- nat_pair(x, x), x < 2.
+r(x) :- shifted(x, y), y = 8.
+r(x) :- shifted(_, x), x > 9999.
+"""
+    p = souffle.parse(text)
+    texts = [r.text for r in p.rules]
+    assert "q(x) :- nat(x), nat(x), x < 2." in texts and not any("nat_pair" in t for t in texts)
+    got, dg = outputs(text)
+    assert got == {"q": {"q(0)", "q(1)"}, "r": {"r(7)", "r(10000)", "r(10001)"}}
+    assert not any(t.startswith(("nat_pair", "shifted")) for t in dg.tuples)
+
+
+def test_a_negated_inline_relation_is_computed():
+    text = """.decl a(x: number) inline
+a(3).
+.decl b(x: number)
+b(1). b(3).
+.decl c(x: number)
+.output c
+c(x) :- b(x), !a(x).
+"""
+    got, _ = outputs(text)
+    assert got == {"c": {"c(1)"}}
+
+
+def test_a_variable_set_by_an_aggregate_is_the_rules_in_another_aggregate():
+    # convex_hull: x2 = min x3 : {...}, then y2 = min y3 : { p(x3, y3), x3 = x2 } takes x2's value.
+    text = """.decl p(x: number, y: number)
+p(0, 3). p(1, 1). p(1, 5). p(2, 0).
+.decl next(x: number, y: number)
+.output next
+next(x2, y2) :- p(0, _), x2 = min x3 : { p(x3, _), x3 > 0 }, y2 = min y3 : { p(x3, y3), x3 = x2 }.
+"""
+    got, _ = outputs(text)
+    assert got == {"next": {"next(1,1)"}}
+
+
+def test_algebraic_data_types_in_programs_and_facts_files():
+    text = """.type Day = Mon {} | Tue {} | Wed {}
+.type E = Num {n: number} | Add {l: E, r: E} | Neg {e: E}
+.decl d(x: Day, y: Day)
+.input d
+.decl e(x: E)
+.input e
+.decl later(x: Day)
+.decl v(x: E, n: number)
+.output later, v
+later(y) :- d($Mon, y).
+later(x) :- d(x, _), x != $Tue.
+v(x, n) :- e(x), x = $Num(n).
+v(x, a + b) :- e(x), x = $Add(l, r), v(l, a), v(r, b).
+v(x, -a) :- e(x), x = $Neg(y), v(y, a).
+e($Neg($Num(7))). e($Num(7)).
+"""
+    got, _ = outputs(text, {"d.facts": "$Mon\t$Tue\n$Wed\t$Mon\n",
+                            "e.facts": "$Num(3)\n$Add($Num(3), $Num(4))\n$Num(4)\n"})
+    assert got == {"later": {"later($Mon)", "later($Tue)", "later($Wed)"},
+                   "v": {"v($Num(3),3)", "v($Num(4),4)", "v($Add($Num(3), $Num(4)),7)", "v($Num(7),7)",
+                         "v($Neg($Num(7)),-7)"}}
+    assert "v(x, n) :- e(x), x = $Num(n)." in [r.text for r in souffle.parse(text).rules]
+    with pytest.raises(InputError, match="expected a value of type 'Day'"):
+        outputs(text, {"d.facts": "$Mon\t$Sun\n", "e.facts": ""})
+    with pytest.raises(InputError, match=r"\$Num is a value of type 'E' where a Day is expected"):
+        souffle.parse(text + "later($Num(1)).\n")
+
+
+def test_witnesses_of_min_and_max():
+    # Soufflé's longest_path: x and y are bound by the tuple that reaches the maximum.
+    text = """.decl length(x: symbol, y: symbol, l: number)
+length("a", "b", 2). length("a", "c", 5). length("b", "c", 3). length("c", "d", 5).
+.decl longest(x: symbol, y: symbol, l: number)
+.decl shortest(x: symbol, l: number)
+.output longest, shortest
+longest(x, y, l) :- l = max m : { length(x, y, m) }.
+shortest(x, l) :- l = min m : length(x, _, m).
+"""
+    got, dg = outputs(text)
+    assert got == {"longest": {"longest(a,c,5)", "longest(c,d,5)"}, "shortest": {"shortest(a,2)"}}
+    clause = next(c for c in range(dg.num_clauses) if dg.tuples[int(dg.clause_head[c])] == "longest(a,c,5)")
+    assert [dg.tuples[int(t)] for t in dg.clause_body(clause)] == ["length(a,c,5)"]  # the witness
+
+
+def test_nested_aggregates():
+    # Soufflé's aggregates_nested: an aggregate inside an aggregate's body, computed per shared value.
+    text = """.decl person(p: symbol)
+.decl friends(p: symbol, o: symbol)
+person("jane"). person("joe"). person("tam").
+friends("jane", "tam"). friends("joe", "tam"). friends("tam", "jane").
+.decl total(n: number)
+.decl popular(p: symbol, n: number)
+.output total, popular
+total(s) :- s = sum n : { person(p), n = count : friends(_, p) }.
+popular(p, n) :- n = max k : { person(q), k = count : { friends(_, q) } },
+                 person(p), n = count : friends(_, p).
+"""
+    got, _ = outputs(text)
+    assert got == {"total": {"total(3)"}, "popular": {"popular(tam,2)"}}

@@ -7,14 +7,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from graphs import random_factors, random_labels
+from graphs import evidence_from_labels, random_factors, random_labels
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sequential_support import sweep_with_stats
 
 import schedules
 from fastlbp import engines
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.engines import loop, relaxed

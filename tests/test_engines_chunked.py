@@ -15,7 +15,7 @@ from sequential_support import (
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.engines import chunked
 from schedules import analysis, orders
-from schedules import plan as P
+from schedules import chunk_plan as P
 
 # The chunk loop runs every strategy (tests/test_engines_relaxed.py runs relaxation, the
 # default engine of single orders, on the same cases); SEQRND, whose orders cannot relax,

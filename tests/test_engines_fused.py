@@ -10,11 +10,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from graphs import check_engine_against_reference, huge_fan_in, random_factors, random_labels
+from graphs import (
+    check_engine_against_reference,
+    evidence_from_labels,
+    huge_fan_in,
+    random_factors,
+    random_labels,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines import fused, loop, parall
 from fastlbp.engines.fused import factor_kernel

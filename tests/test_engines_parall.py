@@ -7,6 +7,7 @@ from conftest import DATA
 from graphs import (
     assert_matches_reference,
     check_engine_against_reference,
+    evidence_from_labels,
     huge_fan_in,
     random_factors,
     random_labels,
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from datalog import causal_fg
 from fastlbp.core import equations
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines import loop, parall
 from fastlbp.inference.session import Session

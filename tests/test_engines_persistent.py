@@ -11,13 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DATA
-from graphs import random_factors, random_labels
+from graphs import evidence_from_labels, random_factors, random_labels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import schedules
 from datalog import causal_fg
-from fastlbp.core.graph import evidence_from_labels, from_factors
+from fastlbp.core.graph import from_factors
 from fastlbp.engines import chunked, loop, persistent
 
 

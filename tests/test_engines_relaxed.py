@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import reference_schedules
 from conftest import DATA, SHARED
-from graphs import random_factors, random_labels, sweep_by_rank
+from graphs import evidence_from_labels, random_factors, random_labels, sweep_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import Contradiction, SequentialLBP, _evidence_pairs
@@ -16,13 +16,14 @@ from sequential_support import (
     check_equals_sequential_reference,
     check_leave_one_out_keeps_tiny_sums_of_others,
     runner_for,
+    sweep_with_passes,
     sweep_with_stats,
 )
 from typer.testing import CliRunner
 
 import schedules
 from datalog import causal_fg
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors
+from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.engines import loop, relaxed
 from fastlbp.inference.session import Session
 from fastlbp.io import loading
@@ -107,13 +108,13 @@ def test_a_chain_needs_every_pass_and_gets_them():
     want = _sequential_sweep(factors, graph.num_vars, order, {}, _pairs(start))
     ev = jnp.zeros(graph.num_vars)
     layout = _layout(graph, order, levels)
-    got, passes = relaxed.sweep_with_passes(graph, layout, jnp.asarray(start), ev)
+    got, passes = sweep_with_passes(graph, layout, jnp.asarray(start), ev)
     _assert_same(got, want, 1e-12)
     assert int(passes) >= 11
     # Capped at one pass the relaxation is a PARALL sweep, and that is visibly different:
     # the test can fail.
     short = _layout(graph, order, 1)
-    once, _ = relaxed.sweep_with_passes(graph, short, jnp.asarray(start), ev)
+    once, _ = sweep_with_passes(graph, short, jnp.asarray(start), ev)
     assert np.max(np.abs(np.asarray(once) - want)) > 1e-3
 
 
@@ -186,7 +187,7 @@ def test_a_chain_deeper_than_the_budget_is_finished_by_the_chunk_loop():
     _assert_same(got, want, 1e-12)
     # Without the chunk loop five passes are visibly wrong: the test can fail.
     short = _layout(graph, orders.seqfix(graph), 5)
-    five, _ = relaxed.sweep_with_passes(graph, short, jnp.asarray(start), ev)
+    five, _ = sweep_with_passes(graph, short, jnp.asarray(start), ev)
     assert np.max(np.abs(np.asarray(five) - want)) > 1e-3
     # A sweep that settles within the budget keeps the relaxation's result.
     again, passes, redone = sweep_with_stats(graph, layout, got, ev)
@@ -282,7 +283,7 @@ def test_passes_are_few_on_a_bingo_like_graph():
     order = orders.seqfix(g)
     levels = analysis.levelling(g, order).num_batches
     layout = _layout(g, order, levels)
-    _, passes = relaxed.sweep_with_passes(g, layout, loop.init(g), jnp.zeros(g.num_vars))
+    _, passes = sweep_with_passes(g, layout, loop.init(g), jnp.zeros(g.num_vars))
     assert 2 <= int(passes) <= 10 < levels
 
 

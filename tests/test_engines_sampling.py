@@ -11,12 +11,12 @@ from reference import Contradiction, exact_marginals
 
 from datalog.bayesnet import to_model
 from datalog.synthetic import layered
+from fastlbp.core.constraints import conflicting_labels
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines import sampling, sampling_plan
 from fastlbp.engines.sampling import NoConsistentWorld, NotABayesNet, Sampler, TooFewSamples, sample_marginals
-from fastlbp.inference.constraints import conflicting_labels
 from tests.graphs import random_polytree
 
 SAMPLES = 1 << 17

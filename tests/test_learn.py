@@ -12,10 +12,10 @@ from reference import log_evidence
 
 from datalog import synthetic
 from datalog.bayesnet import to_model
+from datalog.rule_probs import apply_rule_probs, clause_factors
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.settings import Settings
 from fastlbp.inference.learn import Learner, LearnOptions, augment, learn, training_labels
-from fastlbp.io.rule_probs import apply_rule_probs, clause_factors
 
 
 def tiny(seed: int, num_rules: int = 2, truth_seed: int = 0, width: int = 2):
@@ -218,9 +218,9 @@ def _write_family(tmp_path, true_p, n: int):
 def test_cli_learn_writes_a_rule_prob_file_that_reads_back(tmp_path):
     from typer.testing import CliRunner
 
+    from datalog.rule_probs import read_rule_probs
     from fastlbp.cli import get_app
     from fastlbp.io.loading import load
-    from fastlbp.io.rule_probs import read_rule_probs
 
     paths = _write_family(tmp_path, [0.4, 0.9, 0.6], 3)
     out = tmp_path / "learned.txt"
@@ -567,7 +567,7 @@ def test_cli_learn_per_rule_priors_and_strength_limits(tmp_path):
     from typer.testing import CliRunner
 
     from fastlbp.cli import get_app
-    from fastlbp.io.rule_probs import read_rule_probs
+    from datalog.rule_probs import read_rule_probs
 
     paths = _write_family(tmp_path, [0.4, 0.9, 0.6], 2)
     app = get_app()

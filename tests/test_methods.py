@@ -70,9 +70,13 @@ def test_auto_order_exact_then_sample_then_lbp(monkeypatch):
     wide = to_model(layered(num_inputs=30, layers=3, width=30, seed=1))
     choice = methods.choose(wide, Settings(exact_memory=1 << 12))
     assert choice.method == "sample" and choice.sampler is not None and "not exact" in choice.reason
-    monkeypatch.setitem(methods.SAMPLE_EDGE_WORLDS, "cpu", 1.0)
+    assert "worlds/s measured" in choice.reason and choice.sampler.world_seconds > 0
+    # By measured cost: where too few worlds fit a round's budget, LBP, and the reason says so.
+    monkeypatch.setattr(methods, "AUTO_MIN_WORLDS", 10**15)
     choice = methods.choose(wide, Settings(exact_memory=1 << 12))
-    assert choice.method == "lbp" and "over the" in choice.reason
+    assert choice.method == "lbp" and "needed" in choice.reason and "worlds/s" in choice.reason
+    # No budget (--sample-seconds 0): sampled wherever it can be.
+    assert methods.choose(wide, Settings(exact_memory=1 << 12, sample_seconds=0)).method == "sample"
 
 
 def test_weblech_is_sampled_with_intervals(weblech):
@@ -110,7 +114,7 @@ def test_cli_rank_says_how_and_shows_the_error():
     assert doc["method"] == "sample" and doc["how"].startswith("importance sampling")
     assert all(a["lower"] <= a["probability"] <= a["upper"] and a["stderr"] > 0 for a in doc["alarms"])
     res = invoke("rank", DATA / "weblech.json", "--top", "3", "--method", "lbp")
-    assert "unchecked" in res.stdout.splitlines()[1] and "approximate and unchecked" in res.stdout
+    assert "unchecked" in res.stdout.splitlines()[1] and "approximate and unchecked" in res.stderr
 
 
 def test_cli_marginals_json_has_standard_errors():

@@ -1,5 +1,5 @@
 """Names on a terminal (issue 29 item 12): every name a command shows goes through one escaping
-function, `fastlbp.io.writers.safe_name`, so a crafted tuple name can neither drive the terminal (an OSC
+function, `fastlbp.core.text.safe_name`, so a crafted tuple name can neither drive the terminal (an OSC
 sequence that retitles it, a bidi override) nor forge a line of output (a newline inside a name
 followed by `> accepted: x`). Shown on: `info`, `rank`'s table, `triage`, `check`, and error messages."""
 
@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
 from fastlbp.core.errors import ContradictoryEvidence
-from fastlbp.io.writers import safe_name
+from fastlbp.core.text import safe_name
 
 # The names a terminal would act on, each made the one with the largest fan-in for `info`.
 ACTIVE = [i for i, n in enumerate(NAMES) if n != safe_name(n)]

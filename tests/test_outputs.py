@@ -1,6 +1,6 @@
 """Outputs are never half-written (issue 29, items 3, 4, 11): `ground -o`, `convert` and `rank -o` go through
-`fastlbp.io.outputs`. A full disk, a read-only folder or a writer stopped mid-way leaves the old output as it
-was, and the command says `error: PATH: cannot write: REASON` (exit 2, no traceback); devices, FIFOs and
+`fastlbp.core.outputs`. A full disk, a read-only folder or a writer stopped mid-way leaves the old output as
+it was, and the command says `error: PATH: cannot write: REASON` (exit 2, no traceback); devices, FIFOs and
 /dev/stdout are written in place and stay what they were."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from datalog import formats, synthetic
 from fastlbp.cli import get_app
+from fastlbp.core import outputs
 from fastlbp.core.errors import InputError
-from fastlbp.io import outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESTO = Path(__file__).parent / "data" / "presto-exceptions"

@@ -5,12 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from graphs import check_engine_against_reference, random_factors, random_labels
+from graphs import check_engine_against_reference, evidence_from_labels, random_factors, random_labels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastlbp.core import pallas_segments
-from fastlbp.core.graph import evidence_from_labels, from_factors
+from fastlbp.core.graph import from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines import parall
 

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 pm = pytest.importorskip("pgmax_model", reason="pgmax (and numba) not installed")
 
 import reference  # noqa: E402
-from graphs import random_factors, random_polytree  # noqa: E402
+from graphs import evidence_from_labels, random_factors, random_polytree  # noqa: E402
 
-from fastlbp.core.graph import AND, OR, Factor, evidence_from_labels, from_factors  # noqa: E402
+from fastlbp.core.graph import AND, OR, Factor, from_factors  # noqa: E402
 from fastlbp.core.settings import Settings  # noqa: E402
 from fastlbp.engines import parall  # noqa: E402
 

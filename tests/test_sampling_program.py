@@ -178,9 +178,20 @@ def test_program_equals_its_steps_on_a_chain():
         np.testing.assert_array_equal(state[row_of[s]], expected)
 
 
-def test_steps_are_powers_of_two_and_cover_the_block():
-    for n in range(1, 200):
-        steps = sampling_program._steps(10, n, 4)
-        assert steps[0][0] == 10 and all((r & (r - 1)) == 0 for _, r in steps)
-        assert sum(r for _, r in steps) >= n and sum(r for _, r in steps[:-1]) < n
-        assert all(b[0] == a[0] + a[1] for a, b in zip(steps, steps[1:], strict=False))
+def test_steps_cover_each_level_in_order():
+    """Every level's rows are covered once, in order, by steps within the padding and size bounds."""
+    rng = np.random.default_rng(4)
+    factors = random_dag(rng, 400, max_body=40)
+    plan = Sampler(from_factors(factors, 400), host=True).plan
+    for groups in plan.levels:
+        steps = sampling_program._level_steps(groups)
+        nxt = groups[0].start
+        for first, rows, width, parts in steps:
+            assert first == nxt and rows == sum(hi - lo for _, lo, hi in parts)
+            r = 1 << max(rows - 1, 0).bit_length()
+            real = sum((hi - lo) * max(g.rows.shape[1], 1) for g, lo, hi in parts)
+            assert r * width <= sampling_program.STEP_READS
+            assert len(parts) == 1 or r * max(width, 1) <= max(sampling_program.PAD_FACTOR * real,
+                                                               sampling_program.SMALL_READS)
+            nxt += rows
+        assert nxt == groups[-1].start + groups[-1].size

@@ -263,7 +263,7 @@ def test_an_absent_result_keeps_only_valid_sarif(tmp_path):
         {"logicalLocations": [{"name": "race(9,9)"}]}]
     assert absent["properties"] == {"alarm": "race(9,9)"}
     assert absent["partialFingerprints"] == {FINGERPRINT_KEY: fingerprint("race(9,9)")}
-    assert absent["message"] == {"text": "absent from this run"}
+    assert absent["message"] == {"text": "race(9,9): no longer reported"}
 
 
 def test_a_baseline_with_a_byte_order_mark_is_read(tmp_path):

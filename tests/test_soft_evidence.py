@@ -163,8 +163,8 @@ def test_soft_evidence_follows_new_parameters(method):
     """`Session.set_parameters` (learned rule probabilities) with soft evidence: the observed model is
     made from the new parameters, as a fresh session's is."""
     from datalog.bayesnet import to_model
+    from datalog.rule_probs import apply_rule_probs
     from datalog.synthetic import layered
-    from fastlbp.io.rule_probs import apply_rule_probs
 
     model = to_model(layered(num_inputs=8, layers=2, width=6, seed=5))
     soft = {int(model.alarms[0]): 0.8, int(model.alarms[1]): 0.3}

@@ -16,6 +16,7 @@ from reference import exact_marginals as enumerate_marginals
 from triage_support import FAST, data_home, default_session, demo_model, load_demo, write_demo
 from typer.testing import CliRunner
 
+from datalog.rule_probs import apply_rule_probs
 from fastlbp.cli import get_app
 from fastlbp.core.graph import from_factors
 from fastlbp.core.model import Model
@@ -23,7 +24,6 @@ from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import exact_marginals
 from fastlbp.inference.learn import Learner
 from fastlbp.inference.soft import observed_model
-from fastlbp.io.rule_probs import apply_rule_probs
 from fastlbp.triage import Terminal, Triage, session_labels
 from fastlbp.triage.evidence import Learning, StartEvidence
 from fastlbp.triage.journal import Journal

@@ -11,7 +11,7 @@ from triage_support import FAST, data_home, default_session, demo_model, made_se
 from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
-from fastlbp.cli.app import data_folder
+from fastlbp.cli.environment import data_folder
 from fastlbp.core.errors import InputError
 from fastlbp.io.loading import load, read_labels
 from fastlbp.triage import Triage, legacy_session_path, session_labels, write_labels

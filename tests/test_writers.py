@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from fastlbp.cli import get_app
 from fastlbp.core.settings import Settings
+from fastlbp.core.text import csv_row, format_probability, relation, safe_name
 from fastlbp.inference import ranking
 from fastlbp.inference.ranking import LabelledAlarm, RankedAlarm, Ranking
 from fastlbp.io import writers
@@ -34,8 +35,8 @@ def small_ranking(total_unlabelled=3):
 
 
 def test_relation():
-    assert writers.relation("race(1,2)") == "race"
-    assert writers.relation("87") == "alarm"
+    assert relation("race(1,2)") == "race"
+    assert relation("87") == "alarm"
 
 
 def test_table_json_csv_of_a_ranking():
@@ -44,11 +45,14 @@ def test_table_json_csv_of_a_ranking():
     assert lines[0].split() == ["rank", "probability", "LBP", "alarm"]
     assert lines[1].split() == ["1", "0.930000", "unchecked", "race(1,2)"]
     assert lines[2].split() == ["2", "2.500e-07", "unchecked", "87"]  # small ones keep their magnitude
-    assert lines[3] == "... 1 more (use --top)"
-    assert lines[-4:-2] == ["labelled (1):", "  false  race(3,4)"]
-    assert lines[-2] == "" and lines[-1].startswith("LBP's probabilities are approximate and unchecked")
-    flagged = writers.to_table(dataclasses.replace(r, flags=("LBP did not converge",))).splitlines()
-    assert flagged[1].split()[2] == "FLAGGED" and flagged[-1] == "FLAGGED: LBP did not converge"
+    assert lines[3] == "... 1 more; --top 0 for all"
+    # The table is the table: LBP's caveat is a sentence for stderr (`caveats`), never inside it.
+    assert lines[-2:] == ["labelled (1):", "  false  race(3,4)"]
+    assert writers.caveats(r) == [writers.LBP_CAVEAT]
+    assert writers.LBP_CAVEAT.endswith("gives the model's own probabilities.")
+    flagged = dataclasses.replace(r, flags=("LBP did not converge",))
+    assert writers.to_table(flagged).splitlines()[1].split()[2] == "FLAGGED"
+    assert "LBP did not converge" not in writers.to_table(flagged)  # the command warns on stderr
     assert "(no unlabelled alarms)" in writers.to_table(Ranking([], [], 0, True, 0.0, 0.0, 0))
     doc = json.loads(writers.to_json(r))
     assert doc == writers.to_dict(r)
@@ -71,7 +75,8 @@ def test_table_json_csv_of_an_exact_and_a_sampled_ranking():
     assert lines[0].split() == ["rank", "probability", "error", "alarm"]
     assert [ln.split() for ln in lines[1:3]] == [["1", "0.930000", "exact", "race(1,2)"],
                                                  ["2", "2.500e-07", "exact", "87"]]
-    assert lines[-1] == "  false  race(3,4)"  # no paragraph about LBP
+    assert lines[-1] == "  false  race(3,4)"
+    assert writers.caveats(exact) == []  # no caveat about LBP
     doc = writers.to_dict(exact)
     assert (doc["method"], doc["how"], doc["reason"]) == ("exact", exact.how, exact.reason)
     sampled = dataclasses.replace(r, method="sample", alarms=[
@@ -79,8 +84,10 @@ def test_table_json_csv_of_an_exact_and_a_sampled_ranking():
         dataclasses.replace(r.alarms[1], stderr=1e-7, lower=5e-8, upper=4.5e-7)])
     lines = writers.to_table(sampled).splitlines()
     assert lines[0].split() == ["rank", "probability", "95%", "interval", "alarm"]
-    assert lines[1].split() == ["1", "0.930000", "[0.9231,", "0.9369]", "race(1,2)"]
-    assert lines[2].split() == ["2", "2.500e-07", "[5.0e-08,", "4.5e-07]", "87"]
+    # A sampled probability has the digits its standard error supports: SE 0.0035 -> 3 decimals.
+    assert lines[1].split() == ["1", "0.930", "[0.9231,", "0.9369]", "race(1,2)"]
+    assert lines[2].split() == ["2", "2e-07", "[5.0e-08,", "4.5e-07]", "87"]  # SE 1e-7: one digit
+    assert writers.caveats(sampled) == []
     assert json.loads(writers.to_json(sampled))["alarms"][0] == {
         "rank": 1, "alarm": "race(1,2)", "probability": 0.93, "log_odds": 2.5867, "stderr": 0.0035,
         "lower": 0.9231, "upper": 0.9369}
@@ -97,7 +104,7 @@ def test_cli_formats(tmp_path, fmt):
     # auto answers the demo graph (width 10) by exact inference, and says so and why on stderr.
     expected = ranking.rank(load_demo(graph), top=4)
     assert expected.method == "exact"
-    assert re.search(r"^exact inference \(induced width \d+\), [\d.]+ s$", res.stderr, re.M), res.stderr
+    assert re.search(r"^exact inference \(induced width \d+\), [\d.]+ s\.$", res.stderr, re.M), res.stderr
     assert res.stderr.splitlines()[-1].startswith("method auto: exact inference: induced width")
     names = [a.alarm for a in expected.alarms]
     out = res.stdout
@@ -106,7 +113,7 @@ def test_cli_formats(tmp_path, fmt):
         assert lines[0].split() == ["rank", "probability", "error", "alarm"]
         assert [ln.split()[2] for ln in lines[1:5]] == ["exact"] * 4
         assert [ln.split()[3] for ln in lines[1:5]] == names
-        assert "more (use --top)" in lines[5]
+        assert lines[5].endswith("more; --top 0 for all")
         assert "LBP" not in out
     elif fmt == "json":
         doc = json.loads(out)
@@ -129,7 +136,7 @@ def test_cli_table_of_an_lbp_ranking(tmp_path):
     graph, _ = write_demo(tmp_path)
     res = invoke("rank", graph, "--method", "lbp", "--top", "4")
     assert res.exit_code == 0, res.output
-    assert re.search(r"^LBP: \d+ iterations, converged, unchecked .*, [\d.]+ s$", res.stderr, re.M), \
+    assert re.search(r"^LBP: \d+ iterations, converged, unchecked .*, [\d.]+ s\.$", res.stderr, re.M), \
         res.stderr
     assert "method auto" not in res.stderr
     expected = ranking.rank(load_demo(graph), top=4, settings=Settings(method="lbp"))
@@ -137,7 +144,8 @@ def test_cli_table_of_an_lbp_ranking(tmp_path):
     assert lines[0].split() == ["rank", "probability", "LBP", "alarm"]
     assert [ln.split()[2] for ln in lines[1:5]] == ["unchecked"] * 4
     assert [ln.split()[3] for ln in lines[1:5]] == [a.alarm for a in expected.alarms]
-    assert lines[-1].startswith("LBP's probabilities are approximate and unchecked")
+    assert "approximate" not in res.stdout  # the caveat is stderr's, as a whole sentence
+    assert writers.LBP_CAVEAT in res.stderr.splitlines()
 
 
 # Names with control characters ---------------------------------------------------
@@ -147,16 +155,16 @@ HOSTILE = ["race\x1b[31m(1,2)\x1b[0m", "a(1)\nb(2)", "c(\r)", "tab\t(1)", "nul\x
 
 
 def test_safe_name_escapes_what_a_terminal_would_act_on():
-    assert writers.safe_name("race(1,2)") == "race(1,2)"
-    assert writers.safe_name("größe(1, «x»)") == "größe(1, «x»)"  # printable non-ASCII stays
-    assert writers.safe_name("a\x1b[31mb") == "a\\x1b[31mb"
-    assert writers.safe_name("a\nb\r\t") == "a\\nb\\r\\t"
-    assert writers.safe_name("\x00\x7f\x9b") == "\\x00\\x7f\\x9b"
-    assert writers.safe_name("x\u2028\u202e\u200b") == "x\\u2028\\u202e\\u200b"
-    assert writers.safe_name("\ud800") == "\\ud800"
-    assert writers.safe_name("\U000e0001") == "\\U000e0001"  # a language tag (format character)
+    assert safe_name("race(1,2)") == "race(1,2)"
+    assert safe_name("größe(1, «x»)") == "größe(1, «x»)"  # printable non-ASCII stays
+    assert safe_name("a\x1b[31mb") == "a\\x1b[31mb"
+    assert safe_name("a\nb\r\t") == "a\\nb\\r\\t"
+    assert safe_name("\x00\x7f\x9b") == "\\x00\\x7f\\x9b"
+    assert safe_name("x\u2028\u202e\u200b") == "x\\u2028\\u202e\\u200b"
+    assert safe_name("\ud800") == "\\ud800"
+    assert safe_name("\U000e0001") == "\\U000e0001"  # a language tag (format character)
     for name in HOSTILE:
-        shown = writers.safe_name(name)
+        shown = safe_name(name)
         assert shown.isprintable() and shown.encode("utf-8"), repr(shown)
 
 
@@ -171,11 +179,10 @@ def test_table_shows_names_safely():
     assert text.isascii() or all(c.isprintable() or c == "\n" for c in text)
     assert not any(c in text for c in "\x1b\r\x00\x7f\x9b\u2028\u202e\ud800\x07")
     lines = text.splitlines()
-    # one line per alarm (a newline in a name adds none), the labelled ones, then LBP's paragraph
-    assert len(lines) == 1 + len(HOSTILE) + 3 + 2
+    # one line per alarm (a newline in a name adds none), then the labelled ones
+    assert len(lines) == 1 + len(HOSTILE) + 3
     assert lines[1].endswith("race\\x1b[31m(1,2)\\x1b[0m") and lines[2].endswith("a(1)\\nb(2)")
-    assert lines[-3] == "  true   lab\\x1b]0;pwned\\x07"
-    assert lines[-1].startswith("LBP's probabilities are approximate")
+    assert lines[-1] == "  true   lab\\x1b]0;pwned\\x07"
 
 
 def test_csv_and_json_keep_names_faithfully():
@@ -185,7 +192,7 @@ def test_csv_and_json_keep_names_faithfully():
     assert [row[1] for row in rows[1:]] == HOSTILE + ["lab\x1b]0;pwned\x07"]
     assert text.count("\n") == len(rows) + 1  # "a(1)\nb(2)" is quoted, not a row of its own
     assert '"c(\r)"' in text and '"race\x1b[31m(1,2)\x1b[0m"' in text  # every control character quoted
-    assert writers.csv_row(["x\ry", 1, ""]) == '"x\ry",1,\n'
+    assert csv_row(["x\ry", 1, ""]) == '"x\ry",1,\n'
     doc = json.loads(writers.to_json(r))
     assert [a["alarm"] for a in doc["alarms"]] == HOSTILE
     assert writers.to_json(r).isascii()  # JSON escapes every control character (and the rest)
@@ -225,7 +232,7 @@ def _decimal_log10(text: str) -> float:
 @given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_format_probability_against_the_number(p, q):
     """What is printed reads back as P (6 decimals, or 4 significant digits below 1e-4), in order."""
-    text = writers.format_probability(p)
+    text = format_probability(p)
     back = float(text)
     if p >= 1e-4 or p == 0.0:
         assert "e" not in text and abs(back - p) <= 5e-7
@@ -233,7 +240,7 @@ def test_format_probability_against_the_number(p, q):
         assert re.fullmatch(r"[1-9]\.\d{3}e-\d\d\d?", text), text
         assert abs(back - p) <= 5e-4 * p
     lo, hi = sorted((p, q))
-    assert float(writers.format_probability(lo)) <= float(writers.format_probability(hi))
+    assert float(format_probability(lo)) <= float(format_probability(hi))
 
 
 @settings(max_examples=300, deadline=None)
@@ -241,8 +248,8 @@ def test_format_probability_against_the_number(p, q):
 @example(-746.0376)  # mantissa 9.9996: printed "10.000e-325" before rounding carried into the exponent
 def test_format_probability_below_float64_from_the_log_odds(log_odds):
     """P = sigmoid(lo) ~ e^lo rounds to 0.0 in float64: the log-odds give mantissa and exponent."""
-    text = writers.format_probability(0.0, log_odds)
+    text = format_probability(0.0, log_odds)
     assert re.fullmatch(r"[1-9]\.\d{3}e-\d{3,4}", text), text
     exact = log_odds / math.log(10.0)
     assert abs(_decimal_log10(text) - exact) <= 2.2e-4  # 3 decimals of the mantissa: log10(1.0005)
-    assert float(writers.format_probability(0.0, log_odds - 1.0).split("e")[1]) <= float(text.split("e")[1])
+    assert float(format_probability(0.0, log_odds - 1.0).split("e")[1]) <= float(text.split("e")[1])

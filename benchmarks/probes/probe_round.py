@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # graphs: evidence_from_labels
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import environment, parall_runner, write_json  # noqa: E402
+from graphs import evidence_from_labels  # noqa: E402
 
-from fastlbp.core.graph import evidence_from_labels  # noqa: E402
 from fastlbp.engines.loop import controls, init  # noqa: E402
 
 

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # exact_support: arena_copies
 from bench_exact import grid  # noqa: E402
 
 from fastlbp.core.graph import from_factors  # noqa: E402
@@ -78,8 +79,9 @@ def main():
         exact_marginals(graph, labels, settings, host_below=args.host_below)
     pr.disable()
     pstats.Stats(pr).sort_stats("tottime").print_stats(12)
-    from fastlbp.engines.exact import kernels
-    print("whole-arena copies per kernel:", kernels.arena_copies(size=2**20, chunk=2**14))
+    from exact_support import arena_copies
+
+    print("whole-arena copies per kernel:", arena_copies(size=2**20, chunk=2**14))
     per_row(prog, eng.arena)
 
 

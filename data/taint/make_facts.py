@@ -106,6 +106,10 @@ def make(seed: int = 7) -> dict[str, list[tuple]]:
                 f.call(rng.choice(sorted(SINKS)), [rng.choice(pool[-4:])], result=False)
     facts["assign"].append(("App/cache", "App/cacheInit"))
     facts["new"].append(("App/cacheInit", "Container@cache"))
+    # Where each call site is in the (made-up) source: `fastlbp ground --locations callAt` locates every
+    # tuple that names a call site there (SARIF results with a file and line).
+    facts["callAt"] = [(c, f"src/main/java/app/{c.split('.')[0]}.java", int(c.rsplit("/", 1)[1]))
+                       for c, _ in facts["call"]]
     return {rel: sorted(set(rows), key=str) for rel, rows in facts.items()}
 
 
@@ -113,7 +117,8 @@ def write(directory: Path, seed: int = 7) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for rel, rows in make(seed).items():
         (directory / f"{rel}.facts").write_text("".join("\t".join(map(str, r)) + "\n" for r in rows))
-    for rel in ("new", "assign", "load", "store", "call", "arg", "ret", "source", "sink", "sanitizer"):
+    for rel in ("new", "assign", "load", "store", "call", "arg", "ret", "source", "sink", "sanitizer",
+                "callAt"):
         (directory / f"{rel}.facts").touch()
 
 

@@ -9,13 +9,14 @@ Every command is registered here, in the order `fastlbp --help` lists them:
     check       fastlbp.cli.check      LBP against exact inference or sampling
     learn       fastlbp.cli.learn      rule probabilities from labelled graphs (EM)
     ground      fastlbp.cli.ground     a Datalog program and its facts to a derivation graph
+    rules       fastlbp.cli.rules      a program's (or graph's) rules: names, FILE:LINE, texts
     info        fastlbp.cli.graphs     what a graph holds
     schedule    fastlbp.cli.schedule   the batches a schedule makes on a graph
     convert     fastlbp.cli.graphs     graphs between derivation.json, Bingo and causal_fg
 
 The order is the order of use: the everyday commands first (rank, triage),
 then evaluating the ranking (simulate, marginals, check), then making a graph
-from a Datalog program (ground), then looking at and converting graphs (info,
+from a Datalog program (ground) and naming its rules (rules), then looking at and converting graphs (info,
 schedule, convert).
 
 The module `fastlbp.cli.app` holds the typer app (`fastlbp.cli.app.app`, also
@@ -31,7 +32,7 @@ import signal
 
 import typer
 
-from fastlbp.cli import check, graphs, ground, learn, marginals, rank, schedule, simulate, triage
+from fastlbp.cli import check, graphs, ground, learn, marginals, rank, rules, schedule, simulate, triage
 from fastlbp.cli.app import app as typer_app
 
 typer_app.command("rank")(rank.rank)
@@ -41,6 +42,7 @@ typer_app.command("marginals")(marginals.marginals)
 typer_app.command("check")(check.check)
 typer_app.command("learn")(learn.learn)
 typer_app.command("ground")(ground.ground)
+typer_app.command("rules")(rules.rules)
 typer_app.command("info")(graphs.info)
 typer_app.command("schedule")(schedule.schedule)
 typer_app.command("convert")(graphs.convert)
@@ -66,8 +68,8 @@ def main() -> None:
     try:
         typer_app()
     finally:
-        # Python's last garbage collection at exit walks every object JAX made: 0.3-0.5 s of a
-        # `fastlbp rank` on a 2-core CPU, 0.1 s once they are frozen (skipped). The command has
+        # Python's last garbage collection at exit walks every object JAX made, a
+        # noticeable part of a short command; frozen, they are skipped. The command has
         # closed its files by now; stdout and stderr are flushed at exit as usual.
         gc.freeze()
 

@@ -1,5 +1,11 @@
-"""The `fastlbp` typer app: the root callback, error handling, output helpers and
-the option types every command shares, each declared once.
+"""The `fastlbp` typer app: the root callback, error handling and output helpers.
+
+Beside it, by concern: `options` (the options every command shares, made from
+`Settings`), `evidence` (the evidence options), `loading` (a graph through the
+model cache, with --rule-prob), `compilation` (JAX's compilation cache and
+configuration), `environment` (the cache and data folders, --backend's default: the one module that reads the
+environment), `progress` (the
+progress line and --timings) and `memory` (peak memory probes).
 
 Commands live in one module per family (`rank`, `triage`, `simulate`,
 `marginals`, `graphs`, `schedule`) and are plain functions; `fastlbp.cli`
@@ -10,27 +16,26 @@ traceback.
 Option defaults come from `fastlbp.core.settings.Settings` (never written here
 again); a command turns its options into one `Settings` with
 `settings_from_options` and passes it to the library. `$FASTLBP_BACKEND` is
-read here only (`backend_or_env`), as a default for `--backend` of the
-commands that run inference; the library never reads it.
+read in `environment` only (`backend_or_env`), as a default for `--backend` of
+the commands that run inference; the library never reads it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
 
-from fastlbp.cli.progress import Progress, jax_compile_listener, process_age, visible
+from fastlbp.cli.compilation import compilation_cache
+from fastlbp.cli.progress import Progress, visible
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
-from fastlbp.core.settings import BACKENDS, Settings
-from fastlbp.io.outputs import write_atomically
+from fastlbp.core.outputs import write_atomically
+from fastlbp.core.settings import Settings
 
 if TYPE_CHECKING:
     pass
@@ -38,8 +43,6 @@ if TYPE_CHECKING:
 # The one source of every option's default.
 DEFAULTS = Settings()
 
-# The environment variable that sets --backend's default.
-BACKEND_ENV = "FASTLBP_BACKEND"
 
 def _no_flag_metavar(params) -> None:
     """Boolean flags (--help, --compress/--no-compress, ...) take no value: no `<bool>` in the help."""
@@ -84,11 +87,10 @@ app = typer.Typer(
     help="Rank program-analysis alarms by loopy belief propagation on the GPU (or CPU).\n\n"
          "Graphs: derivation.json, a Bingo directory (named_cons_all.txt ...), or a libDAI "
          "causal factor-graph file. Run `fastlbp COMMAND --help` for details.\n\n"
-         "Kernels: XLA by default; on a GPU, --backend fused runs the Pallas kernels: PARALL as "
-         "two kernels per sweep, chunked sequential schedules (seqfix:chunked, seqrnd) as one "
-         "persistent kernel per iteration (faster on big graphs; about 1 s more to compile and up "
-         "to 1 s to lay the graph out; README, BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's "
-         "default.",
+         "Kernels: --backend auto (the default) runs XLA, and on a GPU PARALL on big graphs as the "
+         "fused Pallas kernels; --backend fused runs those for chunked sequential schedules too "
+         "(seqfix:chunked, seqrnd: one persistent kernel per iteration), xla never (README, "
+         "BENCHMARKS.md). $FASTLBP_BACKEND sets --backend's default.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -112,81 +114,6 @@ def root(
 ) -> None:
     """Runs before every command: makes and checks the cache folder (the app's help is `app`'s)."""
     compilation_cache()
-
-
-def compilation_cache(warn: bool = True) -> Path | None:
-    """The folder of JAX's persistent compilation cache, made and checked; None when it is off.
-
-    The folder is $FASTLBP_CACHE, else $XDG_CACHE_HOME/fastlbp/jax (~/.cache/...);
-    FASTLBP_CACHE=off (or empty) leaves the cache off. A run after the first then
-    loads its compiled loops instead of compiling them again (0.7-2.5 s each on the
-    H200). JAX keys entries by the computation, its options and the JAX version.
-    A folder that cannot be made leaves the cache off, with a warning (unless not
-    `warn`); so does one that another user owns or that group or others may write
-    (it, or its `models/`: `fastlbp.io.cache_safety`), for both caches: a cache
-    must never be a way to change answers. A folder made here has mode 0700.
-
-    JAX is not touched here (the commands that run no inference never import it):
-    `configure_jax` hands the folder to JAX.
-    """
-    path = cache_folder()
-    if path is None:
-        return None
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as err:
-        if warn:
-            typer.echo(f"warning: compilation cache off: cannot make {path}: {err.strerror}", err=True)
-        return None
-    from fastlbp.io import cache_safety
-
-    problem = cache_safety.folder_problem(path)
-    if problem is not None:  # said once: the model cache (fastlbp.io.model_cache) refuses it quietly then
-        if warn:
-            cache_safety.warn(path, problem, "the model and compilation caches")
-        return None
-    return path
-
-
-def configure_jax(progress: Progress | None = None) -> None:
-    """Imports and configures JAX for this process, the application's: each command that runs inference
-    calls it once its settings are valid and its graph is loaded, before its first JAX work.
-
-    * float64 by default (`jax_enable_x64`): the library runs its own programs in float64 whatever the
-      process's setting (`fastlbp.core.jax_setup.float64`); the command's own JAX work (device queries,
-      outputs) sees the same precision;
-    * the persistent compilation cache in `compilation_cache()` (unless it is off or refused; the root
-      callback has warned already);
-    * with `progress` (--timings), JAX's trace, lower and compile times as stages of it
-      (`jax_compile_listener`).
-
-    After loading, not before: grounding a Datalog program forks where this process has no JAX threads
-    (`datalog.ground_process`), and a command that fails on its input never pays for JAX's start.
-    """
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    path = compilation_cache(warn=False)
-    if path is not None:
-        jax.config.update("jax_compilation_cache_dir", str(path))
-        # JAX caches only programs that took a second to compile by default; ours take 0.2-2.5 s, and
-        # the small ones around a round (evidence, zeros, conversions) 0.01-0.1 s each, which a warm
-        # `fastlbp rank data/ftp.json.gz` paid again every run (0.1-0.2 s of its start on a 2-core CPU).
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    if progress is not None:
-        jax_compile_listener(progress)
-
-
-def cache_folder() -> Path | None:
-    """The cache folder (`compilation_cache`'s rules; not made here), or None when FASTLBP_CACHE is off.
-
-    JAX's compiled loops live in it, loaded models under `models/` (`fastlbp.io.model_cache`).
-    """
-    raw = os.environ.get("FASTLBP_CACHE")
-    if raw is not None and raw.strip().lower() in ("", "off", "0", "no", "none"):
-        return None
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(raw).expanduser() if raw else base / "fastlbp" / "jax"
 
 
 def handles_errors(fn):
@@ -236,8 +163,8 @@ def conflicts_located(labels: Path | None, model, graph: Path):
 
 
 def _located(err: ContradictoryEvidence, labels: Path, model, graph: Path) -> InputError:
+    from fastlbp.core.text import safe_name
     from fastlbp.io.loading import parse_labels
-    from fastlbp.io.writers import safe_name
     from fastlbp.triage.labels import is_session_file
 
     lines: dict[str, int] = {}
@@ -309,8 +236,43 @@ def output_target(output: Path | None, *inputs: Path | None) -> Path | None:
 
 
 def status(msg: str) -> None:
-    """A note for the user on stderr (progress, summaries, warnings)."""
+    """A line for the user on stderr that --quiet keeps: a warning, or what an exit status means."""
     typer.echo(msg, err=True)
+
+
+def sentence(text: str) -> str:
+    """`text` ending as a sentence does (a full stop added where it has none), for lines on stderr."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def note(msg: str, quiet: bool = False) -> None:
+    """An informational line on stderr (how the numbers were made, what grounding produced, counts),
+    left out with --quiet; warnings and errors go through `status` and are always said."""
+    if not quiet:
+        typer.echo(msg, err=True)
+
+
+# A table on a terminal shows as many rows as fit: the terminal's height less these lines (the header, the
+# "N more" line, the method lines and a caveat on stderr, the next prompt), but at least MIN_TABLE_ROWS.
+TABLE_MARGIN = 8
+MIN_TABLE_ROWS = 5
+
+
+def terminal_rows(stream=None) -> int | None:
+    """How many table rows fit where `stream` (stdout) goes: None unless it is a terminal, else its height
+    (`shutil.get_terminal_size`: $LINES, else the terminal's own size) less `TABLE_MARGIN`, at least
+    `MIN_TABLE_ROWS`."""
+    import shutil
+
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or a replaced stream (a test runner's) is no terminal
+        return None
+    height = shutil.get_terminal_size(fallback=(80, 24)).lines
+    return max(MIN_TABLE_ROWS, height - TABLE_MARGIN)
 
 
 def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None,
@@ -350,97 +312,6 @@ class Ticker:
 
 # Progress, caches and timings -------------------------------------------------
 
-def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
-    """A command's `Progress`: drawn on a terminal unless --quiet; with --timings it also records the
-    start-up before the command (`imports`; JAX's trace, lower and compile times come with
-    `configure_jax`)."""
-    progress = Progress(show=visible(quiet))
-    if timings:
-        age = process_age()
-        if age is not None:
-            progress.add("imports", age)
-    return progress
-
-
-def load_graph(graph: Path, settings: Settings, *, no_cache: bool = False, progress: Progress | None = None,
-               rule_prob: Path | None = None, **kwargs):
-    """`fastlbp.io.loading.load` through the model cache (in `cache_folder()`, unless --no-cache or
-    FASTLBP_CACHE=off), its stages reported to `progress` as `load: STAGE`; then --rule-prob's
-    probabilities (`with_rule_probs`) unless grounding a program took them already (`datalog=`)."""
-    from fastlbp.io.loading import load
-
-    folder = None if no_cache else cache_folder()
-    hear = None if progress is None else (lambda stage: progress(f"load: {stage}"))
-    model = load(graph, settings, cache_dir=folder, progress=hear, **kwargs)
-    if progress is not None:
-        progress.done()
-    if rule_prob is not None and kwargs.get("datalog") is None:
-        model = with_rule_probs(model, rule_prob, graph)
-    return model
-
-
-def with_rule_probs(model, rule_prob: Path, graph: Path):
-    """The model with the rule probabilities of a `Rk: p` file (`fastlbp.io.rule_probs`).
-
-    Rules the file names that the graph lacks are fine (the file may have been learned on other graphs
-    of the analysis): a note on stderr counts them.
-
-    Raises:
-        InputError: a malformed file, a graph without rules, or a file that names none of its rules.
-    """
-    from fastlbp.io.rule_probs import apply_rule_probs, read_rule_probs, rule_names
-
-    probs = read_rule_probs(rule_prob)
-    out = apply_rule_probs(model, probs, str(rule_prob))
-    info = out.meta["rule_prob"]
-    if probs and not info["applied"]:
-        names = rule_names(model)
-        have = f"{names[0]} ... {names[-1]}" if names else "none"
-        raise InputError(str(rule_prob), None, f"names none of the rules of {graph} (its rules: {have})")
-    if info["absent"]:
-        status(f"note: {rule_prob}: {len(info['absent'])} rule(s) not in {graph} (e.g. {info['absent'][0]}); "
-               f"{len(info['applied'])} applied")
-    return out
-
-
-def finish_progress(progress: Progress, timings: bool, model=None) -> None:
-    """Stops drawing; with --timings writes `timings: STAGE S s, ...` and `memory: ...` to stderr."""
-    progress.close()
-    if not timings:
-        return
-    status(progress.report())
-    facts = {"host_peak_rss_bytes": peak_rss()}
-    if model is not None:
-        facts["edges"] = model.graph.num_edges
-        facts["variables"] = model.num_vars
-    device = device_peak_bytes()
-    if device is not None:
-        facts["device_peak_bytes"] = device
-    status("memory: " + ", ".join(f"{name} {value}" for name, value in facts.items()))
-
-
-def peak_rss() -> int:
-    """This process's peak resident memory in bytes (0 where the platform does not say)."""
-    try:
-        import resource
-    except ImportError:
-        return 0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024  # Linux counts KiB
-
-
-def device_peak_bytes() -> int | None:
-    """Peak bytes in use on JAX's first device, where it reports them (GPUs; not the CPU)."""
-    if "jax" not in sys.modules:  # a command that ran no inference: no device was used
-        return None
-    import jax
-
-    try:
-        stats = jax.devices()[0].memory_stats() or {}
-    except Exception:  # noqa: BLE001  a backend without memory statistics
-        return None
-    return stats.get("peak_bytes_in_use")
-
 
 def degenerate_warning(probabilities, graph) -> str | None:
     """A warning when the alarms' marginals look degenerate: all below 1e-12, or all equal.
@@ -461,30 +332,3 @@ def degenerate_warning(probabilities, graph) -> str | None:
         return None
     return (f"warning: {what}: LBP may be far from the model's posterior here; run `fastlbp check {graph}` "
             f"or rank with --method exact / --method sample")
-
-
-def data_folder() -> Path:
-    """$XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp (a relative $XDG_DATA_HOME is ignored, as the
-    XDG base directory specification says)."""
-    raw = os.environ.get("XDG_DATA_HOME", "").strip()
-    base = Path(raw) if raw and Path(raw).is_absolute() else Path.home() / ".local" / "share"
-    return base / "fastlbp"
-
-
-def backend_or_env(backend: str | None) -> str | None:
-    """The `--backend` option if given, else `$FASTLBP_BACKEND` (stripped), else None (the default).
-
-    Only commands that run inference call this: `info`, `convert` and
-    `schedule` never read the variable, so a bad value cannot fail them.
-
-    Raises:
-        SettingsError: the variable names no backend.
-    """
-    if backend is not None:
-        return backend.value if isinstance(backend, StrEnum) else backend
-    raw = os.environ.get(BACKEND_ENV, "").strip()
-    if not raw:
-        return None
-    if raw not in BACKENDS:
-        raise SettingsError(f"${BACKEND_ENV}: {raw!r} is not a backend; choose one of {', '.join(BACKENDS)}")
-    return raw

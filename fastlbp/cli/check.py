@@ -13,8 +13,8 @@ from fastlbp.cli.app import (
     conflicts_located,
     emit,
     handles_errors,
+    note,
     output_target,
-    status,
 )
 from fastlbp.cli.options import (
     GraphArg,
@@ -26,7 +26,7 @@ from fastlbp.cli.options import (
     settings_of,
 )
 
-# fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines: 2-3 s)
+# fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines)
 # for an option type would slow every command down. tests/test_cli_startup.py checks that they agree.
 Reference = StrEnum("Reference", {r: r for r in ("auto", "exact", "sample")})
 
@@ -57,14 +57,19 @@ def check(
     LBP is exact on trees and approximate on the networks derivation graphs
     make, where a tuple's derivations share ancestors; this measures how far.
     Reports the largest and mean absolute error over the unlabelled alarms,
-    the Spearman correlation of LBP's order with the reference's, the overlap
-    of the top 10, the alarms LBP misses most, and a verdict: ok, or warn
-    with the reasons (an error beyond 0.05 and 3 standard errors, an order
-    of magnitude off, Spearman below 0.9, a top-10 miss, no convergence).
+    the Spearman correlation of LBP's order with the reference's, how many
+    of the alarm pairs the reference tells apart (beyond 2 combined standard
+    errors) LBP orders the other way, the overlap of the top 10, the alarms
+    LBP misses most, and a verdict: ok, or warn with the reasons (an error
+    beyond 0.05 and 3 standard errors, an order of magnitude off, more than
+    10% of the told-apart pairs reversed, a top-10 miss beyond the
+    reference's error, no convergence). Alarms whose reference probabilities
+    are equal within the reference's error may be ordered either way.
 
     JSON: {"reference": "exact"|"sample", "alarms": n, "max_abs_error": x, "mean_abs_error": x,
-    "spearman": r, "top_k": k, "top_k_overlap": m, "worst": [{"alarm", "lbp", "reference",
-    "stderr"}...], "verdict": "ok"|"warn", "reasons": [...], ...}.
+    "spearman": r, "resolved_pairs": n, "reversed_pairs": x, "top_k": k, "top_k_overlap": m,
+    "worst": [{"alarm", "lbp", "reference", "stderr"}...], "verdict": "ok"|"warn", "reasons": [...],
+    ...}.
 
     Examples:
 
@@ -93,5 +98,5 @@ def check(
         emit(json.dumps(report.as_dict(worst), indent=1), output)
     else:
         emit(checking.to_table(report, worst), output)
-    status(f"reference {report.reference}: {report.reference_info.get('seconds', 0.0):.3f} s; "
-           f"verdict {report.verdict}")
+    note(f"reference {report.reference}: {report.reference_info.get('seconds', 0.0):.3f} s; "
+         f"verdict {report.verdict}.", loading.quiet)

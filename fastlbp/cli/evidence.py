@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fastlbp.cli.app import status
+from fastlbp.cli.app import note
 
 if TYPE_CHECKING:
     from fastlbp.core.model import Model
@@ -60,6 +60,32 @@ CarryConfidenceOpt = Annotated[
 
 
 @dataclasses.dataclass(frozen=True)
+class EvidenceOptions:
+    """Evidence beyond --labels: the options of rank, simulate and triage (one group, `graph_command`;
+    marginals takes --soft-labels alone)."""
+
+    soft_labels: Path | None = None
+    labels_from: Path | None = None
+    old_labels: Path | None = None
+    match: Path | None = None
+    carry_confidence: float = 0.9
+
+    def given(self) -> bool:
+        """Some evidence file was given (the confidence alone is not evidence)."""
+        return any(f is not None for f in (self.soft_labels, self.labels_from, self.old_labels, self.match))
+
+
+# The group's options: (parameter name, its typer annotation, default), in the order --help lists them.
+EVIDENCE_PARAMETERS = tuple((name, annotation, getattr(EvidenceOptions(), name)) for name, annotation in (
+    ("soft_labels", SoftLabelsOpt),
+    ("labels_from", LabelsFromOpt),
+    ("old_labels", OldLabelsOpt),
+    ("match", MatchOpt),
+    ("carry_confidence", CarryConfidenceOpt),
+))
+
+
+@dataclasses.dataclass(frozen=True)
 class Evidence:
     """What a command knows before its first round.
 
@@ -81,14 +107,14 @@ class Evidence:
 
 
 def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
-           soft_labels: Path | None = None, labels_from: Path | None = None, old_labels: Path | None = None,
-           match: Path | None = None, confidence: float = 0.9, loading=None, settings=None,
+           evidence: EvidenceOptions = EvidenceOptions(), loading=None, settings=None,
            progress=None) -> Evidence:
     """The evidence of `rank`, `marginals`, `simulate` and `triage`: --labels, then --labels-from, then
     --soft-labels, in that order; reports on stderr what became of the carried labels.
 
     Args:
         labels: a labels file or a triage session (`read_labels_or_session`).
+        evidence: --soft-labels, --labels-from, --old-labels, --match, --carry-confidence.
         replace: --labels replaces the graph's own labels (`marginals`) instead of adding to them.
         loading, settings: how to load --labels-from's graph (`LoadOptions`, `Settings`).
         progress: the stage callback of `LoadOptions.progress`.
@@ -97,13 +123,16 @@ def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
         InputError: a bad file (its name and line); `typer.BadParameter` for options given without
             --labels-from, or a confidence outside (0.5, 1).
     """
+    soft_labels, labels_from, old_labels, match = (evidence.soft_labels, evidence.labels_from,
+                                                   evidence.old_labels, evidence.match)
+    confidence = evidence.carry_confidence
     if labels_from is None and (old_labels is not None or match is not None):
         raise typer.BadParameter("needs --labels-from OLD_GRAPH", param_hint="'--old-labels' / '--match'")
     known = dict(model.labels)
     if labels is not None:
         if progress is not None:
             progress("labels")
-        from fastlbp.triage.labels import read_labels_or_session  # 0.45 s of imports: only with --labels
+        from fastlbp.triage.labels import read_labels_or_session  # triage's imports: only with --labels
 
         # A labels file or a triage session; a labelled tuple compression removed makes the model again
         # (its variables renumbered), so the graph's own labels are read from the model returned.
@@ -129,11 +158,11 @@ def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
         # A label given for this version (--labels, the graph's own) wins over a carried one.
         known = {**carried.labels, **known}
         soft.update({v: p for v, p in carried.soft.items() if v not in known})
-        from fastlbp.io.writers import safe_name
+        from fastlbp.core.text import safe_name
 
-        status(carried.summary())
+        note(carried.summary(), loading.quiet)
         for name, why in carried.dropped[:5]:
-            status(f"  dropped {safe_name(name)}: {why}")
+            note(f"  dropped {safe_name(name)}: {why}", loading.quiet)
     observed = 0
     if soft_labels is not None:
         from fastlbp.inference.soft import load_soft_labels

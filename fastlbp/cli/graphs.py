@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -13,36 +14,39 @@ from fastlbp.cli.app import (
     DEFAULTS,
     emit,
     handles_errors,
-    load_graph,
+    note,
+    status,
 )
+from fastlbp.cli.loading import load_graph
 from fastlbp.cli.options import (
     CompressOpt,
     CyclesOpt,
     GraphArg,
     LoadOptions,
+    QuietOpt,
     graph_command,
     settings_from_options,
     settings_of,
 )
 from fastlbp.core.errors import InputError, check_path
+from fastlbp.core.plan import STRATEGIES
 from fastlbp.core.settings import Settings
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
 
 # The Datalog front end and the loader are imported in the functions that read a graph, so that
-# `fastlbp --help` and the other commands' start does not pay for them (0.05-0.1 s on a 2-core CPU).
+# `fastlbp --help` and the other commands' start does not pay for them .
 
 
 class ScheduleUnavailable(RuntimeError):
     """`--schedule` was given but this installation has no `schedules.describe`."""
 
 
-class GraphFormat(StrEnum):
-    json = "json"
-    npz = "npz"
-    bingo = "bingo"
-    causal_fg = "causal_fg"
+# The formats a graph converts to: those of `datalog.io.FORMATS` with a writer (a program is no output).
+# The names are written here, not read from that table: `fastlbp --help` imports no datalog (numpy);
+# tests/test_cli_graphs.py holds the two equal.
+GraphFormat = StrEnum("GraphFormat", {f: f for f in ("json", "npz", "bingo", "causal_fg")})
 
 
 class InfoFormat(StrEnum):
@@ -50,21 +54,26 @@ class InfoFormat(StrEnum):
     json = "json"
 
 
-def output_format(dst: str | Path) -> GraphFormat:
-    """The format a target's name says (`datalog.io.format_of_name`, the rule every command reads names by).
+def output_format(dst: str | Path) -> str:
+    """The format a target's name says (`datalog.io.format_of_name`, the rule every command reads names by),
+    when it is one a graph can be written in.
 
     Raises:
         InputError: any other name (`weird.txt`, `out`, a `.dl`): the known suffixes are named, and how to
             ask for a Bingo directory.
     """
-    from datalog.io import format_of_name
+    from datalog.io import FORMATS, format_of_name
 
     fmt = format_of_name(dst)
-    if fmt in GraphFormat.__members__:
-        return GraphFormat(fmt)
-    raise InputError(str(dst), None, "unknown output format: name a file ending in .json, .json.gz, .npz, "
-                     ".fg or .causal_fg, or a Bingo directory with a trailing / (out/) or --to bingo; "
-                     "--to json|npz|bingo|causal_fg also sets the format of any other name")
+    writable = [f for f in FORMATS.values() if f.write_derivation or f.write_model]
+    if fmt is not None and FORMATS[fmt] in writable:
+        return fmt
+    suffixes = [x for f in writable for x in f.suffixes]
+    directory = next(f.name for f in writable if f.directory)
+    raise InputError(str(dst), None, f"unknown output format: name a file ending in "
+                     f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, or a Bingo directory with a trailing / "
+                     f"(out/) or --to {directory}; --to {'|'.join(f.name for f in writable)} also sets the "
+                     "format of any other name")
 
 
 def _lost(what: dict[str, int]) -> str:
@@ -77,7 +86,9 @@ def _check_target(dst: Path, fmt: str, src: Path, force: bool) -> None:
     directory without --force."""
     if dst.exists() and src.exists() and dst.resolve() == src.resolve():
         raise InputError(str(dst), None, "is the input; converting would replace it")
-    if fmt == "bingo":
+    from datalog.io import FORMATS
+
+    if FORMATS[fmt].directory:
         if dst.exists() and not dst.is_dir():
             raise InputError(str(dst), None, "exists and is not a directory (a Bingo graph is a directory; "
                              "name a .json file for derivation.json)")
@@ -115,30 +126,32 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
             factor graph's whitespace-separated labels): the tuple is named
             and nothing is written.
     """
-    from datalog import causal_fg, formats
+    from datalog import formats
+    from datalog.io import FORMATS, read_derivation
     from fastlbp.io.loading import detect_format, load
 
     settings = settings or Settings()
     check_path(src)
-    dfmt = dst_format or output_format(dst).value
+    dfmt = dst_format or output_format(dst)
     dst = Path(dst)
     sfmt = src_format or detect_format(src)
     _check_target(dst, dfmt, src, force)
-    if sfmt == "datalog":
+    source, target = FORMATS[sfmt], FORMATS[dfmt]
+    if source.grounded:
         raise InputError(str(src), None, f"is a Datalog program, not a graph: `fastlbp ground {src} --facts "
                          f"DIR -o {dst}` grounds it into one (rank, triage, simulate, check and info take "
                          f"it directly)")
-    if sfmt == "causal_fg":
-        if dfmt != "causal_fg":
+    if source.read_derivation is None:  # a factor graph: only to another factor-graph format
+        if target.write_model is None:
             raise InputError(str(src), None, "a factor graph cannot be converted back into a derivation "
                              "graph (json, npz, bingo): it no longer says which tuple each clause derives")
-        causal_fg.save(load(src, settings, format="causal_fg", max_decompressed=max_decompressed), dst)
-        return [f"wrote {dst} (causal_fg)"]
-    dg, where = formats.read_derivation(src, sfmt, max_decompressed=max_decompressed)
-    if dfmt == "causal_fg":
+        target.write_model(load(src, settings, format=sfmt, max_decompressed=max_decompressed), dst)
+        return [f"wrote {dst} ({dfmt})"]
+    dg, where = read_derivation(src, sfmt, max_decompressed=max_decompressed)
+    if target.write_derivation is None:
         model = formats.model_from_derivation(dg, where, compress=settings.compress, cycles=settings.cycles)
-        causal_fg.save(model, dst)
-        notes = [f"wrote {dst} (causal_fg): {model.num_vars:,} variables, {model.graph.num_edges:,} edges"]
+        target.write_model(model, dst)
+        notes = [f"wrote {dst} ({dfmt}): {model.num_vars:,} variables, {model.graph.num_edges:,} edges"]
         annotations = getattr(dg, "annotations", None) or {}
         lost = _lost({"alarms": len(dg.alarms), "labels": len(dg.labels),
                       "ground-truth labels": len(dg.truth),
@@ -152,16 +165,7 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
                          f"{lost}{tail}")
         return notes + [f"warning: {w}" for w in model.meta["warnings"]]
     dg, _, warnings = formats.clean(dg)
-    if dfmt == "json":
-        formats.save_json(dg, dst)
-    elif dfmt == "npz":
-        from datalog import npz
-
-        npz.save(dg, dst)
-    elif dfmt == "bingo":
-        warnings += formats.save_bingo(dg, dst)
-    else:
-        raise InputError(str(dst), None, f"unknown output format {dfmt!r}")
+    warnings += target.write_derivation(dg, dst)
     notes = [f"wrote {dst} ({dfmt}): {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, "
              f"{len(dg.alarms):,} alarms"]
     return notes + [f"warning: {w}" for w in warnings]
@@ -185,6 +189,7 @@ def convert(
                                                         "empty.")] = False,
     compress: CompressOpt = DEFAULTS.compress,
     cycles: CyclesOpt = DEFAULTS.cycles,
+    quiet: QuietOpt = False,
 ) -> None:
     """Convert a graph between derivation.json, derivation.npz, a Bingo directory and libDAI's causal
     factor graph.
@@ -210,7 +215,10 @@ def convert(
     """
     settings = settings_from_options(compress=compress, cycles=cycles)
     for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings, force=force):
-        typer.echo(line, err=True)
+        if line.startswith("warning:"):
+            status(line)
+        else:
+            note(line, quiet)
 
 
 def info_dict(graph: Path, schedule: str | None = None, settings: Settings | None = None,
@@ -229,7 +237,11 @@ def info_dict(graph: Path, schedule: str | None = None, settings: Settings | Non
         except AttributeError:
             raise ScheduleUnavailable("this fastlbp has no schedule analysis (schedules.describe is not "
                                       "available); run info without --schedule") from None
-        out["schedule"] = describe_schedule(model, schedule)
+        from fastlbp.core.plan import make_plan
+
+        # The run's plan on this machine's platform: it says which engine would run (fused, persistent).
+        plan = make_plan(dataclasses.replace(settings or Settings(), schedule=schedule)).placed()
+        out["schedule"] = describe_schedule(model, plan)
     return out
 
 
@@ -240,7 +252,7 @@ def info(
     format: Annotated[InfoFormat, typer.Option("--format", "-f", help="text for people, json for tools.")] = (
         InfoFormat.text),
     schedule: Annotated[str | None, typer.Option(
-        "--schedule", "-s", help="Also analyse this update strategy (parall, seqfix, seqrnd, topo, or a "
+        "--schedule", "-s", help=f"Also analyse this update strategy ({', '.join(STRATEGIES)}, or a "
                                  "file): batches per iteration, batch sizes, analysis time.")] = None,
     device: Annotated[bool, typer.Option(
         "--device", help="Also start JAX and say which backend and device inference runs on (CPU or GPU, "

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fastlbp.cli.app import emit, handles_errors, output_target, status
+from fastlbp.cli.app import emit, handles_errors, note, output_target
 from fastlbp.cli.options import InferenceOptions, LoadOptions, OutputOpt, graph_command, settings_of
 from fastlbp.core.errors import InputError
 
@@ -57,7 +57,7 @@ def learn(
 ) -> None:
     """Learn rule probabilities from labels: EM on the Bayesian network, a Beta prior per rule.
 
-    Writes 'Rk: p' lines (the format of rule-prob.txt and --rule-prob), each
+    Writes 'NAME: p' lines (the graphs' rule names; the format of rule-prob.txt and --rule-prob), each
     after a comment with the rule's support (clause instances in the labelled
     graphs, expected bodies held and fired) and a 95% interval; a rule without
     support keeps its prior value and says so.
@@ -78,9 +78,9 @@ def learn(
 
       fastlbp rank d.json --rule-prob rule-prob.txt
     """
+    from datalog.rule_probs import format_rule_probs, read_priors
     from fastlbp.inference.learn import Learner, LearnOptions, training_labels
     from fastlbp.io.loading import load_labels
-    from fastlbp.io.rule_probs import format_rule_probs, read_priors
 
     pairs = [split_graph_labels(g) for g in graphs]
     output = output_target(output, *[p for pair in pairs for p in pair], loading.rule_prob, prior)
@@ -119,6 +119,7 @@ def learn(
     emit(format_rule_probs(result.lines(), header).rstrip("\n"), output)
     supported = int((result.clauses > 0).sum())
     wide = int(((result.clauses > 0) & (result.upper - result.lower > 0.1)).sum())
-    status(f"{len(result.names)} rules ({supported} with clauses, {wide} of them poorly identified: 95% "
-           f"interval wider than 0.1), {result.iterations} E-steps, {result.seconds:.2f} s, information "
-           f"{result.information_seconds:.2f} s" + ("" if result.converged else "; not converged"))
+    note(f"{len(result.names)} rules ({supported} with clauses, {wide} of them poorly identified: 95% "
+         f"interval wider than 0.1), {result.iterations} E-steps, {result.seconds:.2f} s, information "
+         f"{result.information_seconds:.2f} s" + ("" if result.converged else "; not converged"),
+         loading.quiet)

@@ -12,10 +12,12 @@ from fastlbp.cli.app import (
     conflicts_located,
     emit,
     handles_errors,
+    note,
     output_target,
+    sentence,
     status,
 )
-from fastlbp.cli.evidence import SoftLabelsOpt, gather
+from fastlbp.cli.evidence import EvidenceOptions, SoftLabelsOpt, gather
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -83,7 +85,8 @@ def marginals(
 
         # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
         model = rebuild(model, prune=False)
-    ev = gather(model, labels=labels, replace=True, soft_labels=soft_labels, progress=progress)
+    ev = gather(model, labels=labels, replace=True, evidence=EvidenceOptions(soft_labels=soft_labels),
+                progress=progress)
     model, known, soft = ev.model, ev.labels, ev.soft
     loading.start_jax(progress)
     from fastlbp.inference import session  # the session and engines: imported when the command runs
@@ -110,17 +113,17 @@ def marginals(
                     **methods.summary_dict(rnd)})
         emit(json.dumps(doc), output)
     else:
-        from fastlbp.io.writers import csv_document
+        from fastlbp.core.text import csv_document
 
         header = ["variable", "probability"] + (["stderr", "lower", "upper"] if errors else [])
         rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])
                 for i, (name, p) in enumerate(zip(names, values, strict=True)))
         emit(csv_document(header, rows, 0, csv_exact_names), output)
-    status(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s")
+    note(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s.", loading.quiet)
     if rnd.reason:
-        status(f"method auto: {rnd.reason}")
+        note(sentence(f"method auto: {rnd.reason}"), loading.quiet)
     for flag in rnd.flags:
-        status(f"warning: {flag}")
+        status(sentence(f"warning: {flag}"))
 
 
 def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:

@@ -31,31 +31,62 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fastlbp.cli.app import (
-    BACKEND_ENV,
-    DEFAULTS,
-    backend_or_env,
-    configure_jax,
-    finish_progress,
-    load_graph,
-    start_progress,
-    status,
-)
+from fastlbp.cli.app import DEFAULTS, status
+from fastlbp.cli.compilation import configure_jax
+from fastlbp.cli.environment import BACKEND_ENV, backend_or_env
+from fastlbp.cli.evidence import EVIDENCE_PARAMETERS, EvidenceOptions
+from fastlbp.cli.loading import load_graph
+from fastlbp.cli.progress import finish_progress, start_progress
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.settings import BACKENDS, CYCLE_MODES, METHODS, PRECISIONS, Settings
+from fastlbp.core.plan import strategies_help
+from fastlbp.core.settings import Flag, Settings
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
     from fastlbp.cli.progress import Progress
 
-# Option types ------------------------------------------------------------------------------------
-# Choices come from fastlbp.core.settings, so a new precision, backend or cycle mode
-# shows up here without an edit.
+# Options made from `Settings` ----------------------------------------------------------------------
+# Every option that sets a `Settings` field is declared once, on the field (`fastlbp.core.settings.Flag`:
+# names, help, group, choices); its type, default and --help panel are made here from it.
 
-Precision = StrEnum("Precision", {p: p for p in PRECISIONS})
-Backend = StrEnum("Backend", {b: b for b in BACKENDS})
-CycleMode = StrEnum("CycleMode", {c: c for c in CYCLE_MODES})
-Method = StrEnum("Method", {m: m for m in METHODS})
+PANELS = {"loading": "Reading the graph", "inference": "Inference", "evidence": "Evidence"}
+_HINTS = typing.get_type_hints(Settings)
+FLAGS: dict[str, Flag] = {f.name: f.metadata["flag"] for f in dataclasses.fields(Settings)
+                          if f.metadata["flag"] is not None}
+
+
+def _choices(name: str, flag: Flag):
+    """The StrEnum of a field's accepted values: its flag's choices, then the unlisted ones."""
+    return StrEnum(name.title().replace("_", ""), {c: c for c in flag.choices + flag.unlisted_choices})
+
+
+def _settings_parameter(name: str) -> tuple[str, object, object]:
+    """(parameter name, typer annotation, default) of the option of `Settings` field `name`."""
+    flag = FLAGS[name]
+    default = getattr(DEFAULTS, name)
+    base = _HINTS[name]
+    extra = {}
+    if flag.choices:
+        base = _choices(name, flag)
+        if flag.unlisted_choices:
+            # --help lists what users choose; values kept for comparison and tests are accepted, not listed
+            extra["metavar"] = "<" + "|".join(flag.choices) + ">"
+    if flag.minimum is not None:
+        extra["min"] = flag.minimum
+    if flag.default_from_env:
+        base, default = base | None, None
+        extra["show_default"] = f"${BACKEND_ENV}, else {getattr(DEFAULTS, name)}"
+    option = typer.Option(*flag.names, help=flag.help.format(strategies=strategies_help()),
+                          rich_help_panel=PANELS[flag.group], **extra)
+    return name, Annotated[base, option], default
+
+
+Precision = _choices("precision", FLAGS["precision"])
+Backend = _choices("backend", FLAGS["backend"])
+CycleMode = _choices("cycles", FLAGS["cycles"])
+Method = _choices("method", FLAGS["method"])
+CyclesOpt = _settings_parameter("cycles")[1]
+CompressOpt = _settings_parameter("compress")[1]
 
 GraphArg = Annotated[
     Path,
@@ -63,56 +94,6 @@ GraphArg = Annotated[
                                          "libDAI causal factor-graph file (.causal_fg / .fg), or a Datalog "
                                          "program (.dl; grounded first, see --facts).", show_default=False),
 ]
-ScheduleOpt = Annotated[
-    str,
-    typer.Option("--schedule", "-s",
-                 help="Update strategy: parall, seqfix, seqrnd, topo, or a file with a custom "
-                      "order; options follow colons, e.g. seqfix:chunked (level by level "
-                      "instead of relaxing whole sweeps) or topo:algorithm3 (see `fastlbp "
-                      "schedule --help`)."),
-]
-TolOpt = Annotated[float, typer.Option("--tol", help="Stop when no marginal changes by this much or more.")]
-MaxItersOpt = Annotated[int, typer.Option("--max-iters", help="Most iterations per round.")]
-DampingOpt = Annotated[float, typer.Option("--damping", help="Weight of the old message (log domain), "
-                                                             "in [0, 1).")]
-PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Floating-point precision.")]
-BackendOpt = Annotated[
-    Backend | None,
-    typer.Option("--backend", show_default=f"${BACKEND_ENV}, else {DEFAULTS.backend}",
-                 help="Kernels: xla runs everywhere; fused (GPU) runs PARALL and chunked schedules "
-                      "as Pallas kernels, faster on big graphs; pallas and scatter are for "
-                      "comparison; *_interpret run the Pallas kernels in the interpreter (CPU, "
-                      "slow; tests)."),
-]
-CyclesOpt = Annotated[
-    CycleMode,
-    typer.Option("--cycles",
-                 help="Cycle elimination for derivation graphs: 'cycles' applies Bingo's criterion (a "
-                      "clause survives only if its body is derived strictly before its head in the "
-                      "least fixpoint) to the clauses on a cycle; 'bingo' applies it to every clause, "
-                      "as Bingo does."),
-]
-CompressOpt = Annotated[bool, typer.Option("--compress/--no-compress",
-                                           help="Compress derivation graphs (exact: alarm marginals "
-                                                "are unchanged).")]
-MethodOpt = Annotated[
-    Method,
-    typer.Option("--method", "-m",
-                 help="How marginals are computed: auto (the default: exact where the graph's width "
-                      "fits, else sample where it fits a time budget, else lbp; the output says which "
-                      "and why), lbp (loopy belief propagation, fast, approximate on graphs whose "
-                      "derivations share ancestors), exact (bucket elimination; refused when the graph "
-                      "is too wide) or sample (sampling with the labels as importance weights, standard "
-                      "errors and 95% intervals). `fastlbp check` compares LBP with a reference."),
-]
-SamplesOpt = Annotated[int, typer.Option("--samples", help="Worlds of sampling's first round (it draws more, "
-                                                                "doubling, until every alarm's standard "
-                                                                "error is at most 0.0025, within 10^7 "
-                                                                "worlds and --sample-seconds).")]
-SampleSecondsOpt = Annotated[float, typer.Option(
-    "--sample-seconds", min=0.0, help="Sampling stops doubling once a round would draw for longer than this "
-                                      "(0: no limit); the status line says when it ended a round early.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --method sample.")]
 LabelsOpt = Annotated[
     Path | None,
     typer.Option("--labels", "-l", help="Known labels as evidence: lines 'NAME true|false' (any tuple of "
@@ -128,9 +109,12 @@ FactsOpt = Annotated[
 RuleProbOpt = Annotated[
     Path | None,
     typer.Option("--rule-prob", metavar="FILE", show_default=False,
-                 help="Rule probabilities, lines 'Rk: p' (Bingo's rule-prob.txt, `fastlbp learn`'s output): "
-                      "for a .dl program rule k in file order, from 0, rules not named get 0.999; for a "
-                      "derivation graph or Bingo directory they replace its rules' probabilities by name."),
+                 help="Rule probabilities, lines 'NAME: p' (Bingo's rule-prob.txt, `fastlbp learn`'s "
+                      "output); rules not named keep theirs (0.999 for a .dl program). A program's rules are "
+                      "named HEAD-HASH (`fastlbp rules` lists them), which survive reordering the "
+                      "program; Rk, the k-th rule in file order from 0, is accepted too (one rule given two "
+                      "values under its two names is an error). A graph's rules are matched by name (Rk by "
+                      "position in a graph grounded from a program)."),
 ]
 AlarmsOpt = Annotated[
     str | None,
@@ -141,6 +125,13 @@ PriorsOpt = Annotated[
     Path | None,
     typer.Option("--priors", metavar="FILE", show_default=False,
                  help="For a .dl program: priors of input tuples, lines 'TUPLE p' (default 1.0)."),
+]
+LocationsOpt = Annotated[
+    str | None,
+    typer.Option("--locations", metavar="REL", show_default=False,
+                 help="For a .dl program: a relation REL(point, file, line[, column]) of source positions; "
+                      "every tuple is located at the points among its arguments (SARIF results then have "
+                      "a file and line: README, Code scanning)."),
 ]
 OutputOpt = Annotated[
     Path | None,
@@ -155,8 +146,10 @@ OutputOpt = Annotated[
 
 # Progress, caches and timings: every command that loads a graph takes --quiet and --no-cache; --timings
 # (hidden) is for benchmarks/bench_e2e.py.
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (it is shown only on "
-                                                              "a terminal, for stages over a second).")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Only warnings and errors on stderr: no progress (shown on a terminal for stages "
+                          "over a second), no lines saying how the numbers were made or what grounding "
+                          "produced.")]
 NoCacheOpt = Annotated[bool, typer.Option(
     "--no-cache", help="Load the graph afresh, neither reading nor writing the model cache (loaded models "
                        "are kept under the cache folder's models/; FASTLBP_CACHE=off turns off it and the "
@@ -168,7 +161,7 @@ TimingsOpt = Annotated[bool, typer.Option("--timings", hidden=True,
 
 
 
-# CSV output (`rank`, `marginals`): fields quoted as RFC 4180 says (`fastlbp.io.writers.csv_document`).
+# CSV output (`rank`, `marginals`): fields quoted as RFC 4180 says (`fastlbp.core.text.csv_document`).
 CSV_EXACT_NAMES_HELP = (
     "With --format csv, write every name exactly as it is. By default a name beginning with = + - @, a tab "
     "or a carriage return (a formula to a spreadsheet), or with ', gets a leading ' (OWASP's advice against "
@@ -180,23 +173,35 @@ CsvExactNamesOpt = Annotated[bool, typer.Option("--csv-exact-names", help=CSV_EX
 # The shared option sets --------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadOptions:
-    """How a command reads its graph: the options of every command that loads one."""
+def _group(group: str) -> tuple[tuple[str, object, object], ...]:
+    """The options of `Settings` fields in `group` ("loading", "inference"), in field order."""
+    return tuple(_settings_parameter(name) for name, flag in FLAGS.items() if flag.group == group)
 
-    cycles: str = DEFAULTS.cycles
-    compress: bool = DEFAULTS.compress
+
+# The settings part of the loading options (cycles, compress): fields made from `Settings`.
+_LoadSettings = dataclasses.make_dataclass(
+    "_LoadSettings", [(name, typing.Any, dataclasses.field(default=getattr(DEFAULTS, name)))
+                      for name, _, _ in _group("loading")], frozen=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadOptions(_LoadSettings):
+    """How a command reads its graph: the options of every command that loads one (the `Settings`
+    fields of group "loading", then these)."""
+
     facts: Path | None = None  # a Datalog program's grounding inputs (`datalog_options`)
     rule_prob: Path | None = None
     alarms: str | None = None
     priors: Path | None = None
+    locations: str | None = None
     no_cache: bool = False
     quiet: bool = False
     timings: bool = False
 
     def datalog(self, graph: Path) -> GroundOptions | None:
         """The grounding options for `graph` (None unless it is a Datalog program; `datalog_options`)."""
-        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors)
+        return datalog_options(graph, self.facts, self.rule_prob, self.alarms, self.priors, quiet=self.quiet,
+                               locations=self.locations)
 
     def progress(self) -> Progress:
         """The command's progress display (`start_progress`: --quiet, --timings)."""
@@ -205,7 +210,7 @@ class LoadOptions:
     def load(self, graph: Path, settings: Settings, progress: Progress | None = None, **kwargs):
         """The model of `graph` through the model cache (unless --no-cache), a program grounded first."""
         return load_graph(graph, settings, no_cache=self.no_cache, progress=progress,
-                          datalog=self.datalog(graph), rule_prob=self.rule_prob, **kwargs)
+                          datalog=self.datalog(graph), rule_prob=self.rule_prob, quiet=self.quiet, **kwargs)
 
     def start_jax(self, progress: Progress | None = None) -> None:
         """`configure_jax` for a command that runs inference; with --timings JAX's compile times go to
@@ -217,20 +222,11 @@ class LoadOptions:
         finish_progress(progress, self.timings, model)
 
 
-@dataclasses.dataclass(frozen=True)
-class InferenceOptions:
-    """How a command computes marginals: the options of every command that runs inference."""
-
-    method: str = DEFAULTS.method
-    schedule: str = DEFAULTS.schedule
-    tol: float = DEFAULTS.tol
-    max_iters: int = DEFAULTS.max_iters
-    damping: float = DEFAULTS.damping
-    precision: str = DEFAULTS.precision
-    backend: str | None = None
-    samples: int = DEFAULTS.samples
-    seed: int = DEFAULTS.seed
-    sample_seconds: float = DEFAULTS.sample_seconds
+# How a command computes marginals: the options of every command that runs inference, one field per
+# `Settings` field of group "inference" (its default the field's; backend None: `backend_or_env`).
+InferenceOptions = dataclasses.make_dataclass(
+    "InferenceOptions", [(name, typing.Any, dataclasses.field(default=default))
+                         for name, _, default in _group("inference")], frozen=True)
 
 
 def settings_of(loading: LoadOptions | None = None, inference: InferenceOptions | None = None) -> Settings:
@@ -241,7 +237,7 @@ def settings_of(loading: LoadOptions | None = None, inference: InferenceOptions 
     """
     given = {}
     if loading is not None:
-        given.update(cycles=loading.cycles, compress=loading.compress)
+        given.update({name: getattr(loading, name) for name, _, _ in _group("loading")})
     if inference is not None:
         given.update({f.name: getattr(inference, f.name) for f in dataclasses.fields(InferenceOptions)})
         given["backend"] = backend_or_env(inference.backend)
@@ -249,34 +245,21 @@ def settings_of(loading: LoadOptions | None = None, inference: InferenceOptions 
 
 
 # Each shared option: (parameter name, its typer annotation, default), in the order --help lists them.
-LOAD_PARAMETERS = (
-    ("cycles", CyclesOpt, DEFAULTS.cycles),
-    ("compress", CompressOpt, DEFAULTS.compress),
+LOAD_PARAMETERS = _group("loading") + (
     ("facts", FactsOpt, None),
     ("rule_prob", RuleProbOpt, None),
     ("alarms", AlarmsOpt, None),
     ("priors", PriorsOpt, None),
+    ("locations", LocationsOpt, None),
     ("no_cache", NoCacheOpt, False),
     ("quiet", QuietOpt, False),
     ("timings", TimingsOpt, False),
 )
-INFERENCE_PARAMETERS = (
-    ("method", MethodOpt, DEFAULTS.method),
-    ("schedule", ScheduleOpt, DEFAULTS.schedule),
-    ("tol", TolOpt, DEFAULTS.tol),
-    ("max_iters", MaxItersOpt, DEFAULTS.max_iters),
-    ("damping", DampingOpt, DEFAULTS.damping),
-    ("precision", PrecisionOpt, DEFAULTS.precision),
-    ("backend", BackendOpt, None),
-    ("samples", SamplesOpt, DEFAULTS.samples),
-    ("seed", SeedOpt, DEFAULTS.seed),
-    ("sample_seconds", SampleSecondsOpt, DEFAULTS.sample_seconds),
-)
+INFERENCE_PARAMETERS = _group("inference")
 # The options that decide a round's numbers: given on a triage resume, they change the session's settings.
 INFERENCE_OPTIONS = tuple(name for name, _, _ in INFERENCE_PARAMETERS)
-# The --help panel of each group.
-PANELS = {"loading": "Reading the graph", "inference": "Inference"}
-GROUPS = {"loading": (LoadOptions, LOAD_PARAMETERS), "inference": (InferenceOptions, INFERENCE_PARAMETERS)}
+GROUPS = {"loading": (LoadOptions, LOAD_PARAMETERS), "inference": (InferenceOptions, INFERENCE_PARAMETERS),
+          "evidence": (EvidenceOptions, EVIDENCE_PARAMETERS)}
 
 
 def _in_panel(annotation, panel: str):
@@ -329,23 +312,24 @@ def graph_command(fn):
 
 def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | None = None,
                     alarms: str | None = None, priors: Path | None = None, *,
-                    program: bool = False) -> GroundOptions | None:
+                    program: bool = False, quiet: bool = False,
+                    locations: str | None = None) -> GroundOptions | None:
     """The grounding options for `graph` when it is a Datalog program (or `program`), else None.
 
-    Grounding's progress goes to stderr (`status`).
+    Grounding's progress goes to stderr (`status`), unless `quiet` (--quiet).
 
     Raises:
         SettingsError: a grounding option given for a graph that is not a
             program, or --alarms naming no relation.
     """
-    # Imported here: the Datalog front end (0.05-0.1 s) is for the commands that read a graph, not --help.
+    # Imported here: the Datalog front end is for the commands that read a graph, not --help.
     from datalog.grounding import GroundOptions
-    from datalog.io import detect_format
+    from datalog.io import FORMATS, detect_format
 
     # --rule-prob applies to every graph with rules (`load_graph`); the others are a program's only.
-    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors))
-             if value is not None]
-    if not program and detect_format(graph) != "datalog":
+    given = [name for name, value in (("--facts", facts), ("--alarms", alarms), ("--priors", priors),
+                                      ("--locations", locations)) if value is not None]
+    if not program and not FORMATS[detect_format(graph)].grounded:
         if given:
             raise SettingsError(f"{', '.join(given)}: only for a Datalog program (.dl); {graph} is a "
                                 f"{detect_format(graph)} graph")
@@ -355,18 +339,15 @@ def datalog_options(graph: Path, facts: Path | None = None, rule_prob: Path | No
         rels = tuple(r.strip() for r in alarms.split(",") if r.strip())
         if not rels:
             raise SettingsError("--alarms: name at least one relation (REL[,REL...])")
-    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors, progress=status)
+    return GroundOptions(facts=facts, rule_prob=rule_prob, alarms=rels, priors=priors,
+                         progress=None if quiet else status, locations=locations)
 
 
 
 
-def settings_from_options(*, schedule: str | None = None, precision: str | None = None,
-                          tol: float | None = None, max_iters: int | None = None,
-                          damping: float | None = None, backend: str | None = None,
-                          cycles: str | None = None, compress: bool | None = None,
-                          method: str | None = None, samples: int | None = None,
-                          seed: int | None = None, sample_seconds: float | None = None) -> Settings:
-    """The one `Settings` of a command's options; options left None keep `Settings`' defaults.
+def settings_from_options(**options) -> Settings:
+    """The one `Settings` of a command's options (keywords: `Settings` fields that have an option,
+    `FLAGS`); options left None keep `Settings`' defaults.
 
     Its `Plan` (`fastlbp.core.plan.make_plan`: the schedule parsed, a custom order read, GPU
     kernels checked) is made here too, before any graph loads, so that a typo'd schedule or a
@@ -379,12 +360,9 @@ def settings_from_options(*, schedule: str | None = None, precision: str | None 
     """
     from fastlbp.core.plan import make_plan
 
-    def plain(value):
-        return value.value if isinstance(value, StrEnum) else value
-
-    settings = DEFAULTS.replace(schedule=schedule, precision=plain(precision), tol=tol, max_iters=max_iters,
-                                damping=damping, backend=plain(backend), cycles=plain(cycles),
-                                compress=compress, method=plain(method), samples=samples, seed=seed,
-                                sample_seconds=sample_seconds)
+    unknown = set(options) - set(FLAGS)
+    if unknown:
+        raise TypeError(f"no option sets {', '.join(sorted(unknown))}")
+    settings = DEFAULTS.replace(**{name: _plain(value) for name, value in options.items()})
     make_plan(settings)
     return settings

@@ -27,6 +27,8 @@ import time
 import weakref
 from typing import TextIO
 
+import typer
+
 
 def process_age() -> float | None:
     """Seconds since this process started (Linux: /proc, to 10 ms), or None where unknown.
@@ -190,7 +192,7 @@ def jax_compile_listener(progress: Progress) -> None:
 
     The listener stays registered for the process (JAX has no way to remove
     one); commands register it only with --timings, through
-    `fastlbp.cli.app.configure_jax` (which imports JAX).
+    `fastlbp.cli.compilation.configure_jax` (which imports JAX).
     """
     from jax import monitoring
 
@@ -203,3 +205,33 @@ def jax_compile_listener(progress: Progress) -> None:
 
 
 __all__ = ["Progress", "visible", "process_age", "jax_compile_listener", "JAX_EVENTS"]
+
+
+def start_progress(quiet: bool = False, timings: bool = False) -> Progress:
+    """A command's `Progress`: drawn on a terminal unless --quiet; with --timings it also records the
+    start-up before the command (`imports`; JAX's trace, lower and compile times come with
+    `configure_jax`)."""
+    progress = Progress(show=visible(quiet))
+    if timings:
+        age = process_age()
+        if age is not None:
+            progress.add("imports", age)
+    return progress
+
+
+def finish_progress(progress: Progress, timings: bool, model=None) -> None:
+    """Stops drawing; with --timings writes `timings: STAGE S s, ...` and `memory: ...` to stderr."""
+    progress.close()
+    if not timings:
+        return
+    from fastlbp.cli.memory import device_peak_bytes, peak_rss
+
+    typer.echo(progress.report(), err=True)
+    facts = {"host_peak_rss_bytes": peak_rss()}
+    if model is not None:
+        facts["edges"] = model.graph.num_edges
+        facts["variables"] = model.num_vars
+    device = device_peak_bytes()
+    if device is not None:
+        facts["device_peak_bytes"] = device
+    typer.echo("memory: " + ", ".join(f"{name} {value}" for name, value in facts.items()), err=True)

@@ -13,18 +13,14 @@ from fastlbp.cli.app import (
     degenerate_warning,
     emit,
     handles_errors,
+    note,
     output_target,
+    sentence,
     status,
     summary,
+    terminal_rows,
 )
-from fastlbp.cli.evidence import (
-    CarryConfidenceOpt,
-    LabelsFromOpt,
-    MatchOpt,
-    OldLabelsOpt,
-    SoftLabelsOpt,
-    gather,
-)
+from fastlbp.cli.evidence import EvidenceOptions, gather
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
     GraphArg,
@@ -55,6 +51,9 @@ BaselineOpt = Annotated[Path | None, typer.Option(
          "(relation and tuple name).")]
 NewOnlyOpt = Annotated[bool, typer.Option(
     "--new-only", rich_help_panel=CI, help="Only alarms the --baseline does not have.")]
+PrettyOpt = Annotated[bool, typer.Option(
+    "--pretty", help="Indent a SARIF log for people to read (by default it is compact JSON: no spaces or "
+                     "line breaks: data/ftp.json.gz's log is 11 MB so, 22 MB indented).")]
 SourceRootOpt = Annotated[Path | None, typer.Option(
     "--source-root", metavar="DIR", rich_help_panel=CI,
     help="The analysed source tree's root: SARIF file URIs are relative to it (%SRCROOT%), the graph's "
@@ -87,8 +86,11 @@ def rank(
     format: Annotated[RankFormat, typer.Option("--format", "-f", help="table, json, csv, or sarif "
                                                "(SARIF 2.1.0 for code-scanning tools).")] = (
         RankFormat.table),
-    top: Annotated[int | None, typer.Option("--top", "-n", min=1,
-                                            help="Show only the N most likely alarms.")] = None,
+    top: Annotated[int | None, typer.Option(
+        "--top", "-n", min=0, show_default="all; a table on a terminal: as many as fit",
+        help="Show only the N most likely alarms; 0: all. By default every alarm is written, except that a "
+             "table written to a terminal shows as many rows as fit (its height less 8 lines) and says how "
+             "many more there are.")] = None,
     labels: LabelsOpt = None,
     output: OutputOpt = None,
     csv_exact_names: CsvExactNamesOpt = False,
@@ -98,12 +100,9 @@ def rank(
     baseline: BaselineOpt = None,
     new_only: NewOnlyOpt = False,
     source_root: SourceRootOpt = None,
-    soft_labels: SoftLabelsOpt = None,
-    labels_from: LabelsFromOpt = None,
-    old_labels: OldLabelsOpt = None,
-    match: MatchOpt = None,
-    carry_confidence: CarryConfidenceOpt = 0.9,
+    pretty: PrettyOpt = False,
     *,
+    evidence: EvidenceOptions,
     inference: InferenceOptions,
     loading: LoadOptions,
 ) -> None:
@@ -115,7 +114,11 @@ def rank(
     from loopy belief propagation (marked "unchecked": approximate); stderr
     says which and why. Prints one row per unlabelled alarm: rank,
     probability, its error, alarm; alarms are ordered by their log-odds, so the order
-    among probabilities too small to print is kept. Alarms labelled in the graph
+    among probabilities too small to print is kept. A sampled probability is
+    rounded at the first significant digit of its standard error (exact and
+    LBP ones keep six decimals); JSON and CSV keep every digit. On a terminal
+    the table shows the rows that fit and says how many more there are (--top
+    0: all); to a pipe or a file it has every row. Alarms labelled in the graph
     or in --labels (a labels file, or a `fastlbp triage` session file) are
     evidence and are listed apart. A graph without alarms
     (a bare factor graph) ranks every variable.
@@ -154,9 +157,8 @@ def rank(
     output = output_target(output, graph, labels)
     model = loading.load(graph, settings, progress)
     if not model.alarms:
-        status(f"note: {graph} names no alarms; ranking every variable")
-    ev = gather(model, labels=labels, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels,
-                match=match, confidence=carry_confidence, loading=loading, settings=settings,
+        note(f"note: {graph} names no alarms; ranking every variable", loading.quiet)
+    ev = gather(model, labels=labels, evidence=evidence, loading=loading, settings=settings,
                 progress=progress)
     model, known, soft = ev.model, ev.labels, ev.soft
     base = None
@@ -185,16 +187,22 @@ def rank(
         def keep(name):
             return fingerprint(name) not in base
     kept = ranking.select(full, relations=relation, min_probability=min_probability, keep=keep)
-    result = ranking.select(kept, top=top) if top is not None else kept
+    result = ranking.select(kept, top=top) if top else kept
     if format is RankFormat.sarif:
         from fastlbp.io import sarif  # 0.5 s of imports: only for SARIF
 
         doc = sarif.to_sarif(result, model, source=str(graph), source_root=source_root, baseline=base,
                              absent=not new_only)
-        emit(sarif.dumps(doc), output)
+        emit(sarif.dumps(doc, pretty), output)
+        missing, results = sarif.unlocated(doc)
+        if missing:
+            status(f"warning: {missing:,} of {results:,} SARIF results have no source location (file and "
+                   f"line), and GitHub code scanning shows none of those. Give the graph \"locations\" "
+                   f"(derivation.json), or ground the Datalog program with --locations REL (README: Code "
+                   f"scanning).")
         if base is not None:
             counts = sarif.states(doc)
-            status("baseline: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+            note("baseline: " + ", ".join(f"{n} {state}" for state, n in counts.items()), loading.quiet)
         if source_root is not None:
             from fastlbp.io.sarif_ci import missing_files
 
@@ -205,15 +213,21 @@ def rank(
                        f"{missing[0]}: code scanning will not show those results at a line")
     elif format is RankFormat.csv:
         emit(writers.to_csv(result, exact_names=csv_exact_names), output)
-    else:
-        emit(writers.WRITERS[format.value](result), output)
+    elif format is RankFormat.json:
+        emit(writers.to_json(result), output)
+    else:  # a terminal shows what fits; a pipe or file gets every row
+        rows = terminal_rows() if top is None and output is None else None
+        emit(writers.to_table(result, rows=rows), output)
     loading.finish(progress, model)
-    status(f"{result.how or summary(result.iterations, result.converged, result.delta, result.seconds)}, "
-           f"{result.seconds:.3f} s")
+    how = result.how or summary(result.iterations, result.converged, result.delta, result.seconds)
+    note(f"{how}, {result.seconds:.3f} s.", loading.quiet)
     if result.reason:
-        status(f"method auto: {result.reason}")
+        note(sentence(f"method auto: {result.reason}"), loading.quiet)
+    if format is RankFormat.table:
+        for line in writers.caveats(result):
+            note(line, loading.quiet)
     for flag in result.flags:
-        status(f"warning: {flag}")
+        status(sentence(f"warning: {flag}"))
     warning = None
     if result.method == "lbp":
         # Every unlabelled alarm, not only the `--top` shown: the top few of a good ranking may be equal.

@@ -18,11 +18,9 @@ from fastlbp.cli.options import (
     graph_command,
     settings_of,
 )
+from fastlbp.core.plan import ANALYSES, strategies_help
 
-
-class AnalysisChoice(StrEnum):
-    levelling = "levelling"
-    algorithm3 = "algorithm3"
+AnalysisChoice = StrEnum("AnalysisChoice", {a: a for a in ANALYSES})
 
 
 @handles_errors
@@ -31,7 +29,7 @@ def schedule(
     graph: GraphArg,
     schedule: Annotated[str, typer.Option(
         "--schedule", "-s",
-        help="seqfix, seqrnd, topo, parall, or a custom order file; options may follow "
+        help=f"{strategies_help()}; or a custom order file; options may follow "
              "after ':' (seqfix:algorithm3, seqfix:chunked, seqrnd:seed=3:cycle=4, "
              "topo:bodyfirst, width=N, unroll=N).")] = "seqfix",
     analysis: Annotated[AnalysisChoice | None, typer.Option(
@@ -60,10 +58,15 @@ def schedule(
 
     Example: fastlbp schedule graph.causal_fg --schedule topo --analysis algorithm3
     """
+    import dataclasses
+
     import schedules  # here, not at the top: the other commands need no schedule analysis
+    from fastlbp.core.plan import make_plan
 
     progress = loading.progress()
-    model = loading.load(graph, settings_of(loading), progress)
+    settings = dataclasses.replace(settings_of(loading), schedule=schedule)
+    plan = make_plan(settings)  # a bad schedule fails here, before the graph loads
+    model = loading.load(graph, settings, progress)
     loading.start_jax(progress)
-    emit(json.dumps(schedules.describe(model, schedule,
-                                       analysis=analysis.value if analysis else None)))
+    # The plan on this machine's platform says which engine would run (`Plan.engines`).
+    emit(json.dumps(schedules.describe(model, plan.placed(), analysis=analysis.value if analysis else None)))

@@ -13,17 +13,11 @@ import typer
 from fastlbp.cli.app import (
     emit,
     handles_errors,
+    note,
     output_target,
     status,
 )
-from fastlbp.cli.evidence import (
-    CarryConfidenceOpt,
-    LabelsFromOpt,
-    MatchOpt,
-    OldLabelsOpt,
-    SoftLabelsOpt,
-    gather,
-)
+from fastlbp.cli.evidence import EvidenceOptions, gather
 from fastlbp.cli.options import (
     GraphArg,
     InferenceOptions,
@@ -44,7 +38,7 @@ class SimFormat(StrEnum):
 def progress_line(i: int, step) -> str:
     """`round 12: found 9/43  true  P=0.812345  3.1 ms  race(1,2)` of a `simulate.Step`: the live
     line on a terminal."""
-    from fastlbp.io.writers import format_probability, safe_name
+    from fastlbp.core.text import format_probability, safe_name
     return (f"round {i}: found {step.found}/{step.num_true}  {'true ' if step.truth else 'false'}  "
             f"P={format_probability(step.probability)}  {step.round_s * 1e3:.1f} ms  "
             f"{safe_name(step.alarm[:60])}")
@@ -53,6 +47,7 @@ def progress_line(i: int, step) -> str:
 @handles_errors
 @graph_command
 def simulate(
+    ctx: typer.Context,
     graph: GraphArg,
     oracle: Annotated[Path | None, typer.Option(
         "--oracle", help="True alarms, one name per line (Bingo's oracle_queries.txt); every other alarm "
@@ -71,12 +66,8 @@ def simulate(
     learn_steps: Annotated[int, typer.Option("--learn-steps", min=1,
                                              help="EM steps per label with --learn.")] = 3,
     output: OutputOpt = None,
-    soft_labels: SoftLabelsOpt = None,
-    labels_from: LabelsFromOpt = None,
-    old_labels: OldLabelsOpt = None,
-    match: MatchOpt = None,
-    carry_confidence: CarryConfidenceOpt = 0.9,
     *,
+    evidence: EvidenceOptions,
     inference: InferenceOptions,
     loading: LoadOptions,
 ) -> None:
@@ -101,21 +92,24 @@ def simulate(
 
       fastlbp simulate graph.json --learn --method lbp
     """
+    from fastlbp.cli.triage import given_options
     from fastlbp.inference import simulate as sim  # the session and engines: imported when the command runs
+    from fastlbp.io import plots
 
     settings = settings_of(loading, inference)
+    if not given_options(ctx, ("sample_seconds",)):
+        settings = settings.interactive()
     if plot is not None:
         try:
-            sim.require_matplotlib()
-        except sim.PlotsUnavailable as err:
+            plots.require_matplotlib()
+        except plots.PlotsUnavailable as err:
             status(f"error: --plot: {err}")
             raise typer.Exit(2) from None
     output = output_target(output, graph, oracle)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
     loading.start_jax(progress)
-    ev = gather(model, soft_labels=soft_labels, labels_from=labels_from, old_labels=old_labels, match=match,
-                confidence=carry_confidence, loading=loading, settings=settings)
+    ev = gather(model, evidence=evidence, loading=loading, settings=settings)
     model, soft = ev.model, ev.soft
     if ev.labels != model.labels:
         import dataclasses
@@ -151,9 +145,9 @@ def simulate(
     else:
         emit(sim.to_table(result), output)
     if plot is not None:
-        for p in sim.plot(result, plot, graph=graph, settings=settings):
-            status(f"wrote {p}")
-    from fastlbp.io.writers import safe_name
+        for p in plots.write_plots(result, plot, graph=graph, settings=settings):
+            note(f"wrote {p}", loading.quiet)
+    from fastlbp.core.text import safe_name
 
     dropped = [safe_name(s.alarm) for s in result.steps if s.evidence_dropped]
     if dropped:
@@ -161,5 +155,5 @@ def simulate(
                f"were not used as evidence: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
     m = result.metrics
     done = "" if result.complete else f" (stopped by --max-rounds: {m.found} of {m.num_true} true found)"
-    status(f"{len(result.steps)} rounds{done}, {m.elapsed_s:.3f} s in rounds, "
-           f"compile {result.compile_s:.3f} s")
+    note(f"{len(result.steps)} rounds{done}, {m.elapsed_s:.3f} s in rounds, "
+         f"compile {result.compile_s:.3f} s.", loading.quiet)

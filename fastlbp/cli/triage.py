@@ -1,12 +1,13 @@
 """`fastlbp triage`: label alarms one at a time in the terminal, with a durable session file.
 
 Sessions and the command history live in the user's data folder
-(`app.data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
+(`environment.data_folder`: $XDG_DATA_HOME/fastlbp, else ~/.local/share/fastlbp), resolved
 in the CLI and handed to the library, which reads no environment.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import threading
@@ -17,18 +18,13 @@ import typer
 
 from fastlbp.cli.app import (
     Ticker,
-    data_folder,
     emit,
     handles_errors,
+    note,
     status,
 )
-from fastlbp.cli.evidence import (
-    CarryConfidenceOpt,
-    LabelsFromOpt,
-    MatchOpt,
-    OldLabelsOpt,
-    SoftLabelsOpt,
-)
+from fastlbp.cli.environment import data_folder
+from fastlbp.cli.evidence import EvidenceOptions
 from fastlbp.cli.options import (
     INFERENCE_OPTIONS,
     GraphArg,
@@ -39,7 +35,7 @@ from fastlbp.cli.options import (
 )
 from fastlbp.core.errors import InputError
 
-# fastlbp.triage (the session, its journal and the terminal: 0.15-0.45 s of imports) is imported by
+# fastlbp.triage (the session, its journal and the terminal) is imported by
 # the functions below when they run, so other commands and `fastlbp --help` do not pay for it.
 
 
@@ -71,9 +67,9 @@ def session_path(graph: Path, session: Path | None, folder: Path, *, existing: b
     if session is not None:
         path = session
     else:
-        path, note = locate(graph, folder, inputs)
-        if note:
-            status(note)
+        path, hint = locate(graph, folder, inputs)
+        if hint:
+            status(hint)
     if existing and not (path.exists() or path.is_symlink()):
         others = [p for p in namesakes(graph, folder) if p != path] if session is None else []
         hint = ""
@@ -116,11 +112,6 @@ def triage(
         "--export", help="Write the session's labels to FILE as 'NAME true|false' lines (- for stdout) and "
                          "exit; `fastlbp rank GRAPH -l FILE` reads them (or give rank the session file "
                          "itself).", show_default=False)] = None,
-    soft_labels: SoftLabelsOpt = None,
-    labels_from: LabelsFromOpt = None,
-    old_labels: OldLabelsOpt = None,
-    match: MatchOpt = None,
-    carry_confidence: CarryConfidenceOpt = 0.9,
     learn: Annotated[bool, typer.Option(
         "--learn", help="Learn the rule probabilities from the labels as they come: after each label a "
                         "few EM steps (--learn-steps), warm-started, then the re-ranking round uses them "
@@ -129,6 +120,7 @@ def triage(
     learn_steps: Annotated[int, typer.Option("--learn-steps", min=1, max=1000,
                                              help="EM steps per label with --learn.")] = 3,
     *,
+    evidence: EvidenceOptions,
     inference: InferenceOptions,
     loading: LoadOptions,
 ) -> None:
@@ -187,6 +179,8 @@ def triage(
         export_labels(graph, session_path(graph, session, folder, existing=True, inputs=inputs), export)
         return
     settings = settings_of(loading, inference)
+    if not given_options(ctx, ("sample_seconds",)):
+        settings = settings.interactive()
     path = session_path(graph, session, folder, existing=resume or recover, inputs=inputs)
     given = given_options(ctx, INFERENCE_OPTIONS + ("cycles",))
     starting = given_options(ctx, EVIDENCE_OPTIONS)
@@ -198,13 +192,13 @@ def triage(
         settings = stored_loading_settings(path, settings, "cycles" in given)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
-    evidence = None
-    if soft_labels is not None or labels_from is not None or old_labels is not None or match is not None:
-        if labels_from is not None and old_labels is None:
-            old_labels = old_session(labels_from, folder, loading)
-        evidence = start_evidence(model, soft_labels=soft_labels, labels_from=labels_from,
-                                  old_labels=old_labels, match=match, confidence=carry_confidence,
-                                  loading=loading, settings=settings, progress=progress)
+    start = None
+    if evidence.given():
+        if evidence.labels_from is not None and evidence.old_labels is None:
+            evidence = dataclasses.replace(evidence, old_labels=old_session(evidence.labels_from, folder,
+                                                                            loading))
+        start = start_evidence(model, evidence=evidence, loading=loading, settings=settings,
+                               progress=progress)
     learning = None
     if learn:
         from fastlbp.triage.evidence import Learning
@@ -213,17 +207,17 @@ def triage(
     loading.start_jax(progress)
     with Ticker("first round", progress):
         t = Triage.open(model, path, graph_path=str(graph), resume=resume, overwrite=fresh,
-                        recover=recover, settings=settings, evidence=evidence, learning=learning)
+                        recover=recover, settings=settings, evidence=start, learning=learning)
     try:
         if resume:
-            status(f"resumed {len(t.order)} label(s) from {path}")
+            note(f"resumed {len(t.order)} label(s) from {path}", loading.quiet)
         if (resume or recover) and t.start.evidence:
-            status(f"{t.start.evidence.summary()} (stored in the session)")
+            note(f"{t.start.evidence.summary()} (stored in the session)", loading.quiet)
         if (resume or recover) and t.learning is not None:
-            status(f"learning the rule probabilities: {t.learning.steps} EM step(s) per label (stored in "
-                   f"the session)")
-        for note in t.replay_notes:
-            status(note)
+            note(f"learning the rule probabilities: {t.learning.steps} EM step(s) per label (stored in "
+                 f"the session)", loading.quiet)
+        for line in t.replay_notes:
+            status(line)
         changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS}
         if (resume or recover) and changes:
             with Ticker("a round with the new settings", progress):
@@ -257,7 +251,7 @@ def old_session(old_graph: Path, folder: Path, loading) -> Path | None:
                                                        loading.alarms, loading.priors))
     if not path.is_file():
         return None
-    status(f"labels of {old_graph}: its triage session {path}")
+    note(f"labels of {old_graph}: its triage session {path}", loading.quiet)
     return path
 
 
@@ -291,7 +285,10 @@ def program_inputs(graph: Path, facts: Path | None, rule_prob: Path | None, alar
     """What a Datalog program's graph is made of besides the program: its REL.facts files, rule
     probabilities, priors and alarm relations (part of its session's name). For other graphs only
     --rule-prob."""
-    if graph.suffix != ".dl":
+    from datalog.io import FORMATS, format_of_name
+
+    named = FORMATS.get(format_of_name(graph) or "")
+    if named is None or not named.grounded:
         # Another graph's probabilities are its own unless --rule-prob replaces them: a session per file.
         return ("--rule-prob", rule_prob) if rule_prob is not None and rule_prob.is_file() else ()
     folder = facts if facts is not None else Path(".")

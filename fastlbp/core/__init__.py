@@ -1,4 +1,5 @@
-"""The model as arrays: the factor graph, the model, settings, errors and the message equations.
+"""The bottom layer: the factor graph, the model, settings and the plan, errors, the hard constraints, the
+message equations and segment sums, text helpers and atomic file writing.
 
-Layer 1: depends on numpy and JAX only (and `datalog` for the model's names).
+Imports no other fastlbp package (tests/test_layers.py holds it); JAX and numpy only where needed.
 """

@@ -38,7 +38,7 @@ class ContradictoryEvidence(ValueError):
     """The labels have joint probability 0 under the model; `labels` names a conflicting set."""
 
     def __init__(self, labels: dict[str, bool]):
-        from fastlbp.io.writers import safe_name  # names from the graph: shown escaped on a terminal
+        from fastlbp.core.text import safe_name  # names from the graph: shown escaped on a terminal
 
         self.labels = dict(labels)
         shown = ", ".join(f"{safe_name(k)}={'true' if v else 'false'}" for k, v in self.labels.items())

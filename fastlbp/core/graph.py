@@ -265,19 +265,6 @@ def from_arrays(
     )
 
 
-def evidence_from_labels(num_vars: int, labels: dict[int, bool] | None = None) -> np.ndarray:
-    """Evidence array from hard labels.
-
-    Evidence is a per-variable log-likelihood ratio: 0 = no evidence, +inf =
-    observed true, -inf = observed false (finite values are soft evidence).
-
-    Returns:
-        (V,) float64.
-    """
-    codes = label_codes(num_vars, labels)
-    return np.where(codes > 0, np.inf, np.where(codes < 0, -np.inf, 0.0))
-
-
 def label_codes(num_vars: int, labels: dict[int, bool] | None = None) -> np.ndarray:
     """Hard labels as (V,) int8 codes: 1 observed true, -1 observed false, 0 unlabelled."""
     codes = np.zeros(num_vars, dtype=np.int8)

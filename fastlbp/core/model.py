@@ -135,7 +135,7 @@ class Model:
         if name not in self.tuple_index and name not in self.index:
             spelled = self._squeezed_index.get(_squeezed(name))
             if spelled is None:
-                from fastlbp.io.writers import safe_name
+                from fastlbp.core.text import safe_name
 
                 raise KeyError(f"unknown tuple or variable '{safe_name(name)}'")
             name = spelled

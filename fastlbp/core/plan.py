@@ -31,8 +31,42 @@ from typing import Any
 from fastlbp.core.errors import InputError, SettingsError, read_text
 from fastlbp.core.settings import BACKENDS, PRECISIONS, Settings
 
-# The built-in strategies (`schedules.orders`); anything else is a custom order file.
-STRATEGIES = ("parall", "seqfix", "seqrnd", "topo")
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """A built-in update strategy: a row of `STRATEGIES`.
+
+    Attributes:
+        name: what `--schedule` calls it (lower case).
+        help: what it does, for `--help` (the CLI's text is made from the table).
+        parallel: every message is updated at once from the last iteration's (no dependency
+            analysis; the PARALL engines run it); otherwise the strategy is an order of sequential
+            batches (the relaxation, chunk and persistent engines).
+    """
+
+    name: str
+    help: str
+    parallel: bool = False
+
+
+# The built-in strategies, the one table: name, help and how it runs here; the order each builds is
+# `schedules.orders.BUILDERS` (numpy: this module stays importable without it). Anything else is a
+# custom order file.
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("parall", "PARALL: every message at once, from the last iteration's", parallel=True),
+    Strategy("seqfix", "SEQFIX: one message after another, factors in a fixed order"),
+    Strategy("seqrnd", "SEQRND: one message after another, a new random order each iteration; "
+                       ":seed=N, :cycle=N orders"),
+    Strategy("topo", "TOPO: heads forward in the network's topological order, then bodies backward; "
+                     ":bodyfirst the other way"),
+)}
+
+
+def strategies_help() -> str:
+    """The built-in strategies for `--help`: `parall (every message at once ...), seqfix (...), ...`."""
+    return ", ".join(f"{s.name} ({s.help})" for s in STRATEGIES.values())
+
+
 ANALYSES = ("levelling", "algorithm3")
 
 _FLAGS = {"levelling", "algorithm3", "bodyfirst", "relaxed", "chunked"}
@@ -66,7 +100,7 @@ class Spec:
     """A parsed schedule spec (`parse_spec`).
 
     Attributes:
-        strategy: parall, seqfix, seqrnd, topo, or "file" (a custom order).
+        strategy: a key of `STRATEGIES`, or "file" (a custom order).
         path: a custom order's file, for messages (None for a built-in strategy).
         order: a custom order's text (None until `make_plan` reads it; the engines read this,
             never the file).
@@ -82,10 +116,16 @@ class Spec:
     cycle: int = 8
     body_first: bool = False
     width: int | None = None
-    unroll: int | None = None  # None: 8 on a GPU (a while-loop trip costs ~15 us there), else 1
+    unroll: int | None = None  # None: 8 on a GPU (a while-loop trip has a cost there), else 1
     engine: str = "relaxed"  # relaxed | chunked (SEQRND and other many-run orders: chunked)
     budget: int | None = None  # relaxed: passes per sweep before the chunk loop; None: cost model
     order: str | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def parallel(self) -> bool:
+        """The strategy updates every message at once (`Strategy.parallel`; a custom order never)."""
+        strategy = STRATEGIES.get(self.strategy)
+        return strategy is not None and strategy.parallel
 
     def options(self) -> str:
         """The spec's options as `:OPTION...` text (what `parse_spec` reads back; "" for defaults)."""
@@ -237,10 +277,9 @@ class Plan:
         plan = self.placed()
         if plan.kernels != "auto":
             return plan
-        strategy = plan.schedule.strategy
         if not plan.gpu:
             kernels, why = "xla", f"auto: xla on {plan.platform} (the Pallas kernels need a GPU)"
-        elif strategy != "parall":
+        elif not plan.schedule.parallel:
             kernels, why = "xla", ("auto: xla (sequential orders: relaxation on XLA beats the persistent "
                                    "kernel)")
         elif num_edges < FUSED_MIN_EDGES:
@@ -256,14 +295,14 @@ class Plan:
         if self.kernels == "auto":
             raise ValueError("kernels 'auto' is decided by for_graph")
         fused = self.kernels == "fused"
-        if self.schedule.strategy == "parall":
+        if self.schedule.parallel:
             return (PARALL_FUSED,) if fused else (PARALL,)
         sequential = PERSISTENT if fused else CHUNKED
         return (RELAXED, sequential) if self.schedule.engine == "relaxed" else (sequential,)
 
     def chunk_unroll(self) -> int:
         """Chunks per loop trip of the chunk loops: the spec's, else 8 on a GPU (a while-loop trip
-        costs ~15 us on the H200; several chunks per trip pay there, not on a CPU), else 1."""
+        has a cost on a GPU; several chunks per trip pay there, not on a CPU), else 1."""
         return self.schedule.unroll or (8 if self.gpu else 1)
 
 
@@ -296,5 +335,5 @@ def make_plan(settings: Settings | None = None, *, order: str | None = None, sou
     return plan.placed(platform) if needs_gpu or platform is not None else plan
 
 
-__all__ = ["Plan", "Spec", "make_plan", "parse_spec", "STRATEGIES", "ANALYSES", "BACKEND_PARTS",
-           "FUSED_MIN_EDGES"]
+__all__ = ["Plan", "Spec", "make_plan", "parse_spec", "Strategy", "STRATEGIES", "strategies_help", "ANALYSES",
+           "BACKEND_PARTS", "FUSED_MIN_EDGES"]

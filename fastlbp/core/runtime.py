@@ -1,6 +1,6 @@
 """What runs fastlbp: the installed distributions (without importing JAX) and JAX's backend and devices.
 
-    installed()        # {"fastlbp": "0.1.0", "distribution": "fastlbp-rank", "jax": "0.10.2", ...}
+    installed()        # {"fastlbp": "0.1.0", "distribution": "fastlbp-rank", "jax": "0.x.y", ...}
     version_text()     # `fastlbp --version`: no JAX import (fastlbp.core.jax_setup says why)
     devices()          # {"backend": "gpu", "devices": [{"platform": "gpu", "kind": "NVIDIA H200"}], ...}
     device_text()      # one line: the backend and device that inference runs on (imports JAX)
@@ -29,12 +29,12 @@ def _version(name: str) -> str | None:
 def installed() -> dict:
     """{"fastlbp", "distribution", "jax", "jaxlib", "plugins": {name: version}} from package metadata.
 
-    fastlbp's version is the source tree's `fastlbp.__version__` when no distribution is installed
+    fastlbp's version is the source tree's (`fastlbp.core.version`) when no distribution is installed
     ("distribution" is then None).
     """
     dist = next((d for d in DISTRIBUTIONS if _version(d) is not None), None)
     if dist is None:
-        from fastlbp import __version__ as version
+        from fastlbp.core.version import __version__ as version
     else:
         version = _version(dist)
     plugins = {}
@@ -69,7 +69,7 @@ def devices() -> dict:
 
 
 def device_text(info: dict | None = None) -> str:
-    """One line: `JAX 0.10.2 runs on gpu: 1 x NVIDIA H200`."""
+    """One line: `JAX 0.x.y runs on gpu: 1 x NVIDIA H200`."""
     info = devices() if info is None else info
     kinds: dict[str, int] = {}
     for d in info["devices"]:

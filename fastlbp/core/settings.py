@@ -30,10 +30,11 @@ PRECISIONS = {"f64": "float64", "f32": "float32"}
 #   fused     two Pallas kernels per PARALL sweep, one persistent kernel per sequential sweep (GPU)
 #   *_interpret  the same Pallas kernels in the interpreter (CPU; tests)
 BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
+# The backends a user chooses from (--help lists these); the others are for comparison and tests.
+USER_BACKENDS = ("auto", "xla", "fused")
 # How marginals are computed: the first of exact, sampling and LBP that fits (`inference.methods`), loopy
 # belief propagation, exact (bucket elimination), or importance sampling.
 METHODS = ("auto", "lbp", "exact", "sample")
-GPU_BACKENDS = ("pallas", "fused")
 CYCLE_MODES = ("cycles", "bingo")
 
 
@@ -44,11 +45,44 @@ SAMPLER = "sampler"  # exact inference's and the sampler's budgets
 LOADING = "loading"  # how a graph is read: shapes the model before any session
 
 
-def _option(default, role: str, *, stored: bool | None = None):
+# Seconds of drawing a round of an interactive session may take unless --sample-seconds says otherwise:
+# a person waits for each round (the standard errors then shown say what the budget bought).
+INTERACTIVE_SAMPLE_SECONDS = 0.4
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a `Settings` field is offered on the command line; `fastlbp.cli.options` makes every command's
+    option from it, so an option is declared once, here, beside its default.
+
+    Attributes:
+        names: the option's names ("--tol"; "--method", "-m"; "--compress/--no-compress").
+        help: its --help text; `{strategies}` stands for the strategy table's names and help
+            (`fastlbp.core.plan.strategies_help`).
+        group: the commands' shared group it belongs to: "loading" (every command that reads a
+            graph) or "inference" (every command that runs inference); also its --help panel.
+        choices: the values users choose from, as --help lists them (default: any value).
+        unlisted_choices: values also accepted but not listed (kernels kept for comparison and tests).
+        minimum: the least value accepted by the option's parser (None: no bound there).
+        default_from_env: the CLI's default is an environment variable's, else the field's
+            (`fastlbp.cli.app.backend_or_env`).
+    """
+
+    names: tuple[str, ...]
+    help: str
+    group: str = "inference"
+    choices: tuple[str, ...] = ()
+    unlisted_choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    default_from_env: bool = False
+
+
+def _option(default, role: str, *, stored: bool | None = None, flag: Flag | None = None):
     """A `Settings` field of `role`; `stored`: one of the options that decide a round's numbers, kept
-    with a triage session (`Settings.inference`; default: all but the loading options)."""
+    with a triage session (`Settings.inference`; default: all but the loading options); `flag`: its
+    command-line option, if it has one."""
     stored = role != LOADING if stored is None else stored
-    return dataclasses.field(default=default, metadata={"role": role, "stored": stored})
+    return dataclasses.field(default=default, metadata={"role": role, "stored": stored, "flag": flag})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +90,8 @@ class Settings:
     """Options of loading and inference.
 
     Attributes:
-        schedule: update strategy: parall, seqfix, seqrnd, topo, or a custom
-            order file, with `:OPTION`s (`schedules.parse_spec`).
+        schedule: update strategy: a key of `fastlbp.core.plan.STRATEGIES` or a custom
+            order file, with `:OPTION`s (`fastlbp.core.plan.parse_spec`).
         precision: "f64" (default; the published accuracy depends on it) or "f32".
         tol: a round stops when no marginal changes by this much or more (0: after max_iters).
         max_iters: most iterations per round.
@@ -88,7 +122,7 @@ class Settings:
             past this many seconds of drawing (0: no time limit), whatever `target_se`
             asks; the round's info and the status line say the target was not reached.
             Without it a label that few worlds agree with made a weblech round draw
-            6.4M worlds for 92 s on the host path.
+            6.4M worlds on the host path.
         exact_memory: bytes the largest table of `method="exact"` may take; None: a
             quarter of the device's memory.
         remedies: when an LBP round does not converge (tol > 0), retry it with
@@ -96,23 +130,58 @@ class Settings:
             iterations (Bingo's remedy); `Round.remedy` says which produced the numbers.
     """
 
-    schedule: str = _option("parall", PLAN)
-    precision: str = _option("f64", PLAN)
-    tol: float = _option(1e-6, CONTROL)
-    max_iters: int = _option(1000, CONTROL)
-    damping: float = _option(0.0, CONTROL)
-    backend: str = _option("auto", PLAN)
-    cycles: str = _option("cycles", LOADING)
-    compress: bool = _option(True, LOADING)
-    method: str = _option("auto", PLAN)
-    samples: int = _option(100_000, SAMPLER)
+    schedule: str = _option("parall", PLAN, flag=Flag(
+        ("--schedule", "-s"),
+        "Update strategy: {strategies}; or a file with a custom order; options follow colons, e.g. "
+        "seqfix:chunked (level by level instead of relaxing whole sweeps) or topo:algorithm3 (see "
+        "`fastlbp schedule --help`)."))
+    precision: str = _option("f64", PLAN, flag=Flag(("--precision",), "Floating-point precision.",
+                                                     choices=tuple(PRECISIONS)))
+    tol: float = _option(1e-6, CONTROL, flag=Flag(("--tol",), "Stop when no marginal changes by this much or "
+                                                              "more."))
+    max_iters: int = _option(1000, CONTROL, flag=Flag(("--max-iters",), "Most iterations per round."))
+    damping: float = _option(0.0, CONTROL, flag=Flag(("--damping",), "Weight of the old message (log "
+                                                                     "domain), in [0, 1)."))
+    backend: str = _option("auto", PLAN, flag=Flag(
+        ("--backend",),
+        "Kernels: auto picks by device, schedule and graph size; xla runs everywhere; fused (GPU) runs "
+        "PARALL and chunked schedules as Pallas kernels, faster on big graphs.",
+        choices=USER_BACKENDS, unlisted_choices=tuple(b for b in BACKENDS if b not in USER_BACKENDS),
+        default_from_env=True))
+    cycles: str = _option("cycles", LOADING, flag=Flag(
+        ("--cycles",),
+        "Cycle elimination for derivation graphs: 'cycles' applies Bingo's criterion (a clause survives "
+        "only if its body is derived strictly before its head in the least fixpoint) to the clauses on a "
+        "cycle; 'bingo' applies it to every clause, as Bingo does.", group="loading", choices=CYCLE_MODES))
+    compress: bool = _option(True, LOADING, flag=Flag(
+        ("--compress/--no-compress",), "Compress derivation graphs (exact: alarm marginals are unchanged).",
+        group="loading"))
+    method: str = _option("auto", PLAN, flag=Flag(
+        ("--method", "-m"),
+        "How marginals are computed: auto (the default: exact where the graph's width fits, else sample "
+        "where it fits a time budget, else lbp; the output says which and why), lbp (loopy belief "
+        "propagation, fast, approximate on graphs whose derivations share ancestors), exact (bucket "
+        "elimination; refused when the graph is too wide) or sample (sampling with the labels as "
+        "importance weights, standard errors and 95% intervals). `fastlbp check` compares LBP with a "
+        "reference.", choices=METHODS))
+    samples: int = _option(100_000, SAMPLER, flag=Flag(
+        ("--samples",), "Worlds of sampling's first round (it draws more, doubling, until every alarm's "
+                        "standard error is at most 0.0025, within 10^7 worlds and --sample-seconds)."))
     max_samples: int = _option(10_000_000, SAMPLER)
-    seed: int = _option(0, SAMPLER)
+    seed: int = _option(0, SAMPLER, flag=Flag(("--seed",), "Seed of --method sample."))
     min_accepted: int = _option(1000, SAMPLER)
     target_se: float = _option(0.0025, SAMPLER)
-    sample_seconds: float = _option(4.0, SAMPLER)
+    sample_seconds: float = _option(4.0, SAMPLER, flag=Flag(
+        ("--sample-seconds",), "Sampling stops doubling once a round would draw for longer than this (0: no "
+                               "limit; default 4, and 0.4 for a round of simulate and triage); the status "
+                               "line says when it ended a round early.", minimum=0.0))
     exact_memory: int | None = _option(None, SAMPLER, stored=False)
     remedies: bool = _option(True, CONTROL, stored=False)
+
+    def interactive(self) -> Settings:
+        """These settings for the rounds of an interactive session (`simulate`, `triage`): a sampling
+        round bounded by `INTERACTIVE_SAMPLE_SECONDS` (a person waits for each)."""
+        return self.replace(sample_seconds=INTERACTIVE_SAMPLE_SECONDS)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -175,5 +244,5 @@ def settings_from(settings: Settings | None = None, **overrides) -> Settings:
     return (settings or Settings()).replace(**overrides)
 
 
-__all__ = ["Settings", "settings_from", "PRECISIONS", "BACKENDS", "METHODS", "GPU_BACKENDS", "CYCLE_MODES",
-           "FIELDS", "INFERENCE_FIELDS", "CONTROL_FIELDS", "LOADING_FIELDS"]
+__all__ = ["Settings", "Flag", "settings_from", "PRECISIONS", "BACKENDS", "USER_BACKENDS", "METHODS",
+           "CYCLE_MODES", "FIELDS", "INFERENCE_FIELDS", "CONTROL_FIELDS", "LOADING_FIELDS"]

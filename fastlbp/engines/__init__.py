@@ -6,11 +6,12 @@
 `plan` is a `fastlbp.core.plan.Plan` (or `Settings`, made into one). Every
 engine module has `make_runner(model, plan) -> loop.Runner` (an immutable
 runner: its layout in `Runner.layout`, its round a pure jitted function);
-`ENGINES` is the table the dispatcher reads, by `Plan.engines()`:
+`ENGINES` is the table the dispatcher reads, by `Plan.engines()` (key -> that
+engine's `make_runner`):
 
 | key          | what runs                                              | file            |
 | ------------ | ------------------------------------------------------ | --------------- |
-| parall       | PARALL, XLA kernels (segment sums by backend)          | parall.py       |
+| parall       | PARALL, XLA kernels (segment sums by `Plan.summation`) | parall.py       |
 | parall/fused | PARALL, two Pallas kernels per sweep (GPU)             | fused/          |
 | relaxed      | a sequential order, each sweep relaxed to its fixed point | relaxed.py   |
 | chunked      | a sequential order (or SEQRND), batches chunk by chunk | chunked.py      |
@@ -24,7 +25,7 @@ budget did not settle (`relaxed.py`).
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 
 from fastlbp.core.plan import FUSED_MIN_EDGES, Plan
 from fastlbp.core.settings import Settings
@@ -41,22 +42,47 @@ from fastlbp.engines.loop import (
     plan_for,
 )
 
-# The dispatch table: engine key (`Plan.engines`) -> the module whose `make_runner(model, plan)`
-# prepares it (None: it cannot run this plan's order; the next key can). Modules, not functions:
-# the Pallas engines import their kernels only when a plan asks for them.
-ENGINES: dict[str, str] = {
-    "parall": "fastlbp.engines.parall",
-    "parall/fused": "fastlbp.engines.fused",
-    "relaxed": "fastlbp.engines.relaxed",
-    "chunked": "fastlbp.engines.chunked",
-    "persistent": "fastlbp.engines.persistent",
+
+def _parall(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import parall
+
+    return parall.make_runner(model, plan)
+
+
+def _fused(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import fused  # the Pallas kernels: imported only when a plan asks for them
+
+    return fused.make_runner(model, plan)
+
+
+def _relaxed(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import relaxed
+
+    return relaxed.make_runner(model, plan)
+
+
+def _chunked(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import chunked
+
+    return chunked.make_runner(model, plan)
+
+
+def _persistent(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import persistent  # a Pallas kernel: imported only when a plan asks for it
+
+    return persistent.make_runner(model, plan)
+
+
+# The dispatch table: engine key (`Plan.engines`) -> its `make_runner(model, plan)` (None: it cannot run
+# this plan's order; the next key can). Each entry imports its module when called, so a plan that
+# never asks for the Pallas engines never imports their kernels.
+ENGINES: dict[str, Callable[..., Runner | None]] = {
+    "parall": _parall,
+    "parall/fused": _fused,
+    "relaxed": _relaxed,
+    "chunked": _chunked,
+    "persistent": _persistent,
 }
-
-
-def describe_runner(runner: Runner) -> str:
-    """One line for `--verbose`: the engine and the backend (and why, when "auto" chose it)."""
-    reason = runner.info.reason
-    return f"engine {runner.name}, backend {runner.info.backend}" + (f" ({reason})" if reason else "")
 
 
 def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
@@ -74,11 +100,11 @@ def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
     """
     plan = plan_for(model, plan)
     for key in plan.engines():
-        runner = importlib.import_module(ENGINES[key]).make_runner(model, plan)
+        runner = ENGINES[key](model, plan)
         if runner is not None:
             return runner
     raise AssertionError(f"no engine ran {plan.schedule}")  # the last key always returns a runner
 
 
-__all__ = ["make_runner", "plan_for", "graph_of", "ENGINES", "describe_runner", "FUSED_MIN_EDGES", "Runner",
+__all__ = ["make_runner", "plan_for", "graph_of", "ENGINES", "FUSED_MIN_EDGES", "Runner",
            "RunnerInfo", "RunResult", "Controls", "controls", "init", "device_graph", "GRAPH_FIELDS"]

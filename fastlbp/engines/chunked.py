@@ -43,7 +43,7 @@ from fastlbp.engines.loop import (
     plan_for,
     xla_sums,
 )
-from schedules import plan as P
+from schedules import chunk_plan as P
 
 
 @jax.tree_util.register_dataclass
@@ -52,7 +52,7 @@ class ChunkLayout:
     """The chunk loop's layout (a jit argument): the packed chunks and the graph's segment sums
     (the variables' plan only: `loop.xla_sums`)."""
 
-    plan: P.Plan
+    plan: P.ChunkPlan
     sums: equations.Summation
 
 
@@ -107,7 +107,7 @@ def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     return msgs, agg, acc
 
 
-def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, unroll: int = 1):
+def sweep(graph: FactorGraph, plan: P.ChunkPlan, messages, agg, iteration, unroll: int = 1):
     """One iteration: every chunk of plan number `iteration mod P` in order.
 
     Args:
@@ -154,7 +154,7 @@ def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
                       reason=plan.reason)
 
 
-def runner_for(graph: FactorGraph, plan: P.Plan, name: str, *, unroll: int = 1, compiled=None,
+def runner_for(graph: FactorGraph, plan: P.ChunkPlan, name: str, *, unroll: int = 1, compiled=None,
                backend: str = "xla", reason: str | None = None) -> Runner:
     """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (tests, benchmarks); `backend`
     and `reason` are what the plan asked for and why (the chunk loop sums with dense gathers)."""

@@ -94,7 +94,8 @@ class RunnerInfo:
     benchmarks).
 
     Attributes:
-        backend: the kernels that run ("xla", "scatter", "pallas", "fused", or *_interpret).
+        backend: what runs, in `Settings.backend`'s names ("xla", "scatter", "pallas", "fused", or
+            *_interpret: `Plan.backend`).
         reason: why "auto" chose them (`fastlbp.core.plan.Plan.for_graph`); None when named.
         unroll: sweeps (PARALL) or chunks (chunk loops) per while-loop trip.
         layout_seconds: host time of the layout.

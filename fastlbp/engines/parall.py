@@ -84,27 +84,27 @@ def jitted_run(unroll: int = 1):
 def make_runner(model, plan: Plan | Settings | None = None, *, unroll: int | None = None) -> Runner:
     """PARALL with the plan's segment sums ("xla", "scatter", "pallas", in the interpreter or not).
 
-    Four sweeps per while-loop trip (`unroll`) saved at most a trip's ~15 us
-    on the H200 (126.9 vs 133.4 us per float64 iteration at 0.5M edges, none
-    at 5M) and compiled 0.7 s slower (docs/benchmark-log.md), so the
+    Four sweeps per while-loop trip (`unroll`) saved at most a trip's cost
+    per iteration and compiled slower (BENCHMARKS.md, "Figures behind the
+    code's choices"), so the
     dispatcher keeps 1 unless the schedule spec says `:unroll=N` (or `unroll`, benchmarks).
     """
     plan = plan_for(model, plan)
     graph = graph_of(model)
     unroll = unroll or plan.schedule.unroll or 1
     start = time.perf_counter()
-    backend = plan.summation_name
-    sums = jax.device_put(equations.summation(graph, backend))
+    method = plan.summation_name
+    sums = jax.device_put(equations.summation(graph, method))
     reason = plan.reason if plan.kernels == "xla" else None
-    info = RunnerInfo(backend=backend, reason=reason, unroll=unroll,
+    info = RunnerInfo(backend=method, reason=reason, unroll=unroll,
                       layout_seconds=time.perf_counter() - start)
-    return Runner(name=f"parall/{backend}", layout=sums, run=jitted_run(unroll), info=info,
-                  reads=reads(backend))
+    return Runner(name=f"parall/{method}", layout=sums, run=jitted_run(unroll), info=info,
+                  reads=reads(method))
 
 
-def reads(backend: str) -> frozenset[str]:
-    """The graph's fields a PARALL round with `backend`'s segment sums reads (`Runner.reads`)."""
-    return SWEEP | VAR_SUMS | (frozenset() if backend == "xla" else VAR_SCATTER)
+def reads(summation: str) -> frozenset[str]:
+    """The graph's fields a PARALL round with segment sums by `summation` reads (`Runner.reads`)."""
+    return SWEEP | VAR_SUMS | (frozenset() if summation == "xla" else VAR_SCATTER)
 
 
 def run(graph: FactorGraph, evidence: jax.Array | np.ndarray | None = None,

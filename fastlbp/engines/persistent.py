@@ -1,7 +1,7 @@
 """The batched engine's iteration as one persistent Pallas (Triton) kernel.
 
-`fastlbp.engines.chunked` runs a chunk as a dozen XLA kernels inside a loop, about
-35-50 µs a chunk on the H200, and a SEQFIX iteration on these graphs has
+`fastlbp.engines.chunked` runs a chunk as a dozen XLA kernels inside a loop (each
+chunk bound by their launches), and a SEQFIX iteration on these graphs has
 ~10^4 chunks that must run one after another. Here one kernel with a single
 program walks every chunk of the iteration in order: per chunk it gathers the
 slots' messages and their variables' aggregates, forms the runs' body sums,
@@ -9,7 +9,7 @@ writes the new messages and adds their changes to the aggregates, then
 waits at a block barrier so the next chunk reads them. There is no launch and
 no host round trip per chunk: a chunk costs a few dependent memory round trips.
 
-Same plan (`schedules.plan`) and the same equations as `chunked._chunk_update`
+Same plan (`schedules.chunk_plan`) and the same equations as `chunked._chunk_update`
 (`fastlbp.core.equations`, called in the kernel on the chunk's slots); only the
 sums differ:
 
@@ -56,7 +56,7 @@ from fastlbp.engines.loop import (
     plan_for,
     xla_sums,
 )
-from schedules import plan as P
+from schedules import chunk_plan as P
 
 # Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
 WIDTH = 32
@@ -234,7 +234,7 @@ def _operands(params: equations.FactorParams) -> tuple[jax.Array, ...]:
     return (params.is_and.astype(jnp.int32), *params[1:])
 
 
-def sweep(graph: FactorGraph, plan: P.Plan, messages, agg, iteration, interpret: bool = False,
+def sweep(graph: FactorGraph, plan: P.ChunkPlan, messages, agg, iteration, interpret: bool = False,
           num_warps: int = NUM_WARPS, atomic: bool = False, params=None):
     """One iteration (plan `iteration mod P`), like `chunked.sweep`; returns (E,) messages.
 
@@ -306,7 +306,7 @@ def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
                       compiled=compiled, reason=plan.reason)
 
 
-def runner_for(graph: FactorGraph, plan: P.Plan, name: str, *, interpret: bool = False,
+def runner_for(graph: FactorGraph, plan: P.ChunkPlan, name: str, *, interpret: bool = False,
                num_warps: int = NUM_WARPS, atomic: bool = False, compiled=None,
                reason: str | None = None) -> Runner:
     """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (widths: `WIDTH` for the

@@ -55,12 +55,9 @@ and a sweep that has not settled by then is redone from its start state by
 the chunk loop (`lax.cond` in the same program), so every sweep is the exact
 sequential sweep and costs at most about twice the cheaper engine; orders
 with no more levels than the budget carry no chunk plan. Under `jax.vmap`
-the condition becomes a select and both branches run. On this project's
-2-core CPU a cold SEQFIX round on a chain of 10^4 links took ~77 s (10^4
-passes of 7.7 ms per sweep) and takes 0.12 s (26 passes, then the chunk
-loop), 10^5 links 2.4 s (`benchmarks/bench_chains.py`). Bingo-like graphs
-settle in 3-12 passes and never build the chunk plan: a SEQFIX session's
-set-up at 2M edges took 15.7-22 s with the levelling and takes ~1-2 s.
+the condition becomes a select and both branches run. Bingo-like graphs
+settle in 3-12 passes and never build the chunk plan (what this saves on
+deep chains and at set-up: BENCHMARKS.md, `benchmarks/bench_chains.py`).
 """
 
 from __future__ import annotations
@@ -94,7 +91,7 @@ from fastlbp.engines.loop import (
     plan_for,
     xla_sums,
 )
-from schedules import plan as P
+from schedules import chunk_plan as P
 from schedules.relax_plan import RelaxPlan
 
 
@@ -124,7 +121,7 @@ class RelaxLayout:
     plan: RelaxPlan
     sums: equations.Summation
     vsums: equations.Summation | None
-    chunks: P.Plan | None = None
+    chunks: P.ChunkPlan | None = None
     vfactor: jax.Array | None = None
     open: bool = dataclasses.field(default=False, metadata={"static": True})
 
@@ -325,12 +322,6 @@ def jitted_run(unroll: int = 1):
 run = jitted_run(1)
 
 
-@jax.jit
-def sweep_with_passes(graph: FactorGraph, layout: RelaxLayout, messages, evidence):
-    """One sweep and the passes it took (benchmarks, `fastlbp info`)."""
-    return sweep(graph, layout, messages, evidence)[:2]
-
-
 # The virtual graph's fields gathered from the graph's (`vgraph`), with its PARAMS.
 VIRTUAL_FROM_GRAPH = frozenset({"edge_var", "edge_is_head"})
 
@@ -362,7 +353,7 @@ def split_is_own_position(plan: RelaxPlan) -> bool:
     return bool(np.array_equal(np.asarray(plan.split), own_pos) and not np.asarray(plan.own_new).any())
 
 
-def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.Plan | None = None, *,
+def layout_for(graph: FactorGraph, plan: RelaxPlan, chunks: P.ChunkPlan | None = None, *,
                open: bool = False) -> RelaxLayout:
     """The device layout of a relaxation plan and, for a budget below the levels, the order's chunk
     plan (host work, once per graph and order); `open`: a budget below the level bound and no
@@ -443,6 +434,6 @@ def runner_for(graph: FactorGraph, rel, name: str, *, unroll: int = 1, gpu: bool
 
 
 __all__ = ["RelaxLayout", "PassInputs", "pass_inputs", "vgraph", "relax_pass", "inner_tolerance", "sweep",
-           "sweep_with_passes", "run", "jitted_run", "layout_for", "make_runner",
+           "run", "jitted_run", "layout_for", "make_runner",
            "runner_for", "reads",
            "split_is_own_position"]

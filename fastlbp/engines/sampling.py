@@ -66,6 +66,7 @@ import jax
 import numpy as np
 from jax import lax
 
+from fastlbp.core.constraints import conflicting_labels
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.jax_setup import float64
@@ -86,7 +87,6 @@ from fastlbp.engines.sampling_plan import (
     digits,
     digits_needed,
 )
-from fastlbp.inference.constraints import conflicting_labels
 
 WORD_BITS = 32
 _ONES = 0xFFFFFFFF
@@ -101,10 +101,12 @@ BATCH_BYTES = 1 << 28
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
-# The device path draws from the tilted proposal (`proposal`, host work: 0.15 s at the ftp size on this
-# CPU) when the prior's worlds leave fewer than this share of their number effective.
-TILT_BELOW = 0.05
-# Worlds of the probe that decides whether the device path tilts (`Sampler.__call__`).
+# The device path draws again from the tilted proposal (`proposal`: host work) when the prior's worlds
+# leave fewer than this share of their number effective. At 0.05, 4 of 277 marginals of the improbable
+# label sets of tests/test_sampling_program.py were beyond 4 standard errors (the prior's worlds missed
+# the posterior while looking effective); at 0.5 none.
+TILT_BELOW = 0.5
+# Fewest worlds `methods.measured_speed` probes the sampler's speed with.
 PROBE_WORLDS = 8192
 # Fewest worlds a time-bounded run draws (`Sampler.__call__`'s `seconds`).
 MIN_WORLDS = 1024
@@ -363,8 +365,9 @@ class Sampler:
             program again (one compile, counted in `compiles`).
         tilt: draw the coins above the labels from the proposal of `fastlbp.engines.proposal` (the
             labels' evidence looked ahead at; weights stay exact); False: from the prior. The host
-            path tilts every labelled run; the device path when the prior's worlds leave fewer than
-            `TILT_BELOW` of their number effective (the tilt's host work is then worth it).
+            path tilts every labelled run; the device path draws from the prior first and again from
+            the tilt when the prior's worlds leave fewer than `TILT_BELOW` of their number effective
+            (most triage rounds do not: the tilt's host work is 0.1-0.25 s at avrora and ftp size).
         samples_hint: worlds a run usually draws (sizes the device's batches).
     """
 
@@ -404,8 +407,12 @@ class Sampler:
             per_word = 4 * plan.coins + max(8 * sum(longs), 8 * plan.num_rows + 8 * min(
                 widest, sampling_program.STEP_READS))
             fit = max(1, _batch_budget() // per_word)
-            # About 8 batches for the usual run: fewer wasted worlds in a last, partly counted batch.
-            hint = max(1, int(samples_hint) // (8 * WORD_BITS))
+            # On a GPU the usual run in one batch: a step costs about 50 us of loop and launch there
+            # whatever its width (H200), so a batch of 4,096 words took 8 ms, 8 of 512 words 30 ms
+            # (avrora, 10^5 worlds). On a CPU about 8 batches: fewer wasted worlds in a last, partly
+            # counted batch, and a batch's words stay nearer the caches.
+            per_run = 1 if jax.default_backend() == "gpu" else 8
+            hint = max(1, int(samples_hint) // (per_run * WORD_BITS))
             self.batch_words = int(batch_words or max(1, min(MAX_BATCH_WORDS, 1 << int(math.log2(fit)),
                                                              1 << max(hint - 1, 0).bit_length())))
             self._capacity = capacity or sampling_program.capacity_for(plan, ())
@@ -534,21 +541,24 @@ class Sampler:
         data = self._round_data(labels, None)
         run = self._compiled(data)
         self.tilted_coins = 0
-        first = None
-        if weighted and self.tilt:
-            # A probe from the prior tells whether the tilt's host work pays: kept when it does not.
-            probe = min(samples, PROBE_WORLDS)
-            acc = self._draw_device(run, key, data, 0, probe, None)
-            w1, w2 = (float(a) for a in jax.device_get(acc[2:4]))
-            if (w1 * w1 / w2 if w2 > 0 else 0.0) < TILT_BELOW * probe:
-                tilt = self._device_tilt(labels)
-                if tilt is not None:
-                    data = self._round_data(labels, tilt)
-                    self.tilted_coins = int(np.count_nonzero(tilt.tilted))
-                    acc = None
-            first = None if acc is None else (acc, probe)
         draw = functools.partial(self._draw_device, run, key, data)
-        return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, first)
+        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        if not (weighted and self.tilt) or tally.effective >= TILT_BELOW * tally.drawn:
+            return tally
+        # The prior's worlds leave too few effective: the labels' evidence looked ahead at (host work),
+        # and the run drawn again from the tilted mixture; the better of the two is kept.
+        tilt = self._device_tilt(labels)
+        if tilt is None:
+            return tally
+        stopped = self.stopped
+        tilted_data = self._round_data(labels, tilt)
+        draw = functools.partial(self._draw_device, run, key, tilted_data)
+        tilted = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        if tilted.effective >= tally.effective:
+            self.tilted_coins = int(np.count_nonzero(tilt.tilted))
+            return tilted
+        self.stopped = stopped
+        return tally
 
     def _drawing(self, draw, samples: int, most: int, target_se: float, min_effective: float, rows,
                  seconds: float, first=None) -> Tally:
@@ -589,7 +599,10 @@ class Sampler:
         batches = -(-(total_words - first_word) // self.batch_words)
         batch = run(self._device_arrays, data, key, np.uint32(first_word), np.int32(batches),
                     np.int64(stop - start))
-        return batch if acc is None else sampling_program.combine(acc, batch)
+        # Combined on the host (the sums come back anyway): jnp here compiled its small ops at the
+        # first doubling of a session, in the middle of the interactive loop.
+        batch = tuple(np.asarray(a) for a in jax.device_get(batch))
+        return batch if acc is None else _combine(np, acc, batch)
 
     def _device_tilt(self, labels: dict[int, bool]):
         """The proposal's `Tilt` for a label set (host work, `proposal.tilted_coins`), or None."""

@@ -77,9 +77,10 @@ LABELLED, TRUE, DEFERRED = 1, 2, 4
 SLOT_CHUNK = 8
 ENTRY_CHUNK = 32
 TILT_CHUNK = 64
-# A step's rows: blocks of at most this many rows are one step (powers of two); a remainder below
-# SMALL_STEP rows is rounded up to a power of two instead of cut further.
-SMALL_STEP = 8
+# A step may pad its reads (rows to a power of two, bodies to its widest) to this many times its real
+# reads, or to SMALL_READS whatever they are (`_level_steps`).
+PAD_FACTOR = 4
+SMALL_READS = 1 << 12
 # Most body reads one step gathers (rows x padded width): larger blocks are cut into more steps.
 STEP_READS = 1 << 15
 
@@ -128,19 +129,46 @@ class Shape:
     is_and: np.ndarray
 
 
-def _steps(start: int, n: int, width: int) -> list[tuple[int, int]]:
-    """(first row, rows) of the steps of a block of n rows of one width: powers of two."""
+def _cap(width: int) -> int:
+    """Most rows one step of this width may have (a power of two): STEP_READS body reads."""
     most = max(1, STEP_READS // max(width, 1))
-    most = 1 << (most.bit_length() - 1)
+    return 1 << (most.bit_length() - 1)
+
+
+def _level_steps(groups) -> list[tuple[int, int, int, list]]:
+    """The steps of one level: (first row, rows, width, [(group, first, end), ...]) in row order.
+
+    A step takes consecutive rows (the level's groups, narrowest first) while its padded reads (rows
+    rounded up to a power of two, times the widest body) stay within PAD_FACTOR times its real reads
+    (or SMALL_READS), and within STEP_READS: on the GPU a step costs about 50 us of loop and launch
+    whatever its size (H200, avrora), so fewer, padded steps are faster than many exact ones.
+    """
+    units = []  # (group, first, end) chunks of at most `_cap` rows
+    for g in groups:
+        w = int(g.rows.shape[1])
+        for lo in range(0, g.size, _cap(w)):
+            units.append((g, lo, min(g.size, lo + _cap(w))))
     out = []
-    while n > 0:
-        if n <= SMALL_STEP or n < most and (n & (n - 1)) == 0:
-            size = min(most, 1 << (n - 1).bit_length())
-        else:
-            size = min(most, 1 << (n.bit_length() - 1))
-        out.append((start, size))
-        start += size
-        n -= size
+    i = 0
+    while i < len(units):
+        g0, lo0, _ = units[i]
+        first = g0.start + lo0
+        parts, rows, real, width = [], 0, 0, 0
+        j = i
+        while j < len(units):
+            g, lo, hi = units[j]
+            w = max(width, int(g.rows.shape[1]))
+            n = rows + hi - lo
+            r = 1 << max(n - 1, 0).bit_length()
+            cost = r * max(w, 1)
+            if parts and (cost > max(PAD_FACTOR * (real + (hi - lo) * max(int(g.rows.shape[1]), 1)),
+                                     SMALL_READS) or r * w > STEP_READS):
+                break
+            parts.append(units[j])
+            rows, width, real = n, w, real + (hi - lo) * max(int(g.rows.shape[1]), 1)
+            j += 1
+        out.append((first, rows, width, parts))
+        i = j
     return out
 
 
@@ -256,34 +284,24 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
         capacity: the fixed sizes of the per-round data (`capacity_for`).
         head_digits, tail_capacity: the coins' head and tail sizes (`sampling_coins.coin_words`).
     """
-    # The (level, width) blocks: consecutive groups of one level and one padded width, concatenated.
-    blocks: list[tuple[int, int, list, int]] = []  # (first row, width, groups, level)
-    for level, groups in enumerate(plan.levels):
-        for g in groups:
-            w = int(g.rows.shape[1])
-            if blocks and blocks[-1][1] == w and blocks[-1][3] == level and \
-                    blocks[-1][0] + sum(x.size for x in blocks[-1][2]) == g.start:
-                blocks[-1][2].append(g)
-            else:
-                blocks.append((g.start, w, [g], level))
     steps: list[tuple[int, int, int, tuple]] = []  # (first row, R, K, (rows, coin1, coin2, is_and))
-    for first, w, groups, _ in blocks:
-        rows = np.concatenate([g.rows for g in groups])
-        c1 = np.concatenate([g.coin1 for g in groups])
-        c2 = np.concatenate([g.coin2 for g in groups])
-        is_and = np.concatenate([np.full(g.size, g.kind == AND) for g in groups])
-        for start, r in _steps(first, rows.shape[0], w):
-            lo, hi = start - first, min(start - first + r, rows.shape[0])
-            # Rows past the block's end are padding: written here, then by the steps that own them.
-            pr = np.full((r, w), ONES_ROW, np.int32)
-            pr[:hi - lo] = rows[lo:hi]
+    for groups in plan.levels:
+        for first, count, width, parts in _level_steps(groups):
+            r = 1 << max(count - 1, 0).bit_length()
+            # Rows past the step's own are padding: written here, then by the steps that own them.
+            pr = np.full((r, width), ONES_ROW, np.int32)
             p1 = np.zeros(r, np.int32)
-            p1[:hi - lo] = c1[lo:hi]
             p2 = np.zeros(r, np.int32)
-            p2[:hi - lo] = c2[lo:hi]
             pa = np.ones(r, bool)
-            pa[:hi - lo] = is_and[lo:hi]
-            steps.append((start, r, w, (pr, p1, p2, pa)))
+            at = 0
+            for g, lo, hi in parts:
+                n, w = hi - lo, g.rows.shape[1]
+                pr[at:at + n, :w] = g.rows[lo:hi]
+                # A narrower body is padded to the step's width with its kind's neutral row.
+                pr[at:at + n, w:] = ONES_ROW if g.kind == AND else ZEROS_ROW
+                p1[at:at + n], p2[at:at + n], pa[at:at + n] = g.coin1[lo:hi], g.coin2[lo:hi], g.kind == AND
+                at += n
+            steps.append((first, r, width, (pr, p1, p2, pa)))
     shapes = sorted({(r, k) for _, r, k, _ in steps})
     index = {s: i for i, s in enumerate(shapes)}
     stacks: dict[tuple[int, int], list] = {s: [] for s in shapes}
@@ -458,7 +476,10 @@ def _device_tilt(program: Program, tilt: proposal.Tilt):
 def _coins(static: _Static, coin_arrays, odd_bits, odd_need, key, words):
     """(C, W) uint32 coin words: rows ZERO_COIN, ONE_COIN, then the buckets' soft coins."""
     rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
-    coins = jnp.zeros((rows, words.shape[0]), jnp.uint32).at[ONE_COIN].set(_ONES)
+    # Zeros made from an input: XLA would fold a constant (rows, W) array at compile time (91 s of
+    # avrora's compile on this CPU).
+    zero = words[0] & np.uint32(0)
+    coins = jnp.full((rows, words.shape[0]), zero, jnp.uint32).at[ONE_COIN].set(_ONES)
     start = FIRST_COIN
     for (bits, ids, need), (pairs, long_coins), ob, on in zip(coin_arrays, static.coin_meta, odd_bits,
                                                                odd_need, strict=True):
@@ -480,9 +501,12 @@ def _take(table, idx):
 def _propagate(static: _Static, classes, steps, coins, row_code):
     """(state, conds): (rows, W) uint32 value and condition words of every state row."""
     width = coins.shape[1]
-    state = jnp.zeros((static.state_rows, width), jnp.uint32)
-    state = state.at[ONES_ROW].set(_ONES)
-    conds = jnp.zeros((static.state_rows, width), jnp.uint32)
+    size = static.state_rows
+    zero = coins[0, 0] & np.uint32(0)  # from an input, so XLA does not fold the (rows, W) arrays
+    # Values in rows [0, S), conditions in [S, 2 S): one buffer, updated in place by every step (two
+    # buffers carried through the steps' switch were copied at every step: 250 ms of a 290 ms avrora
+    # round on the H200).
+    words = jnp.full((2 * size, width), zero, jnp.uint32).at[ONES_ROW].set(_ONES)
     step_class, step_index, step_start = steps
     code = row_code.astype(jnp.uint32)
     labelled = (code & LABELLED) != 0
@@ -490,7 +514,7 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
     force_or = jnp.where(labelled & ((code & TRUE) != 0), _ONES, np.uint32(0))
     hold = jnp.where((code & DEFERRED) != 0, _ONES, np.uint32(0))
 
-    def branch(c, state, conds, g, start):
+    def branch(c, words, g, start):
         r, k = static.shapes[c]
         rows_all, c1_all, c2_all, and_all = classes[c]
         c1 = _take(coins, lax.dynamic_index_in_dim(c1_all, g, keepdims=False))  # (R, W)
@@ -498,7 +522,7 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
         if k == 0:
             cond = jnp.full((r, width), _ONES, jnp.uint32)
         else:
-            body = _take(state, lax.dynamic_index_in_dim(rows_all, g, keepdims=False))  # (R, K, W)
+            body = _take(words, lax.dynamic_index_in_dim(rows_all, g, keepdims=False))  # (R, K, W)
             all_ = lax.reduce(body, _ONES, lax.bitwise_and, (1,))
             any_ = lax.reduce(body, np.uint32(0), lax.bitwise_or, (1,))
             is_and = lax.dynamic_index_in_dim(and_all, g, keepdims=False)
@@ -508,19 +532,17 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
         x = (cond & keep) | (x & ~keep)
         x = (x & lax.dynamic_slice_in_dim(force_and, start, r)[:, None]) | \
             lax.dynamic_slice_in_dim(force_or, start, r)[:, None]
-        state = lax.dynamic_update_slice(state, x, (start, jnp.int32(0)))
-        conds = lax.dynamic_update_slice(conds, cond, (start, jnp.int32(0)))
-        return state, conds
+        words = lax.dynamic_update_slice(words, x, (start, jnp.int32(0)))
+        return lax.dynamic_update_slice(words, cond, (start + size, jnp.int32(0)))
 
     branches = [functools.partial(branch, c) for c in range(len(static.shapes))]
 
-    def step(s, carry):
-        state, conds = carry
-        return lax.switch(step_class[s], branches, state, conds, step_index[s], step_start[s])
+    def step(s, words):
+        return lax.switch(step_class[s], branches, words, step_index[s], step_start[s])
 
     if branches:
-        state, conds = lax.fori_loop(0, step_class.shape[0], step, (state, conds))
-    return state, conds
+        words = lax.fori_loop(0, step_class.shape[0], step, words)
+    return words[:size], words[size:]
 
 
 # A log probability of 0 as a finite number: one-hot sums multiply it by 0 (-inf would give NaN), and
@@ -707,8 +729,7 @@ def _batch(static: _Static, arrays, data, key, words, valid):
         scale = jnp.where(top > -np.inf, top, 0.0)
         omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
         omega2 = omega * omega
-        both = _rows_dot(jnp, state, jnp.stack([omega, omega2], axis=1))
-        s1, s2 = both[:, 0], both[:, 1]
+        s1, s2 = _weighted_sums(state, omega, omega2)
         e1, e2 = _deferred_sums(data, bits_of, omega, static.capacity)
         in_use = jnp.arange(entry_row.shape[0]) < data[2]
         target = jnp.where(entry_deferred & in_use, entry_row, static.num_rows)
@@ -717,6 +738,30 @@ def _batch(static: _Static, arrays, data, key, words, valid):
         return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
 
     return lax.cond((slots > 0) | tilted, weighted, plain, None)
+
+
+# Rows whose weighted sums one trip of `_weighted_sums` computes: its byte lookups (rows x 4 W x 2)
+# stay below 2^26 float64 (XLA materialised all of them at once: 321 GiB at hmmer's 1.43M rows).
+TALLY_LOOKUPS = 1 << 25
+
+
+def _weighted_sums(state, omega, omega2):
+    """(R,) sums of omega and of omega^2 over the worlds where each row's bit is 1, in row chunks."""
+    rows, width = state.shape
+    chunk = max(1, min(rows, TALLY_LOOKUPS // (4 * width)))
+    chunk = 1 << (chunk.bit_length() - 1)
+    trips = -(-rows // chunk)
+    zero = state[0, 0] & np.uint32(0)  # from an input: XLA does not fold the padding into a constant
+    padded = jnp.concatenate([state, jnp.full((trips * chunk - rows, width), zero, state.dtype)]) \
+        if trips * chunk > rows else state
+    weights = jnp.stack([omega, omega2], axis=1)
+
+    def trip(k, out):
+        part = lax.dynamic_slice_in_dim(padded, k * chunk, chunk)
+        return lax.dynamic_update_slice_in_dim(out, _rows_dot(jnp, part, weights), k * chunk, 0)
+
+    out = lax.fori_loop(0, trips, trip, jnp.zeros((trips * chunk, 2)))
+    return out[:rows, 0], out[:rows, 1]
 
 
 def combine(acc, batch):

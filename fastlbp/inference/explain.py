@@ -17,7 +17,7 @@ import numpy as np
 
 from fastlbp.core.graph import KIND_NAMES
 from fastlbp.core.model import Model
-from fastlbp.io.writers import format_probability, safe_name
+from fastlbp.core.text import format_probability, safe_name
 
 
 @dataclasses.dataclass(frozen=True)

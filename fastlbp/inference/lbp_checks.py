@@ -40,7 +40,7 @@ next hard variable is checked instead.
 Messages that cancel. A round stops when no marginal moves; messages into a
 variable that move while they cancel leave its marginal still. Three OR
 facts over inputs a, b, c labelled true and three ANDs over them labelled
-false have probability 0, which `fastlbp.inference.constraints` cannot prove (it needs
+false have probability 0, which `fastlbp.core.constraints` cannot prove (it needs
 a case split); PARALL stops after one iteration with every input at 0.5:
 the messages into each input cancel exactly (+x from both ORs, -x from both
 ANDs) while x grows like log(iterations) (0.69, 1.10, 1.39, ..., 6.9 after
@@ -120,8 +120,8 @@ def ranges(offsets: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarr
         owner: (P,) int64 the index into `items` of each position.
     """
     items = np.asarray(items, np.int64)
-    # Index, then widen: widening the whole offsets first copied (V+1,) or (F+1,) per call, 2 ms of each
-    # 8 ms round on the ftp-size graph (H200 machine).
+    # Index, then widen: widening the whole offsets first copied (V+1,) or (F+1,) per call, a quarter
+    # of a round on the ftp-size graph.
     offsets = np.asarray(offsets)
     starts = offsets[items].astype(np.int64)
     lens = offsets[items + 1].astype(np.int64) - starts
@@ -191,7 +191,7 @@ def _names(var_names: Sequence[str] | None, v: int) -> str:
 
 def _prob(lo: float) -> str:
     """P = sigmoid(lo) for people, below float64's range from the log-odds."""
-    from fastlbp.io.writers import format_probability
+    from fastlbp.core.text import format_probability
 
     p = 0.0 if lo < -745 else 1.0 / (1.0 + math.exp(-lo)) if lo > -700 else math.exp(lo)
     return format_probability(p, lo)
@@ -246,7 +246,7 @@ def evidence_lost(graph: FactorGraph, fetched: Fetched, variables: np.ndarray, v
 
 
 # The local update and the gather run in blocks of this many edges, each padded to it, so that a triage
-# session compiles each once: a new size compiled 0.6 s on this 2-core CPU, and the blocks of the factors
+# session compiles each once: a new size compiles anew, and the blocks of the factors
 # around 200 labelled alarms of data/ftp.json.gz hold 756 edges. A factor with more edges gets a block of
 # its own (a power of two: a rare compile).
 BLOCK = 4096
@@ -292,7 +292,7 @@ def _local_block(graph: FactorGraph, factors: np.ndarray, counts: np.ndarray, ed
 
 def compile_checks(graph: FactorGraph, messages, dtype) -> None:
     """Compiles the programs the checks of labelled rounds run (the block gather, the local update), so
-    that the first label of an interactive session compiles nothing (0.6-1.5 s on this 2-core CPU).
+    that the first label of an interactive session compiles nothing.
 
     Args:
         graph: the factor graph (numpy arrays).
@@ -384,9 +384,9 @@ HARD_TO_CHECK = 4096
 
 def forced_without_labels(graph: FactorGraph) -> np.ndarray:
     """(V,) bool: the variables the model's hard constraints force before any label
-    (`fastlbp.inference.constraints.propagate`; exactly those with infinite log-odds in an unlabelled LBP
-    round of the ftp-size graph: 22,854, in 0.3 s of host time once per session)."""
-    from fastlbp.inference import constraints
+    (`fastlbp.core.constraints.propagate`; exactly those with infinite log-odds in an unlabelled LBP
+    round of the ftp-size graph: 22,854; host work once per session)."""
+    from fastlbp.core import constraints
 
     can0, can1 = constraints.propagate(graph)
     return ~(can0 & can1)
@@ -409,7 +409,7 @@ def check_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapp
         forced: (V,) bool variables the hard constraints force without any label (`forced_without_labels`):
             their hardness carries no label's evidence and they are not checked (None: every hard
             variable is). On the ftp-size graph 22,854 of 211,175 variables are; checking them took
-            200 ms of each 2.5 ms round on the H200.
+            most of a round.
 
     Returns:
         The flags, in order: evidence lost, non-convergence and its remedy, messages the convergence test

@@ -46,12 +46,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from datalog.rule_probs import MAX_PRIOR_STRENGTH, RuleLine, clause_factors, rule_names
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import AND, FactorGraph, from_arrays
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
-from fastlbp.io.rule_probs import MAX_PRIOR_STRENGTH, RuleLine, clause_factors, rule_names
 
 METHODS = ("exact", "sample", "lbp", "auto")
 EPS = 1e-9  # probabilities stay inside (EPS, 1 - EPS): a coin of probability 0 or 1 is a hard constraint

@@ -8,9 +8,10 @@ The order is by how much a user can trust the numbers:
 1. **exact** (bucket elimination) where the elimination's largest table fits
    `AUTO_EXACT_MEMORY` (and the device's budget): the posterior itself;
 2. **sample** (importance sampling, `fastlbp.engines.sampling`) where the graph
-   is a Bayesian network and `samples` worlds over its edges fit the time budget
-   (`SAMPLE_EDGE_WORLDS`, by platform): unbiased, with standard errors and
-   intervals;
+   is a Bayesian network and at least `AUTO_MIN_WORLDS` worlds fit a round's
+   time budget (`Settings.sample_seconds`) at the speed measured on the
+   platform at hand (the device program compiled, then a probe draw under a
+   label, `measured_speed`): unbiased, with standard errors and intervals;
 3. **lbp** otherwise: fast, approximate on graphs whose derivations share
    ancestors (weblech: 1e-67 where the model says 1e-2), and said to be
    unchecked beside its numbers.
@@ -37,10 +38,9 @@ AUTO_EXACT_MEMORY = 1 << 28
 # avrora (21,103 variables) before it refuses, and derivation graphs that large have had widths
 # far above 24 (weblech, 456 variables: at least 28).
 AUTO_EXACT_VARS = 5_000
-# Padded edge reads x worlds the sampler may take under "auto" (`Plan.edges * Settings.samples`):
-# about 5e9 per second on this 2-core CPU (avrora: 89,204 reads x 10^5 worlds in 1.6 s) and 2.5e12 on
-# the H200 (benchmarks/bench_sampling.py), so about 4 s of drawing either way.
-SAMPLE_EDGE_WORLDS = {"cpu": 2e10, "gpu": 1e13}
+# Fewest worlds a round must fit in its time budget for "auto" to sample: 10^4 worlds give a standard
+# error of at most 0.005 without labels (the rank table shows each one).
+AUTO_MIN_WORLDS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,17 +97,51 @@ def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = No
     if fits:
         return Choice("exact", f"exact inference: {why_exact}")
     try:
-        sampler = sampling.Sampler(model.graph, model.var_names)
+        sampler = sampling.Sampler(model.graph, model.var_names, samples_hint=settings.samples)
     except sampling.NotABayesNet as err:
         return Choice("lbp", f"LBP: not exact ({why_exact}), not sampled ({err.message})")
-    platform = "host" if sampler.host else _platform()
-    work = sampler.plan.edges * float(settings.samples)
-    budget = SAMPLE_EDGE_WORLDS["cpu" if platform == "host" else platform]
-    if work <= budget:
-        return Choice("sample", f"importance sampling: not exact ({why_exact}); {settings.samples:,} worlds "
-                                f"x {sampler.plan.edges:,} edge reads fit the {platform} budget", sampler)
-    return Choice("lbp", f"LBP: not exact ({why_exact}); sampling {settings.samples:,} worlds x "
-                         f"{sampler.plan.edges:,} edge reads is over the {platform} budget ({budget:.0e})")
+    platform = "cpu" if sampler.host else _platform()
+    budget = float(settings.sample_seconds)
+    if budget <= 0:
+        return Choice("sample", f"importance sampling: not exact ({why_exact}); no time budget "
+                                "(--sample-seconds 0)", sampler)
+    speed = measured_speed(sampler, model, labels)
+    fit = speed * budget
+    where = "host" if sampler.host else platform
+    if fit >= AUTO_MIN_WORLDS:
+        return Choice("sample", f"importance sampling: not exact ({why_exact}); {speed:,.0f} worlds/s "
+                                f"measured on the {where}: {_worlds(fit)} worlds fit a round of "
+                                f"{budget:g} s", sampler)
+    return Choice("lbp", f"LBP: not exact ({why_exact}); sampling draws {speed:,.0f} worlds/s on the "
+                         f"{where}, {_worlds(fit)} in a round of {budget:g} s (at least "
+                         f"{AUTO_MIN_WORLDS:,} needed)")
+
+
+def _worlds(n: float) -> str:
+    return f"{n:,.0f}" if n < 1e7 else f"{n:.1e}"
+
+
+def measured_speed(sampler, model: Model, labels: dict[int, bool]) -> float:
+    """Worlds per second a labelled round draws with `sampler` (device program compiled first, not
+    timed): a probe of one batch (at least `sampling.PROBE_WORLDS`) under the round's labels, or one
+    alarm labelled false when there are none (the weights cost as much as the drawing)."""
+    from fastlbp.core.errors import InferenceError
+    from fastlbp.engines import sampling
+
+    sampler.reserve(set(model.alarms) | set(labels))
+    sampler.warm()
+    probe = max(sampling.PROBE_WORLDS, sampler.batch_words * sampling.WORD_BITS)
+    tries = [labels] if labels else []
+    tries += [{int(model.alarms[0]): False}] if len(model.alarms) else []
+    tries.append({})
+    for trial in tries:
+        try:
+            sampler(trial, probe, 0, max_samples=probe)
+        except InferenceError:
+            continue
+        if sampler.world_seconds:
+            return 1.0 / sampler.world_seconds
+    return float("inf")
 
 
 def describe(rnd) -> str:
@@ -162,5 +196,5 @@ def summary_dict(rnd) -> dict:
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
 
 
-__all__ = ["Choice", "choose", "describe", "error_columns", "summary_dict", "AUTO_EXACT_MEMORY",
-           "AUTO_EXACT_VARS", "SAMPLE_EDGE_WORLDS"]
+__all__ = ["Choice", "choose", "describe", "error_columns", "summary_dict", "measured_speed",
+           "AUTO_EXACT_MEMORY", "AUTO_EXACT_VARS", "AUTO_MIN_WORLDS"]

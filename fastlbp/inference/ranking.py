@@ -141,7 +141,7 @@ def select(ranking: Ranking, *, relations=None, min_probability: float | None = 
         keep: a predicate on the alarm's name (e.g. "not in the baseline").
         top: keep at most this many.
     """
-    from fastlbp.io.writers import relation
+    from fastlbp.core.text import relation
 
     wanted = None if relations is None else set(relations)
     out = [a for a in ranking.alarms

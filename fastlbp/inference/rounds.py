@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from fastlbp import engines
+from fastlbp.core import constraints
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import FactorGraph
 from fastlbp.core.model import Model
@@ -32,7 +33,7 @@ from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import ExactTooWide
 from fastlbp.engines.loop import Controls, Runner, controls, init
 from fastlbp.engines.sampling import TooFewSamples
-from fastlbp.inference import constraints, lbp_checks
+from fastlbp.inference import lbp_checks
 
 # Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
 REMEDY_DAMPINGS = (0.5, 0.8)
@@ -225,7 +226,7 @@ class LBP:
     def round(self, inputs: Inputs) -> tuple[Round, LBP, jax.Array]:
         """Raises:
             ContradictoryEvidence: the labels have probability 0 (proved by the model's hard
-                constraints, `fastlbp.inference.constraints`), naming a minimal conflicting subset.
+                constraints, `fastlbp.core.constraints`), naming a minimal conflicting subset.
             InferenceError: LBP met a conflict the hard constraints do not imply (a numerical failure).
         """
         s = inputs.settings

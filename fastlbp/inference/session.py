@@ -27,10 +27,10 @@ from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import UNDERIVABLE, Model
 from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
+from fastlbp.core.text import safe_name
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.inference import lbp_checks, methods, rounds
 from fastlbp.inference.rounds import Round
-from fastlbp.io.writers import safe_name
 
 
 class Session:
@@ -115,7 +115,7 @@ class Session:
     @float64
     def set_parameters(self, model: Model) -> None:
         """Takes `model`'s factor probabilities: the same graph structure, other p1/p2 (learned rule
-        probabilities, `fastlbp.io.rule_probs.apply_rule_probs`).
+        probabilities, `datalog.rule_probs.apply_rule_probs`).
 
         They are data to LBP's compiled round (nothing recompiles; the messages are kept as a warm
         start); the sampler's host plan is made again at the next round, exact inference plans per
@@ -234,7 +234,7 @@ class Session:
 
         Raises:
             ContradictoryEvidence: the labels have probability 0 (proved by
-                the model's hard constraints, `fastlbp.inference.constraints`); names a
+                the model's hard constraints, `fastlbp.core.constraints`); names a
                 minimal conflicting subset. Messages are left unchanged.
             InferenceError: LBP met a conflict the hard constraints do not
                 imply (a numerical failure); the labels are kept.

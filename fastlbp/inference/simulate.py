@@ -20,18 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
+from datalog.rule_probs import apply_rule_probs
 from fastlbp.core.errors import ContradictoryEvidence, InputError, read_text, text_lines
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
+from fastlbp.core.text import safe_name
 from fastlbp.inference import metrics
 from fastlbp.inference.learn import Learner, OnlineOptions
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
-from fastlbp.io import plots
-from fastlbp.io.plots import PlotsUnavailable, require_matplotlib  # noqa: F401  (the CLI's names for them)
-from fastlbp.io.rule_probs import apply_rule_probs
-from fastlbp.io.writers import safe_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +136,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         soft: {variable: p} soft evidence for every round (`fastlbp.inference.soft`).
 
     A label the model's hard constraints rule out (the oracle contradicts the
-    model: `ContradictoryEvidence`, decided by `fastlbp.inference.constraints`, never by
+    model: `ContradictoryEvidence`, decided by `fastlbp.core.constraints`, never by
     LBP's messages) does not stop the run: the alarm counts as labelled, its
     label is withdrawn from the evidence, the round is rerun, and the step is
     marked `evidence_dropped`; the table, the JSON (`evidence_dropped`) and
@@ -237,15 +235,3 @@ def to_table(result: SimulationResult) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n"
 
-
-def plot(result: SimulationResult, out_dir: str | os.PathLike, *, graph: str | os.PathLike | None = None,
-         settings: Settings | None = None) -> list[Path]:
-    """Writes `roc.png` (false vs true alarms found, the paper's Figure 7) and
-    `true_alarms_over_time.png` (true alarms found vs alarms labelled, with the rounds' seconds),
-    each with the random-order and ideal baselines, titled with the graph and the settings
-    (`fastlbp.io.plots`).
-
-    Raises:
-        PlotsUnavailable: matplotlib is missing.
-    """
-    return plots.write_plots(result, out_dir, graph=graph, settings=settings)

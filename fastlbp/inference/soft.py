@@ -45,7 +45,7 @@ OBSERVED_PREFIX = "observed:"  # the name of a soft tuple's observed child (`obs
 
 def _probability(name: str, value: str) -> float:
     """A soft label's P: a number (ValueError otherwise) strictly between 0 and 1 (`BadValue`)."""
-    from fastlbp.io.name_values import BadValue
+    from fastlbp.core.name_values import BadValue
 
     p = float(value)
     if not math.isfinite(p):
@@ -58,12 +58,12 @@ def _probability(name: str, value: str) -> float:
 
 def parse_soft_labels(path: str | os.PathLike) -> list[tuple[int, str, float]]:
     """The lines of a soft-labels file as written: (line, name, p), in file order
-    (`fastlbp.io.name_values`, as a labels file).
+    (`fastlbp.core.name_values`, as a labels file).
 
     Raises:
         InputError: a line that is not `NAME P`, or P not strictly between 0 and 1 (file and line named).
     """
-    from fastlbp.io.name_values import read_name_values
+    from fastlbp.core.name_values import read_name_values
 
     return read_name_values(path, _probability, "NAME P")
 

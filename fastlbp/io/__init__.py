@@ -1,2 +1,3 @@
-"""Files in and out: loading every input format, the model cache, outputs, writers, SARIF, plots.
+"""Files in and out, above inference: loading every input format (with the model cache), ranking writers,
+SARIF and plots. Low-level helpers (atomic writing, text escaping) are in `fastlbp.core`.
 """

@@ -23,8 +23,8 @@ from datalog import io as datalog_io
 from datalog.grounding import GroundOptions
 from fastlbp.core.errors import InputError, check_path
 from fastlbp.core.model import UNDERIVABLE, Model, Resolved
+from fastlbp.core.name_values import read_name_values
 from fastlbp.core.settings import Settings
-from fastlbp.io.name_values import read_name_values
 
 detect_format = datalog_io.detect_format
 
@@ -72,7 +72,8 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
         return datalog_io.load(path, format, cycles=settings.cycles, compress=settings.compress,
                                max_decompressed=max_decompressed, datalog=datalog)
 
-    if cache_dir is None or (format or detect_format(path)) == "datalog":
+    spec = datalog_io.FORMATS.get(format or detect_format(path))
+    if cache_dir is None or spec is None or spec.grounded:  # unknown: `fresh` says so
         if progress is not None:
             progress("loading")
         return fresh()
@@ -105,7 +106,7 @@ def _truth(name: str, value: str) -> bool:
 def parse_labels(path: str | os.PathLike) -> list[tuple[int, str, bool]]:
     """The labels of a labels file as written: (line, name, truth), in file order.
 
-    A line is `NAME TRUTH` (`fastlbp.io.name_values`): TRUTH is `true|false|1|0`
+    A line is `NAME TRUTH` (`fastlbp.core.name_values`): TRUTH is `true|false|1|0`
     (any case), separated from the name by a tab, a comma or spaces; a name may
     hold commas and spaces (`race(1, 2)\ttrue`, `race(1, 2), false`). Blank
     lines and `#` comments are skipped; a leading byte order mark is dropped.

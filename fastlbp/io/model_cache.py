@@ -246,7 +246,7 @@ def lookup_key(path: str | os.PathLike, format: str, options: dict[str, Any],
 
     `names`: for a directory, the files its format reads (`file_digests`); None: every regular file.
     """
-    from fastlbp import __version__
+    from fastlbp.core.version import __version__
 
     files = file_digests(path, names)
     if files is None:
@@ -283,7 +283,7 @@ def _entry_bytes(secret: bytes, key: Key, model: Any) -> list[bytes | memoryview
     Raises:
         Unsupported: a model the schema cannot hold exactly.
     """
-    from fastlbp import __version__
+    from fastlbp.core.version import __version__
 
     fields, arrays = model_schema.encode(model)
     listed = [(name, a.dtype.str, a.shape) for name, a in arrays]

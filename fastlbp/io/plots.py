@@ -29,7 +29,7 @@ import numpy as np
 
 from fastlbp.inference import metrics
 
-if TYPE_CHECKING:  # simulate imports this module
+if TYPE_CHECKING:  # for annotations only: plotting runs no simulation
     from fastlbp.core.settings import Settings
     from fastlbp.inference.simulate import SimulationResult
 

@@ -51,8 +51,9 @@ from urllib.parse import quote
 import numpy as np
 
 from datalog.annotations import LocationIndex
-from fastlbp import __version__
 from fastlbp.core.model import Model
+from fastlbp.core.text import format_probability, relation
+from fastlbp.core.version import __version__
 from fastlbp.inference.explain import clause_index, explain
 from fastlbp.inference.ranking import Ranking, alarm_vars
 from fastlbp.io.sarif_ci import (
@@ -65,7 +66,6 @@ from fastlbp.io.sarif_ci import (
     read_baseline,
     shown_path,
 )
-from fastlbp.io.writers import format_probability, relation
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"  # the uriBaseId of every file: paths are relative to the source root
@@ -275,7 +275,8 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
             "ruleIndex": rule_ids[rid],
             "level": "warning" if p >= WARNING_AT else "note",
             "rank": round(100.0 * p, 6),
-            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds)} (rank {a.rank})"},
+            "message": {"text": f"{a.alarm}: P(true) = {format_probability(p, a.log_odds, a.stderr)} "
+                                f"(rank {a.rank})"},
             "locations": [primary],
             "partialFingerprints": {FINGERPRINT_KEY: fingerprint(a.alarm)},
             "properties": {"rank": a.rank, "probability": p,
@@ -296,7 +297,7 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
         now |= {fingerprint(a.alarm) for a in ranking.labelled}
         if model is not None:
             now |= {fingerprint(model.var_names[v]) for v in alarm_vars(model).tolist()}
-        results += [absent_result(old, rule_ids) for key, old in baseline.items() if key not in now]
+        results += [_absent(old, rule_ids) for key, old in baseline.items() if key not in now]
     run: dict = {
         "tool": {"driver": {"name": "fastlbp", "version": version, "rules": rules}},
         "originalUriBaseIds": {SRCROOT: {"description": {"text": SRCROOT_DESCRIPTION}}},
@@ -312,6 +313,35 @@ def to_sarif(ranking: Ranking, model: Model | None = None, *, marginals: np.ndar
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
+def _absent(old: dict, rule_ids: dict[str, int]) -> dict:
+    """A baseline result that this run no longer reports, described as absent: its message says so, and
+    the baseline's rank and probability move to `properties.baseline` (a result's own `rank` and
+    `probability` would read as this run's)."""
+    out = absent_result(old, rule_ids)
+    props = dict(out.get("properties") or {})
+    before = {key: props.pop(key) for key in ("rank", "probability", "log_odds") if key in props}
+    logical = ((out.get("locations") or [{}])[0].get("logicalLocations") or [{}])[0]
+    alarm = props.get("alarm") or logical.get("name") or "an alarm of the baseline"
+    was = ""
+    if isinstance(before.get("probability"), (int, float)) and isinstance(before.get("rank"), int):
+        was = (f" (the baseline's rank {before['rank']}, P(true) = "
+               f"{format_probability(float(before['probability']))})")
+    out["message"] = {"text": f"{alarm}: no longer reported{was}"}
+    if before:
+        props["baseline"] = before
+    if props:
+        out["properties"] = props
+    return out
+
+
+def unlocated(doc: dict) -> tuple[int, int]:
+    """(results without a physical location, results) of a log's current results (absent ones left
+    out): code scanning (GitHub's) shows only results that have one."""
+    current = [r for r in doc["runs"][0]["results"] if r.get("baselineState") != "absent"]
+    missing = sum(1 for r in current if not any("physicalLocation" in loc for loc in r.get("locations", [])))
+    return missing, len(current)
+
+
 def states(doc: dict) -> dict[str, int]:
     """{baselineState: number of results} of a log (every state of `BASELINE_STATES`, 0 when none)."""
     out = dict.fromkeys(BASELINE_STATES, 0)
@@ -321,10 +351,13 @@ def states(doc: dict) -> dict[str, int]:
     return out
 
 
-def dumps(doc: dict) -> str:
-    """The log as JSON text (indented, ending in a newline)."""
-    return json.dumps(doc, indent=1) + "\n"
+def dumps(doc: dict, pretty: bool = False) -> str:
+    """The log as JSON text ending in a newline: compact (no spaces or line breaks; data/ftp.json.gz's log
+    is 11 MB so, 22 MB indented), or indented for people with `pretty`."""
+    if pretty:
+        return json.dumps(doc, indent=1) + "\n"
+    return json.dumps(doc, separators=(",", ":")) + "\n"
 
 
-__all__ = ["to_sarif", "dumps", "states", "read_baseline", "fingerprint", "FINGERPRINT_KEY",
+__all__ = ["to_sarif", "dumps", "states", "unlocated", "read_baseline", "fingerprint", "FINGERPRINT_KEY",
            "physical_location", "supporting_tuples", "precision_level"]

@@ -54,7 +54,7 @@ from urllib.parse import quote
 import numpy as np
 
 from fastlbp.core.errors import InputError, read_text
-from fastlbp.io.writers import format_probability, relation
+from fastlbp.core.text import format_probability, relation
 
 # v2: the exact tuple name (v1, `LEGACY_KEY`, removed white space first: two tuples could share a key).
 FINGERPRINT_KEY = "fastlbpAlarm/v2"

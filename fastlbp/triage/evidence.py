@@ -152,7 +152,7 @@ class Learning:
     def __post_init__(self):
         if type(self.steps) is not int or not 1 <= self.steps <= 1000:
             raise SettingsError(f"learning needs 1 to 1000 EM steps per label, got {self.steps!r}")
-        from fastlbp.io.rule_probs import MAX_PRIOR_STRENGTH  # the limit `LearnOptions` checks too
+        from datalog.rule_probs import MAX_PRIOR_STRENGTH  # the limit `LearnOptions` checks too
 
         if type(self.prior_strength) is not float or not (0 < self.prior_strength <= MAX_PRIOR_STRENGTH):
             raise SettingsError(f"the prior strength must be a positive number of at most "
@@ -227,7 +227,7 @@ class OnlineRules:
         self.hard = None  # the stated model's hard constraints (`constraints.prepare`), once needed
         # One E-step at the stated probabilities now (its result unused): the E-step's program is
         # planned and compiled with the session's first round, not in the first label's; so is
-        # scipy.stats imported (1.2 s), which the learner's intervals use.
+        # scipy.stats imported , which the learner's intervals use.
         self.learner.counts(self.learner.probability)
         import scipy.stats  # noqa: F401
 
@@ -237,7 +237,7 @@ class OnlineRules:
         Raises:
             ContradictoryEvidence: the labels have probability 0 (the probabilities are as before).
         """
-        from fastlbp.inference import constraints
+        from fastlbp.core import constraints
 
         start = time.perf_counter()
         # Labels the stated model's hard constraints rule out are refused before the EM steps, whose
@@ -273,7 +273,7 @@ class OnlineRules:
     def model_now(self) -> Model:
         """The model with the probabilities now: new factor parameters only (`apply_rule_probs`), which
         `Session.set_parameters` takes as data."""
-        from fastlbp.io.rule_probs import apply_rule_probs
+        from datalog.rule_probs import apply_rule_probs
 
         return apply_rule_probs(self.model, self.learner.current())
 

@@ -602,8 +602,8 @@ class Journal:
         transaction that commits only if the file then holds exactly that: its schema still a journal's
         (`schema_problem`), one event more (fewer) than before, and the event read back as `row` (gone).
 
-        Each check is one indexed read or an aggregate SQLite computes itself (a count of 10^5 events
-        takes about a millisecond), so a label's write stays dominated by its fsync.
+        Each check is one indexed read or an aggregate SQLite computes itself, so a label's write stays
+        dominated by its fsync.
 
         Raises:
             SessionWriteError: a failed write, or a file that did not store what was written (rolled back).

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
+from fastlbp.core.text import safe_name
 from fastlbp.io.loading import keep_tuples, load_labels
-from fastlbp.io.writers import safe_name
 from fastlbp.triage.evidence import stored_start
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,

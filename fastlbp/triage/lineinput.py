@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from fastlbp.io.writers import safe_name
+from fastlbp.core.text import safe_name
 
 HISTORY_LENGTH = 1000  # lines kept in the history file
 

@@ -33,9 +33,8 @@ def graph_digest(graph: str | os.PathLike, inputs: tuple = ()) -> str:
     """The first `DIGEST_CHARS` hex digits of the sha256 of the graph's content.
 
     A file: its bytes (compressed ones as stored). A directory (Bingo): the
-    names and bytes of the files of the graph that are present. sha256 reads
-    630 MB/s on the 2-core test machine: 16 ms for data/ftp.json.gz (1.5 MB),
-    a second or two for a graph of a GB, against the minutes of loading it.
+    names and bytes of the files of the graph that are present. hashing a
+    file is far quicker than loading it (BENCHMARKS.md, "Figures behind the code's choices").
 
     Args:
         inputs: more of what the graph is made of: files or folders (a

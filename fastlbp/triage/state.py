@@ -44,10 +44,10 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputErro
 from fastlbp.core.model import Model
 from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings
+from fastlbp.core.text import safe_name
 from fastlbp.inference.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
-from fastlbp.io.writers import safe_name
 from fastlbp.triage.evidence import Learning, OnlineRules, Started, StartEvidence, stored_start
 from fastlbp.triage.journal import (
     Contents,

@@ -9,6 +9,7 @@ open alarms moved most; long lists show a page and say how to see the rest.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +18,8 @@ from typing import TextIO
 import numpy as np
 
 from fastlbp.core.errors import InputError
+from fastlbp.core.text import format_probability, safe_name
 from fastlbp.inference.explain import format_explanation
-from fastlbp.io.writers import format_probability, safe_name
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
@@ -134,11 +135,13 @@ class Terminal:
         self.say(format_explanation(t.explain(var, self.why)))
 
     def _p(self, var: int) -> str:
-        """P(var) as every table shows it (`writers.format_probability`: scientific below 1e-4), and beside
+        """P(var) as every table shows it (`core.text.format_probability`: a sampled one to its standard
+        error, scientific below 1e-4), and beside
         it how far off it may be: a sampled estimate's 95% interval, "exact", or for LBP "LBP estimate,
         unchecked" (or FLAGGED with the reason: `Round.flags`)."""
         last = self.t.session.last
-        p = format_probability(float(last.marginals[var]), float(last.log_odds[var]))
+        se = float(last.stderr[var]) if last.method == "sample" and last.stderr is not None else math.nan
+        p = format_probability(float(last.marginals[var]), float(last.log_odds[var]), se)
         if last.method == "exact":
             return f"{p} (exact)"
         if last.method == "sample" and last.lower is not None:
@@ -273,7 +276,9 @@ class Terminal:
         except KeyError:
             self.say(f"! no tuple {arg!r} in this graph (`/TEXT` searches the alarms)")
             return True
-        self.say(f"{safe_name(ex.alarm)}   P(true) = {format_probability(ex.probability)}")
+        var = self.t.model.index.get(ex.alarm, -1)  # a tuple with a variable: its error beside it
+        shown = self._p(var) if var >= 0 else format_probability(ex.probability)
+        self.say(f"{safe_name(ex.alarm)}   P(true) = {shown}")
         self.say(format_explanation(ex))
         return True
 

@@ -31,13 +31,13 @@ one elimination costs C = sum s_i operations. The forward pass is one
 elimination (C); the backward pass gives every bucket its belief with one
 marginalisation of the parent's belief and one broadcast sum per bucket
 (<= 2C). So all V marginals cost about 3C and the memory of the tables kept
-between the passes (sum s_i, `Plan.bytes_needed`). One elimination per query
+between the passes (sum s_i, `BucketTree.bytes_needed`). One elimination per query
 costs V * C: weblech has 456 variables (about 1,600 after binarisation), so
 three eliminations' work instead of 456. Batching the queries on the device
 would hide latency but not that work, and would need V times the memory.
 
 Evidence of probability 0 raises `fastlbp.core.errors.ContradictoryEvidence`
-naming a conflicting subset of the labels (`fastlbp.inference.constraints`); a model
+naming a conflicting subset of the labels (`fastlbp.core.constraints`); a model
 whose factors alone have probability 0 raises `InferenceError`.
 """
 
@@ -51,6 +51,7 @@ from collections import OrderedDict
 import jax
 import numpy as np
 
+from fastlbp.core.constraints import conflicting_labels
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, SettingsError
 from fastlbp.core.graph import FactorGraph
 from fastlbp.core.jax_setup import float64
@@ -58,9 +59,8 @@ from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import kernels, program
 from fastlbp.engines.exact.binarize import Binarized, Table, binarize
 from fastlbp.engines.exact.eliminate import Arena, default_host_below, run
-from fastlbp.engines.exact.order import BYTES, Plan, plan
+from fastlbp.engines.exact.order import BYTES, BucketTree, plan
 from fastlbp.engines.marginals import Marginals
-from fastlbp.inference.constraints import conflicting_labels
 
 CPU_MEMORY = 2 * 2**30  # default budget where the device reports no memory (a CPU)
 MIN_FILL_BELOW = 20_000  # free variables (after binarisation) from which the order is min-degree's
@@ -166,7 +166,7 @@ class Engine:
         self.arena = Arena(self.chunks, jax.default_backend() == "gpu" if warm is None else bool(warm))
         self._plans: OrderedDict = OrderedDict()
 
-    def plan(self, labelled: frozenset, most: int) -> Plan | None:
+    def plan(self, labelled: frozenset, most: int) -> BucketTree | None:
         """The min-fill plan with `labelled` clamped (None: a bucket over `most` variables), cached."""
         key = (labelled, most)
         if key in self._plans:
@@ -186,7 +186,7 @@ class Engine:
 
         min-fill rescores the neighbours of every neighbour of an eliminated variable; a derivation
         graph's hub tuples (used by thousands of clauses) make that quadratic: avrora (42,991
-        variables after binarisation) ran over 5 minutes on this CPU, min-degree refuses it in 1.0 s.
+        variables after binarisation) ran for minutes, min-degree refuses it in about a second.
         """
         return "min-fill" if num_free < MIN_FILL_BELOW else "min-degree"
 

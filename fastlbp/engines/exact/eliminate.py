@@ -8,7 +8,7 @@ so its largest entry is 0 and the shift added to log P(evidence); a device
 bucket's is not (logs do not overflow; skipping the shift saves the device a
 pass over every table).
 
-Forward (elimination, `order.Plan` order): bucket i's table B_i is the sum of
+Forward (elimination, `order.BucketTree` order): bucket i's table B_i is the sum of
 its input tables and the messages of its children, each read at its bucket
 index's bits (axes are in the bucket's relative order); its message m_i =
 logsumexp of B_i over the eliminated variable (bit 0: two neighbours) goes to
@@ -26,8 +26,8 @@ log). log P(evidence) = the host shifts + the constants + the logsumexp of
 each root's marginal.
 
 On a GPU, buckets under `HOST_BELOW` entries run in numpy on the host, with
-gathers precomputed in the program (a device dispatch costs ~10-50 us while a
-3-variable bucket takes ~1 us in numpy, and a binarised model is mostly such
+gathers precomputed in the program (a device dispatch costs ten times a
+3-variable bucket in numpy or more, and a binarised model is mostly such
 buckets), and larger ones as the device kernels of `kernels`. On a CPU the
 "device" is the same processor, so every bucket runs in numpy unless
 `host_below` says otherwise (the tests run the device kernels on the CPU with
@@ -118,7 +118,7 @@ class Arena:
 
     def descriptors(self, program: Program) -> tuple[jax.Array, ...]:
         """The program's rows on the device, the first program counter, its upload offset and the download
-        offset (uploaded once per program and arena shape: each transfer costs a run 10-50 us)."""
+        offset (uploaded once per program and arena shape: each transfer costs a run a dispatch)."""
         hit = self._programs.get(id(program))
         if hit is not None and hit[0] is program:
             return hit[1]

@@ -17,12 +17,10 @@ the arena, the descriptor table and the transfers keep their shapes between
 label sets (`eliminate.Arena`), and `warm` compiles every size up to the
 largest bucket before the first run, so new labels compile nothing.
 
-Why no device control flow: on the H200 every trip of a loop with a traced
+Why no device control flow: on a GPU every trip of a loop with a traced
 trip count and every `lax.switch` waits for the device (the host reads the
-predicate): about 25-30 us each, against 33 us for a whole call without
-control flow (`benchmarks/probes/micro_control_flow.py`; an unrolled 4-trip
-loop took 29 us, a traced one 144 us). With traced chunk counts a 12 x 12
-grid's 102 rows took 11.6 ms. The first version keyed kernels by the ranks
+predicate), each about as long as a whole call without control flow
+(`benchmarks/probes/micro_control_flow.py`). The first version keyed kernels by the ranks
 of a bucket and of each input: a 12 x 12 grid compiled 60 kernels and a
 new label set compiled again in a triage session.
 
@@ -84,8 +82,8 @@ def _byte_tables() -> np.ndarray:
 
     Entry m * 256 + x of the first table is pext(x, m) (the bits of x where m has ones, packed low);
     of the second, pdep(x, m) (the low bits of x spread to m's ones). Bit-by-bit loops over 22+ bits for
-    4 inputs made the forward kernel take 3.5 s to compile and 16 ms per 2^17 entries on a CPU; with
-    the tables it is one lookup per byte.
+    4 inputs made the forward kernel slow to compile and to run; with the tables it is one lookup per
+    byte.
     """
     m = np.arange(256)[:, None]
     x = np.arange(256)[None, :]
@@ -181,8 +179,8 @@ def forward(arena, prog, pc, luts, *, chunk: int, nchunks: int):
         pairs = b.reshape(half, 2)
         m = jnp.logaddexp(pairs[:, 0], pairs[:, 1])
         # The message first: written after B, its fused computation would re-read B's old entries from
-        # the updated arena, and XLA copies the whole arena to keep them (188 ms instead of 5 ms for a
-        # 2^17 bucket on a CPU; `test_kernels_never_copy_the_arena`).
+        # the updated arena, and XLA copies the whole arena to keep them (a copy per call;
+        # tests/exact_support.py counts them).
         arena = lax.dynamic_update_slice(arena, m, (m_off + c * half,))
         return lax.dynamic_update_slice(arena, b, (b_off + base,))
 
@@ -213,7 +211,7 @@ def reduce(arena, prog, pc, luts, *, chunk: int, nchunks: int):
     lc = jnp.minimum(ro, log_chunk)
     long = ro > log_chunk  # a segment spans several chunks
     # One branch per segment length: a static (C / 2^k, 2^k) reduction is one fused kernel, where a
-    # tree of pairwise maxima and sums took 2 log2(C) (on a CPU 2.2x slower, 50 vs 22 ms for 2^20).
+    # tree of pairwise maxima and sums took 2 log2(C) (slower, on a CPU).
     by_length = [functools.partial(_segments, k=k) for k in range(log_chunk + 1)]
 
     def body(c, state):
@@ -311,7 +309,7 @@ def compiled() -> dict[str, int]:
 def warm(arena_size: int, rows: int, chunks: tuple[int, ...], largest: int, workers: int = 8) -> int:
     """Compile forward, reduce and belief for every bucket size from min(chunks) to `largest` entries.
 
-    Ahead of time, in threads (XLA compiles outside the GIL: on the H200 about 0.5 s a kernel), for the
+    Ahead of time, in threads (XLA compiles outside the GIL), for the
     arena shape (arena_size,) and descriptor shape (rows, WIDTH): a later label set whose plan has
     other bucket sizes (labels shrink buckets) then compiles nothing. Returns the kernels compiled.
     """
@@ -339,23 +337,6 @@ def warm(arena_size: int, rows: int, chunks: tuple[int, ...], largest: int, work
     return sum(compiled().values()) - before
 
 
-def arena_copies(size: int = 3 * 2**12, chunk: int = 64) -> dict[str, int]:
-    """Copies of the whole arena in each kernel as compiled for the default backend (0 expected).
-
-    XLA copies the arena when a fusion reads it after an in-place write (a 40x slowdown on a CPU, see
-    `forward`); fusion decisions differ by backend, so `benchmarks/bench_exact.py` reports this too.
-    """
-    arena = jnp.zeros(size)
-    prog = jnp.zeros((16, WIDTH), index_dtype(size))
-    out = {}
-    for name in ("forward", "reduce", "belief"):
-        text = KERNELS[name].lower(arena, prog, prog[0, 0], byte_tables(), chunk=chunk,
-                                  nchunks=2).compile().as_text()
-        out[name] = text.count(f"f64[{size}]{{0}} copy(")
-
-    return out
-
-
 def io_size(n: int) -> int:
     """The transfer size class of n entries: a power of two, at least 64 (so few `read`/`write` compile)."""
     return max(64, 1 << (max(int(n), 1) - 1).bit_length())
@@ -366,7 +347,7 @@ def chunk_of(entries: int, chunks: tuple[int, ...]) -> tuple[int, int]:
 
     Up to max(chunks) entries the chunk is the bucket's size class, the smallest min(chunks) * 4^k not
     below its entries: a region is padded at most 2x and a graph compiles half as many kernels as with
-    every power of two (9 instead of 15 for a 12 x 12 grid, about 1 s each on the H200). Larger
+    every power of two (9 instead of 15 for a 12 x 12 grid). Larger
     buckets are walked in exactly entries / max(chunks) chunks of max(chunks) (a chunk past the table
     would write past its region): a static count up to `UNROLL`, else 0 (the kernel loops over a count
     it reads from the row).
@@ -380,6 +361,6 @@ def chunk_of(entries: int, chunks: tuple[int, ...]) -> tuple[int, int]:
     return min(size, max(chunks)), 1
 
 
-__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled", "arena_copies",
+__all__ = ["K", "WIDTH", "CHUNKS", "forward", "reduce", "belief", "write", "read", "compiled",
            "io_size",
            "chunk_of", "index_dtype", "byte_tables", "warm"]

@@ -26,7 +26,7 @@ import functools
 import numpy as np
 
 from fastlbp.engines.exact import kernels
-from fastlbp.engines.exact.order import Plan
+from fastlbp.engines.exact.order import BucketTree
 
 
 @functools.lru_cache(maxsize=4096)
@@ -55,8 +55,8 @@ def _separator_table(p: int, sepmask: int) -> np.ndarray:
     """(2^ro, 2^rs) int64: entry (o, s) of a rank-p parent with separator bits `sepmask`, other bits o.
 
     Others first: numpy reduces over a leading axis as whole-row operations, and over a trailing axis of
-    length 2 (the usual case) one tiny reduction per row: 29 -> 7 ms for the host's backward pass of a
-    12 x 12 grid.
+    length 2 (the usual case) one tiny reduction per row (4x slower for the host's backward pass of a
+    12 x 12 grid).
     """
     rs = bin(sepmask).count("1")
     s = _pdep(np.arange(2**rs, dtype=np.int64), sepmask, p)
@@ -96,7 +96,7 @@ class Program:
         device_size: entries of the device arena needed.
     """
 
-    plan: Plan
+    plan: BucketTree
     src: np.ndarray
     lab_var: np.ndarray
     lab_stride: np.ndarray
@@ -119,7 +119,7 @@ class Program:
         return len(self.device)
 
 
-def _inputs(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset):
+def _inputs(plan: BucketTree, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset):
     """Clamped tables in the plan's layout: their scopes (latest-eliminated first) and value sources."""
     pos = {int(v): i for i, v in enumerate(plan.order)}
     scopes, src, lab_var, lab_stride, starts = [], [], [], [], []
@@ -146,7 +146,7 @@ def _inputs(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, l
     return scopes, np.concatenate(src), np.concatenate(lab_var), np.concatenate(lab_stride), starts, n
 
 
-def build(plan: Plan, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset,
+def build(plan: BucketTree, unclamped: list[tuple[int, ...]], offsets: np.ndarray, labelled: frozenset,
           host_below: int, chunks: tuple[int, ...]) -> Program:
     """Lay out `plan` for a run.
 

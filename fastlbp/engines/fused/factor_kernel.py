@@ -17,8 +17,8 @@ kernel over the wide factors' chunks does that (`_wide_kernel`).
 
 Compile time. The per-slot math is written once, on the program's flat
 slots; only the row reductions branch on the row width (a `lax.switch`),
-since Triton compiles every branch and the math in each of ten branches took
-5 s to compile.
+since Triton compiles every branch and the math in each of ten branches
+made compiling several times slower.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ AUTO_VAR_TILE = {8: 512, 4: 512}
 # gather of messages, not by its instructions.
 AUTO_VAR_WARPS = {8: 8, 4: 8}
 
-# Sweeps per while-loop trip: eight measured fastest (the trip's own cost, about 15 us on the
-# H200, paid once per eight sweeps), and, each kernel being lowered once, no slower to compile
+# Sweeps per while-loop trip: eight measured fastest (the trip's own cost paid once per eight
+# sweeps), and, each kernel being lowered once, no slower to compile
 # than four.
 UNROLL = 8
 

@@ -39,7 +39,7 @@ NO_ACC = 1
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class ChunkPlan:
     """The device plan: a pytree of int32 arrays passed to jit as an argument.
 
     Attributes:
@@ -78,7 +78,7 @@ def _runs(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
     span = int(rank.max(initial=0)) + 1
     if total and (int(batch.max(initial=0)) + 1) * span < (1 << 62):
         # Distinct ranks: (batch, rank) decides; one sort of one key instead of a four-key lexsort
-        # (four sorts: 0.4-0.5 s at 2M edges on this CPU).
+        # (four sorts).
         order = np.argsort(batch * span + rank, kind="stable")
     else:
         order = np.lexsort((eid, ef, rank, batch))
@@ -134,7 +134,7 @@ def pack(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total: bool,
     # Greedy, atom by atom: a new chunk at each batch and whenever the next atom does not fit;
     # an atom wider than a chunk (a big factor, total orders) takes ceil(cost / W) chunks of
     # its own, the last one full.
-    # Python lists: an item of a numpy array costs ~3x from Python (0.77 s for 0.77M atoms).
+    # Python lists: an item of a numpy array costs ~3x from Python.
     atom_chunk = [0] * atom_cost.size
     atom_base = [0] * atom_cost.size
     chunk, used, prev_b = -1, width, -1
@@ -238,7 +238,7 @@ def choose_width(graph: FactorGraph, batch: np.ndarray, rank: np.ndarray, total:
         w *= 2
 
 
-def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> Plan:
+def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> ChunkPlan:
     """One plan from per-iteration layouts (same width), padded to the same chunk count."""
     width = layouts[0].chunks.shape[-1]
     most = max(lay.chunks.shape[0] for lay in layouts)
@@ -252,4 +252,4 @@ def stack(layouts: list[ChunkLayout], num_edges: int, num_vars: int) -> Plan:
     out[:] = pad
     for i, lay in enumerate(layouts):
         out[i, : lay.chunks.shape[0]] = lay.chunks
-    return Plan(out)
+    return ChunkPlan(out)

@@ -5,10 +5,13 @@
     write_rule_probs("learned.txt", lines)          # `Rk: p` lines with comments
 
 Rules are matched by name (the names of the derivation graph: `R12` in Bingo
-directories and programs, the keys of derivation.json's "rules"), so a file
-learned on some graphs of one analysis applies to any other graph of it. A
-rule the file names that the graph lacks is not an error (the file may come
-from other graphs); `apply_rule_probs` reports those names in
+directories, `leak-3fa2c1` in a graph grounded from a Soufflé program
+(`datalog.souffle_rules`), the keys of derivation.json's "rules"), so a file
+learned on some graphs of one analysis applies to any other graph of it. In a
+graph whose rules are not named `Rk` (a grounded program's), `Rk` names its
+k-th rule (file order, from 0), as it did before programs' rules had stable
+names. A rule the file names that the graph lacks is not an error (the file may
+come from other graphs); `apply_rule_probs` reports those names in
 `meta["rule_prob"]["absent"]`.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +35,8 @@ from fastlbp.core.model import Model
 # --prior-strength 1e308 printed "95% interval [nan, nan]"). Here, not in `fastlbp.inference.learn`, so
 # that checking a session's settings imports no JAX.
 MAX_PRIOR_STRENGTH = 1e12
+
+_NUMBERED = re.compile(r"R(\d+)")
 
 
 def read_rule_probs(path: str | os.PathLike) -> dict[str, float]:
@@ -142,12 +148,23 @@ def apply_rule_probs(model: Model, probs: dict[str, float], source: str | None =
     names = rule_names(model)
     dg = model.meta["derivation"]
     index = {n: i for i, n in enumerate(names)}
+    numbered = any(_NUMBERED.fullmatch(n) for n in names)  # Bingo's R0, R1, ...: names, never positions
     new_p = np.array([r.probability for r in dg.rules], np.float64)
     applied = []
+    given: dict[int, str] = {}
     for name, p in probs.items():
-        if name in index:
-            new_p[index[name]] = p
-            applied.append(name)
+        i = index.get(name)
+        m = _NUMBERED.fullmatch(name)
+        if i is None and m is not None and not numbered and int(m.group(1)) < len(names):
+            i = int(m.group(1))  # Rk: the k-th rule of a program, as files written before stable names say
+        if i is None:
+            continue
+        if i in given and probs[given[i]] != p:
+            raise InputError(source or model.source, None, f"rule {names[i]} is given two probabilities: "
+                             f"{probs[given[i]]} as {given[i]} and {p} as {name}")
+        given.setdefault(i, name)
+        new_p[i] = p
+        applied.append(name)
     factors, rules = clause_factors(model)
     p1 = np.array(model.graph.p1, np.float64, copy=True)
     p2 = np.array(model.graph.p2, np.float64, copy=True)
@@ -161,7 +178,7 @@ def apply_rule_probs(model: Model, probs: dict[str, float], source: str | None =
                                             for r, q in zip(dg.rules, new_p, strict=True)])
     meta = {**model.meta, "derivation": new_dg,
             "rule_prob": {"source": source, "applied": applied,
-                          "absent": [n for n in probs if n not in index]}}
+                          "absent": [n for n in probs if n not in applied]}}
     return dataclasses.replace(model, graph=graph, meta=meta)
 
 
