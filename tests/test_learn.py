@@ -566,8 +566,8 @@ def test_lbp_e_step_is_exact_where_the_graph_is_a_forest(seed, truth_seed, num_r
 def test_cli_learn_per_rule_priors_and_strength_limits(tmp_path):
     from typer.testing import CliRunner
 
-    from fastlbp.cli import get_app
     from datalog.rule_probs import read_rule_probs
+    from fastlbp.cli import get_app
 
     paths = _write_family(tmp_path, [0.4, 0.9, 0.6], 2)
     app = get_app()
