@@ -582,8 +582,7 @@ def run_matches(tmp: Path, timeout: float) -> list[tuple[str, str, str]]:
                         new,
                         "-f",
                         "json",
-                        "-q",
-                        "--labels-from",
+                        "--labels-from",  # no -q: the summary of carried labels is checked
                         old,
                         "--old-labels",
                         labels,
