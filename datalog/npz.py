@@ -48,7 +48,7 @@ import numpy as np
 from datalog.annotations import parse_annotations
 from datalog.derivation import DerivationGraph, Rule
 from datalog.reading import loads_json, unique
-from fastlbp.core.errors import InputError, check_path, decompression_limit
+from fastlbp.core.errors import InputError, check_path, decompression_limit, read_raw
 from fastlbp.core.outputs import write_atomically
 
 FORMAT_NAME = "fastlbp-derivation-npz"
@@ -200,17 +200,18 @@ def _keys_once(keys: list[int], tuples: list[str], r: _Reader, name: str) -> Non
         raise r.fail(name, f"tuple {tuples[keys[k]]!r} is given twice ({name}[{first}] and [{k}])")
 
 
-def _arrays(path: Path, infos: list[zipfile.ZipInfo]) -> dict[str, np.ndarray]:
+def _arrays(path: Path, source: io.BytesIO, infos: list[zipfile.ZipInfo]) -> dict[str, np.ndarray]:
     """The archive's arrays by name, each member checked before it is read: a `.npy` member, no object
     dtype, and a header whose shape and dtype account for exactly the bytes the member holds (a header
-    declaring 10^13 elements is refused before numpy allocates them).
+    declaring 10^13 elements is refused before numpy allocates them). `source` holds the archive's
+    bytes as read once (`path` names it in messages).
 
     Raises:
         InputError: a member that is not a `.npy` array, or whose header does not fit its size.
         ValueError, zipfile.BadZipFile, EOFError: a malformed archive or header (the caller names it).
     """
     arrays = {}
-    with zipfile.ZipFile(path) as zf:
+    with zipfile.ZipFile(source) as zf:
         for info in infos:
             if not info.filename.endswith(".npy"):
                 raise InputError(str(path), None, f"member {info.filename!r} is not a .npy array (a "
@@ -255,15 +256,18 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
     check_path(p)
     if p.is_dir():
         raise InputError(str(p), None, "is a directory, expected a derivation.npz file")
+    # Read once, then taken apart from memory: what is parsed is exactly the bytes read (and hashed for
+    # the model cache, `fastlbp.core.errors.recorded_reads`), whatever replaces the file meanwhile.
+    data = io.BytesIO(read_raw(p))
     try:
-        with zipfile.ZipFile(p) as zf:
+        with zipfile.ZipFile(data) as zf:
             infos = zf.infolist()
         packed = [i for i in infos if i.compress_type != zipfile.ZIP_STORED]
         limit = decompression_limit(sum(i.compress_size for i in packed), max_decompressed)
         if packed and sum(i.file_size for i in packed) > limit:
             raise InputError(str(p), None, f"its compressed arrays would take over {limit:,} bytes once "
                              "decompressed, past the limit for this archive")
-        arrays = _arrays(p, infos)
+        arrays = _arrays(p, data, infos)
     except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, zlib.error, struct.error) as err:
         # NotImplementedError: a zip version or compression method zipfile does not read
         raise InputError(str(p), None, f"not a derivation.npz file (numpy's .npz archive): {err}") from None
