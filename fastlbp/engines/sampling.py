@@ -431,9 +431,12 @@ class Sampler:
     def program(self) -> sampling_program.Program:
         """The device program (built at first use, again only when labels outgrow its capacity)."""
         if self._program is None:
+            # Straight-line steps on the CPU (its loop copied the state through every step: 5x slower
+            # at avrora's size), one loop on a GPU (its steps cost launches, not copies).
+            unroll = sampling_program.UNROLL_STEPS if jax.default_backend() == "cpu" else 0
             self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
                                                    head_digits=self._head_digits,
-                                                   tail_capacity=self._tail_capacity)
+                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll)
             self._device_arrays = jax.device_put(self._program.arrays())
             self._exe = None
         return self._program
