@@ -35,6 +35,11 @@ SNIPPETS = [
     ".input r r\n", ".output r(IO=file)\n", ".decl a, b(x:number)\n", "((((((((((", "))))", "@f(x)", "$A(1)",
     "[1, 2]", "x + 1", "1.5", "\"unterminated", "/* open comment", "!", "!!", ":-", ".", ",", "_", "\t",
     "\r\n", "\u202e", "\x1b]0;t\x07", ".pragma \"a\" \"b\"\n", ".type T <: symbol\n", "#include \"x\"\n",
+    # issue 41: expansions and functors that had no bound
+    "#error x\n", "#include \"taint.dl\"\n", "#define A (A+A)\n", "(" * 3000, "-" * 3000,
+    " ; ".join(["x = 1"] * 5000),
+    "range(0, 2147483647)", "cat(x, x)", "match(\"(a+)+$\", x)", "match(\"(a)\\\\1\", x)", "x / y", "x % y",
+    "-2147483648 / -1", "to_number(\"99999999999999\")", ".comp A {\n.init a = A\n}\n.init z = A\n",
 ]
 
 

@@ -10,6 +10,7 @@ one held would stay locked in the child), else a new interpreter (`_child_main`)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,8 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datalog import souffle
+from datalog.functors import FunctorLimits, TypedContext
 from datalog.reading import shown
 from fastlbp.core.errors import InputError
+from fastlbp.core.resources import MemoryLimit, memory_limit
 
 
 def _control(log: list[str]):
@@ -27,35 +30,55 @@ def _control(log: list[str]):
     return clingo.Control(["--warn=none"], logger=lambda code, msg: log.append(msg))
 
 
-def _run(ctl, text: str, log: list[str]) -> None:
-    try:
-        from datalog.functors import TypedContext
+class GroundingLimit(Exception):
+    """A limit of the user's (a functor's values, a symbol's length, memory) stopped clingo: reported as
+    an `InputError`, not as a bug of the translation."""
 
+
+def _run(ctl, text: str, log: list[str], limits: FunctorLimits | None = None) -> None:
+    context = TypedContext(limits or FunctorLimits())
+    try:
         ctl.add("base", [], text)
-        ctl.ground([("base", [])], context=TypedContext())
-    except RuntimeError as err:  # our translation is wrong: a bug, not the user's input
+        ctl.ground([("base", [])], context=context)
+    except MemoryError:
+        raise GroundingLimit("clingo ran out of memory while grounding") from None
+    except RuntimeError as err:
+        if context.problem is not None:  # a functor stopped at its limit (clingo wraps what it raised)
+            raise GroundingLimit(context.problem) from None
+        if "bad_alloc" in str(err) or "bad_alloc" in " ".join(log):  # C++'s std::bad_alloc
+            raise GroundingLimit("clingo ran out of memory while grounding") from None
+        # our translation is wrong: a bug, not the user's input
         raise RuntimeError(f"clingo refused the translated program: {err}: {' '.join(log)}") from None
 
 
 # Memory a rule instance takes on its way to a derivation graph, for the default limit: hmmer's 27.3M
 # instances peaked at 8.0 GB (about 300 bytes each); 400 leaves room for the rest of the process.
 BYTES_PER_INSTANCE = 400
+# Computed symbols (cat, substr, to_string) may take this share of the memory the process may use.
+SYMBOL_MEMORY_SHARE = 4
+
+
+def rule_instance_limit() -> tuple[int, MemoryLimit | None]:
+    """The default limit of rule instances and the memory limit it comes from: what this process may
+    use (`fastlbp.core.resources.memory_limit`: the machine's memory, `ulimit -v`, the cgroup's limit,
+    whichever is least) / BYTES_PER_INSTANCE, at least 10,000."""
+    memory = memory_limit()
+    if memory is None:  # not known here
+        return 100_000_000, None
+    return max(10_000, memory.bytes // BYTES_PER_INSTANCE), memory
 
 
 def default_max_rule_instances() -> int:
-    """Rule instances a grounding may make by default: the machine's memory / BYTES_PER_INSTANCE."""
-    try:
-        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # not known here
-        return 100_000_000
-    return max(1_000_000, memory // BYTES_PER_INSTANCE)
+    """Rule instances a grounding may make by default (`rule_instance_limit`)."""
+    return rule_instance_limit()[0]
 
 
 class GroundingTooLarge(InputError):
     """Grounding made more rule instances than its limit (`GroundOptions.max_rule_instances`)."""
 
 
-def _too_large(program: souffle.Program, count: int, limit: int, sizes: dict[str, int]) -> GroundingTooLarge:
+def _too_large(program: souffle.Program, count: int, limit: int, sizes: dict[str, int],
+               memory: MemoryLimit | None = None) -> GroundingTooLarge:
     """The error of a grounding stopped at `count` instances, naming the rule whose body over input
     relations alone allows the most instances (their sizes multiplied), when there is one."""
     worst, bound = None, 0
@@ -72,9 +95,10 @@ def _too_large(program: souffle.Program, count: int, limit: int, sizes: dict[str
         "(the product of its input relations' sizes)")
     return GroundingTooLarge(str(program.path or "<program>"), None,
                              f"grounding stopped after {count:,} rule instances, past the limit of {limit:,} "
-                             f"(about {BYTES_PER_INSTANCE} bytes of memory each){which}; raise it with "
-                             "`fastlbp ground --max-rule-instances N` (0: no limit) if the machine has the "
-                             "memory")
+                             f"(about {BYTES_PER_INSTANCE} bytes of memory each"
+                             f"{f'; the default, from {memory}' if memory is not None else ''}){which}; "
+                             "raise it with `fastlbp ground --max-rule-instances N` (0: no limit) if the "
+                             "machine has the memory")
 
 
 def _count_rules(path: str, offset: int, last: bytes) -> tuple[int, int, bytes]:
@@ -90,26 +114,33 @@ def _count_rules(path: str, offset: int, last: bytes) -> tuple[int, int, bytes]:
     return (last + chunk).count(b"\n1 "), offset + len(chunk), chunk[-1:]
 
 
-def _child(text: str, out: str, err_path: str) -> int:
-    """The grounding process: clingo writes `out`; an error goes to `err_path`. Returns the exit status."""
+def _child(text: str, out: str, err_path: str, limits: FunctorLimits | None = None) -> int:
+    """The grounding process: clingo writes `out`; an error goes to `err_path`. Returns the exit status:
+    0 done, 3 an error of the translation (a bug), 4 a limit of the user's (the message says which)."""
     import clingo
 
     try:
         log: list[str] = []
         ctl = _control(log)
         ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
-        _run(ctl, text, log)
+        _run(ctl, text, log, limits)
         del ctl  # flushes and closes the file
     except BaseException as err:  # noqa: BLE001  (reported to the parent)
-        with open(err_path, "w", encoding="utf-8") as f:
-            f.write(str(err))
-        return 3
+        code = 4 if isinstance(err, GroundingLimit | MemoryError) else 3
+        try:
+            with open(err_path, "w", encoding="utf-8") as f:
+                f.write(str(err) or "clingo ran out of memory while grounding")
+        except BaseException:  # noqa: BLE001  (no memory left even for the message: the status says it)
+            pass
+        return code
     return 0
 
 
-def _child_main(text_path: str, out: str, err_path: str) -> None:
+def _child_main(text_path: str, out: str, err_path: str, values: str, chars: str, basis: str,
+                chars_basis: str, memory: str) -> None:
     """Entry point of a grounding process started as a new interpreter (`_start`)."""
-    sys.exit(_child(Path(text_path).read_text(encoding="utf-8"), out, err_path))
+    sys.exit(_child(Path(text_path).read_text(encoding="utf-8"), out, err_path,
+                    FunctorLimits(int(values), int(chars), basis, chars_basis, memory)))
 
 
 class _Forked:
@@ -135,26 +166,41 @@ class _Forked:
         return self.returncode
 
 
-def _start(text: str, out: str, err_path: str):
+def _start(text: str, out: str, err_path: str, limits: FunctorLimits):
     """The grounding process: forked where this process has no threads of JAX's (a fork copies none of
     them, and a lock one held would stay locked in the child), else a new interpreter."""
     if hasattr(os, "fork") and "jax" not in sys.modules:
         pid = os.fork()
         if pid == 0:
-            os._exit(_child(text, out, err_path))  # out without Python's clean-up of the parent's state
+            os._exit(_child(text, out, err_path, limits))  # without Python's clean-up of the parent's state
         return _Forked(pid)
     text_path = out + ".lp"
     Path(text_path).write_text(text, encoding="utf-8")
     code = "import sys; from datalog.ground_process import _child_main; _child_main(*sys.argv[1:])"
-    return subprocess.Popen([sys.executable, "-c", code, text_path, out, err_path])
+    return subprocess.Popen([sys.executable, "-c", code, text_path, out, err_path, str(limits.values),
+                             str(limits.chars), limits.basis, limits.chars_basis, limits.memory])
+
+
+def signal_shown(number: int) -> str:
+    """A signal by number, name and what it usually means here ("signal 8 (SIGFPE: an arithmetic fault)")."""
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+    meaning = {"SIGKILL": "killed from outside, often by the kernel's out-of-memory killer",
+               "SIGSEGV": "an invalid memory access, often a stack or memory exhausted",
+               "SIGFPE": "an arithmetic fault, such as an integer division overflow",
+               "SIGABRT": "aborted, often a failed memory allocation",
+               "SIGBUS": "a bus error"}.get(name)
+    return f"signal {number} ({name}{': ' + meaning if meaning else ''})"
 
 
 def _ground_watched(text: str, out: str, limit: int, on_limit: Callable[[int], Exception],
-                    where: str) -> None:
+                    where: str, limits: FunctorLimits | None = None) -> None:
     """Grounds in another process writing `out`, which this one watches: past `limit` rule statements
     the process is killed and `on_limit(count)` raised. Any exit (an error, a signal, Ctrl-C) kills it."""
     err_path = out + ".error"
-    proc = _start(text, out, err_path)
+    proc = _start(text, out, err_path, limits or FunctorLimits())
     count, offset, last = 0, 0, b"\n"
     try:
         while True:
@@ -170,10 +216,16 @@ def _ground_watched(text: str, out: str, limit: int, on_limit: Callable[[int], E
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    message = Path(err_path).read_text(encoding="utf-8", errors="replace") if os.path.exists(err_path) else ""
     if status < 0:
-        raise InputError(where, None, f"clingo was killed by signal {-status} while grounding, after "
-                         f"{count:,} rule instances (out of memory?); lower the work or raise the machine's "
-                         "memory")
+        raise InputError(where, None, f"clingo was killed by {signal_shown(-status)} while grounding, after "
+                         f"{count:,} rule instances; if memory ran out, lower --max-rule-instances or give "
+                         "the process more memory")
+    if status == 4:  # a limit of the user's (a functor's, memory)
+        message = message or "clingo ran out of memory while grounding"
+        memory = limits.memory if limits is not None else ""
+        note = (f"; this process may use {memory}: lower --max-rule-instances or give it more memory"
+                if memory and "out of memory" in message else "")
+        raise InputError(where, None, f"{message}, after {count:,} rule instances{note}")
     if status:
-        raise RuntimeError(Path(err_path).read_text(encoding="utf-8") if os.path.exists(err_path)
-                           else f"the grounding process ended with status {status}")
+        raise RuntimeError(message or f"the grounding process ended with status {status}")

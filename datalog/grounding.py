@@ -68,18 +68,23 @@ from datalog.derivation import (
 from datalog.ground_inputs import read_facts  # noqa: F401  (part of this module's API)
 from datalog.ground_process import (  # noqa: F401  (the limit and its error are part of this module's API)
     BYTES_PER_INSTANCE,
+    SYMBOL_MEMORY_SHARE,
+    FunctorLimits,
+    GroundingLimit,
     GroundingTooLarge,
     _control,
     _ground_watched,
     _run,
     _too_large,
     default_max_rule_instances,
+    rule_instance_limit,
 )
 from datalog.reading import shown
 from datalog.translation import _quote, translate  # noqa: F401  (translate is part of this module's API)
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
 from fastlbp.core.outputs import cannot_write
+from fastlbp.core.resources import memory_limit
 
 READERS = ("aspif", "observer")
 
@@ -103,7 +108,7 @@ class GroundOptions:
             Python observer; the cross-check).
         max_rule_instances: grounding stops with `GroundingTooLarge` past
             this many rule instances; None: `default_max_rule_instances()`
-            (from the machine's memory); 0: no limit.
+            (from the memory the process may use: the machine's, ulimit -v, the cgroup's); 0: no limit.
         locations: a relation REL(point, file, line[, column]) of program
             points' source positions: every tuple is located at the points
             among its arguments (`datalog.locations`; derivation.json's
@@ -146,7 +151,8 @@ class Grounding:
 # Reading the ground program back --------------------------------------------
 
 def _ground_aspif(text: str, seconds: dict[str, float], limit: int = 0,
-                  on_limit: Callable[[int], Exception] | None = None, where: str = "<program>") -> Ground:
+                  on_limit: Callable[[int], Exception] | None = None, where: str = "<program>",
+                  limits: FunctorLimits | None = None) -> Ground:
     import clingo
 
     t0 = time.perf_counter()
@@ -157,11 +163,11 @@ def _ground_aspif(text: str, seconds: dict[str, float], limit: int = 0,
             if limit:
                 # Grounding cannot be interrupted from Python: only a separate process can be stopped
                 # when it outgrows the limit (a cross product of 10^4 facts needed about 90 GB).
-                _ground_watched(text, out, limit, on_limit, where)
+                _ground_watched(text, out, limit, on_limit, where, limits)
             else:
                 ctl = _control(log)
                 ctl.register_backend(clingo.BackendType.Aspif, out, replace=True)
-                _run(ctl, text, log)
+                _run(ctl, text, log, limits)
                 del ctl  # flushes and closes the file
             full = _nearly_full(tmp)
             t1 = time.perf_counter()
@@ -190,7 +196,7 @@ def _nearly_full(folder: str) -> bool:
     return blocks * st.f_frsize < 1 << 16
 
 
-def _ground_observer(text: str, seconds: dict[str, float]) -> Ground:
+def _ground_observer(text: str, seconds: dict[str, float], limits: FunctorLimits | None = None) -> Ground:
     import clingo
 
     t0 = time.perf_counter()
@@ -218,7 +224,7 @@ def _ground_observer(text: str, seconds: dict[str, float]) -> Ground:
     obs = Collect()
     ctl = _control(log)
     ctl.register_observer(obs, replace=True)
-    _run(ctl, text, log)
+    _run(ctl, text, log, limits)
     t1 = time.perf_counter()
     seconds["clingo"] = t1 - t0
     atoms, preds, args = [], [], []
@@ -448,16 +454,40 @@ def ground(program: souffle.Program, options: GroundOptions | None = None) -> Gr
     del facts
     t2 = time.perf_counter()
     seconds["translate"] = t2 - t1
-    limit = default_max_rule_instances() if options.max_rule_instances is None else \
-        int(options.max_rule_instances)
-    if options.reader == "aspif":
-        g = _ground_aspif(text, seconds, limit, lambda count: _too_large(program, count, limit, sizes),
-                          str(program.path or "<program>"))
+    memory = None
+    if options.max_rule_instances is None:
+        limit, memory = rule_instance_limit()
+        basis = f"--max-rule-instances, by default from {memory}" if memory else "--max-rule-instances"
     else:
-        g = _ground_observer(text, seconds)
+        limit, basis = int(options.max_rule_instances), "--max-rule-instances"
+        memory = memory_limit()
+    limits = FunctorLimits(values=limit, basis=basis,
+                           chars=memory.bytes // SYMBOL_MEMORY_SHARE if memory is not None else 0,
+                           chars_basis=f"1/{SYMBOL_MEMORY_SHARE} of {memory}" if memory is not None else "",
+                           memory=str(memory or ""))
+    where = str(program.path or "<program>")
+    try:
+        if options.reader == "aspif":
+            g = _ground_aspif(text, seconds, limit,
+                              lambda count: _too_large(program, count, limit, sizes, memory=memory), where,
+                              limits)
+        else:
+            g = _ground_observer(text, seconds, limits)
+    except GroundingLimit as err:  # clingo ran in this process (no limit, or the observer)
+        note = f" (this process may use {memory})" if memory is not None and "memory" in str(err) else ""
+        raise InputError(where, None, f"{err}{note}") from None
+    except MemoryError:  # reading clingo's ground program back, under a limit of the process's
+        raise InputError(where, None, f"ran out of memory reading the ground program back (this process may "
+                         f"use {memory or 'an unknown amount'}); lower --max-rule-instances or give the "
+                         "process more memory") from None
     del text
     t3 = time.perf_counter()
-    dg, n_rules = _graph(program, g, options)
+    try:
+        dg, n_rules = _graph(program, g, options)
+    except MemoryError:  # a limit of the process's (ulimit -v, a cgroup) below the grounding's
+        raise InputError(where, None, f"ran out of memory building the derivation graph of {len(g.heads):,} "
+                         f"rule instances (this process may use {memory or 'an unknown amount'}); lower "
+                         "--max-rule-instances or give the process more memory") from None
     del g
     say(f"grounded {program.path or 'the program'} with clingo: {n_rules:,} rule instances in "
         f"{seconds['clingo']:.2f} s, read back in {seconds['read']:.2f} s")

@@ -27,7 +27,10 @@ a NUL byte, `NAME.offsets` saying where each starts):
     annotations        (.,) uint8    {"locations": ..., "relations": ...} as JSON text (may be empty)
 
 Everything is checked on reading (names, dtypes, shapes, indices in range, offsets, probabilities
-in [0, 1], tuple and rule names unique); a problem is an `InputError` naming the file and the array.
+in [0, 1], tuple and rule names unique, no tuple labelled or given a prior twice); a problem is an
+`InputError` naming the file and the array. Each member's `.npy` header is checked against the bytes
+the member holds before anything is allocated, and each offsets array against the count it indexes
+(`tuples.offsets` has T + 1 entries, `body_offsets` C + 1, `rules.probability` R).
 """
 
 from __future__ import annotations
@@ -35,14 +38,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from datalog.annotations import parse_annotations
 from datalog.derivation import DerivationGraph, Rule
-from fastlbp.core.errors import InputError, check_path, decompression_limit
+from datalog.reading import loads_json, unique
+from fastlbp.core.errors import InputError, check_path, decompression_limit, read_raw
 from fastlbp.core.outputs import write_atomically
 
 FORMAT_NAME = "fastlbp-derivation-npz"
@@ -97,21 +103,25 @@ def save(dg: DerivationGraph, path: str | os.PathLike) -> None:
     write_atomically(Path(path), dumps(dg).getbuffer())
 
 
-# name -> (dtype, shape in sizes' letters); T tuples, R rules, C clauses, B body entries, ...
+# name -> (dtype, shape): each dimension a count's letter and what it adds (T tuples, R rules, C clauses,
+# B body entries, ...): ("T", 1) is T + 1. The first array naming a letter sets its count; every later
+# one is checked against it, so each offsets array is tied to the count it indexes.
 _SPEC = {
     "format": ("U", ()), "version": ("int64", ()),
-    "tuples.bytes": ("uint8", ("TB",)), "tuples.offsets": ("int64", ("T1",)),
-    "rules.bytes": ("uint8", ("RB",)), "rules.offsets": ("int64", ("R1",)),
-    "rules.text.bytes": ("uint8", ("XB",)), "rules.text.offsets": ("int64", ("R1",)),
-    "rules.probability": ("float64", ("R",)),
-    "clause_rule": ("int32", ("C",)), "clause_head": ("int32", ("C",)),
-    "body_offsets": ("int64", ("C1",)), "body": ("int32", ("B",)),
-    "priors.keys": ("int64", ("P",)), "priors.values": ("float64", ("P",)),
-    "alarms": ("int32", ("A",)),
-    "labels.keys": ("int64", ("L",)), "labels.values": ("bool", ("L",)),
-    "truth.keys": ("int64", ("G",)), "truth.values": ("bool", ("G",)),
-    "annotations": ("uint8", ("N",)),
+    "tuples.bytes": ("uint8", (("TB", 0),)), "tuples.offsets": ("int64", (("T", 1),)),
+    "rules.bytes": ("uint8", (("RB", 0),)), "rules.offsets": ("int64", (("R", 1),)),
+    "rules.text.bytes": ("uint8", (("XB", 0),)), "rules.text.offsets": ("int64", (("R", 1),)),
+    "rules.probability": ("float64", (("R", 0),)),
+    "clause_rule": ("int32", (("C", 0),)), "clause_head": ("int32", (("C", 0),)),
+    "body_offsets": ("int64", (("C", 1),)), "body": ("int32", (("B", 0),)),
+    "priors.keys": ("int64", (("P", 0),)), "priors.values": ("float64", (("P", 0),)),
+    "alarms": ("int32", (("A", 0),)),
+    "labels.keys": ("int64", (("L", 0),)), "labels.values": ("bool", (("L", 0),)),
+    "truth.keys": ("int64", (("G", 0),)), "truth.values": ("bool", (("G", 0),)),
+    "annotations": ("uint8", (("N", 0),)),
 }
+_LETTERS = {"T": "tuples", "R": "rules", "C": "clauses", "B": "body entries", "P": "priors", "A": "alarms",
+            "L": "labels", "G": "truth values", "N": "bytes", "TB": "bytes", "RB": "bytes", "XB": "bytes"}
 
 
 class _Reader:
@@ -130,9 +140,16 @@ class _Reader:
             raise self.fail(name, f"dtype {a.dtype}, expected {dtype}")
         if a.ndim != len(shape):
             raise self.fail(name, f"{a.ndim} dimensions, expected {len(shape)}")
-        for letter, n in zip(shape, a.shape, strict=True):
-            if self.sizes.setdefault(letter, n) != n:
-                raise self.fail(name, f"length {n}, expected {self.sizes[letter]} (as the arrays before it)")
+        for (letter, extra), n in zip(shape, a.shape, strict=True):
+            if letter not in self.sizes:
+                if n < extra:
+                    raise self.fail(name, f"length {n}, expected at least {extra} (one more than the "
+                                    f"number of {_LETTERS[letter]})")
+                self.sizes[letter] = n - extra
+            elif self.sizes[letter] + extra != n:
+                count = self.sizes[letter]
+                raise self.fail(name, f"length {n}, expected {count + extra} ({count:,} "
+                                f"{_LETTERS[letter]}{' + 1' if extra else ''}, as the arrays before it)")
         return a
 
     def strings(self, name: str) -> list[str]:
@@ -173,6 +190,58 @@ def _unique(names: list[str], r: _Reader, name: str, what: str) -> None:
         raise r.fail(name, f"{what} {dup!r} is listed twice")
 
 
+def _keys_once(keys: list[int], tuples: list[str], r: _Reader, name: str) -> None:
+    """A tuple given twice (a label, a prior) is an error, as a key repeated in derivation.json is: which
+    of two values was meant is unknown, and keeping the last would lose the other silently."""
+    if len(set(keys)) != len(keys):
+        seen: set[int] = set()
+        k = next(k for k, t in enumerate(keys) if t in seen or seen.add(t))
+        first = keys.index(keys[k])
+        raise r.fail(name, f"tuple {tuples[keys[k]]!r} is given twice ({name}[{first}] and [{k}])")
+
+
+def _arrays(path: Path, source: io.BytesIO, infos: list[zipfile.ZipInfo]) -> dict[str, np.ndarray]:
+    """The archive's arrays by name, each member checked before it is read: a `.npy` member, no object
+    dtype, and a header whose shape and dtype account for exactly the bytes the member holds (a header
+    declaring 10^13 elements is refused before numpy allocates them). `source` holds the archive's
+    bytes as read once (`path` names it in messages).
+
+    Raises:
+        InputError: a member that is not a `.npy` array, or whose header does not fit its size.
+        ValueError, zipfile.BadZipFile, EOFError: a malformed archive or header (the caller names it).
+    """
+    arrays = {}
+    with zipfile.ZipFile(source) as zf:
+        for info in infos:
+            if not info.filename.endswith(".npy"):
+                raise InputError(str(path), None, f"member {info.filename!r} is not a .npy array (a "
+                                 "derivation.npz holds only arrays)")
+            name = info.filename[:-4]
+            if name in arrays:
+                raise InputError(str(path), None, f"{name}: the archive holds it twice")
+            with zf.open(info) as f:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                else:
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                if dtype.hasobject:
+                    raise InputError(str(path), None, f"{name}: dtype {dtype} holds Python objects (never "
+                                     "read: fastlbp does not unpickle)")
+                declared = dtype.itemsize
+                for n in shape:
+                    declared *= int(n)
+                held = info.file_size - f.tell()
+                if declared != held:
+                    raise InputError(str(path), None, f"{name}: its header declares shape {tuple(shape)} of "
+                                     f"{dtype} ({declared:,} bytes), but the member holds {held:,} bytes")
+                data = bytearray(held)
+                if f.readinto(data) != held:
+                    raise EOFError(f"{name}: the member ends early")
+            arrays[name] = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
+    return arrays
+
+
 def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
     """Reads derivation.npz (the raw graph: duplicates and cycles kept, as `datalog.formats.read_json`).
 
@@ -187,17 +256,20 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
     check_path(p)
     if p.is_dir():
         raise InputError(str(p), None, "is a directory, expected a derivation.npz file")
+    # Read once, then taken apart from memory: what is parsed is exactly the bytes read (and hashed for
+    # the model cache, `fastlbp.core.errors.recorded_reads`), whatever replaces the file meanwhile.
+    data = io.BytesIO(read_raw(p))
     try:
-        with zipfile.ZipFile(p) as zf:
+        with zipfile.ZipFile(data) as zf:
             infos = zf.infolist()
         packed = [i for i in infos if i.compress_type != zipfile.ZIP_STORED]
         limit = decompression_limit(sum(i.compress_size for i in packed), max_decompressed)
         if packed and sum(i.file_size for i in packed) > limit:
             raise InputError(str(p), None, f"its compressed arrays would take over {limit:,} bytes once "
                              "decompressed, past the limit for this archive")
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
-    except (zipfile.BadZipFile, ValueError, EOFError) as err:
+        arrays = _arrays(p, data, infos)
+    except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, zlib.error, struct.error) as err:
+        # NotImplementedError: a zip version or compression method zipfile does not read
         raise InputError(str(p), None, f"not a derivation.npz file (numpy's .npz archive): {err}") from None
     except OSError as err:
         raise InputError(str(p), None, f"cannot read: {err.strerror or err}") from None
@@ -227,8 +299,9 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
         raise r.fail("clause_rule", "the graph is empty: no clauses")
     if offsets[0] != 0 or offsets[-1] != body.size or np.any(np.diff(offsets) < 0):
         raise r.fail("body_offsets", "not offsets into body (from 0, never decreasing, ending at its length)")
-    priors = dict(zip(r.indices("priors.keys", num_t, "tuple").tolist(),
-                      r.probabilities("priors.values").tolist(), strict=True))
+    prior_keys = r.indices("priors.keys", num_t, "tuple").tolist()
+    _keys_once(prior_keys, tuples, r, "priors.keys")
+    priors = dict(zip(prior_keys, r.probabilities("priors.values").tolist(), strict=True))
     alarms = r.indices("alarms", num_t, "tuple")
     where: Where = {}
     seen = set()
@@ -241,16 +314,20 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
     groups = {}
     for key in ("labels", "truth"):
         keys = r.indices(f"{key}.keys", num_t, "tuple").tolist()
+        _keys_once(keys, tuples, r, f"{key}.keys")
         groups[key] = dict(zip(keys, r.take(f"{key}.values").tolist(), strict=True))
         for i, t in enumerate(keys):
             where[(key.rstrip("s"), t)] = (str(p), None, f"{key}.keys[{i}]")
     notes = r.take("annotations").tobytes()
     try:
-        doc = json.loads(notes.decode("utf-8")) if notes else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise r.fail("annotations", f"not JSON text: {err}") from None
+        doc = loads_json(notes.decode("utf-8"), str(p)) if notes else {}
+    except UnicodeDecodeError as err:
+        raise r.fail("annotations", f"not JSON text: not UTF-8 ({err.reason} at byte {err.start})") from None
+    except InputError as err:
+        raise r.fail("annotations", f"not JSON text: {err.message}") from None
     if not isinstance(doc, dict) or set(doc) - {"locations", "relations"}:
         raise r.fail("annotations", 'not an object of "locations" and "relations"')
+    unique(doc, str(p), "annotations")  # as derivation.json's top level: a key given twice is an error
     index = {n: i for i, n in enumerate(tuples)} if doc.get("locations") else {}
     dg = DerivationGraph(
         tuples=tuples, rules=rules, clause_rule=c_rule, clause_head=c_head, body_offsets=offsets, body=body,

@@ -18,14 +18,23 @@ come from other graphs); `apply_rule_probs` reports those names in
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 
 from datalog.reading import rule_prob_lines
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
+
+# The most pseudo-counts a rule's Beta prior may have (`fastlbp learn --prior-strength`, triage --learn):
+# scipy's Beta quantiles are NaN once a + b passes about 1e17 (measured: none of 303 intervals at 1e16, 84
+# at 1e17), and 1e12 pseudo-counts already hold a rule at its prior against any labels (issue 41:
+# --prior-strength 1e308 printed "95% interval [nan, nan]"). Here, not in `fastlbp.inference.learn`, so
+# that checking a session's settings imports no JAX.
+MAX_PRIOR_STRENGTH = 1e12
 
 _NUMBERED = re.compile(r"R(\d+)")
 
@@ -38,6 +47,48 @@ def read_rule_probs(path: str | os.PathLike) -> dict[str, float]:
             rule given two different values (file and line).
     """
     return {name: p for _, name, p in rule_prob_lines(path)}
+
+
+def read_priors(path: str | os.PathLike) -> list[tuple[int, str, float, float | None]]:
+    """The per-rule priors of `fastlbp learn --prior FILE`: (line, rule name, centre p, strength or None).
+
+    A line is `NAME: p` (the prior's centre, as --rule-prob's lines) or `NAME: p s` (and its
+    pseudo-counts, in (0, `MAX_PRIOR_STRENGTH`]); split at the last colon; blank lines and `#`
+    comments skipped; a rule named twice must repeat its values.
+
+    Raises:
+        InputError: a malformed line, a centre that is not a probability, a strength out of range,
+            or a rule given two different priors (file and line).
+    """
+    from datalog.reading import Once, check_probability, shown
+    from fastlbp.core.errors import read_text, text_lines
+
+    p = Path(path)
+    once = Once(p, "the prior of rule")
+    out = []
+    for ln, line in enumerate(text_lines(read_text(p)), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        name, sep, value = s.rpartition(":")
+        name, fields = name.strip(), value.split()
+        if not sep or not name or len(fields) not in (1, 2):
+            raise InputError(str(p), ln, f"malformed line, expected 'Rk: p' or 'Rk: p strength', got "
+                             f"{shown(s)}")
+        centre = check_probability(fields[0], str(p), ln, None, f"prior of rule {name}")
+        strength = None
+        if len(fields) == 2:
+            try:
+                strength = float(fields[1])
+            except ValueError:
+                strength = math.nan
+            if not 0 < strength <= MAX_PRIOR_STRENGTH:
+                raise InputError(str(p), ln, f"the prior strength of rule {name} must be a number in (0, "
+                                 f"{MAX_PRIOR_STRENGTH:g}] (pseudo-counts), got {shown(fields[1])}")
+        once.set(name, (centre, strength), ln, name,
+                 lambda v: f"{v[0]:g}" + ("" if v[1] is None else f" with strength {v[1]:g}"))
+        out.append((ln, name, centre, strength))
+    return out
 
 
 def rule_names(model: Model) -> list[str]:

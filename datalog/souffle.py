@@ -23,9 +23,10 @@ signed, as Soufflé's and clingo's), "string" constants (escapes `\\"`,
 
 Much else of Soufflé is read too (aggregates, arithmetic and functors, `as`, components, records,
 user types, `unsigned` and `float` values, output parameters, several heads, disjunction, `.plan`, the
-preprocessor, algebraic data types: see docs/writing-an-analysis.md); what is not (subsumption, choice
-domains, `autoinc`, user-defined functors) is refused with a `ProgramError` naming the file,
-line and column, never ignored; so are an undeclared relation, an arity or
+preprocessor, algebraic data types: see docs/writing-an-analysis.md), each expansion bounded (at most
+MAX_ALTERNATIVES rules per clause, expressions at most 100 deep: docs/writing-an-analysis.md, "Limits");
+what is not (subsumption, choice domains, `autoinc`, user-defined functors) is refused with a
+`ProgramError` naming the file, line and column, never ignored; so are an undeclared relation, an arity or
 type mismatch, an unsafe variable (in the head, a negation or a comparison
 but bound by no positive atom) and negation through recursion.
 """
@@ -79,6 +80,8 @@ from datalog.souffle_semantics import RuleChecker, typed_const
 from datalog.souffle_terms import TermsMixin
 from datalog.souffle_witness import with_witnesses
 from fastlbp.core.errors import read_text
+
+MAX_RULE_TEXT = 2_000  # characters of a rule's text kept (`_rule_text`)
 
 # Parser ---------------------------------------------------------------------
 
@@ -189,7 +192,7 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
                     if not isinstance(a, Const) and (term_vars(a) or not isinstance(a, Functor | Record)):
                         raise self.error_at(a.pos, "a fact's arguments must be constants (a variable or '_' "
                                             "makes it a rule without a body)")
-                text = " ".join(self.text[start.offset:self.toks[self.i - 1].offset + 1].split())
+                text = _rule_text(self.text[start.offset:self.toks[self.i - 1].offset + 1])
                 self.rules.append(Rule(len(self.rules), head, (), text, start.pos))
             return
         self.expect(":-", "'.' (a fact) or ':-' (a rule)")
@@ -199,7 +202,11 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
             self.i += 1
         else:
             raise self.expected("',' or '.' after a body literal")
-        text = " ".join(self.text[start.offset:end.offset + 1].split())
+        if len(heads) * len(alternatives) > MAX_ALTERNATIVES:
+            raise self.error(start, f"this rule's {len(heads):,} heads and {len(alternatives):,} "
+                             f"alternatives expand to {len(heads) * len(alternatives):,} rules (limit "
+                             f"{MAX_ALTERNATIVES:,})")
+        text = _rule_text(self.text[start.offset:end.offset + 1])
         for head in heads:
             for body in alternatives:  # a disjunction is one rule per alternative, as Soufflé reads it
                 self.rules.append(Rule(len(self.rules), head, tuple(body), text, start.pos))
@@ -207,8 +214,14 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
     def disjunction(self) -> list[list[Literal]]:
         """A rule's body `A ; B` (with parenthesised groups) as its alternatives, each a conjunction."""
         alternatives = self.conjunction()
-        while self.accept(";"):
-            alternatives = alternatives + self.conjunction()
+        while self.tok.kind == "punct" and self.tok.text == ";":
+            t = self.tok
+            self.i += 1
+            more = self.conjunction()
+            if len(alternatives) + len(more) > MAX_ALTERNATIVES:
+                raise self.error(t, f"the disjunction expands to more than {MAX_ALTERNATIVES:,} alternatives "
+                                    f"(limit {MAX_ALTERNATIVES:,})")
+            alternatives.extend(more)
         return alternatives
 
     def conjunction(self) -> list[list[Literal]]:
@@ -216,10 +229,11 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         while True:
             t = self.tok
             group = self.group()
+            if len(alternatives) * len(group) > MAX_ALTERNATIVES:  # checked before the product is made
+                raise self.error(t, f"the disjunctions of this rule expand to "
+                                    f"{len(alternatives) * len(group):,} alternatives (limit "
+                                    f"{MAX_ALTERNATIVES:,})")
             alternatives = [a + b for a in alternatives for b in group]
-            if len(alternatives) > MAX_ALTERNATIVES:
-                raise self.error(t, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
-                                    "rules")
             if not self.accept(","):
                 return alternatives
 
@@ -227,6 +241,13 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         """`( body )` (its alternatives) or one literal; `(x + 1) < y` is a literal that starts with '('.
         A negated group `!( body )` (or `!!...`) is put in disjunctive normal form as Soufflé does (De
         Morgan: `!(a, b)` is `!a ; !b`, `!(a ; b)` is `!a, !b`, `!!a` is `a`)."""
+        self._nest(1)  # parentheses and '!' nest through disjunction() and group(): bounded as expressions
+        try:
+            return self._group()
+        finally:
+            self._nest(-1)
+
+    def _group(self) -> list[list[Literal]]:
         if self.tok.kind == "punct" and self.tok.text == "!" and (self._is("(", 1) or self._is("!", 1)):
             bang = self.tok
             self.i += 1
@@ -248,10 +269,10 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
         """The alternatives of `!(alternatives)`: not (OR_i AND_j l_ij) = AND_i OR_j not l_ij."""
         out: list[list[Literal]] = [[]]
         for conjunction in alternatives:
+            if len(out) * len(conjunction) > MAX_ALTERNATIVES:  # checked before the product is made
+                raise self.error(bang, f"the negated group expands to {len(out) * len(conjunction):,} "
+                                       f"alternatives (limit {MAX_ALTERNATIVES:,})")
             out = [done + [_negation(lit)] for done in out for lit in conjunction]
-            if len(out) > MAX_ALTERNATIVES:
-                raise self.error(bang, f"the disjunctions of this rule make more than {MAX_ALTERNATIVES:,} "
-                                       "rules")
         return out
 
     def body(self) -> list[Literal]:
@@ -284,6 +305,18 @@ class _Parser(DirectivesMixin, TermsMixin, ComponentsMixin):
             raise self.error(tok, f"number {number_shown(tok.text)} is out of range (32-bit signed: "
                                   f"{INT_MIN}..{INT_MAX}; unsigned: 0..{UINT_MAX})")
         return value
+
+
+def _rule_text(source: str) -> str:
+    """A rule's text as its rules keep it: whitespace runs made one space, and at most MAX_RULE_TEXT
+    characters (one clause of a disjunction becomes up to MAX_ALTERNATIVES rules, each keeping its text
+    in the derivation graph, and the outputs write it once per rule: a long conjunct shared by 4,096
+    alternatives would be kept 4,096 times)."""
+    cut = len(source) > 4 * MAX_RULE_TEXT  # not split whole: a 6 MB rule would be copied per rule
+    text = " ".join((source[:4 * MAX_RULE_TEXT] if cut else source).split())
+    if cut or len(text) > MAX_RULE_TEXT:
+        text = text[:MAX_RULE_TEXT - 1] + "…"
+    return text
 
 
 _NEGATED_COMPARISON = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">", "match": "!match",
@@ -352,7 +385,7 @@ def _check(p: _Parser) -> Program:
                            p.branch_type).check() for rule in p.rules]
     p.rules = project(p.rules, decls)  # independent parts of bodies: existence checks of their own
     # Each rule's text written from its AST (component-qualified, one per alternative) and its stable name.
-    p.rules = [dataclasses.replace(r, text=rule_text(r), label=name)
+    p.rules = [dataclasses.replace(r, text=_rule_text(rule_text(r)), label=name)  # at most MAX_RULE_TEXT
                for r, name in zip(p.rules, rule_names(p.rules), strict=True)]
     strata = _stratify(p, err)
     return Program(path, decls, p.inputs, p.outputs, p.rules, p.facts, strata, input_params=p.input_params,

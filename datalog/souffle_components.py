@@ -19,6 +19,9 @@ import dataclasses
 from datalog.souffle_lexer import Token, tokenize
 
 MAX_EXPANSION = 1_000_000  # tokens instances may add (a component that instantiates itself never ends)
+# Instances one program may make: each costs about 0.2 ms to expand, and components that each instantiate
+# the one before twice make 2^depth of them (20 levels: 10^6 instances, minutes, before this bound).
+MAX_INSTANCES = 10_000
 
 
 @dataclasses.dataclass
@@ -82,12 +85,37 @@ class ComponentsMixin:
         self.expect("=", "'=' after the instance name")
         comp = self.ident("a component name")
         args = self.comp_args()
+        self.no_cycle(inst, comp)
+        instances = self.__dict__.get("instances", 0) + 1
+        self.instances = instances
+        if instances > MAX_INSTANCES:
+            raise self.error(inst, f"components make more than {MAX_INSTANCES:,} instances (the limit; here "
+                                   f"instance {inst.text} of {comp.text!r}): do components instantiate each "
+                                   "other many times over?")
         expansion = self.instance(inst.text, comp, args, depth=0)
         self.expanded += len(expansion)
         if self.expanded > MAX_EXPANSION:
             raise self.error(inst, f"components expand to more than {MAX_EXPANSION:,} tokens (does a "
                                    "component instantiate itself?)")
         self.toks[self.i:self.i] = expansion
+
+    def no_cycle(self, inst, comp) -> None:
+        """Refuses an instance of a component that an enclosing instance is already of (`.comp A { .init
+        a = A }`, or A and B instantiating each other): its expansion would never end."""
+        component_of = self.__dict__.setdefault("component_of", {})
+        component_of[inst.text] = comp.text
+        chain = [(inst.text, comp.text)]
+        scope = self.scopes.get(inst.text)
+        while scope is not None:
+            outer = scope[0]
+            chain.append((outer, component_of.get(outer, "?")))
+            scope = self.scopes.get(outer)
+        chain.reverse()
+        first = next((k for k, (_, c) in enumerate(chain[:-1]) if c == comp.text), None)
+        if first is not None:
+            shown = " -> ".join(c for _, c in chain[first:])
+            raise self.error(comp, f"component {comp.text!r} instantiates itself ({shown}: instance "
+                             f"{inst.text} inside {chain[first][0]}); its expansion would never end")
 
     def instance(self, inst: str, comp_tok, args: list[str], depth: int) -> list:
         statements = self.statements_of(comp_tok, args, depth)

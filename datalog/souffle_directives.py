@@ -8,7 +8,8 @@ ignored. An `eqrel` relation is closed under reflexivity, symmetry and transitiv
 it, by three rules added after the program's. I/O parameters of `.input`: `IO=file`, `filename` and
 `delimiter` are honoured; any other is refused by name. Those of `.output` and `.printsize` (`IO=stdout`,
 `headers=true`, `compress`, ...) say where Soufflé writes a relation, never which tuples it holds: any is
-accepted (`filename` is kept as the output's file name). What changes results and is not implemented (ADTs,
+accepted (`filename` is kept as the output's file name). Records are supported (in programs, not
+in facts files). What changes results and is not implemented (ADTs,
 choice domains, `.limitsize`) is refused where it is written.
 """
 
@@ -281,25 +282,113 @@ class DirectivesMixin:
         self.resolve_type = resolve  # for the checker: the type of a cast as(x, T)
 
 
+MAX_INCLUDE_DEPTH = 64  # files open through #include at once (gcc stops at 200; Python's stack first)
+# Tokens macro expansion may make, counted at every level of expansion, per character of the program's
+# files: an honest program expands each token a few times; `#define Ak (A(k-1)+A(k-1))` 21 levels deep
+# doubles it 21 times (2^21 tokens at the top, 1.2 GB and growing after 100 s before this bound).
+MACRO_TOKENS_PER_CHARACTER = 8
+MIN_MACRO_TOKENS = 1_000_000
+
+
 def preprocess(text: str, path: str | None) -> str:
     """`text` through the C preprocessor (pcpp) when it has a directive line (`#include`, `#define`...),
-    with `#line` markers that `datalog.souffle.tokenize` follows; else `text` unchanged."""
+    with `#line` markers that `datalog.souffle.tokenize` follows; else `text` unchanged.
+
+    `#error` in a branch that is taken stops with its message (as cpp stops); `#include` nests at most
+    MAX_INCLUDE_DEPTH files (a file including itself names the chain), and macro expansion may make at
+    most MACRO_TOKENS_PER_CHARACTER tokens per character of the files read (at least MIN_MACRO_TOKENS).
+    Like Soufflé's preprocessor, `#include` reads any path it names, relative to the including file.
+
+    Raises:
+        ProgramError: a preprocessor error, `#error`, or one of the limits above (naming it).
+    """
     if not re.search(r"^[ \t]*#", text, re.MULTILINE):
         return text
     import io
 
     from pcpp import Preprocessor
 
+    from fastlbp.core.errors import read_text
+
     class _Pre(Preprocessor):
+        def __init__(self):
+            super().__init__()
+            self.chain: list[str] = []  # the files being read, outermost first (absolute paths)
+            self.shown: list[str] = []  # the same as written
+            self.budget = MIN_MACRO_TOKENS
+            self.made = 0
+            self.level = 0  # expand_macros calls open (it calls itself for arguments and bodies)
+            self.where = None
+
         def on_error(self, file, line, msg):
             raise ProgramError(file, line, None, f"preprocessor: {msg}")
+
+        def on_file_open(self, is_system_include, includepath):
+            # Read as every other input is (fastlbp.core.errors.read_text): at most 256 MiB from a pipe or
+            # a device (#include "/dev/zero" read without bound: a MemoryError), UTF-8, gzip allowed. A
+            # path that is not a file raises OSError: pcpp tries the next folder, then reports it.
+            if not os.path.isfile(includepath) and not os.path.exists(includepath):
+                raise FileNotFoundError(includepath)
+            if os.path.isdir(includepath):
+                raise IsADirectoryError(includepath)
+            return io.StringIO(read_text(includepath))
+
+        def on_directive_unknown(self, directive, toks, ifpassthru, precedingtoks):
+            if directive.value == "error":  # only reached in a branch that is taken
+                message = "".join(t.value for t in toks).strip()
+                raise ProgramError(directive.source, directive.lineno, None, f"#error {message}")
+            return super().on_directive_unknown(directive, toks, ifpassthru, precedingtoks)
+
+        def parsegen(self, input, source=None, abssource=None):
+            name = abssource or source or "<program>"
+            if len(self.chain) >= MAX_INCLUDE_DEPTH:
+                files, shown = self.chain + [name], self.shown + [source or name]
+                first = next((k for k, f in enumerate(files) if f in files[k + 1:]), None)
+                if first is None:  # 64 different files
+                    what, cycle = "nests too deeply", shown
+                else:  # the first file that comes again, to where it does: the cycle
+                    what, cycle = "includes itself", shown[first:files.index(files[first], first + 1) + 1]
+                shown = " -> ".join(cycle)
+                raise ProgramError(self.shown[-1], None, None,
+                                   f"#include {what}: {shown} (at most {MAX_INCLUDE_DEPTH} files deep; an "
+                                   "include guard, #ifndef X / #define X, stops a file including itself)")
+            self.chain.append(name)
+            self.shown.append(source or name)  # as the program or its #include wrote it
+            self.budget += MACRO_TOKENS_PER_CHARACTER * len(input)
+            try:
+                yield from super().parsegen(input, source, abssource)
+            finally:
+                self.chain.pop()
+                self.shown.pop()
+
+        def expand_macros(self, tokens, expanding_from=[]):  # noqa: B006  (pcpp's signature)
+            if not self.level:  # the program's own line being expanded (inner calls are macro bodies)
+                self.where = next((t for t in tokens if t.value in self.macros), None)
+            self.level += 1
+            try:
+                out = super().expand_macros(tokens, expanding_from)
+            finally:
+                self.level -= 1
+            self.made += len(out)
+            if self.made > self.budget:
+                where = self.where
+                raise ProgramError(getattr(where, "source", None) or path, getattr(where, "lineno", None),
+                                   None,
+                                   f"macro expansion made more than {self.budget:,} tokens (the limit: "
+                                   f"{MACRO_TOKENS_PER_CHARACTER} per character of the program's files, at "
+                                   f"least {MIN_MACRO_TOKENS:,}); does a macro double itself, as "
+                                   "#define A2 (A1+A1) does?")
+            return out
 
     pre = _Pre()
     pre.line_directive = "#line"
     pre.compress = 0
     if path:
         pre.add_path(os.path.dirname(os.path.abspath(path)))
-    pre.parse(text, path or "<program>")
     out = io.StringIO()
-    pre.write(out)
+    try:
+        pre.parse(text, path or "<program>")
+        pre.write(out)
+    except RecursionError:
+        raise ProgramError(path, None, None, "preprocessor: macros or conditions nest too deeply") from None
     return out.getvalue()

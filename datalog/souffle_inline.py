@@ -110,9 +110,12 @@ def unfold(rules: list[Rule], facts: list, relations: set[str]) -> tuple[list[Ru
         for _ in range(64):  # an inline relation's rules may use another inline relation
             if not any(isinstance(x, Atom) and x.relation in relations for b in bodies for x in b):
                 break
-            bodies = [nb for b in bodies for nb in _unfold_first(b, definitions, relations, counter)]
-            if len(bodies) > MAX_UNFOLDED:
-                return rules, facts  # too many: compute the relations instead
+            unfolded: list[list] = []
+            for b in bodies:  # stopped as soon as there are too many (not after the whole product)
+                unfolded.extend(_unfold_first(b, definitions, relations, counter))
+                if len(unfolded) > MAX_UNFOLDED:
+                    return rules, facts  # too many: compute the relations instead
+            bodies = unfolded
         out.extend(dataclasses.replace(rule, body=tuple(b)) for b in bodies)
     return ([dataclasses.replace(r, index=k) for k, r in enumerate(out)],
             [f for f in facts if f.atom.relation not in relations])

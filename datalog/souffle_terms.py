@@ -30,7 +30,11 @@ COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 # Binary operators by binding strength (loosest first); each level is left-associative but '^'.
 _LEVELS = (("lor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"), ("+", "-"),
            ("*", "/", "%"), ("^",))
+_OP_LEVEL = {op: level for level, ops in enumerate(_LEVELS) for op in ops}
 _UNARY = {"-": "neg", "bnot": "bnot", "lnot": "lnot"}
+# How deep an expression may nest (parentheses, functors, unary operators) and how deep its tree may be
+# (a chain of binary operators is as deep as it is long): the checks and the translation recurse on terms.
+MAX_EXPRESSION_DEPTH = 100
 # functor name -> (least, most arguments)
 FUNCTORS = {"min": (2, 99), "max": (2, 99), "cat": (1, 99), "strlen": (1, 1), "substr": (3, 3),
             "ord": (1, 1), "to_number": (1, 1), "to_string": (1, 1), "range": (2, 3), "to_float": (1, 1),
@@ -83,27 +87,68 @@ class TermsMixin:
         return Comparison(op.text, left, right, op.pos)
 
     def term(self, level: int = 0):
-        if level == len(_LEVELS):
-            return self.unary()
-        left = self.term(level + 1)
-        ops = _LEVELS[level]
-        while self.tok.kind in ("punct", "ident") and self.tok.text in ops:
+        """A term whose operators bind at least as tightly as `_LEVELS[level]` (precedence climbing: the
+        stack grows with the nesting of parentheses and functors, not with the number of operators)."""
+        self._nest(1)
+        try:
+            return self._climb(self.unary(), level)
+        finally:
+            self._nest(-1)
+
+    def _level(self) -> int | None:
+        t = self.tok
+        return _OP_LEVEL.get(t.text) if t.kind in ("punct", "ident") else None
+
+    def _climb(self, left, least: int):
+        while True:
+            level = self._level()
+            if level is None or level < least:
+                return left
             op = self.tok
             self.i += 1
-            right = self.term(level if op.text == "^" else level + 1)  # '^' associates to the right
-            left = Functor(op.text, (left, right), op.pos)
-        return left
+            right = self.unary()
+            while True:  # operators binding tighter than op (or '^' again: right-associative) take right
+                nxt = self._level()
+                if nxt is None or not (nxt > level or (nxt == level and self.tok.text == "^")):
+                    break
+                right = self._climb(right, nxt)
+            left = self._made(Functor(op.text, (left, right), op.pos))
+
+    def _nest(self, step: int) -> None:
+        """Counts nested sub-expressions (parentheses, functor arguments, unary operators): each takes a
+        few frames of Python's stack, so past MAX_EXPRESSION_DEPTH it is an error, not a RecursionError."""
+        depth = self.__dict__.get("_nesting", 0) + step
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise self.error(self.tok, f"the expression nests more than {MAX_EXPRESSION_DEPTH} deep "
+                                       "(parentheses, functor arguments, unary operators)")
+        self._nesting = depth
+
+    def _made(self, term):
+        """`term` (a Functor or Record), its depth recorded: the checks and the translation walk terms
+        recursively, so a term deeper than MAX_EXPRESSION_DEPTH (a sum of 500 terms) is an error."""
+        depths = self.__dict__.setdefault("_depths", {})
+        args = term.args or ()
+        depth = 1 + max((depths[id(a)][1] for a in args if id(a) in depths), default=0)
+        depths[id(term)] = (term, depth)  # the term kept: its id is not reused while recorded
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise self.error_at(term.pos, f"the expression is more than {MAX_EXPRESSION_DEPTH} operators "
+                                "deep (a long sum or chain of operators: split it over several rules)")
+        return term
 
     def unary(self):
         t = self.tok
         if (t.kind == "punct" and t.text == "-") or (t.kind == "ident" and t.text in ("bnot", "lnot")):
             self.i += 1
-            arg = self.unary()
+            self._nest(1)
+            try:
+                arg = self.unary()
+            finally:
+                self._nest(-1)
             if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, int) and arg.kind is None:
                 return Const(self.number(-arg.value, t), t.pos)
             if t.text == "-" and isinstance(arg, Const) and isinstance(arg.value, float):
                 return Const(-arg.value, t.pos, FLOAT)
-            return Functor(_UNARY[t.text], (arg,), t.pos)
+            return self._made(Functor(_UNARY[t.text], (arg,), t.pos))
         return self.primary()
 
     def primary(self):
@@ -124,7 +169,7 @@ class TermsMixin:
                     while self.accept(","):
                         args.append(self.term())
                     self.expect(")", "',' or ')' closing the ADT value")
-            return Record(tuple(args), t.pos, t.text[1:])
+            return self._made(Record(tuple(args), t.pos, t.text[1:]))
         if t.kind == "float":
             self.i += 1
             return Const(f32(t.value), t.pos, FLOAT)
@@ -142,7 +187,7 @@ class TermsMixin:
             while self.accept(","):
                 args.append(self.term())
             self.expect("]", "',' or ']' closing the record")
-            return Record(tuple(args), t.pos)
+            return self._made(Record(tuple(args), t.pos))
         if t.kind != "ident":
             raise self.expected("a variable, a constant, '_' or an expression")
         if t.text in AGGREGATES and (self._is(":", 1) or (t.text != "count" and not self._is("(", 1))
@@ -165,7 +210,7 @@ class TermsMixin:
             if not least <= len(args) <= most:
                 raise self.error(t, f"functor {t.text} takes {least}{'' if least == most else ' or more'} "
                                     f"argument{'s' if least > 1 else ''}, got {len(args)}")
-            return Functor(t.text, tuple(args), t.pos)
+            return self._made(Functor(t.text, tuple(args), t.pos))
         if t.text == "_":
             return Wildcard(t.pos)
         if t.text == "nil":
@@ -181,7 +226,7 @@ class TermsMixin:
         self.expect(",", "',' and a type after the value of as(...)")
         ty = self.ident("a type name (as(x, T))")
         self.expect(")", "')' closing as(...)")
-        return Functor("as", (value,), t.pos, ty.text)
+        return self._made(Functor("as", (value,), t.pos, ty.text))
 
     def _colon_after_parenthesis(self) -> bool:
         """`max (a / b) : ...`: the parenthesis after the aggregate's name closes before a ':'."""

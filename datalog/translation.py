@@ -112,6 +112,10 @@ class _Translator:
             typed = self.typed_functor(t, args)
             if typed is not None:
                 return typed
+            if t.op in ("/", "%") and not (isinstance(t.args[1], souffle.Const) and t.args[1].value != -1):
+                # clingo's own `/` and `\\` trap on INT_MIN / -1 (SIGFPE, the grounding process dies);
+                # Soufflé's wrap around. A constant divisor other than -1 cannot overflow: clingo's then.
+                return f"@{'div' if t.op == '/' else 'mod'}({args[0]},{args[1]})"
             if t.op in _NATIVE:
                 return f"({args[0]}{_NATIVE[t.op]}{args[1]})"
             if t.op == "neg":

@@ -109,3 +109,26 @@ def test_confidence_must_mean_something():
     old, new = pair()
     with pytest.raises(ValueError, match=r"\(0.5, 1\)"):
         carry_labels(old, {}, new, confidence=0.5)
+
+
+def test_labels_of_two_old_tuples_on_one_new_tuple_are_merged_or_refused():
+    """Issue 41, item 4: two old tuples matched onto one new tuple kept only one label (a true one lost)
+    while the summary said "2 softened"."""
+    old, new = pair()
+    both = read_match_text("c(1)\tb(1)\nd(1)\tb(1)\n")
+    _, m = carry_labels(old, {"c(1)": True, "d(1)": True}, new, match=both)
+    assert {new.var_names[v]: p for v, p in m.soft.items()} == {"b(1)": 0.9}
+    assert m.softened == ["c(1)", "d(1)"] and m.merged == [("b(1)", ["c(1)", "d(1)"])]
+    assert m.summary() == ("labels from the old graph: 0 carried, 2 softened (P = 0.9), 0 dropped "
+                           "(2 equal labels merged onto 1 tuple(s) of the new graph)")
+    with pytest.raises(InputError, match=r"'c\(1\)' \(false\), 'd\(1\)' \(true\) all become the new "
+                                         r"graph's tuple 'b\(1\)', and they contradict") as err:
+        carry_labels(old, {"c(1)": False, "d(1)": True}, new, match=both, source="m.txt")
+    assert str(err.value).startswith("m.txt: ")
+    # A label on the new tuple's own old name counts as one of them.
+    with pytest.raises(InputError, match="contradict"):
+        carry_labels(old, {"b(1)": False, "c(1)": True}, new, match=read_match_text("c(1)\tb(1)\n"))
+    # Two false labels: one soft false (mapped onto a(1), c(1)'s clause makes a(1)'s derivations differ).
+    _, m = carry_labels(old, {"a(1)": False, "c(1)": False}, new, match=read_match_text("c(1)\ta(1)\n"))
+    assert {new.var_names[v]: p for v, p in m.soft.items()} == {"a(1)": pytest.approx(0.1)} and not m.labels
+    assert m.softened == ["a(1)", "c(1)"] and m.merged == [("a(1)", ["a(1)", "c(1)"])]

@@ -329,8 +329,8 @@ def test_h_is_help_and_flags_show_no_bool_metavar():
 
 
 def test_commands_listed_in_order_of_use():
-    order = ["rank", "triage", "simulate", "marginals", "check", "learn", "ground", "info", "schedule",
-             "convert"]
+    order = ["rank", "triage", "simulate", "marginals", "check", "learn", "ground", "rules", "info",
+             "schedule", "convert"]
     listed = _listed_commands()
     assert [c for c in order if c in listed] == listed
     panel = invoke("--help").stdout.split("Commands", 1)[1]

@@ -137,6 +137,13 @@ def test_labels_from_an_old_version(tmp_path, probabilities):
                  "--match", match)
     assert "2 carried, 1 softened (P = 0.9), 0 dropped" in res.stderr
     assert invoke("rank", path, "--match", match).exit_code == 2
+    # Two old tuples onto one new one (issue 41, item 4): race(1,2) false and race(6,5) true contradict.
+    match.write_text("race(6,5)\trace(6,1)\nrace(1,2)\trace(6,1)\n")
+    res = invoke("rank", path, "-f", "json", "-q", "--labels-from", old, "--old-labels", labels,
+                 "--match", match)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: {match}: the old labels 'race(1,2)' (false), 'race(6,5)' (true) "
+                                 "all become"), res.output
 
 
 def test_soft_labels_in_marginals_and_simulate(tmp_path):
@@ -179,3 +186,34 @@ def test_soft_labels_keep_the_graphs_own_labels(tmp_path):
             assert out["marginals"]["race(1,2)"] == 1.0
         else:
             assert [x["alarm"] for x in out["labelled"]] == ["race(1,2)"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"runs": [{"results": [{"partialFingerprints": [1, 2], "properties": {"alarm": "race(9,9)"}}]}]}',
+    '{"runs": [{"results": [{"properties": [1]}]}]}',
+    '{"runs": [{"results": [{"ruleId": {"a": 1}, "properties": {"alarm": "race(9,9)"}}]}]}',
+    '{"runs": [' + "[" * 100_000 + "]" * 100_000 + "]}",
+])
+def test_a_malformed_baseline_is_a_clean_error(tmp_path, text):
+    """Issue 41, item 14: AttributeError, TypeError, RecursionError tracebacks (exit 1) before."""
+    base = tmp_path / "b.sarif"
+    base.write_text(text)
+    res = invoke("rank", RACE, "-f", "sarif", "--baseline", base)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: {base}: ") and "Traceback" not in res.output
+
+
+def test_a_baseline_with_a_byte_order_mark_is_accepted(tmp_path):
+    _, old = sarif_of(RACE)
+    base = tmp_path / "bom.sarif"
+    base.write_bytes(b"\xef\xbb\xbf" + json.dumps(old).encode())
+    res, now = sarif_of(RACE, "--baseline", base)
+    assert {r["baselineState"] for r in now["runs"][0]["results"]} == {"unchanged"}
+
+
+def test_source_root_must_be_a_folder(tmp_path):
+    """Issue 41: a missing folder or a file was taken, every location then reported missing or wrong."""
+    for root, words in ((tmp_path / "missing", "no such file or directory"), (RACE, "is not a folder")):
+        res = invoke("rank", RACE, "-f", "sarif", "--source-root", root)
+        assert res.exit_code == 2 and res.stderr.startswith(f"error: {root}: {words}"), res.output
+        assert "Traceback" not in res.output

@@ -118,6 +118,26 @@ def error(path) -> str:
     (lambda a: a.update({"tuples.offsets": a["tuples.offsets"][::-1].copy()}), "tuples.offsets: offsets"),
     (lambda a: a["body_offsets"].__setitem__(1, 10**6), "body_offsets: not offsets"),
     (lambda a: a.update(annotations=np.frombuffer(b"{", np.uint8)), "annotations: not JSON"),
+    # Offsets arrays are tied to the counts they index (issue 41, item 15): each was an IndexError or
+    # a ValueError of zip(strict=True).
+    (lambda a: a.update({"tuples.offsets": np.zeros(0, np.int64)}), "tuples.offsets: length 0, expected at "
+     "least 1"),
+    (lambda a: a.update(body_offsets=np.concatenate([a["body_offsets"], [a["body_offsets"][-1]] * 3])),
+     "body_offsets: length"),
+    (lambda a: a.update({"rules.probability": a["rules.probability"][:-1]}), "rules.probability: length"),
+    (lambda a: a.update({"rules.text.offsets": a["rules.text.offsets"][:-1]}), "rules.text.offsets: length"),
+    (lambda a: a.update(annotations=np.frombuffer(b"[" * 100_000 + b"]" * 100_000, np.uint8)),
+     "annotations: not JSON text: invalid JSON: arrays or objects nested too deeply"),
+    (lambda a: a.update(annotations=np.frombuffer(b'{"relations": {}, "relations": {"r": {}}}', np.uint8)),
+     "key 'relations' appears twice"),  # found by benchmarks/reliability_frontend.py: the last one won
+    # A tuple labelled (or given a prior) twice is refused, as derivation.json refuses a repeated key
+    # (issue 41, item 5: the last value won silently).
+    (lambda a: a.update({"labels.keys": np.array([0, 0]), "labels.values": np.array([True, False])}),
+     "labels.keys: tuple 't(0)' is given twice (labels.keys[0] and [1])"),
+    (lambda a: a.update({"truth.keys": np.array([1, 1]), "truth.values": np.array([True, True])}),
+     "truth.keys: tuple 't(1)' is given twice"),
+    (lambda a: a.update({"priors.keys": np.array([1, 1]), "priors.values": np.array([0.5, 0.5])}),
+     "priors.keys: tuple 't(1)' is given twice"),
 ])
 def test_malformed_arrays_name_the_array(tmp_path, change, message):
     dg = random_derivation(11, max_tuples=7, max_clauses=9)
@@ -125,6 +145,40 @@ def test_malformed_arrays_name_the_array(tmp_path, change, message):
     arrays = arrays_of(dg)
     change(arrays)
     assert message in error(write(tmp_path / "g.npz", arrays))
+
+
+def npy_member(header: dict, data: bytes) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, header)
+    return buf.getvalue() + data
+
+
+@pytest.mark.parametrize("member, data, message", [
+    ("extra", b"raw bytes", "member 'extra' is not a .npy array"),  # np.load returned bytes: AttributeError
+    ("body.npy", npy_member({"descr": "<i4", "fortran_order": False, "shape": (10**13,)}, b"\0" * 16),
+     "body: its header declares shape (10000000000000,) of int32 (40,000,000,000,000 bytes), but the member "
+     "holds 16 bytes"),  # a MemoryError before
+    ("body.npy", npy_member({"descr": "|O", "fortran_order": False, "shape": (1,)}, b"\0" * 8),
+     "holds Python objects"),
+])
+def test_members_are_checked_before_they_are_read(tmp_path, member, data, message):
+    dg = random_derivation(11, max_tuples=7, max_clauses=9)
+    arrays = arrays_of(dg)
+    if member == "body.npy":
+        arrays.pop("body")
+    path = write(tmp_path / "g.npz", arrays)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr(member, data)
+    assert message in error(path)
+
+
+def test_a_zip_version_zipfile_does_not_read_is_a_clean_error(tmp_path):
+    path = write(tmp_path / "g.npz", arrays_of(random_derivation(3)))
+    data = bytearray(path.read_bytes())
+    central = data.index(b"PK\x01\x02")  # the central directory's first entry: "version needed" at +6
+    data[central + 6] = 210  # zip version 21.0: NotImplementedError from zipfile (a traceback before)
+    path.write_bytes(bytes(data))
+    assert "not a derivation.npz file" in error(path)
 
 
 def test_duplicate_tuple_names_and_not_an_archive(tmp_path):

@@ -97,7 +97,7 @@ def test_rk_still_names_rule_k_and_two_names_of_one_rule_must_agree(tmp_path):
 
 
 def test_a_grounded_graph_takes_rk_by_position_and_names_by_name(tmp_path):
-    from fastlbp.io.rule_probs import apply_rule_probs
+    from datalog.rule_probs import apply_rule_probs
 
     out = tmp_path / "g.json"
     dg = grounding.ground(souffle.parse(TC, "p.dl")).graph

@@ -601,3 +601,46 @@ def test_a_sampled_e_step_is_a_deterministic_map_that_converges_within_its_noise
     used = first.clauses > 0
     # The sampled fixed point is exact EM's within the sampler's error (EM amplifies it where it crawls).
     assert np.all(np.abs(first.probability - exact.probability)[used] <= 0.02 + 10 * first.noise[used])
+
+
+# Priors: per-rule files, strengths that never give NaN (issue 41, smaller items) ---------------------------
+
+def test_cli_learn_per_rule_priors_and_strength_limits(tmp_path):
+    from typer.testing import CliRunner
+
+    from datalog.rule_probs import read_rule_probs
+    from fastlbp.cli import get_app
+
+    paths = _write_family(tmp_path, [0.4, 0.9, 0.6], 2)
+    app = get_app()
+    out = tmp_path / "learned.txt"
+    priors = tmp_path / "priors.txt"
+    priors.write_text("# R0 held at 0.2 by 1e9 pseudo-counts; R1 centred on 0.5\nR0: 0.2 1e9\nR1: 0.5\n")
+    base = ["learn", *paths, "--method", "exact", "--quiet", "--no-cache", "--em-iters", "5"]
+    res = CliRunner().invoke(app, [*base, "--prior", str(priors), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert read_rule_probs(out)["R0"] == pytest.approx(0.2, abs=1e-6)
+    assert "per-rule priors of 2 rule(s) from --prior" in out.read_text()
+    for text, words in (("R0: 0.2 0\n", "prior strength of rule R0"), ("R0: 2\n", "prior of rule R0"),
+                        ("R0: 0.2 1 2\n", "malformed line"), ("R9: 0.2\n", "'R9' is in none of the graphs"),
+                        ("R0: 0.2\nR0: 0.3\n", "line 1"), ("R0: 0.2 nan\n", "prior strength of rule R0")):
+        priors.write_text(text)
+        res = CliRunner().invoke(app, [*base, "--prior", str(priors)])
+        assert res.exit_code == 2 and words in res.output, (text, res.output)
+        assert "Traceback" not in res.output
+    # --prior-strength 1e308 printed "95% interval [nan, nan]": refused past 1e12; at 1e12 numbers.
+    res = CliRunner().invoke(app, [*base, "--prior-strength", "1e308"])
+    assert res.exit_code == 2 and "at most 1e+12" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, [*base, "--prior-strength", "1e12", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "nan" not in out.read_text().lower()
+
+
+def test_beta_quantiles_are_never_nan():
+    from fastlbp.inference.learn import _quantile
+
+    a = np.array([2.0, 9e307, np.inf, 1e20])
+    b = np.array([3.0, 1e307, 5.0, 3e20])
+    out = _quantile(0.025, a, b, np.array([0.1, 0.2, 0.3, 0.4]))
+    assert np.all(np.isfinite(out)) and np.all((0 <= out) & (out <= 1))
+    assert out[1] == pytest.approx(0.9) and out[2] == pytest.approx(0.3) and out[3] == pytest.approx(0.25)

@@ -350,14 +350,79 @@ def test_a_bingo_directory_with_a_dangling_link_is_still_cached(tmp_path):
     assert heard == HIT
 
 
-def test_an_unchanged_input_gives_the_same_stamp_and_a_touched_one_another(tmp_path):
-    path = tmp_path / "g.json"
-    path.write_bytes(_graph_bytes(tmp_path, 1))
-    first = model_cache.input_stamp(path)
-    assert first == model_cache.input_stamp(path)
-    os.utime(path, ns=(1, 1))
-    assert model_cache.input_stamp(path) != first
-    assert model_cache.input_stamp(tmp_path / "missing") is None
+def test_other_bytes_under_the_same_file_status_are_never_stored_under_the_key_hashed(tmp_path, monkeypatch):
+    """Issue 41, item 1: `mv` of a same-size copy can reuse the freed inode number within one tick of the
+    file system's clock, so size, inode and times match for other bytes. Old code hashed B, parsed A
+    (swapped in, then B back), found the same status and hash after loading, and stored A's model under
+    B's key: `fastlbp marginals` then served A's answers for B. The status is made equal here."""
+    a, b = _graph_bytes(tmp_path, 1), _graph_bytes(tmp_path, 2)
+    path, cache = tmp_path / "g.json", tmp_path / "cache"
+    path.write_bytes(b)
+    fresh_b = loading.load(path)
+    monkeypatch.setattr(model_cache, "input_stamp", lambda _path: ("the same status",), raising=False)
+    _swap_during_load(monkeypatch, path, a, _write_by_rename, back=b)
+    loading.load(path, cache_dir=cache)  # hashes B, parses A, finds B back
+    monkeypatch.undo()
+    assert entries(cache) == []
+    same(fresh_b, loading.load(path, cache_dir=cache))  # old code: A's model, from the cache
+    heard = Events()
+    same(fresh_b, loading.load(path, cache_dir=cache, progress=heard))
+    assert heard == HIT
+
+
+@pytest.mark.parametrize("fmt", ["json", "json.gz", "npz", "causal_fg", "bingo"])
+def test_what_each_format_reads_is_what_its_key_hashed(tmp_path, fmt):
+    """Every loader reads through `recorded_reads`, so each format is still stored (and then hit)."""
+    dg = synthetic.layered(num_inputs=5, layers=2, width=4, seed=4)
+    path = tmp_path / ("b" if fmt == "bingo" else f"g.{fmt}")
+    if fmt == "bingo":
+        formats.save_bingo(dg, path)
+        (path / "notes.txt").write_text("not read by the loader, not part of the key\n")
+    elif fmt == "npz":
+        from datalog import npz
+
+        npz.save(dg, path)
+    elif fmt == "causal_fg":
+        causal_fg.save(formats.model_from_derivation(dg), path)
+    else:
+        formats.save_json(dg, path)
+    fresh, first, second, heard = load_twice(path, cache=tmp_path / "cache")
+    same(fresh, second)
+    assert heard == HIT
+    if fmt == "bingo":
+        (path / "notes.txt").write_text("changed\n")
+        heard = Events()
+        same(fresh, loading.load(path, cache_dir=tmp_path / "cache", progress=heard))
+        assert heard == HIT
+
+
+def test_a_read_outside_the_input_or_of_a_pipe_or_one_file_short_is_not_stored():
+    key = model_cache.Key("s" * 64, "c" * 64, "", (("", "h1"),))
+    assert key.matches_reads("g.json", [(Path("g.json"), "h1")])
+    assert key.matches_reads("./g.json", [(Path("g.json"), "h1"), (Path("g.json"), "h1")])
+    assert not key.matches_reads("g.json", [])
+    assert not key.matches_reads("g.json", [(Path("g.json"), "h2")])
+    assert not key.matches_reads("g.json", [(Path("g.json"), "h1"), (Path("g.json"), "h2")])
+    assert not key.matches_reads("g.json", [(Path("g.json"), None)])
+    assert not key.matches_reads("g.json", [(Path("g.json"), "h1"), (Path("other.json"), "h1")])
+    d = model_cache.Key("s" * 64, "c" * 64, "", (("a.txt", "h1"), ("b.txt", None), ("c.txt", "h3")))
+    assert d.matches_reads("d", [(Path("d/a.txt"), "h1"), (Path("d/c.txt"), "h3")])
+    assert not d.matches_reads("d", [(Path("d/a.txt"), "h1")])  # c.txt hashed but not read
+    assert not d.matches_reads("d", [(Path("d/a.txt"), "h1"), (Path("d/c.txt"), "h3"),
+                                     (Path("d/b.txt"), "h")])
+
+
+@pytest.mark.slow
+def test_the_cli_race_loop_serves_no_model_of_other_bytes(tmp_path):
+    """Issue 41's loop, 20 rounds: `mv` of same-size copies A, B over g.json while `fastlbp info` runs,
+    then `fastlbp marginals` with A or B in place must answer as --no-cache does."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import reliability_cache_race
+
+    result = reliability_cache_race.run(rounds=20, workdir=tmp_path)
+    assert result["wrong"] == 0 and result["rounds"] == 20
 
 
 # Entries that must not be trusted (issue 29, item 2) -----------------------------------------------

@@ -152,13 +152,14 @@ def test_no_compile_across_a_thousand_labels():
     assert sampler.compiles == 1
 
 
-def test_program_equals_its_steps_on_a_chain():
-    """A chain of 300 levels (each tuple one clause on the one before): two shapes (the root, the
-    rest) whatever the depth, one step per level, and each row the AND of the row above and its coin."""
+@pytest.mark.parametrize("n", [300, sampling_program.UNROLL_STEPS + 50])
+def test_program_equals_its_steps_on_a_chain(n):
+    """A chain of n levels (each tuple one clause on the one before): two shapes (the root, the rest)
+    whatever the depth, one step per level, and each row the AND of the row above and its coin, with
+    the steps as straight-line code (300) and in the loop (past UNROLL_STEPS)."""
     import jax
     import jax.numpy as jnp
 
-    n = 300
     factors = [Factor(AND, 0, (), 0.9, 0.0)] + [Factor(AND, v, (v - 1,), 0.999, 0.0) for v in range(1, n)]
     graph = from_factors(factors, n)
     sampler = Sampler(graph, host=False)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,14 @@ from fastlbp.inference import ranking
 from fastlbp.inference.explain import explain, explain_name
 from fastlbp.io import sarif
 from fastlbp.io.loading import load
-from fastlbp.io.sarif_ci import FINGERPRINT_KEY, fingerprint, read_baseline, shown_path
+from fastlbp.io.sarif_ci import (
+    FINGERPRINT_KEY,
+    LEGACY_KEY,
+    fingerprint,
+    legacy_fingerprint,
+    read_baseline,
+    shown_path,
+)
 
 
 def race_doc(tmp_path, change=None, name="race.json", **kw):
@@ -45,7 +53,8 @@ def test_fingerprints_are_stable_across_runs_and_rule_probabilities(tmp_path):
     # The change moved the ranking (the fingerprint does not follow rank or probability).
     before = [x["properties"]["alarm"] for x in a["runs"][0]["results"]]
     assert [x["properties"]["alarm"] for x in c["runs"][0]["results"]] != before
-    assert fingerprint("race(1, 4)") == keys(a)["race(1,4)"]
+    assert fingerprint("race(1,4)") == keys(a)["race(1,4)"] == legacy_fingerprint("race(1, 4)")
+    assert fingerprint("race(1, 4)") != keys(a)["race(1,4)"]  # another name: another tuple
     assert "primaryLocationLineHash" not in json.dumps(a)  # GitHub's own key, computed by upload-sarif
 
 
@@ -148,3 +157,126 @@ def test_an_alarm_whose_derivations_hold_with_p_0_still_has_a_flow():
         steps = results[alarm]["codeFlows"][0]["threadFlows"][0]["locations"]
         names = [s["location"]["logicalLocations"][0]["name"] for s in steps]
         assert "unlocked(1)" in names and names[-1] == alarm
+
+
+# Fingerprints of names that differ in white space, old baselines (issue 41, item 3) ---------------------
+
+def test_alarms_that_differ_only_in_white_space_are_two_alarms(tmp_path):
+    """v1 removed white space: race(a b,4), a new alarm, took race(ab,4)'s fingerprint and was "updated"."""
+    assert fingerprint("race(a b,4)") != fingerprint("race(ab,4)")
+    assert legacy_fingerprint("race(a b,4)") == legacy_fingerprint("race(ab,4)")  # what v1 did
+
+    def old(doc):
+        text = json.dumps(doc).replace("race(1,4)", "race(ab,4)")
+        doc.clear()
+        doc.update(json.loads(text))
+
+    def new(doc):
+        old(doc)
+        text = json.dumps(doc).replace("race(1,2)", "race(a b,4)")
+        doc.clear()
+        doc.update(json.loads(text))
+
+    _, _, before = race_doc(tmp_path, old, "old.json")
+    base_path = tmp_path / "old.sarif"
+    base_path.write_text(sarif.dumps(before))
+    _, _, after = race_doc(tmp_path, new, "new.json", baseline=read_baseline(base_path))
+    states = {x["properties"]["alarm"]: x["baselineState"] for x in after["runs"][0]["results"]}
+    assert states["race(a b,4)"] == "new" and states["race(1,2)"] == "absent"
+    assert states["race(ab,4)"] == "unchanged"
+
+
+def test_a_baseline_of_v1_fingerprints_still_matches(tmp_path):
+    _, _, old = race_doc(tmp_path)
+    for res in old["runs"][0]["results"]:
+        alarm = res["properties"].pop("alarm")  # matched by the old key alone
+        res["partialFingerprints"] = {LEGACY_KEY: legacy_fingerprint(alarm)}
+    base_path = tmp_path / "v1.sarif"
+    base_path.write_text(json.dumps(old))
+    _, _, now = race_doc(tmp_path, baseline=read_baseline(base_path))
+    assert {x["baselineState"] for x in now["runs"][0]["results"]} == {"unchanged"}
+
+
+# Malformed baselines (issue 41, items 13, 14, a byte order mark) ----------------------------------------
+
+def _with_result(change):
+    """A baseline of one result (race(9,9), which the race example lacks: absent) after `change(result)`."""
+    res = {"ruleId": "race", "level": "warning", "message": {"text": "race(9,9)"},
+           "locations": [{"physicalLocation": {
+               "artifactLocation": {"uri": "src/a.c", "uriBaseId": "%SRCROOT%"},
+               "region": {"startLine": 3, "startColumn": 2}}}],
+           "partialFingerprints": {FINGERPRINT_KEY: fingerprint("race(9,9)")},
+           "properties": {"alarm": "race(9,9)", "probability": 0.5}}
+    change(res)
+    return json.dumps({"version": "2.1.0", "runs": [{"results": [res]}]})
+
+
+def _set(key, value):
+    def change(res):
+        res[key] = value
+    return change
+
+
+MALFORMED = {
+    "fingerprints an array": (_with_result(_set("partialFingerprints", [1, 2])),
+                              "partialFingerprints is not an object"),
+    "properties an array": (_with_result(_set("properties", [1])), "properties is not an object"),
+    "ruleId an object": (_with_result(_set("ruleId", {"a": 1})), "ruleId is not a string"),
+    "level a number": (_with_result(_set("level", 3)), "level is not a string"),
+    "locations an object": (_with_result(_set("locations", {"a": 1})), "locations is not an array"),
+    "a location a number": (_with_result(_set("locations", [7])), "locations[0] is not an object"),
+    "results a number": ('{"runs": [{"results": 5}]}', "results is not an array"),
+    "results an object": ('{"runs": [{"results": {"a": 1}}]}', "results is not an array"),
+    "nested 100,000 deep": ('{"runs": [{"results": [' + "[" * 100_000 + "]" * 100_000 + "]}]}",
+                            "nested too deeply"),
+    "not UTF-8": ('{"runs": [{"results": []}], "x": "\udcff"}', "cannot read the baseline"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_baselines_are_input_errors(tmp_path, case):
+    text, message = MALFORMED[case]
+    path = tmp_path / "b.sarif"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(InputError, match=re.escape(message)) as err:
+        read_baseline(path)
+    assert str(err.value).startswith(f"{path}")
+
+
+def test_an_absent_result_keeps_only_valid_sarif(tmp_path):
+    """A baseline's region of startLine -3 was copied into the log, which then failed SARIF's schema."""
+    def change(res):
+        res["locations"][0]["physicalLocation"]["region"] = {"startLine": -3, "startColumn": 2,
+                                                             "endLine": 1.5}
+        res["locations"].append({"physicalLocation": {"artifactLocation": {"uri": 5}},
+                                 "message": {"text": 1}})
+        res["locations"].append({"logicalLocations": [{"name": "race(9,9)", "kind": 3}, "x"]})
+        res["message"] = {"text": ["not text"]}
+        res["partialFingerprints"]["other/v1"] = 7
+        res["properties"].update({"tags": "not an array", "nested": {"a": [1]}, "probability": float("nan")})
+    path = tmp_path / "b.sarif"
+    path.write_text(_with_result(change))
+    _, _, doc = race_doc(tmp_path, baseline=read_baseline(path))  # `check` validates against the schema
+    (absent,) = [x for x in doc["runs"][0]["results"] if x["baselineState"] == "absent"]
+    assert absent["locations"] == [
+        {"physicalLocation": {"artifactLocation": {"uri": "src/a.c", "uriBaseId": "%SRCROOT%"}}},
+        {"logicalLocations": [{"name": "race(9,9)"}]}]
+    assert absent["properties"] == {"alarm": "race(9,9)"}
+    assert absent["partialFingerprints"] == {FINGERPRINT_KEY: fingerprint("race(9,9)")}
+    assert absent["message"] == {"text": "race(9,9): no longer reported"}
+
+
+def test_a_baseline_with_a_byte_order_mark_is_read(tmp_path):
+    _, _, old = race_doc(tmp_path)
+    path = tmp_path / "bom.sarif"
+    path.write_bytes(b"\xef\xbb\xbf" + sarif.dumps(old).encode())
+    assert set(read_baseline(path)) == set(keys(old).values())
+
+
+def test_a_baseline_that_never_ends_is_read_under_the_limit():
+    """`rank --baseline /dev/zero` read 3 GB in 9 s; every other file option stops at 256 MiB."""
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero here")
+    with pytest.raises(InputError, match="cannot read the baseline: not a regular file, and its size "
+                                         "exceeds"):
+        read_baseline("/dev/zero")

@@ -169,3 +169,22 @@ def test_fresh_through_a_symlink_keeps_the_link(tmp_path):
     res = triage(graph, "--session", session, "--resume", input="stats\nq\n")
     assert res.exit_code == 0, res.output
     assert "labelled 2 (1 true, 1 false)" in res.stdout
+
+
+def test_a_session_with_a_trigger_is_refused(tmp_path):
+    """Issue 41, item 2: the trigger made triage say "accepted ... = true" while false was stored."""
+    graph, _ = write_demo(tmp_path)
+    session = made_session(tmp_path)
+    tamper(session, "CREATE TRIGGER flip AFTER INSERT ON events BEGIN "
+                    "UPDATE events SET truth = 1 - truth WHERE seq = new.seq; END")
+    before = session.read_bytes()
+    assert_clean_error(triage(graph, "--session", session, "--resume", input="t\nq\n"), session,
+                       "trigger 'flip'", "--recover")
+    assert session.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero here")
+def test_a_graph_that_never_ends_names_no_session():
+    """Issue 41's campaign: `triage /dev/zero` hashed the device forever to name its default session."""
+    res = triage("/dev/zero")
+    assert_clean_error(res, "/dev/zero", "not a regular file")

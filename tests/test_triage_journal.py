@@ -167,6 +167,26 @@ DAMAGE = {
     "settings not JSON": (lambda p: tamper(p, "UPDATE meta SET value = '{oops' WHERE key = 'settings'"),
                           "stored settings", True),
     "truncated": (truncate, "", False),
+    # Issue 41, item 2: what sqlite_master holds is checked whole, so nothing can change a write after it.
+    "a trigger flipping truths": (
+        lambda p: tamper(p, "CREATE TRIGGER flip AFTER INSERT ON events BEGIN "
+                            "UPDATE events SET truth = 1 - truth WHERE seq = new.seq; END"),
+        "trigger 'flip'", True),
+    "a trigger erasing labels": (
+        lambda p: tamper(p, "CREATE TRIGGER erase AFTER INSERT ON events BEGIN "
+                            "DELETE FROM events WHERE seq < new.seq; END"), "trigger 'erase'", True),
+    "a delete trigger": (
+        lambda p: tamper(p, "CREATE TRIGGER gone BEFORE DELETE ON events BEGIN DELETE FROM events; END"),
+        "trigger 'gone'", True),
+    "a view": (lambda p: tamper(p, "CREATE VIEW v AS SELECT * FROM events"), "view 'v'", True),
+    "an index": (lambda p: tamper(p, "CREATE INDEX i ON events (alarm)"), "index 'i'", True),
+    "another table": (lambda p: tamper(p, "CREATE TABLE notes (x)"), "table 'notes'", True),
+    "truth of another type": (
+        lambda p: tamper(p, "ALTER TABLE events RENAME TO old",
+                         "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
+                         "alarm TEXT, truth TEXT, at REAL NOT NULL)",
+                         "INSERT INTO events SELECT * FROM old", "DROP TABLE old"),
+        "table 'events' whose definition is not a triage journal's", True),
 }
 
 
@@ -281,3 +301,41 @@ def test_random_tampering_is_an_error_or_resumes_and_always_recovers(tmp_path):
         except InputError as err:  # only what no recovery can mend
             assert "newer fastlbp" in str(err) or "another graph" in str(err), err
     assert set(outcomes) == {"resumed", "refused"}
+
+
+# What is stored is what was accepted (issue 41, item 2) ----------------------------------------------
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TRIGGER flip AFTER INSERT ON events BEGIN UPDATE events SET truth = 1 - truth "
+    "WHERE seq = new.seq; END",
+    "CREATE TRIGGER erase AFTER INSERT ON events BEGIN DELETE FROM events WHERE seq < new.seq; END",
+    "CREATE TRIGGER more AFTER DELETE ON events BEGIN DELETE FROM events; END",
+])
+def test_a_write_the_file_does_not_store_as_written_is_rolled_back_and_refused(tmp_path, sql):
+    """A trigger made while the session is open (past the check on opening): each write reads back what
+    it stored in the same transaction, and commits only if it is what was written."""
+    j = Journal.create(tmp_path / "j.db", {"version": "1"})
+    first = j.append("label", "race(1)", True)
+    tamper(tmp_path / "j.db", sql)
+    before = j.conn.execute("SELECT * FROM events").fetchall()
+    with pytest.raises(InputError, match="did not store what was written"):
+        if "DELETE ON" in sql:
+            j.delete(first)
+        else:
+            j.append("label", "race(2)", True)
+    assert j.conn.execute("SELECT * FROM events").fetchall() == before
+    j.close()
+
+
+def test_labels_are_refused_when_the_session_file_changes_them(tmp_path):
+    path = tmp_path / "s.db"
+    t = Triage.open(demo_model(), path, settings=FAST)
+    assert t.label(True).accepted
+    tamper(path, "CREATE TRIGGER flip AFTER INSERT ON events BEGIN "
+                 "UPDATE events SET truth = 1 - truth WHERE seq = new.seq; END")
+    out = t.label(True)
+    assert not out.accepted and "did not store what was written" in out.message
+    assert len(t.labels) == 1
+    t.close()
+    rows = sqlite3.connect(path).execute("SELECT kind, truth FROM events").fetchall()
+    assert rows == [("label", 1)]

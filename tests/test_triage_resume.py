@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from triage_support import FAST, FailingConnection, demo_model, tamper
 
+from fastlbp.core.errors import InputError
 from fastlbp.inference.session import Session
 from fastlbp.triage import Triage
 from fastlbp.triage.evidence import Learning
@@ -148,7 +149,6 @@ def test_a_journal_without_a_snapshot_replays_every_round(tmp_path, rounds):
     "UPDATE snapshot SET state = '{\"format\": 1}'",
     "UPDATE snapshot SET seq = seq + 1",
     "UPDATE snapshot SET learned = x'00'",
-    ("DROP TABLE snapshot", "CREATE TABLE snapshot (x)", "INSERT INTO snapshot VALUES (1)"),
 ])
 def test_a_snapshot_that_does_not_fit_its_journal_is_not_used(tmp_path, rounds, edit):
     t = long_session(tmp_path / "s.db", LBP, labels=6)
@@ -164,6 +164,19 @@ def test_a_snapshot_that_does_not_fit_its_journal_is_not_used(tmp_path, rounds, 
     full = Triage.open(model(), tmp_path / "s.db", resume=True, settings=LBP)
     assert state(full)[:-1] == after
     full.close()
+
+
+def test_a_snapshot_table_of_another_definition_is_damage(tmp_path):
+    t = long_session(tmp_path / "s.db", LBP, labels=3)
+    labels = dict(t.labels)
+    t.close()
+    tamper(tmp_path / "s.db", "DROP TABLE snapshot", "CREATE TABLE snapshot (x)",
+           "INSERT INTO snapshot VALUES (1)")
+    with pytest.raises(InputError, match="table 'snapshot' whose definition is not a triage journal's"):
+        Triage.open(model(), tmp_path / "s.db", resume=True, settings=LBP)
+    r = Triage.open(model(), tmp_path / "s.db", recover=True, settings=LBP)  # the events are kept
+    assert r.labels == labels
+    r.close()
 
 
 def test_a_snapshot_holds_no_label(tmp_path):

@@ -152,7 +152,7 @@ def gather(model: Model, *, labels: Path | None = None, replace: bool = False,
         before = model
         model, carried = carry_labels(old, read_old(old, old_labels), model,
                                       match=read_match(match) if match is not None else None,
-                                      confidence=confidence)
+                                      confidence=confidence, source=str(match or old_labels or labels_from))
         if model is not before:
             known = {model.index[before.var_names[v]]: t for v, t in known.items()}
         # A label given for this version (--labels, the graph's own) wins over a carried one.

@@ -46,9 +46,10 @@ def ground(
     priors: PriorsOpt = None,
     locations: LocationsOpt = None,
     max_rule_instances: Annotated[int | None, typer.Option(
-        "--max-rule-instances", metavar="N", min=0, show_default="the machine's memory / 400 bytes",
+        "--max-rule-instances", metavar="N", min=0, show_default="usable memory / 400 bytes",
         help="Stop grounding past N rule instances (each takes about 400 bytes of memory on its way to "
-             "the graph) with an error naming the rule that explodes; 0: no limit.")] = None,
+             "the graph) with an error naming the rule that explodes; 0: no limit. The default follows the "
+             "least of the machine's memory, ulimit -v and the cgroup's memory limit.")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Ground a Datalog program over its facts: every rule instance of its least model, as a graph.

@@ -45,7 +45,12 @@ def learn(
         "--prior-strength",
         help="Pseudo-counts of each rule's Beta prior, centred on its stated probability (the graph's, "
              "or --rule-prob's): a rule without support keeps it; n informative clauses move it about "
-             "n/(n+s) of the way.")] = 2.0,
+             "n/(n+s) of the way. At most 1e12.")] = 2.0,
+    prior: Annotated[Path | None, typer.Option(
+        "--prior", metavar="FILE",
+        help="Per-rule priors: lines 'Rk: p' (the centre, instead of the stated probability) or "
+             "'Rk: p s' (and s pseudo-counts, instead of --prior-strength); other rules keep "
+             "theirs.")] = None,
     *,
     inference: InferenceOptions,
     loading: LoadOptions,
@@ -72,15 +77,18 @@ def learn(
 
       fastlbp learn a.json b.json --rule-prob start.txt -o learned.txt   (prior centres)
 
+      fastlbp learn a.json --prior priors.txt -o learned.txt   ('R3: 0.2 50': R3's prior alone)
+
       fastlbp rank d.json --rule-prob rule-prob.txt
     """
-    from datalog.rule_probs import format_rule_probs
+    from datalog.rule_probs import format_rule_probs, read_priors
     from fastlbp.core.settings import Settings
     from fastlbp.inference.learn import Learner, LearnOptions, training_labels
     from fastlbp.io.loading import load_labels
 
     pairs = [split_graph_labels(g) for g in graphs]
-    output = output_target(output, *[p for pair in pairs for p in pair], loading.rule_prob)
+    output = output_target(output, *[p for pair in pairs for p in pair], loading.rule_prob, prior)
+    priors = read_priors(prior) if prior is not None else []
     settings = settings_of(loading, inference)
     models, labels = [], []
     progress = loading.progress()
@@ -96,11 +104,18 @@ def learn(
         models.append(model)
         labels.append(evidence)
     loading.finish(progress)
+    known = {r.name for m in models for r in m.meta["derivation"].rules} if all(
+        "derivation" in m.meta for m in models) else None
+    for ln, name, _, _ in priors:
+        if known is not None and name not in known:
+            raise InputError(str(prior), ln, f"rule {name!r} is in none of the graphs (a typo?)")
     # A sampled E-step draws its own number of worlds (`LearnOptions.e_step_samples`); --samples given
     # sets it instead.
     e_step = {} if settings.samples == Settings().samples else {"e_step_samples": settings.samples}
     options = LearnOptions(method=settings.method, max_iters=em_iters, tol=em_tol,
-                           prior_strength=prior_strength, settings=settings, **e_step)
+                           prior_strength=prior_strength, settings=settings, **e_step,
+                           prior={name: p for _, name, p, _ in priors},
+                           prior_strengths={name: s for _, name, _, s in priors if s is not None})
     result = Learner(models, labels, options).run()
     centre = "the stated probabilities" if loading.rule_prob is None else f"--rule-prob {loading.rule_prob}"
     header = [f"learned by fastlbp learn (EM, {', '.join(sorted(set(result.methods)))} E-step) from "
@@ -109,7 +124,8 @@ def learn(
               *([] if result.noise is None else [
                   f"sampled E-step: {result.effective_worlds:,.0f} effective worlds; Monte Carlo standard "
                   f"error of the probabilities at most {float(result.noise.max()):.2g}"]),
-              f"Beta prior: {prior_strength:g} pseudo-counts centred on {centre}"]
+              f"Beta prior: {prior_strength:g} pseudo-counts centred on {centre}"
+              + (f", per-rule priors of {len(priors)} rule(s) from --prior {prior}" if priors else "")]
     emit(format_rule_probs(result.lines(), header).rstrip("\n"), output)
     supported = int((result.clauses > 0).sum())
     wide = int(((result.clauses > 0) & (result.upper - result.lower > 0.1)).sum())

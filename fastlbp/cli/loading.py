@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastlbp.cli.app import note
+from fastlbp.cli.app import status
 from fastlbp.cli.environment import cache_folder
 from fastlbp.cli.progress import Progress
 from fastlbp.core.errors import InputError
@@ -33,7 +33,7 @@ def with_rule_probs(model, rule_prob: Path, graph: Path, quiet: bool = False):
     """The model with the rule probabilities of a `Rk: p` file (`datalog.rule_probs`).
 
     Rules the file names that the graph lacks are fine (the file may have been learned on other graphs
-    of the analysis): a note on stderr counts them (unless `quiet`).
+    of the analysis): a warning on stderr counts them (--quiet keeps it).
 
     Raises:
         InputError: a malformed file, a graph without rules, or a file that names none of its rules.
@@ -48,6 +48,8 @@ def with_rule_probs(model, rule_prob: Path, graph: Path, quiet: bool = False):
         have = f"{names[0]} ... {names[-1]}" if names else "none"
         raise InputError(str(rule_prob), None, f"names none of the rules of {graph} (its rules: {have})")
     if info["absent"]:
-        note(f"note: {rule_prob}: {len(info['absent'])} rule(s) not in {graph} (e.g. {info['absent'][0]}); "
-             f"{len(info['applied'])} applied", quiet)
+        # A warning, kept under --quiet: a name the graph lacks may be a typo (or a file for another
+        # version of the analysis).
+        status(f"warning: {rule_prob}: {len(info['absent'])} rule(s) not in {graph} (e.g. "
+               f"{info['absent'][0]}); {len(info['applied'])} applied")
     return out

@@ -61,6 +61,17 @@ SourceRootOpt = Annotated[Path | None, typer.Option(
          "No absolute path is written.")]
 
 
+def check_source_root(path: Path) -> None:
+    """Raises `InputError` unless `--source-root` names an existing folder (a missing one, or a file,
+    made every location "not under --source-root" or wrong, with no error; issue 41)."""
+    from fastlbp.core.errors import InputError, check_path
+
+    check_path(path)  # missing, a dangling link, a loop: named as every other path
+    if not path.is_dir():
+        raise InputError(str(path), None, "is not a folder: --source-root names the analysed source tree's "
+                         "root")
+
+
 class RankFormat(StrEnum):
     table = "table"
     json = "json"
@@ -139,6 +150,8 @@ def rank(
     """
     if new_only and baseline is None:
         raise typer.BadParameter("needs --baseline OLD.sarif", param_hint="'--new-only'")
+    if source_root is not None:
+        check_source_root(source_root)
     progress = loading.progress()
     settings = settings_of(loading, inference)
     output = output_target(output, graph, labels)

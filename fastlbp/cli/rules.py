@@ -38,8 +38,8 @@ def program_rules(program: Path, rule_prob: Path | None = None) -> list[dict]:
 def graph_rules(graph: Path, fmt: str | None = None, rule_prob: Path | None = None) -> list[dict]:
     """Every rule of a derivation graph (derivation.json, derivation.npz, a Bingo directory):
     {"name", "index", "text", "probability"} (text None when the graph has none)."""
-    from datalog.formats import read_derivation
-    from fastlbp.io.rule_probs import read_rule_probs
+    from datalog.io import read_derivation
+    from datalog.rule_probs import read_rule_probs
 
     dg, _ = read_derivation(graph, fmt)
     out = [{"name": r.name, "index": k, "text": r.text, "probability": r.probability}

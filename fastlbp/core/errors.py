@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import gzip
+import hashlib
+import io
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -102,12 +107,63 @@ def check_path(path) -> None:
         raise os_error(path, err) from None
 
 
+# What the file readers below read, while `recorded_reads()` is on: (path, sha256 of the file's raw bytes,
+# or None for what cannot be hashed: a pipe, a device). A context variable, not an argument, because every
+# format's loader reads through these functions several calls down (derivation.json, Bingo's files, causal
+# factor graphs, derivation.npz); the model cache (`fastlbp.io.model_cache.cached`) stores a fresh model only
+# when what its loader read here is byte for byte what the cache's key was made of.
+_READS: contextvars.ContextVar[list[tuple[Path, str | None]] | None] = contextvars.ContextVar(
+    "fastlbp_reads", default=None)
+
+
+@contextlib.contextmanager
+def recorded_reads() -> Iterator[list[tuple[Path, str | None]]]:
+    """Within it, every file `read_bytes` (so `read_text`) or `read_raw` reads is listed: (path as opened,
+    sha256 hex digest of its raw bytes, None for a file that is not regular)."""
+    reads: list[tuple[Path, str | None]] = []
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def _record(p: Path, raw: bytes | None) -> None:
+    reads = _READS.get()
+    if reads is not None:
+        reads.append((p, None if raw is None else hashlib.sha256(raw).hexdigest()))
+
+
+def read_raw(path) -> bytes:
+    """A regular file's bytes as they are (no decompression), read once through one descriptor.
+
+    Raises:
+        InputError: naming the file: missing, a directory, a dangling link or
+            a link loop, not a regular file (a pipe, a device), unreadable.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise os_error(p, err) from None
+    with open(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(str(p), None, "not a regular file (a pipe or a device?): copy it into one")
+            raw = f.read()
+        except OSError as err:
+            raise os_error(p, err) from None
+    _record(p, raw)
+    return raw
+
+
 def read_bytes(path, *, max_decompressed: int | None = None) -> bytes | bytearray:
     """A file's bytes, gzip-compressed files (by their magic bytes) decompressed.
 
-    Decompression streams in 1 MiB chunks and stops once past the limit (see
-    `decompression_limit`); a file that is not a regular file (a pipe, a
-    device) is read under the same limit, since its size is unknown.
+    A regular file is read whole, once, then inflated from memory in 1 MiB
+    chunks that stop once past the limit (see `decompression_limit`); a file
+    that is not a regular file (a pipe, a device) is read under the same
+    limit, since its size is unknown.
 
     Raises:
         InputError: naming the file: missing, a directory, a dangling link or
@@ -121,12 +177,15 @@ def read_bytes(path, *, max_decompressed: int | None = None) -> bytes | bytearra
     with f:
         try:
             info = os.fstat(f.fileno())
-            regular = stat.S_ISREG(info.st_mode)
+            if stat.S_ISREG(info.st_mode):
+                raw = f.read()
+                _record(p, raw)
+                if raw[:2] == GZIP_MAGIC:
+                    return _inflate(io.BytesIO(raw), p, decompression_limit(len(raw), max_decompressed))
+                return raw
+            _record(p, None)
             if f.peek(2)[:2] == GZIP_MAGIC:
-                limit = decompression_limit(info.st_size if regular else 0, max_decompressed)
-                return _inflate(f, p, limit)
-            if regular:
-                return f.read()
+                return _inflate(f, p, decompression_limit(0, max_decompressed))
             limit = DEFAULT_MAX_DECOMPRESSED if max_decompressed is None else int(max_decompressed)
             out = bytearray()
             while chunk := f.read(min(_CHUNK, limit + 1 - len(out))):

@@ -106,6 +106,9 @@ HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # label sets of tests/test_sampling_program.py were beyond 4 standard errors (the prior's worlds missed
 # the posterior while looking effective); at 0.5 none.
 TILT_BELOW = 0.5
+# Host seconds of the proposal's sweeps per variable, assumed until a tilt has been timed (H200 host: 0.25 s
+# at ftp's 69K variables; `Sampler.__call__` skips a tilt that would overrun the round's budget).
+TILT_SECONDS_PER_VARIABLE = 4e-6
 # Fewest worlds `methods.measured_speed` probes the sampler's speed with.
 PROBE_WORLDS = 8192
 # Fewest worlds a time-bounded run draws (`Sampler.__call__`'s `seconds`).
@@ -390,6 +393,7 @@ class Sampler:
         self.compiles = 0  # device programs compiled by this sampler (one per graph unless labels outgrow it)
         self.compile_seconds = 0.0
         self.world_seconds: float | None = None  # measured seconds per world of the last draws
+        self.tilt_seconds_per_variable: float | None = None  # measured host cost of the last tilt
         self.reserved = False  # `reserve` was called
         self._head_digits, self._tail_capacity = head_digits, tail_capacity
         if self.host:
@@ -427,9 +431,12 @@ class Sampler:
     def program(self) -> sampling_program.Program:
         """The device program (built at first use, again only when labels outgrow its capacity)."""
         if self._program is None:
+            # Straight-line steps on the CPU (its loop copied the state through every step: 5x slower
+            # at avrora's size), one loop on a GPU (its steps cost launches, not copies).
+            unroll = sampling_program.UNROLL_STEPS if jax.default_backend() == "cpu" else 0
             self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
                                                    head_digits=self._head_digits,
-                                                   tail_capacity=self._tail_capacity)
+                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll)
             self._device_arrays = jax.device_put(self._program.arrays())
             self._exe = None
         return self._program
@@ -538,6 +545,7 @@ class Sampler:
             self.tilted_coins = 0 if tilt is None else int(tilt[1][0].size)
             draw = functools.partial(self._draw_host, key, labels=la, seed=seed, tilt=tilt)
             return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        start = time.perf_counter()
         data = self._round_data(labels, None)
         run = self._compiled(data)
         self.tilted_coins = 0
@@ -546,14 +554,22 @@ class Sampler:
         if not (weighted and self.tilt) or tally.effective >= TILT_BELOW * tally.drawn:
             return tally
         # The prior's worlds leave too few effective: the labels' evidence looked ahead at (host work),
-        # and the run drawn again from the tilted mixture; the better of the two is kept.
+        # and the run drawn again from the tilted mixture within what is left of the budget; the
+        # better of the two is kept. A tilt whose host work alone would overrun the budget is skipped.
+        elapsed = time.perf_counter() - start
+        tilt_cost = self.plan.num_vars * (self.tilt_seconds_per_variable or TILT_SECONDS_PER_VARIABLE)
+        if seconds > 0 and elapsed + tilt_cost > seconds:
+            return tally
+        t0 = time.perf_counter()
         tilt = self._device_tilt(labels)
+        self.tilt_seconds_per_variable = (time.perf_counter() - t0) / max(self.plan.num_vars, 1)
         if tilt is None:
             return tally
         stopped = self.stopped
         tilted_data = self._round_data(labels, tilt)
         draw = functools.partial(self._draw_device, run, key, tilted_data)
-        tilted = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        left = max(seconds - (time.perf_counter() - start), 0.25 * seconds) if seconds > 0 else 0.0
+        tilted = self._drawing(draw, min(samples, tally.drawn), most, target_se, min_effective, rows, left)
         if tilted.effective >= tally.effective:
             self.tilted_coins = int(np.count_nonzero(tilt.tilted))
             return tilted

@@ -81,6 +81,8 @@ TILT_CHUNK = 64
 # reads, or to SMALL_READS whatever they are (`_level_steps`).
 PAD_FACTOR = 4
 SMALL_READS = 1 << 12
+# Steps a program on the CPU runs as straight-line code (`build`'s unroll_steps); more run in the loop.
+UNROLL_STEPS = 400
 # Most body reads one step gathers (rows x padded width): larger blocks are cut into more steps.
 STEP_READS = 1 << 15
 
@@ -202,6 +204,7 @@ class Program:
     digits_of_bucket: tuple[int, ...]
     head_digits: int = HEAD_DIGITS
     tail_capacity: int | None = None
+    unroll_steps: int = 0
 
     @property
     def steps(self) -> int:
@@ -248,9 +251,13 @@ class Program:
         return jax.jit(functools.partial(_round, self._static()))
 
     def _static(self):
+        unrolled = None
+        if self.steps <= self.unroll_steps:
+            unrolled = tuple(zip(self.step_class.tolist(), self.step_index.tolist(), self.step_start.tolist(),
+                                 strict=True))
         return _Static(shapes=self.shapes, state_rows=self.state_rows, num_rows=self.plan.num_rows,
                        width=self.batch_words, coin_meta=self.coin_meta, capacity=self.capacity,
-                       head_digits=self.head_digits, tail_capacity=self.tail_capacity)
+                       head_digits=self.head_digits, tail_capacity=self.tail_capacity, unrolled=unrolled)
 
     def round_data(self, labels: dict[int, bool], tilt: proposal.Tilt | None = None,
                    tilt_rows: np.ndarray | None = None) -> RoundData:
@@ -272,10 +279,12 @@ class _Static:
     capacity: Capacity
     head_digits: int = HEAD_DIGITS
     tail_capacity: int | None = None
+    # The steps unrolled as (shape, index, first row) when there are few (`UNROLL_STEPS`), else None.
+    unrolled: tuple[tuple[int, int, int], ...] | None = None
 
 
 def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
-          tail_capacity: int | None = None) -> Program:
+          tail_capacity: int | None = None, unroll_steps: int = 0) -> Program:
     """The program of `plan` (host, once per graph).
 
     Args:
@@ -283,6 +292,8 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
         batch_words: W, words (32 worlds) per batch, a power of two.
         capacity: the fixed sizes of the per-round data (`capacity_for`).
         head_digits, tail_capacity: the coins' head and tail sizes (`sampling_coins.coin_words`).
+        unroll_steps: the steps are straight-line code when there are at most this many (the CPU:
+            `UNROLL_STEPS`), else one loop over them (a deep chain compiles one step, not thousands).
     """
     steps: list[tuple[int, int, int, tuple]] = []  # (first row, R, K, (rows, coin1, coin2, is_and))
     for groups in plan.levels:
@@ -327,7 +338,8 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
                    step_class=np.asarray(step_class, np.int32), step_index=np.asarray(step_index, np.int32),
                    step_start=np.asarray(step_start, np.int32), state_rows=plan.num_rows + spare,
                    batch_words=int(batch_words), capacity=capacity, coin_meta=coin_meta,
-                   digits_of_bucket=digits_of_bucket, head_digits=head_digits, tail_capacity=tail_capacity)
+                   digits_of_bucket=digits_of_bucket, head_digits=head_digits, tail_capacity=tail_capacity,
+                   unroll_steps=unroll_steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -540,7 +552,12 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
     def step(s, words):
         return lax.switch(step_class[s], branches, words, step_index[s], step_start[s])
 
-    if branches:
+    if static.unrolled is not None:
+        # Straight-line steps: XLA's CPU backend copied the whole buffer through every step of the
+        # loop's switch (about 20 ms a step at avrora's 21K rows x 512 words on this CPU).
+        for c, g, start in static.unrolled:
+            words = branch(c, words, np.int32(g), np.int32(start))
+    elif branches:
         words = lax.fori_loop(0, step_class.shape[0], step, words)
     return words[:size], words[size:]
 

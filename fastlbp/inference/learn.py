@@ -46,7 +46,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from datalog.rule_probs import RuleLine, clause_factors, rule_names
+from datalog.rule_probs import MAX_PRIOR_STRENGTH, RuleLine, clause_factors, rule_names
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import AND, FactorGraph, from_arrays
 from fastlbp.core.jax_setup import float64
@@ -90,6 +90,8 @@ class LearnOptions:
             p0 at about n / (n + s) of the way to what they say.
         prior: {rule name: p0} overriding the graphs' stated probabilities as
             the prior's centre (and the starting point).
+        prior_strengths: {rule name: s} overriding `prior_strength` for those
+            rules (`fastlbp learn --prior FILE`'s `Rk: p s` lines).
         settings: inference settings (exact_memory, samples, seed, LBP's
             tol/max_iters/schedule ...).
         accelerate: Anderson acceleration of the EM steps, and with `information` Newton steps once
@@ -120,6 +122,7 @@ class LearnOptions:
     tol: float = 1e-4
     prior_strength: float = 2.0
     prior: dict[str, float] = dataclasses.field(default_factory=dict)
+    prior_strengths: dict[str, float] = dataclasses.field(default_factory=dict)
     settings: Settings = dataclasses.field(default_factory=Settings)
     accelerate: bool = True
     information: bool = True
@@ -136,8 +139,11 @@ class LearnOptions:
             raise SettingsError(f"max_iters must be at least 1, got {self.max_iters}")
         if not self.tol >= 0:
             raise SettingsError(f"tol must be >= 0, got {self.tol}")
-        if not (self.prior_strength > 0 and math.isfinite(self.prior_strength)):
-            raise SettingsError(f"prior_strength must be a positive number, got {self.prior_strength}")
+        for name, strength in [("", self.prior_strength), *self.prior_strengths.items()]:
+            if not 0 < strength <= MAX_PRIOR_STRENGTH:
+                raise SettingsError(f"the prior strength{f' of rule {name}' if name else ''} must be a "
+                                    f"positive number of at most {MAX_PRIOR_STRENGTH:g} pseudo-counts, got "
+                                    f"{strength:g}")
         if not (0 < self.step <= 1):
             raise SettingsError(f"the information's logit step must be in (0, 1], got {self.step}")
         if self.e_step_samples < 1 or self.e_step_min_accepted < 1:
@@ -482,7 +488,8 @@ class Learner:
         self.global_rule = [np.array([names[n] for n in aug.names], np.int64)[aug.rule] for aug in self.augs]
         p0 = np.array([self.options.prior.get(n, stated[n]) for n in self.names], np.float64)
         self.p0 = np.clip(p0, EPS, 1 - EPS)
-        s = self.options.prior_strength
+        s = np.array([self.options.prior_strengths.get(n, self.options.prior_strength) for n in self.names],
+                     np.float64)
         self.a, self.b = s * self.p0, s * (1 - self.p0)
         self.probability = self.p0.copy()
         self.labels = [{**x, **obs} for x, obs in zip(labels, self.observed, strict=True)]
@@ -618,8 +625,6 @@ class Learner:
         Then, with `information` (None: `options.information`), the support and intervals from the
         observed information (`covariance`), once, at the result.
         """
-        from scipy.stats import beta
-
         start = time.perf_counter()
         opts = self.options
         most = opts.max_iters if max_iters is None else int(max_iters)
@@ -707,15 +712,17 @@ class Learner:
             # The posterior of `support` fully observed clauses at the MAP's rate: the Laplace interval
             # inside (0, 1), and still one where the MAP sits at 0 or 1 (logit p's curvature vanishes).
             alpha, beta_ = self.a + support * p, self.b + support * (1 - p)
-            lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+            lower = _quantile(0.025, alpha + 1, beta_ + 1, p)
+            upper = _quantile(0.975, alpha + 1, beta_ + 1, p)
             # Near 0 or 1 the central interval can leave out the MAP itself: one-sided there.
             top, bottom = p > upper, p < lower
-            lower = np.where(top, beta.ppf(0.05, alpha + 1, beta_ + 1), np.where(bottom, 0.0, lower))
-            upper = np.where(bottom, beta.ppf(0.95, alpha + 1, beta_ + 1), np.where(top, 1.0, upper))
+            lower = np.where(top, _quantile(0.05, alpha + 1, beta_ + 1, p), np.where(bottom, 0.0, lower))
+            upper = np.where(bottom, _quantile(0.95, alpha + 1, beta_ + 1, p), np.where(top, 1.0, upper))
         else:
             alpha = self.a + fired
             beta_ = self.b + np.maximum(body - fired, 0.0)
-            lower, upper = beta.ppf(0.025, alpha + 1, beta_ + 1), beta.ppf(0.975, alpha + 1, beta_ + 1)
+            lower = _quantile(0.025, alpha + 1, beta_ + 1, p)
+            upper = _quantile(0.975, alpha + 1, beta_ + 1, p)
             support = np.asarray(body, np.float64).copy()
         return LearnResult(names=self.names, probability=p, prior=self.p0.copy(), fired=fired, body=body,
                            clauses=clauses, support=support, lower=np.asarray(lower, np.float64),
@@ -818,6 +825,26 @@ class Learner:
             precision = (v * np.maximum(w, 0.0)) @ v.T + np.diag(prior[idx])
             cov[np.ix_(idx, idx)] = np.linalg.inv(precision)
         return cov
+
+
+def _quantile(q: float, a: np.ndarray, b: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """Beta(a, b)'s q-quantile, never NaN: where scipy's is not finite (a + b past about 1e17, or
+    infinite where the information vanished), the normal approximation around the mean (`centre`
+    where a or b is infinite), inside [0, 1]."""
+    from scipy.stats import beta, norm
+
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = np.array(beta.ppf(q, a, b), np.float64, ndmin=1)
+    bad = ~np.isfinite(out)
+    if np.any(bad):
+        a_, b_ = a.reshape(out.shape)[bad], b.reshape(out.shape)[bad]
+        n = a_ + b_
+        finite = np.isfinite(n) & (n > 0)
+        mean = np.where(finite, a_ / np.where(finite, n, 1.0), np.broadcast_to(centre, out.shape)[bad])
+        sd = np.where(finite, np.sqrt(mean * (1 - mean) / np.where(finite, n + 1, 1.0)), 0.0)
+        out[bad] = np.clip(mean + norm.ppf(q) * sd, 0.0, 1.0)
+    return out.reshape(np.shape(a))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -85,11 +85,11 @@ def load(path: str | os.PathLike, settings: Settings | None = None, *, format: s
     fmt = format or detect_format(path)
     options = {"cycles": settings.cycles, "compress": settings.compress, "max_decompressed": max_decompressed}
 
-    def lookup() -> model_cache.Key | None:
-        return model_cache.lookup_key(path, fmt, options)
-
-    # The loader reads the input again: the model is stored only if its bytes did not change meanwhile.
-    return model_cache.cached(cache_dir, lookup(), fresh, model_type=Model, progress=progress, rekey=lookup)
+    # A Bingo directory's key covers the files its loader reads (present or absent), not others beside them.
+    names = datalog_io.formats.BINGO_FILES if fmt == "bingo" else None
+    key = model_cache.lookup_key(path, fmt, options, names)
+    # The loader reads the input again: the model is stored only if it read exactly the bytes `key` hashed.
+    return model_cache.cached(cache_dir, key, fresh, model_type=Model, progress=progress, path=path)
 
 
 _TRUTHS = {"true": True, "1": True, "false": False, "0": False}

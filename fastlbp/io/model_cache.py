@@ -11,7 +11,7 @@ settings, cache_dir=...)` uses it:
     model = model or store(cache_dir, key, fresh_model)
 
 An entry's key covers everything that decides the model: the sha256 of the
-input's bytes (every regular file of a Bingo directory, with its name), the
+input's bytes (each file a Bingo directory's format reads, with its name, or its absence), the
 path as given (the model records it as `source`), the format, the loading
 settings (`cycles`, `compress`, the decompression limit), `FORMAT_VERSION`,
 fastlbp's version and a digest of the loading code's source files (so an
@@ -57,9 +57,13 @@ format, and the least recently used go once the folder holds more than
 What the cache trusts: the folder and its `models/` must be this user's and
 not writable by group or others (else they are neither read nor written, with
 one warning on stderr); an entry must carry the MAC of the folder's key. A
-model is stored only when the input's bytes (and, cheaply, its status: inode,
-size, times) are the same after loading as when hashed for the key: a file
-replaced while it was being loaded is loaded, but not stored under either key.
+model is stored only when the bytes its loader read (each file's sha256, taken as
+it is read: `fastlbp.core.errors.recorded_reads`) are the bytes hashed for the key:
+a file replaced or rewritten between the two is loaded, but stored under no key,
+so an entry's model is always the model of the bytes its name and header carry.
+(A file's status cannot tell: `mv` of a same-size copy can reuse the inode number
+within one tick of the file system's clock, which gave the same size, inode and
+times for other bytes; issue 41, item 1.)
 A model the schema cannot hold exactly (`Unsupported`: another class, an extra
 `meta` entry, an array of another dtype) is loaded but not stored.
 """
@@ -80,6 +84,7 @@ from typing import Any
 
 import numpy as np
 
+from fastlbp.core.errors import recorded_reads
 from fastlbp.core.model import Model
 from fastlbp.io import cache_safety, model_schema
 from fastlbp.io.model_schema import BadEntry, Unsupported
@@ -117,61 +122,55 @@ def _hash_file(h, path: Path) -> None:
             h.update(chunk)
 
 
-def input_digest(path: str | os.PathLike) -> str | None:
-    """sha256 of a file's bytes, or of a directory's regular files (sorted names and bytes).
+def file_digests(path: str | os.PathLike, names: frozenset[str] | None = None
+                 ) -> dict[str, str | None] | None:
+    """sha256 of each file an input is made of: {"": digest} for a file; for a directory {name: digest}
+    of `names` (None for a name that is absent), or of every regular file when `names` is None.
 
-    Returns None for what cannot be read twice (a pipe, a device) or cannot
-    be read at all; the caller then loads without the cache.
+    Returns None for what cannot be read twice (a pipe, a device; a listed name
+    that is a directory or a pipe) or cannot be read at all; the caller then
+    loads without the cache.
     """
     p = Path(path)
-    h = hashlib.sha256()
     try:
         info = p.stat()
         if stat.S_ISREG(info.st_mode):
-            h.update(b"file\0")
-            _hash_file(h, p)
-        elif stat.S_ISDIR(info.st_mode):
-            h.update(b"dir\0")
-            for child in sorted(p.iterdir(), key=lambda c: c.name):
-                if child.is_file():
-                    name = child.name.encode("utf-8", "surrogateescape")
-                    h.update(len(name).to_bytes(8, "little") + name)
-                    _hash_file(h, child)
-                    h.update(b"\0")
-        else:
+            return {"": _file_digest(p)}
+        if not stat.S_ISDIR(info.st_mode):
             return None
+        if names is None:
+            return {c.name: _file_digest(c) for c in sorted(p.iterdir(), key=lambda c: c.name) if c.is_file()}
+        out: dict[str, str | None] = {}
+        for name in sorted(names):
+            child = p / name
+            if not os.path.lexists(child):
+                out[name] = None
+            else:
+                out[name] = _file_digest(child)  # a directory, a pipe or a dangling link: OSError
+        return out
     except OSError:
         return None
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    _hash_file(h, path)
     return h.hexdigest()
 
 
-def _status(info: os.stat_result) -> tuple[int, ...]:
-    return (info.st_dev, info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+def content_digest(files: dict[str, str | None]) -> str:
+    """One sha256 of `file_digests`' answer (what an entry's name and header carry as the input's hash)."""
+    h = hashlib.sha256(b"files\0")
+    for name in sorted(files):
+        raw = name.encode("utf-8", "surrogateescape")
+        h.update(len(raw).to_bytes(8, "little") + raw + (files[name] or "absent").encode() + b"\0")
+    return h.hexdigest()
 
 
-def input_stamp(path: str | os.PathLike) -> tuple | None:
-    """The status of a file (inode, size, times), or of a directory and its regular files, or None.
-
-    Taken before the input is hashed and again after it is loaded: any write or
-    rename in between changes it (the change time is set by the system on every
-    write and cannot be set back), even one that restores the same bytes.
-    """
-    p = Path(path)
-    try:
-        info = p.stat()
-        stamp: list = [_status(info)]
-        if stat.S_ISDIR(info.st_mode):
-            for child in sorted(p.iterdir(), key=lambda c: c.name):
-                try:
-                    child_info = child.stat()
-                except OSError:  # a dangling link: not part of the digest either
-                    stamp.append((child.name, None))
-                    continue
-                if stat.S_ISREG(child_info.st_mode):
-                    stamp.append((child.name, _status(child_info)))
-    except OSError:
-        return None
-    return tuple(stamp)
+def input_digest(path: str | os.PathLike, names: frozenset[str] | None = None) -> str | None:
+    """`content_digest` of `file_digests(path, names)`, or None when the input cannot be hashed."""
+    files = file_digests(path, names)
+    return None if files is None else content_digest(files)
 
 
 def code_digest() -> str:
@@ -201,18 +200,18 @@ class Key:
         slot: sha256 of everything but the input's bytes (path, format,
             settings, versions, code); entries of one slot differ only in the
             input's contents, so a new one replaces the others.
-        content: sha256 of the input's bytes.
+        content: sha256 of the input's bytes (`content_digest` of `files`).
         code: `code_digest()` when the key was made (also inside `slot`),
             recorded in the entry's header.
-        stamp: `input_stamp` of the input, taken before it was hashed (not part
-            of the entry's name): `cached` stores a fresh model only when
-            the input's key and stamp are the same after loading it.
+        files: `file_digests` of the input when the key was made, as
+            (name, sha256 or None) pairs: `cached` stores a fresh model only
+            when its loader read exactly these bytes (`matches_reads`).
     """
 
     slot: str
     content: str
     code: str = ""
-    stamp: tuple | None = dataclasses.field(default=None, compare=False)
+    files: tuple[tuple[str, str | None], ...] = dataclasses.field(default=(), compare=False)
 
     @property
     def name(self) -> str:
@@ -222,21 +221,42 @@ class Key:
     def full(self) -> str:
         return f"{self.slot}:{self.content}"
 
+    def matches_reads(self, path: str | os.PathLike, reads: list[tuple[Path, str | None]]) -> bool:
+        """Whether the files a loader read (`fastlbp.core.errors.recorded_reads` of loading `path`) are
+        byte for byte the files of this key: each present file read, with the same sha256, and nothing
+        else (no file outside the input, none that could not be hashed, none absent when hashed)."""
+        base, got = Path(path), {}
+        for read_path, digest in reads:
+            if digest is None:
+                return False
+            if read_path == base:
+                name = ""
+            elif read_path.parent == base:
+                name = read_path.name
+            else:
+                return False
+            if got.setdefault(name, digest) != digest:
+                return False
+        return bool(got) and got == {name: digest for name, digest in self.files if digest is not None}
 
-def lookup_key(path: str | os.PathLike, format: str, options: dict[str, Any]) -> Key | None:
-    """The key of loading `path` as `format` with `options` (JSON-able), or None when not cacheable."""
+
+def lookup_key(path: str | os.PathLike, format: str, options: dict[str, Any],
+               names: frozenset[str] | None = None) -> Key | None:
+    """The key of loading `path` as `format` with `options` (JSON-able), or None when not cacheable.
+
+    `names`: for a directory, the files its format reads (`file_digests`); None: every regular file.
+    """
     from fastlbp.core.version import __version__
 
-    stamp = input_stamp(path)  # first: a write while hashing changes the stamp taken after loading
-    content = input_digest(path)
-    if content is None or stamp is None:
+    files = file_digests(path, names)
+    if files is None:
         return None
     code = code_digest()
     slot = json.dumps({"path": os.fspath(path), "format": format, "options": options,
                        "format_version": FORMAT_VERSION, "fastlbp": __version__, "code": code},
                       sort_keys=True, default=str)
-    return Key(hashlib.sha256(slot.encode()).hexdigest(), content, code, stamp)
-
+    return Key(hashlib.sha256(slot.encode()).hexdigest(), content_digest(files), code,
+               tuple(sorted(files.items())))
 
 
 # The entry file ------------------------------------------------------------------------------
@@ -485,19 +505,24 @@ def _prune(dir_fd: int, *, keep: str, slot: str, max_bytes: int) -> None:
 
 def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable[[], Model], *,
            model_type: type = Model, progress: Progress | None = None,
-           rekey: Callable[[], Key | None] | None = None) -> Model:
+           path: str | os.PathLike | None = None) -> Model:
     """`read(cache_dir, key)` if it holds an entry, else `fresh()`, stored under `key`.
 
     `cache_dir` or `key` None: `fresh()` alone; so too a folder that must not be
     trusted (`usable`: said once on stderr). On a miss `progress` hears "loading",
     then "storing in the model cache"; on a hit nothing.
 
+    A fresh model is stored only when what `fresh()` read (every file through
+    `fastlbp.core.errors.recorded_reads`) is byte for byte what `key` was made
+    of (`Key.matches_reads`): an input replaced or rewritten between hashing
+    and loading, however its status looks (an inode number reused within the
+    file system clock's grain gives the same size, inode and times), gives a
+    model of other bytes, which is returned but stored under no key.
+
     Args:
         model_type: `Model`, the one type an entry holds (any other is refused here).
-        rekey: makes the key again after `fresh()` (`lookup_key` of the same
-            input); the fresh object is stored only when it gives `key` with
-            the same `stamp`, i.e. the input did not change while it was
-            loaded (else `fresh()` may have read other bytes than were hashed).
+        path: the input `key` was made of (the path `fresh()` opens); None:
+            `fresh()` is never stored.
     """
     if model_type is not Model:
         raise TypeError(f"the model cache holds only fastlbp Models, not {model_type!r}")
@@ -508,17 +533,15 @@ def cached(cache_dir: str | os.PathLike | None, key: Key | None, fresh: Callable
             return hit
     if progress is not None:
         progress("loading")
-    obj = fresh()
-    if use:
-        if rekey is not None:
-            again = rekey()
-            if again is None or again != key or again.stamp != key.stamp:
-                return obj  # the input changed while it was loaded: what was read is not what was hashed
+    with recorded_reads() as reads:
+        obj = fresh()
+    if use and path is not None and key.matches_reads(path, reads):
         if progress is not None:
             progress("storing in the model cache")
         store(cache_dir, key, obj)
     return obj
 
 
-__all__ = ["FORMAT_VERSION", "MAX_BYTES", "Key", "lookup_key", "input_digest", "input_stamp", "code_digest",
+__all__ = ["FORMAT_VERSION", "MAX_BYTES", "Key", "lookup_key", "input_digest", "file_digests",
+           "content_digest", "code_digest",
            "read", "store", "cached", "usable", "models_dir", "Unsupported", "BadEntry"]

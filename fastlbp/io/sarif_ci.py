@@ -11,9 +11,14 @@ equal fingerprints are one alert). `primaryLocationLineHash` is GitHub's own
 key: `upload-sarif` computes it from the source file's text at the primary
 location and warns when a log carries a different value, so it is left to the
 uploader. fastlbp writes its own key, `FINGERPRINT_KEY`, a hash of the alarm's
-relation and its tuple name (white space removed): the located tuple is the
-alarm's identity in the analysis, while its rank, probability, derivations and
-line can change from run to run without making it another alarm.
+relation and its tuple name exactly as the graph spells it: the located tuple is
+the alarm's identity in the analysis (the same analysis spells it the same way in
+every run), while its rank, probability, derivations and line can change from
+run to run without making it another alarm. The earlier key, `LEGACY_KEY`
+("fastlbpAlarm/v1"), removed white space first, so `race(a b,4)` and
+`race(ab,4)`, two tuples, were one alarm (issue 41, item 3); for a name without
+white space both keys have the same value, so a baseline written with v1 still
+matches (a result whose `properties.alarm` is given is matched by that name).
 
 Baselines (SARIF 2.1.0 section 3.27.24). A result whose fingerprint the
 baseline lacks is "new"; one it has is "unchanged", or "updated" when its level,
@@ -21,6 +26,14 @@ its primary location or its probability (by more than `UPDATED_AT`) changed; a
 baseline result with no current counterpart is written again with
 `baselineState` "absent", `kind` "pass" and `level` "none" (the rule no longer
 fails there).
+
+A baseline is read as any other input file (`fastlbp.core.errors.read_text`:
+at most 256 MiB from a pipe or a device, gzip allowed, a byte order mark
+dropped) and checked: what the comparison reads must have SARIF's types (an
+object, a string), else it is an `InputError` naming the JSON location; each
+result is rebuilt from the parts that are valid SARIF (a region's numbers in
+range, scalar properties, string fingerprints), so an absent result copied from
+it keeps the log written valid whatever the baseline held.
 
 Paths. Locations are URIs relative to `%SRCROOT%`, whose `originalUriBaseIds`
 entry carries only a description: the source root's place on this machine is
@@ -35,15 +48,23 @@ import hashlib
 import json
 import math
 import os
-import re
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
-from fastlbp.core.errors import InputError
+from fastlbp.core.errors import InputError, read_text
 from fastlbp.core.text import format_probability, relation
 
-FINGERPRINT_KEY = "fastlbpAlarm/v1"
+# v2: the exact tuple name (v1, `LEGACY_KEY`, removed white space first: two tuples could share a key).
+FINGERPRINT_KEY = "fastlbpAlarm/v2"
+LEGACY_KEY = "fastlbpAlarm/v1"
+# A region's integer properties and their least values (SARIF 2.1.0's schema).
+_REGION_MINIMUM = {"startLine": 1, "startColumn": 1, "endLine": 1, "endColumn": 1, "charOffset": -1,
+                   "charLength": 0, "byteOffset": -1, "byteLength": 0}
+_LEVELS = ("none", "note", "warning", "error")
+# Characters a URI reference may hold as they are (RFC 3986's reserved and unreserved ones, and '%').
+_URI_SAFE = "/:?#[]@!$&'()*+,;=-._~%"
 BASELINE_STATES = ("new", "unchanged", "updated", "absent")
 UPDATED_AT = 0.05  # |P - P(baseline)| from which an alarm seen in the baseline counts as "updated"
 MAX_FLOW = 24  # steps of a code flow (the alarm included)
@@ -51,13 +72,19 @@ MAX_FLOW_EXPLAINED = 32  # tuples explained per code flow
 
 
 def fingerprint(alarm: str) -> str:
-    """The alarm's fingerprint: 32 hex digits of SHA-256 over its relation and name without white space.
+    """The alarm's fingerprint: 32 hex digits of SHA-256 over its relation and its exact name.
 
-    >>> fingerprint("race(1, 2)") == fingerprint("race(1,2)") != fingerprint("race(2,1)")
+    >>> fingerprint("race(a b,4)") != fingerprint("race(ab,4)") != fingerprint("race(ba,4)")
+    True
+    >>> fingerprint("race(1,2)") == legacy_fingerprint("race(1, 2)")  # no white space: as v1
     True
     """
-    name = re.sub(r"\s+", "", alarm)
-    return hashlib.sha256(f"{relation(name)}\0{name}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{relation(alarm)}\0{alarm}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def legacy_fingerprint(alarm: str) -> str:
+    """`LEGACY_KEY`'s value (fastlbp before issue 41): white space removed from the name first."""
+    return fingerprint("".join(alarm.split()))
 
 
 def shown_path(path: str | os.PathLike, source_root: str | os.PathLike | None = None) -> str:
@@ -75,37 +102,134 @@ def shown_path(path: str | os.PathLike, source_root: str | os.PathLike | None = 
 def read_baseline(path: str | os.PathLike) -> dict[str, dict]:
     """{fingerprint: result} of a SARIF log written by fastlbp (its first run).
 
-    A result without `FINGERPRINT_KEY` (a log from before fingerprints, or
-    another tool's) takes the fingerprint of its `properties.alarm`.
+    A result is matched by its `properties.alarm` (fingerprinted as now), else
+    by its `FINGERPRINT_KEY`, else by its `LEGACY_KEY` (the same value for a
+    name without white space). Each result is given back rebuilt from its
+    valid parts (`_baseline_result`), with the fingerprint under `FINGERPRINT_KEY`.
 
     Raises:
-        InputError: unreadable, not JSON, or not a SARIF log with runs.
+        InputError: unreadable, not JSON (or nested too deeply to read), not a
+            SARIF log with runs, or a result whose parts have other
+            types than SARIF's (the JSON location named).
     """
     p = str(path)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(p, None, f"cannot read the baseline: {err.strerror or err}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        line = getattr(err, "lineno", None)
-        raise InputError(p, line, f"not a SARIF log (not JSON: {getattr(err, 'msg', err)})") from None
+        text = read_text(path)
+    except InputError as err:
+        raise InputError(p, err.line, f"cannot read the baseline: {err.message}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(p, err.lineno, f"not a SARIF log (not JSON: {err.msg})") from None
+    except RecursionError:  # Python's reader stops at about 1,000 levels; SARIF nests about 10
+        raise InputError(p, None, "not a SARIF log: nested too deeply to read") from None
     runs = doc.get("runs") if isinstance(doc, dict) else None
     if not isinstance(runs, list) or not runs or not isinstance(runs[0], dict):
         raise InputError(p, None, "not a SARIF log: no \"runs\"")
+    results = runs[0].get("results")
+    if results is None:
+        results = []
+    if not isinstance(results, list):
+        raise InputError(p, None, "not a SARIF log: $.runs[0].results is not an array")
     out: dict[str, dict] = {}
-    for i, res in enumerate(runs[0].get("results") or []):
+    for i, res in enumerate(results):
+        where = f"$.runs[0].results[{i}]"
         if not isinstance(res, dict):
-            raise InputError(p, None, f"$.runs[0].results[{i}] is not an object")
+            raise InputError(p, None, f"{where} is not an object")
         if res.get("baselineState") == "absent":
             continue  # reported as gone by the baseline's own run: not a result of it
-        key = (res.get("partialFingerprints") or {}).get(FINGERPRINT_KEY)
-        alarm = (res.get("properties") or {}).get("alarm")
-        if not isinstance(key, str):
-            if not isinstance(alarm, str):
-                raise InputError(p, None, f"$.runs[0].results[{i}] has neither a {FINGERPRINT_KEY} "
-                                 "fingerprint nor properties.alarm (not a fastlbp log?)")
-            key = fingerprint(alarm)
-        out[key] = res
+        key, result = _baseline_result(res, p, where)
+        out[key] = result
+    return out
+
+
+def _typed(res: dict, name: str, kind: type, path: str, where: str):
+    value = res.get(name)
+    if value is not None and not isinstance(value, kind):
+        what = {dict: "an object", list: "an array", str: "a string"}[kind]
+        raise InputError(path, None, f"{where}.{name} is not {what} (not a SARIF log?)")
+    return value
+
+
+def _baseline_result(res: dict, path: str, where: str) -> tuple[str, dict]:
+    """(fingerprint, the result rebuilt from its valid parts) of a baseline result.
+
+    Raises:
+        InputError: `ruleId` or `level` not a string, `properties` or
+            `partialFingerprints` not an object, `locations` not an array of
+            objects, or neither a name nor a fingerprint to match it by.
+    """
+    rule_id = _typed(res, "ruleId", str, path, where)
+    level = _typed(res, "level", str, path, where)
+    props = _typed(res, "properties", dict, path, where) or {}
+    prints = _typed(res, "partialFingerprints", dict, path, where) or {}
+    locations = _typed(res, "locations", list, path, where) or []
+    for j, loc in enumerate(locations):
+        if not isinstance(loc, dict):
+            raise InputError(path, None, f"{where}.locations[{j}] is not an object (not a SARIF log?)")
+    alarm = props.get("alarm")
+    if isinstance(alarm, str):
+        key = fingerprint(alarm)
+    elif isinstance(prints.get(FINGERPRINT_KEY), str):
+        key = prints[FINGERPRINT_KEY]
+    elif isinstance(prints.get(LEGACY_KEY), str):
+        key = prints[LEGACY_KEY]  # v1's value is v2's for a name without white space
+    else:
+        raise InputError(path, None, f"{where} has neither properties.alarm nor a {FINGERPRINT_KEY} "
+                         f"fingerprint (not a fastlbp log?)")
+    out: dict = {}
+    if rule_id is not None:
+        out["ruleId"] = rule_id
+    if level in _LEVELS:
+        out["level"] = level
+    message = res.get("message")
+    if isinstance(message, dict) and isinstance(message.get("text"), str):
+        out["message"] = {"text": message["text"]}
+    kept = [loc for loc in map(_clean_location, locations) if loc]
+    if kept:
+        out["locations"] = kept
+    fingerprints = {k: v for k, v in prints.items() if isinstance(v, str) and k != LEGACY_KEY}
+    fingerprints[FINGERPRINT_KEY] = key
+    out["partialFingerprints"] = fingerprints
+    out["properties"] = {k: v for k, v in props.items() if _scalar(v) and k != "tags"}
+    return key, out
+
+
+def _scalar(value) -> bool:
+    """A JSON scalar that SARIF's writer may copy: text, a boolean, null, or a finite number."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, str | bool | int)
+
+
+def _clean_location(loc: dict) -> dict:
+    """A baseline location rebuilt from its valid SARIF parts: a physical location with a string URI
+    (characters a URI reference cannot hold percent-encoded) and the region's integers in their
+    ranges (no region without a start), logical locations' names, a message's text; {} when nothing
+    valid is left."""
+    out: dict = {}
+    physical = loc.get("physicalLocation")
+    art = physical.get("artifactLocation") if isinstance(physical, dict) else None
+    if isinstance(art, dict) and isinstance(art.get("uri"), str):
+        artifact = {"uri": quote(art["uri"], safe=_URI_SAFE)}
+        if isinstance(art.get("uriBaseId"), str):
+            artifact["uriBaseId"] = art["uriBaseId"]
+        out["physicalLocation"] = {"artifactLocation": artifact}
+        region = physical.get("region")
+        if isinstance(region, dict):
+            kept = {k: v for k, least in _REGION_MINIMUM.items()
+                    if type(v := region.get(k)) is int and v >= least}
+            if kept.keys() & {"startLine", "charOffset", "byteOffset"}:  # the schema's anyOf
+                out["physicalLocation"]["region"] = kept
+    logical = loc.get("logicalLocations")
+    if isinstance(logical, list):
+        names = [{k: v for k in ("name", "fullyQualifiedName", "kind") if isinstance(v := item.get(k), str)}
+                 for item in logical if isinstance(item, dict)]
+        if any(names):
+            out["logicalLocations"] = [n for n in names if n]
+    message = loc.get("message")
+    if out and isinstance(message, dict) and isinstance(message.get("text"), str):
+        out["message"] = {"text": message["text"]}
     return out
 
 

@@ -15,6 +15,12 @@ the stated `confidence` (`fastlbp.inference.soft`: P = confidence for a true
 label, 1 - confidence for a false one); a tuple the new graph lacks (or never
 derives) *drops* its label.
 
+Several old labels can land on one new tuple (a match file merging two tuples
+into one, or names that differ only in white space): equal labels become one
+label there (`Carried.merged` says which), and labels that contradict each
+other are an error naming them all, never one of them kept in silence (issue
+41, item 4: a `true` label was lost while the summary said "2 softened").
+
 The changed set is computed once for the whole graph (a tuple whose own
 clauses differ, then every tuple derived from a changed one, forward over the
 new graph's clauses), in time linear in the two graphs' clauses, rather than
@@ -42,9 +48,12 @@ class Carried:
     Attributes:
         labels: {new variable: truth} carried as labels.
         soft: {new variable: p} softened labels (soft evidence).
-        carried, softened: the old tuple names, in the old labels' order.
+        carried, softened: the old tuple names, in the old labels' order (merged ones together).
         dropped: (old name, why) of labels with nowhere to go.
         confidence: the softened labels' confidence.
+        merged: (new name, [old names]) of each new tuple that several equal
+            old labels became one label (or soft evidence) of; each old name
+            is also in `carried` or `softened`.
     """
 
     labels: dict[int, bool]
@@ -53,16 +62,22 @@ class Carried:
     softened: list[str]
     dropped: list[tuple[str, str]]
     confidence: float = CARRY_CONFIDENCE
+    merged: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         """One line for people."""
-        return (f"labels from the old graph: {len(self.carried)} carried, {len(self.softened)} softened "
+        line = (f"labels from the old graph: {len(self.carried)} carried, {len(self.softened)} softened "
                 f"(P = {self.confidence:g}), {len(self.dropped)} dropped")
+        if self.merged:
+            olds = sum(len(names) for _, names in self.merged)
+            line += f" ({olds} equal labels merged onto {len(self.merged)} tuple(s) of the new graph)"
+        return line
 
     def as_dict(self) -> dict:
         return {"carried": len(self.carried), "softened": len(self.softened), "dropped": len(self.dropped),
                 "confidence": self.confidence,
-                "dropped_labels": [{"tuple": n, "why": why} for n, why in self.dropped]}
+                "dropped_labels": [{"tuple": n, "why": why} for n, why in self.dropped],
+                "merged": [{"tuple": n, "from": names} for n, names in self.merged]}
 
 
 def read_match(path: str | os.PathLike) -> dict[str, str]:
@@ -130,7 +145,7 @@ def changed_tuples(old_dg, new_dg, match: dict[str, str] | None = None) -> set[s
 
 
 def carry_labels(old: Model, labels: dict[str, bool], new: Model, *, match: dict[str, str] | None = None,
-                 confidence: float = CARRY_CONFIDENCE) -> tuple[Model, Carried]:
+                 confidence: float = CARRY_CONFIDENCE, source: str | None = None) -> tuple[Model, Carried]:
     """Carries `labels` (old tuple names) to `new` (module docstring).
 
     A carried or softened label on a tuple compression removed from `new`
@@ -139,11 +154,16 @@ def carry_labels(old: Model, labels: dict[str, bool], new: Model, *, match: dict
     (a bare factor graph) nothing can be compared: every label found by name
     is softened.
 
+    Args:
+        source: the file an error names (the match file, when there is one).
+
     Returns:
         (the new model, possibly made again; `Carried` on its variables).
 
     Raises:
         ValueError: `confidence` not in (0.5, 1).
+        InputError: old labels that contradict each other land on one new
+            tuple (all of them named, with their truths).
     """
     if not 0.5 < confidence < 1.0:
         raise ValueError(f"the confidence of a softened label must be in (0.5, 1), got {confidence!r}")
@@ -167,18 +187,29 @@ def carry_labels(old: Model, labels: dict[str, bool], new: Model, *, match: dict
         from fastlbp.io.loading import keep_tuples
 
         new = keep_tuples(new, [n for _, n, _, _ in plan])
+    onto: dict[int, list[tuple[str, str, bool, bool]]] = defaultdict(list)  # new variable -> its labels
+    for entry in plan:
+        onto[new.resolve(entry[1]).var].append(entry)
+    for group in onto.values():
+        if len({truth for _, _, truth, _ in group}) > 1:
+            shown = ", ".join(f"{name!r} ({'true' if truth else 'false'})" for name, _, truth, _ in group)
+            raise InputError(source, None, f"the old labels {shown} all become the new graph's tuple "
+                             f"{group[0][1]!r}, and they contradict each other: map only one of them "
+                             "onto it (--match), or label it for this version (--labels)")
     hard: dict[int, bool] = {}
     soft: dict[int, float] = {}
-    carried, softened = [], []
-    for name, target, truth, same in plan:
-        v = new.resolve(target).var
+    carried, softened, merged = [], [], []
+    for v, group in onto.items():
+        _, target, truth, same = group[0]  # `same` is the target's: one value per group
         if same:
             hard[v] = truth
-            carried.append(name)
+            carried.extend(name for name, *_ in group)
         else:
             soft[v] = confidence if truth else 1.0 - confidence
-            softened.append(name)
-    return new, Carried(hard, soft, carried, softened, dropped, confidence)
+            softened.extend(name for name, *_ in group)
+        if len(group) > 1:
+            merged.append((target, [name for name, *_ in group]))
+    return new, Carried(hard, soft, carried, softened, dropped, confidence, merged)
 
 
 def old_labels(old: Model, path: str | os.PathLike | None = None) -> dict[str, bool]:

@@ -152,8 +152,11 @@ class Learning:
     def __post_init__(self):
         if type(self.steps) is not int or not 1 <= self.steps <= 1000:
             raise SettingsError(f"learning needs 1 to 1000 EM steps per label, got {self.steps!r}")
-        if type(self.prior_strength) is not float or not (0 < self.prior_strength < math.inf):
-            raise SettingsError(f"the prior strength must be a positive number, got {self.prior_strength!r}")
+        from datalog.rule_probs import MAX_PRIOR_STRENGTH  # the limit `LearnOptions` checks too
+
+        if type(self.prior_strength) is not float or not (0 < self.prior_strength <= MAX_PRIOR_STRENGTH):
+            raise SettingsError(f"the prior strength must be a positive number of at most "
+                                f"{MAX_PRIOR_STRENGTH:g}, got {self.prior_strength!r}")
 
     def to_json(self) -> str:
         return json.dumps({"steps": self.steps, "prior_strength": self.prior_strength})

@@ -74,16 +74,30 @@ TABLES = ("meta", "events")
 # left text (a table name in the schema, a meta value, an event's kind) that is not UTF-8.
 UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
 
-SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-          "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
-          " alarm TEXT, truth INTEGER, at REAL NOT NULL);")
+META_SQL = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+EVENTS_SQL = ("CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+              " alarm TEXT, truth INTEGER, at REAL NOT NULL)")
+SCHEMA = f"{META_SQL};{EVENTS_SQL};"
+# The whole of `sqlite_master` in a journal this module wrote (every version has had this schema):
+# (type, name, table, sql). Anything else is refused: a trigger or a view can change what is stored
+# after each write (`AFTER INSERT ON events ... SET truth = 1 - truth` made triage say "accepted ...
+# = true" while false was stored; issue 41, item 2), and another column type or constraint changes
+# what a value reads back as.
+MASTER = frozenset({("table", "meta", "meta", META_SQL),
+                    ("index", "sqlite_autoindex_meta_1", "meta", None),
+                    ("table", "events", "events", EVENTS_SQL),
+                    ("table", "sqlite_sequence", "sqlite_sequence",
+                     "CREATE TABLE sqlite_sequence(name,seq)")})
 
 # The optional snapshot table (`fastlbp.triage.snapshot`). SQLite keeps it in sqlite_master as
 # "CREATE TABLE snapshot (...)": IF NOT EXISTS is not stored.
 SNAPSHOT_TABLE = "snapshot"
-SNAPSHOT_SCHEMA = ("CREATE TABLE IF NOT EXISTS snapshot (id INTEGER PRIMARY KEY CHECK (id = 1),"
-                   " seq INTEGER NOT NULL, state TEXT NOT NULL, messages BLOB, learned BLOB,"
-                   " at REAL NOT NULL)")
+SNAPSHOT_SQL = ("CREATE TABLE snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
+                " state TEXT NOT NULL, messages BLOB, learned BLOB, at REAL NOT NULL)")
+SNAPSHOT_SCHEMA = SNAPSHOT_SQL.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)
+# Rows of `sqlite_master` a journal may have besides `MASTER`: the snapshot table, made by its first
+# snapshot (a journal of an earlier release has none).
+OPTIONAL_MASTER = frozenset({("table", SNAPSHOT_TABLE, SNAPSHOT_TABLE, SNAPSHOT_SQL)})
 
 # (seq, kind, alarm, truth, at) as stored; `Journal.events` gives the first four.
 Row = tuple[int, str, str | None, bool | None, float]
@@ -101,6 +115,10 @@ def fingerprint(model: Model) -> str:
 
 
 # Errors --------------------------------------------------------------------
+
+class _NotAsWritten(Exception):
+    """A write the file did not store as written (a trigger, a changed schema); rolled back."""
+
 
 class SessionWriteError(InputError):
     """The session file cannot be written (read-only, disk full, I/O error); nothing was changed."""
@@ -242,13 +260,37 @@ def read_contents(conn: sqlite3.Connection, names: Mapping[str, int] | None = No
     else:
         # A damaged page the reads below skip (an index, the AUTOINCREMENT counter) still fails every
         # write: fuzzing found sessions that read cleanly and then refused each label.
-        out.structure = _integrity_problem(conn)
+        out.structure = schema_problem(conn) or _integrity_problem(conn)
     if "meta" in tables:
         _read_meta(conn, out)
     if "events" in tables:
         _read_events(conn, out, names)
     out.recognised = not missing and ("version" in out.meta or "fingerprint" in out.meta)
     return out
+
+
+def schema_problem(conn: sqlite3.Connection) -> str | None:
+    """How the file's schema (`sqlite_master`, whole) differs from a journal's (`MASTER`), or None."""
+    try:
+        found = [(t, n, tb, sql) for t, n, tb, sql in
+                 conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")]
+    except UNREADABLE as err:
+        return f"its schema cannot be read ({err})"
+    have = set(found)
+    extra = [row for row in found if row not in MASTER | OPTIONAL_MASTER]
+    if extra:
+        kind, name, _, _ = extra[0]
+        shown = name if isinstance(name, str) else repr(name)
+        changed = {n for _, n, _, _ in MASTER | OPTIONAL_MASTER}
+        why = ("whose definition is not a triage journal's" if shown in changed else
+               "that a triage journal never has (only the journal's own schema is trusted: a trigger or a "
+               "view can change what is stored)")
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        return f"its schema has {kind} {shown[:80]!r} {why}{more}"
+    missing = sorted(name for kind, name, _, _ in MASTER - have if kind == "table")
+    if missing:
+        return f"its schema lacks the table {missing[0]!r}"
+    return None
 
 
 def _integrity_problem(conn: sqlite3.Connection) -> str | None:
@@ -550,11 +592,16 @@ class Journal:
         """Appends and commits one event; returns its seq.
 
         Raises:
-            SessionWriteError: not written; the journal is as it was.
+            SessionWriteError: not written (or not stored as written: rolled
+                back); the journal is as it was.
         """
-        cur = self._write("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
-                          (kind, alarm, None if truth is None else int(truth), time.time()))
-        return int(cur.lastrowid)
+        row = (kind, alarm, None if truth is None else int(truth))
+
+        def insert() -> int:
+            return int(self.conn.execute("INSERT INTO events (kind, alarm, truth, at) VALUES (?, ?, ?, ?)",
+                                         (*row, time.time())).lastrowid)
+
+        return self._checked(insert, row)
 
     def append_settings(self, payload: str) -> int:
         """Appends and commits a "settings" event (and raises the journal's version to 3 if it is lower).
@@ -562,21 +609,67 @@ class Journal:
         Raises:
             SessionWriteError: not written; the journal is as it was.
         """
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
+
+        def insert() -> int:
             self.conn.execute("UPDATE meta SET value = ? WHERE key = 'version' "
                               "AND CAST(value AS INTEGER) < ?", (str(PLAIN_VERSION), PLAIN_VERSION))
-            cur = self.conn.execute("INSERT INTO events (kind, alarm, truth, at) "
-                                    "VALUES ('settings', ?, NULL, ?)", (payload, time.time()))
+            return int(self.conn.execute("INSERT INTO events (kind, alarm, truth, at) "
+                                         "VALUES ('settings', ?, NULL, ?)", (payload, time.time())).lastrowid)
+
+        return self._checked(insert, ("settings", payload, None))
+
+    def delete(self, seq: int) -> None:
+        """Deletes event `seq` (an undo), committed.
+
+        Raises:
+            SessionWriteError: not deleted (or more than it deleted: rolled back).
+        """
+
+        def remove() -> int:
+            self.conn.execute("DELETE FROM events WHERE seq = ?", (seq,))
+            return seq
+
+        self._checked(remove, None)
+
+    def _checked(self, write, row: tuple | None) -> int:
+        """Runs `write` (one INSERT of `row`, or with `row` None one DELETE of the seq it returns) in one
+        transaction that commits only if the file then holds exactly that: its schema still a journal's
+        (`schema_problem`), one event more (fewer) than before, and the event read back as `row` (gone).
+
+        Each check is one indexed read or an aggregate SQLite computes itself, so a label's write stays
+        dominated by its fsync.
+
+        Raises:
+            SessionWriteError: a failed write, or a file that did not store what was written (rolled back).
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            problem = schema_problem(self.conn)
+            (before,) = self.conn.execute("SELECT count(*) FROM events").fetchone()
+            seq = write()
+            (after,) = self.conn.execute("SELECT count(*) FROM events").fetchone()
+            stored = self.conn.execute("SELECT kind, alarm, truth FROM events WHERE seq = ?",
+                                       (seq,)).fetchone()
+            if problem is None:
+                if after != before + (1 if row is not None else -1):
+                    problem = (f"the events went from {before} to {after} where one was "
+                               f"{'added' if row is not None else 'removed'}")
+                elif row is not None and stored != row:
+                    problem = f"event {seq} reads back as {stored!r}, not as written ({row!r})"
+                elif row is None and stored is not None:
+                    problem = f"event {seq} is still there after it was deleted"
+            if problem is not None:
+                raise _NotAsWritten(f"the file did not store what was written: {problem}; nothing was "
+                                    "changed (a session file must hold the journal's schema alone)")
             self.conn.execute("COMMIT")
-        except (sqlite3.Error, OSError) as err:
+        except (sqlite3.Error, OSError, _NotAsWritten) as err:
             try:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # a failed transaction is rolled back by SQLite itself
             raise SessionWriteError(self.path, err) from None
-        return int(cur.lastrowid)
+        return seq
 
     def write_snapshot(self, state: str, messages: bytes | None, learned: bytes | None) -> int:
         """Replaces the snapshot with one covering every event in the file now; returns its seq.
@@ -589,6 +682,9 @@ class Journal:
         """
         try:
             self.conn.execute("BEGIN IMMEDIATE")
+            problem = schema_problem(self.conn)
+            if problem is not None:
+                raise _NotAsWritten(f"the snapshot was not written: {problem}")
             self.conn.execute(SNAPSHOT_SCHEMA)
             rows = self.conn.execute("SELECT seq, kind, alarm, truth FROM events ORDER BY seq").fetchall()
             seq = rows[-1][0] if rows else 0
@@ -598,7 +694,7 @@ class Journal:
                               "VALUES (1, ?, ?, ?, ?, ?)",
                               (seq, json.dumps(payload), messages, learned, time.time()))
             self.conn.execute("COMMIT")
-        except (sqlite3.Error, OSError) as err:
+        except (sqlite3.Error, OSError, _NotAsWritten) as err:
             try:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
@@ -628,20 +724,6 @@ class Journal:
                 or type(learned) not in (bytes, type(None)):
             return None, "its snapshot is not as written"
         return (seq, state, messages, learned), None
-
-    def delete(self, seq: int) -> None:
-        self._write("DELETE FROM events WHERE seq = ?", (seq,))
-
-    def _write(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
-        try:
-            return self.conn.execute(sql, params)
-        except (sqlite3.Error, OSError) as err:
-            try:
-                if self.conn.in_transaction:
-                    self.conn.rollback()
-            except sqlite3.Error:
-                pass  # SQLite rolls a failed autocommit statement back itself
-            raise SessionWriteError(self.path, err) from None
 
     def close(self) -> None:
         """Closes the file and releases the session's lock (idempotent)."""

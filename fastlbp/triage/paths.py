@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 from datalog.formats import BINGO_ALARMS, BINGO_CLAUSES, BINGO_INPUT_PROBS, BINGO_RULE_PROBS
@@ -76,7 +77,18 @@ def _update_from_files(h, files: list[Path], root: Path) -> None:
 
 
 def _update_from_file(h, path: Path) -> None:
-    with open(path, "rb") as f:
+    """Adds a regular file's bytes to `h`.
+
+    Raises:
+        InputError: not a regular file (a pipe, a device): its bytes cannot be read again to load
+            the graph, and a device may never end (`triage /dev/zero` hashed forever; issue 41).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(str(path), None, "not a regular file (a pipe or a device): a session is named "
+                             "after its graph's contents, which must be read again; copy it into a file, "
+                             "or name a session with --session")
         while chunk := f.read(1 << 20):
             h.update(chunk)
 
