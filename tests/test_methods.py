@@ -150,3 +150,20 @@ def test_small_graphs_sample_on_the_host_without_compiling(weblech):
         assert result.info["path"] == "host"
         labels[int(alarm)] = False
     assert sum(compiles.values()) == 0, compiles
+
+
+def test_auto_takes_exact_on_a_deep_chain_past_the_size_limit():
+    """A chain of 6,000 tuples (each one clause on the one before) is past AUTO_EXACT_VARS, but its
+    factor graph is a forest (width 1): auto answers exactly instead of running LBP for thousands of
+    iterations or the sampler through thousands of steps."""
+    from fastlbp.core.graph import AND, Factor, from_factors
+
+    n = 6000
+    factors = [Factor(AND, 0, (), 0.9, 0.0)] + [Factor(AND, v, (v - 1,), 0.9999, 0.0) for v in range(1, n)]
+    model = Model(graph=from_factors(factors, n), var_names=tuple(str(v) for v in range(n)))
+    assert n > methods.AUTO_EXACT_VARS and methods.is_forest(model.graph)
+    choice = methods.choose(model, Settings())
+    assert choice.method == "exact" and "induced width 1" in choice.reason
+    two_parents = [Factor(AND, 0, (), 0.5, 0.0), Factor(AND, 1, (0,), 0.5, 0.0),
+                   Factor(AND, 2, (0, 1), 0.5, 0.0)]
+    assert not methods.is_forest(from_factors(two_parents, 3))

@@ -251,13 +251,20 @@ class Program:
         return jax.jit(functools.partial(_round, self._static()))
 
     def _static(self):
-        unrolled = None
+        unrolled = runs = None
         if self.steps <= self.unroll_steps:
             unrolled = tuple(zip(self.step_class.tolist(), self.step_index.tolist(), self.step_start.tolist(),
                                  strict=True))
+        elif self.unroll_steps:
+            cut = np.flatnonzero(np.diff(self.step_class)) + 1
+            firsts = np.concatenate([[0], cut]).astype(int)
+            ends = np.concatenate([cut, [self.steps]]).astype(int)
+            runs = tuple((int(self.step_class[a]), int(a), int(b - a))
+                         for a, b in zip(firsts, ends, strict=True))
         return _Static(shapes=self.shapes, state_rows=self.state_rows, num_rows=self.plan.num_rows,
                        width=self.batch_words, coin_meta=self.coin_meta, capacity=self.capacity,
-                       head_digits=self.head_digits, tail_capacity=self.tail_capacity, unrolled=unrolled)
+                       head_digits=self.head_digits, tail_capacity=self.tail_capacity, unrolled=unrolled,
+                       runs=runs)
 
     def round_data(self, labels: dict[int, bool], tilt: proposal.Tilt | None = None,
                    tilt_rows: np.ndarray | None = None) -> RoundData:
@@ -281,6 +288,9 @@ class _Static:
     tail_capacity: int | None = None
     # The steps unrolled as (shape, index, first row) when there are few (`UNROLL_STEPS`), else None.
     unrolled: tuple[tuple[int, int, int], ...] | None = None
+    # Else on the CPU: runs of consecutive steps of one shape, (shape, first step, steps), each its own
+    # loop without a switch; None: one loop over every step with a switch (a GPU).
+    runs: tuple[tuple[int, int, int], ...] | None = None
 
 
 def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
@@ -557,6 +567,15 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
         # loop's switch (about 20 ms a step at avrora's 21K rows x 512 words on this CPU).
         for c, g, start in static.unrolled:
             words = branch(c, words, np.int32(g), np.int32(start))
+    elif static.runs is not None:
+        # A loop per run of one shape, no switch: XLA's CPU loop updates its one buffer in place then
+        # (a deep chain: one run of 10,000 steps).
+        for c, first, count in static.runs:
+            def run(i, words, c=c, first=first):
+                s = first + i
+                return branch(c, words, step_index[s], step_start[s])
+
+            words = lax.fori_loop(0, count, run, words) if count > 1 else run(0, words)
     elif branches:
         words = lax.fori_loop(0, step_class.shape[0], step, words)
     return words[:size], words[size:]

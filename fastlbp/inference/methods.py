@@ -6,7 +6,9 @@
 The order is by how much a user can trust the numbers:
 
 1. **exact** (bucket elimination) where the elimination's largest table fits
-   `AUTO_EXACT_MEMORY` (and the device's budget): the posterior itself;
+   `AUTO_EXACT_MEMORY` (and the device's budget), tried on graphs of at most
+   `AUTO_EXACT_VARS` variables or any size when the factor graph is a forest
+   (`is_forest`): the posterior itself;
 2. **sample** (importance sampling, `fastlbp.engines.sampling`) where the graph
    is a Bayesian network and at least `AUTO_MIN_WORLDS` worlds fit a round's
    time budget (`Settings.sample_seconds`) at the speed measured on the
@@ -67,7 +69,7 @@ def _platform() -> str:
 def _exact_fits(model: Model, settings: Settings, labels: dict[int, bool]) -> tuple[bool, str]:
     from fastlbp.engines import exact
 
-    if model.num_vars > AUTO_EXACT_VARS:
+    if model.num_vars > AUTO_EXACT_VARS and not is_forest(model.graph):
         return False, f"{model.num_vars:,} variables (exact is tried up to {AUTO_EXACT_VARS:,})"
     budget = min(exact.memory_budget(settings), AUTO_EXACT_MEMORY)
     most = max(1, int(math.log2(max(budget, exact.BYTES) / exact.BYTES)))
@@ -78,6 +80,29 @@ def _exact_fits(model: Model, settings: Settings, labels: dict[int, bool]) -> tu
         return False, f"induced width {'at least ' if p is None else ''}{width} needs more than " \
                       f"{budget / 2**20:.0f} MiB"
     return True, f"induced width {p.width} fits {budget / 2**20:.0f} MiB"
+
+
+def is_forest(graph) -> bool:
+    """Whether the factor graph (variables and factors, an edge per variable a factor reads or heads)
+    has no cycle: then exact inference's width is at most the widest factor's, whatever the graph's
+    size (a chain of 10,000 tuples: exact in 1.6 s, where LBP ran 3,100 iterations unconverged and the
+    sampler's 20,000 steps drew 90 worlds/s on this CPU). O(edges), with scipy's components."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    nodes = graph.num_vars + graph.num_factors
+    if graph.num_edges > nodes - 1:  # more edges than a forest's: most graphs end here, at no cost
+        return False
+    g = graph.to_numpy()
+    offsets = np.asarray(g.factor_offsets, np.int64)
+    factor = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    var = np.asarray(g.edge_var, np.int64)
+    pairs = np.unique(np.stack([var, graph.num_vars + factor], axis=1), axis=0)  # a variable read twice
+    if pairs.shape[0] != var.size:
+        return False
+    adj = coo_matrix((np.ones(var.size), (pairs[:, 0], pairs[:, 1])), shape=(nodes, nodes))
+    components, _ = connected_components(adj, directed=False)
+    return var.size == nodes - components
 
 
 def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = None) -> Choice:
@@ -196,5 +221,5 @@ def summary_dict(rnd) -> dict:
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
 
 
-__all__ = ["Choice", "choose", "describe", "error_columns", "summary_dict", "measured_speed",
+__all__ = ["Choice", "choose", "describe", "error_columns", "summary_dict", "measured_speed", "is_forest",
            "AUTO_EXACT_MEMORY", "AUTO_EXACT_VARS", "AUTO_MIN_WORLDS"]
