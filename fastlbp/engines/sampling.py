@@ -520,8 +520,8 @@ class Sampler:
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
-        `seconds` > 0 bounds the drawing: the first draw is cut to what fits half of it at the speed
-        measured before (whole words, at least `MIN_WORLDS`), and a draw starts only while it is
+        `seconds` > 0 bounds the drawing: a first draw that would overrun it at the speed measured
+        before is cut to what fits (whole words, at least `MIN_WORLDS`), and a draw starts only while it is
         predicted to end within it; `self.stopped` then says "time" (the caller decides whether
         fewer than `min_effective` effective samples are an error). A compile is not drawing: the
         device program is compiled ahead of the first draw, and its time is `compile_seconds`.
@@ -535,8 +535,10 @@ class Sampler:
         most = max(samples, -(-int(max_samples or 0) // WORD_BITS) * WORD_BITS)
         if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
-        if seconds > 0 and self.world_seconds:
-            fits = int(0.5 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
+        if seconds > 0 and self.world_seconds and samples * self.world_seconds > seconds:
+            # The first draw alone would overrun the budget at the speed measured: cut to what fits
+            # (a first draw that fits is never cut, so a run's worlds do not depend on the timing).
+            fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
             samples = max(min(samples, fits), MIN_WORLDS)
         if self.host:
             arrays = self.label_arrays(labels) if weighted else None

@@ -584,6 +584,7 @@ def _propagate(static: _Static, classes, steps, coins, row_code):
 # A log probability of 0 as a finite number: one-hot sums multiply it by 0 (-inf would give NaN), and
 # exp of it, or of a sum of up to 10^8 of it, is 0 as exp(-inf) is.
 _LOG_ZERO = -1e300
+_LOG_ZERO_SUMS = -5e299  # a sum holding at least one `_LOG_ZERO`: below this
 
 
 def _entry_logs(p):
@@ -626,8 +627,8 @@ def _slot_terms(data, bits_of, e0, e_end, s0, chunk_slots: int, n_worlds: int):
     trips = (e_end - e0 + ENTRY_CHUNK - 1) // ENTRY_CHUNK
     holds, fails, log_z, log_y = lax.fori_loop(0, trips, trip, (zeros, zeros, zeros, zeros))
     # Sums of `_LOG_ZERO` back to -inf: a product with a factor 0 is 0.
-    return (holds, fails, jnp.where(log_z < 0.5 * _LOG_ZERO, -np.inf, log_z),
-            jnp.where(log_y < 0.5 * _LOG_ZERO, -np.inf, log_y))
+    return (holds, fails, jnp.where(log_z < _LOG_ZERO_SUMS, -np.inf, log_z),
+            jnp.where(log_y < _LOG_ZERO_SUMS, -np.inf, log_y))
 
 
 def _slot_weights(data, terms, s0, chunk_slots: int):
@@ -800,7 +801,7 @@ def _weighted_sums(state, omega, omega2):
     return out[:rows, 0], out[:rows, 1]
 
 
-def combine(acc, batch):
+def combine_sums(acc, batch):
     """Two sets of weighted sums with their own scales, on the larger one (numpy or jax)."""
     s1, s2, w1, w2, m, pos = acc
     t1, t2, v1, v2, mb, pb = batch
@@ -825,7 +826,7 @@ def _round(static: _Static, arrays, data, key, first_word, batches, valid):
         words = first + jnp.arange(width, dtype=jnp.uint32)
         left = valid - b.astype(jnp.int64) * (width * WORD_BITS)
         batch = _batch(static, arrays, data, key, words, jnp.clip(left, 0, width * WORD_BITS))
-        return combine(acc, batch)
+        return combine_sums(acc, batch)
 
     return lax.fori_loop(0, batches, one, init)
 
@@ -843,4 +844,4 @@ def tail_capacities(plan: Plan, width: int) -> list[tuple[int, int]]:
 
 
 __all__ = ["Program", "Capacity", "RoundData", "build", "capacity_for", "round_data", "byte_floor",
-           "combine", "LABELLED", "TRUE", "DEFERRED", "ZEROS_ROW", "FIRST_ROW", "math"]
+           "combine_sums", "LABELLED", "TRUE", "DEFERRED", "ZEROS_ROW", "FIRST_ROW", "math"]
