@@ -413,9 +413,10 @@ class Sampler:
             fit = max(1, _batch_budget() // per_word)
             # On a GPU the usual run in one batch: a step costs about 50 us of loop and launch there
             # whatever its width (H200), so a batch of 4,096 words took 8 ms, 8 of 512 words 30 ms
-            # (avrora, 10^5 worlds). On a CPU about 8 batches: fewer wasted worlds in a last, partly
-            # counted batch, and a batch's words stay nearer the caches.
-            per_run = 1 if jax.default_backend() == "gpu" else 8
+            # (avrora, 10^5 worlds). On a CPU about 32 batches (4,096 worlds): a round cut to its
+            # budget draws whole batches, and one of 16,384 worlds took 0.8 s with a label at avrora's
+            # size (an interactive round's budget is 0.4 s).
+            per_run = 1 if jax.default_backend() == "gpu" else 32
             hint = max(1, int(samples_hint) // (per_run * WORD_BITS))
             self.batch_words = int(batch_words or max(1, min(MAX_BATCH_WORDS, 1 << int(math.log2(fit)),
                                                              1 << max(hint - 1, 0).bit_length())))
@@ -539,7 +540,9 @@ class Sampler:
             # The first draw alone would overrun the budget at the speed measured: cut to what fits
             # (a first draw that fits is never cut, so a run's worlds do not depend on the timing).
             fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
-            samples = max(min(samples, fits), MIN_WORLDS)
+            # The device computes whole batches: fewer worlds than a batch would cost as much.
+            least = MIN_WORLDS if self.host else max(MIN_WORLDS, self.batch_words * WORD_BITS)
+            samples = max(min(samples, fits), least)
         if self.host:
             arrays = self.label_arrays(labels) if weighted else None
             la = arrays.astuple() if weighted else None
