@@ -64,8 +64,10 @@ def learn(
 
     The E-step's posterior comes from --method: exact (bucket elimination),
     sample (the labels as importance weights) or lbp (fast, approximate);
-    auto picks per graph as `rank` does. EM steps are extrapolated (Anderson
-    acceleration). A sampled E-step draws 50,000 worlds (--samples sets
+    auto picks per graph: exact where its induced width fits, at any size, else
+    lbp (never the sampler: under many alarm labels its weights collapse). EM
+    steps are extrapolated (Anderson acceleration), then Newton steps with the
+    labels' information once EM stalls. A sampled E-step draws 50,000 worlds (--samples sets
     it) with a fixed seed, and EM stops once its steps are below the
     sampler's error, which the output reports.
 

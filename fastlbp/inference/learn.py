@@ -72,6 +72,11 @@ NEWTON_STEPS = 4  # Newton steps at most (one E-step each), with the information
 # in the gradient moves the maximum by far more than one EM step's error, and Newton's steps from there
 # on are that noise (weblech: steps of 1.2-2.6 errors, 0.02-0.03 in p, after the first).
 MAP_NOISE_Z = 3.0
+# Once the information is known, a rule whose step is below this fraction of its posterior standard
+# deviation has settled: further steps change no interval and no ranking (taint family, 5 small graphs,
+# exact E-step: Newton's 4 steps left the rules the labels barely inform moving by 1e-3 to 1e-2 against
+# posterior deviations of 0.1-0.3, reported not converged after 18 E-steps; plain EM took 498).
+POSTERIOR_FRACTION = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +85,7 @@ class LearnOptions:
 
     Attributes:
         method: the E-step's inference: "exact", "sample", "lbp", or "auto"
-            (exact where the width fits `Settings.exact_memory`, else the sampler,
-            else LBP; chosen per graph).
+            (per graph: exact where the width fits, else LBP; `e_step_method`).
         max_iters: most EM steps.
         tol: stop when no rule's probability moves by more than this in a step.
         prior_strength: s; a rule whose stated (or `prior`) probability is
@@ -297,6 +301,30 @@ def union(augs: Sequence[Augmented], rules: Sequence[np.ndarray], names: Sequenc
                       list(names)), merged, voff)
 
 
+def e_step_method(model: Model, settings: Settings, labels: dict[int, bool]) -> str:
+    """The E-step "auto" learns with on one graph: "exact" where bucket elimination's induced width
+    fits (`fastlbp.inference.methods.AUTO_EXACT_MEMORY`, or less where `settings.exact_memory` says
+    so) whatever the graph's size, else "lbp".
+
+    Not `methods.choose`'s rule, for two measured reasons (datalog.families, BENCHMARKS.md, issue 43):
+
+    * size: `choose` skips exact above `AUTO_EXACT_VARS` variables to spare a ranking round the
+      ordering (about 1 s), but learning runs tens of E-steps, and graphs of independent modules
+      (taint, points-to per module) keep a small width at any size (18,000 variables, width < 24);
+    * the sampler: under alarm labels its importance weights collapse at the stated probabilities
+      (1 to 5 effective worlds of 400,000 on 300 alarm labels, taint and synthetic families), so a
+      sampled E-step from there drew to its 10M-world budget, or raised `TooFewSamples`, every step.
+      `method="sample"` stays available where the labels are few.
+    """
+    from fastlbp.engines import exact
+    from fastlbp.inference.methods import AUTO_EXACT_MEMORY
+
+    budget = min(exact.memory_budget(settings), AUTO_EXACT_MEMORY)
+    most = max(1, int(math.log2(max(budget, exact.BYTES) / exact.BYTES)))
+    plan = exact.engine_for(model.graph).plan(frozenset(labels), most)
+    return "exact" if plan is not None and plan.bytes_needed <= budget else "lbp"
+
+
 class _Posterior:
     """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities."""
 
@@ -307,9 +335,7 @@ class _Posterior:
         self.rules = rules  # (K,) each clause's rule, an index into the learner's names
         self.method = method
         if method == "auto":
-            from fastlbp.inference.methods import choose
-
-            self.method = choose(aug.model, settings, self.labels).method
+            self.method = e_step_method(aug.model, settings, self.labels)
         self.log_evidence = math.nan
         # (K,) standard errors of the last sampled E-step's P(X_c | L) and P(body_c | L) (None: not sampled).
         self.noise: tuple[np.ndarray, np.ndarray] | None = None
@@ -620,7 +646,10 @@ class Learner:
         `accelerate`, EM whose largest residual has not halved in `STALLED` E-steps hands over to
         Newton steps (`_newton`) with the information computed there (and kept for the intervals),
         converged once no rule moves by more than `MAP_NOISE_Z` Monte Carlo standard errors of the
-        maximum (`map_noise`) or `tol`.
+        maximum (`map_noise`), `POSTERIOR_FRACTION` of its posterior standard deviation or `tol`.
+        Newton steps that do not settle within `NEWTON_STEPS` hand back to accelerated EM from where
+        they got (with that settling threshold too), and EM to Newton again when it stalls: the
+        information is computed once.
 
         Then, with `information` (None: `options.information`), the support and intervals from the
         observed information (`covariance`), once, at the result.
@@ -651,47 +680,27 @@ class Learner:
         use_info = opts.information if information is None else information
         newton = use_info and opts.accelerate  # Newton steps need the information the run computes
         x = self.probability
-        dx: list[np.ndarray] = []  # differences of the residuals f and of the images g, oldest first
-        dg: list[np.ndarray] = []
-        last = None  # (x, g, f, objective) of the last accepted point
-        extrapolated = False  # x is Anderson's point, not plain EM's G(last x)
-        best, since = math.inf, 0  # the smallest residual yet, E-steps since it last halved
-        at = None  # (x, fired, body) of the last E-step's point: where Newton starts
-        while iterations < most:
-            g, obj = evaluate(x)
-            at = (x, fired, body)
-            f = g - x
-            fell = not math.isnan(obj) and last is not None and obj < last[3] - 1e-12 * abs(last[3])
-            if extrapolated and (np.linalg.norm(f) > 2 * np.linalg.norm(last[2]) or fell):
-                # The extrapolation lost ground: plain EM's step from the last point, memory restarted.
-                dx.clear()
-                dg.clear()
-                x, last, extrapolated = last[1], None, False
-                continue
-            if np.all(np.abs(f) <= np.maximum(opts.tol, NOISE_FRACTION * noise)):
-                x, converged = g, True
-                break
-            size = float(np.max(np.abs(f)))
-            best, since = (size, 0) if size <= best / 2 else (best, since + 1)
-            if newton and since >= STALLED:
-                break
-            if last is not None and opts.accelerate:
-                dx.append(f - last[2])
-                dg.append(g - last[1])
-                del dx[:-ANDERSON_MEMORY], dg[:-ANDERSON_MEMORY]
-            last = (x, g, f, obj)
-            x, extrapolated = g, bool(dx)
-            if dx:
-                gamma = np.linalg.lstsq(np.stack(dx, axis=1), f, rcond=1e-10)[0]
-                x = np.clip(g - np.stack(dg, axis=1) @ gamma, EPS, 1 - EPS)
         cov = None
         info_s = 0.0
-        if newton and not converged and iterations < most and at is not None:
+        settled = np.zeros(len(self.names))  # a step this small changes no conclusion (`POSTERIOR_FRACTION`)
+        while iterations < most:
+            x, converged, at = self._em(x, evaluate, most, lambda: iterations, settled,
+                                        stop_when_stalled=newton)
+            if converged or not newton or iterations >= most or at is None:
+                break
             x, fired, body = at
-            t = time.perf_counter()
-            cov = self.covariance(x, clauses > 0)
-            info_s = time.perf_counter() - t
-            x, converged = self._newton(x, fired, body, cov, clauses > 0, evaluate, most - iterations)
+            if cov is None:  # the information once, where EM stalled; kept for Newton and the intervals
+                t = time.perf_counter()
+                cov = self.covariance(x, clauses > 0)
+                info_s = time.perf_counter() - t
+                settled = POSTERIOR_FRACTION * x * (1 - x) * np.sqrt(np.maximum(np.diag(cov), 0.0))
+            x, converged = self._newton(x, fired, body, cov, clauses > 0, evaluate, most - iterations,
+                                        settled)
+            if converged:
+                break
+            # Newton's steps with the information of the first point did not settle (the posterior
+            # is far from quadratic there): EM (accelerated) again from where they got, Newton again
+            # once it stalls, with the same information.
         self.probability = x
         seconds = time.perf_counter() - start - info_s
         p = self.probability.copy()
@@ -732,8 +741,57 @@ class Learner:
                            seconds=seconds, information_seconds=info_s,
                            noise=noise if sampled else None, effective_worlds=effective)
 
+    def _em(self, x: np.ndarray, evaluate, most: int, count, settled: np.ndarray, stop_when_stalled: bool
+            ) -> tuple[np.ndarray, bool, tuple | None]:
+        """EM steps (Anderson-accelerated with `options.accelerate`) from `x` until converged, `most`
+        E-steps in all (`count()` says how many ran), or, with `stop_when_stalled`, the largest
+        residual has not halved in `STALLED` E-steps (`run` describes the safeguards).
+
+        Converged: no rule's residual above `tol`, `NOISE_FRACTION` of its Monte Carlo standard error
+        (sampled E-steps) or `settled` (R,).
+
+        Returns:
+            (p: EM's last image where converged, else the next point to evaluate or the stalled
+            point; converged; (point, F, B) of the last E-step, or None if none ran).
+        """
+        opts = self.options
+        dx: list[np.ndarray] = []  # differences of the residuals f and of the images g, oldest first
+        dg: list[np.ndarray] = []
+        last = None  # (x, g, f, objective) of the last accepted point
+        extrapolated = False  # x is Anderson's point, not plain EM's G(last x)
+        best, since = math.inf, 0  # the smallest residual yet, E-steps since it last halved
+        at = None
+        while count() < most:
+            g, obj = evaluate(x)
+            at = (x, *self._last_counts)
+            f = g - x
+            fell = not math.isnan(obj) and last is not None and obj < last[3] - 1e-12 * abs(last[3])
+            if extrapolated and (np.linalg.norm(f) > 2 * np.linalg.norm(last[2]) or fell):
+                # The extrapolation lost ground: plain EM's step from the last point, memory restarted.
+                dx.clear()
+                dg.clear()
+                x, last, extrapolated = last[1], None, False
+                continue
+            if np.all(np.abs(f) <= np.maximum(np.maximum(opts.tol, NOISE_FRACTION * self._last_noise),
+                                              settled)):
+                return g, True, at
+            size = float(np.max(np.abs(f)))
+            best, since = (size, 0) if size <= best / 2 else (best, since + 1)
+            if stop_when_stalled and since >= STALLED:
+                return x, False, at
+            if last is not None and opts.accelerate:
+                dx.append(f - last[2])
+                dg.append(g - last[1])
+                del dx[:-ANDERSON_MEMORY], dg[:-ANDERSON_MEMORY]
+            last = (x, g, f, obj)
+            x, extrapolated = g, bool(dx)
+            if dx:
+                gamma = np.linalg.lstsq(np.stack(dx, axis=1), f, rcond=1e-10)[0]
+                x = np.clip(g - np.stack(dg, axis=1) @ gamma, EPS, 1 - EPS)
+        return x, False, at
+
     def _newton(self, x: np.ndarray, fired: np.ndarray, body: np.ndarray, cov: np.ndarray, used: np.ndarray,
-                evaluate, most: int) -> tuple[np.ndarray, bool]:
+                evaluate, most: int, settled: np.ndarray | float = 0.0) -> tuple[np.ndarray, bool]:
         """Newton steps on log P(L) + log prior in logit p from `x` (F, B its E-step's counts), with the
         posterior covariance `cov` at `x` (`covariance`) kept as the inverse Hessian: the gradient is
         the score F - p B plus the prior's a - (a + b) p (`score`). Each step is one E-step
@@ -747,7 +805,8 @@ class Learner:
             moved = np.abs(new - x)
             x = new
             fired, body = self._last_counts
-            if np.all(moved <= np.maximum(self.options.tol, MAP_NOISE_Z * self.map_noise(x, cov))):
+            if np.all(moved <= np.maximum(np.maximum(self.options.tol, MAP_NOISE_Z * self.map_noise(x, cov)),
+                                          settled)):
                 return x, True
         return x, False
 
@@ -886,5 +945,6 @@ def training_labels(model: Model) -> dict[int, bool]:
     return out
 
 
-__all__ = ["learn", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment", "union",
+__all__ = ["learn", "e_step_method", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment",
+           "union",
            "training_labels", "METHODS"]
