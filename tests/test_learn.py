@@ -683,3 +683,30 @@ def test_auto_learns_where_exact_does_not_fit_and_the_labels_defeat_the_sampler(
     result = learn(models, None, LearnOptions(settings=small_memory, information=False, max_iters=30))
     assert set(result.methods) == {"lbp"}
     assert np.all(np.isfinite(result.probability))
+
+
+def test_intervals_follow_the_profile_posterior_along_a_ridge():
+    # R0 and R1 always fire together (in -> mid -> alarm): the alarm labels tell their product (about
+    # 0.48), not each; either may be 1 with the other at the product. The Laplace interval at the
+    # maximum stopped R1 at 0.957; the profile check moves both upper bounds to 1. R2, informed alone,
+    # keeps its interval.
+    from datalog.derivation import from_clauses
+
+    rng = np.random.default_rng(0)
+    n = 60
+    clauses = [c for i in range(n) for c in (("R0", f"mid({i})", [f"in({i})"]),
+                                             ("R1", f"a({i})", [f"mid({i})"]),
+                                             ("R2", f"b({i})", [f"in({i})"]))]
+    truth = {**{f"a({i})": bool(t) for i, t in enumerate(rng.random(n) < 0.7 * 0.7)},
+             **{f"b({i})": bool(t) for i, t in enumerate(rng.random(n) < 0.6)}}
+    dg = from_clauses(clauses, rules={"R0": 0.999, "R1": 0.999, "R2": 0.999}, alarms=list(truth), truth=truth)
+    model = to_model(dg, compress=True)
+    laplace = learn([model], None, LearnOptions(method="exact", profile=False))
+    profiled = learn([model], None, LearnOptions(method="exact"))
+    np.testing.assert_allclose(profiled.probability, laplace.probability)
+    assert laplace.upper[1] < 0.99 and np.all(profiled.upper[:2] >= 0.99)
+    assert np.all(profiled.lower <= laplace.lower + 1e-12)
+    assert np.all(profiled.upper >= laplace.upper - 1e-12)
+    assert abs(profiled.upper[2] - laplace.upper[2]) < 0.02
+    assert abs(profiled.lower[2] - laplace.lower[2]) < 0.03
+    assert "poorly identified" in profiled.lines()[0].comment
