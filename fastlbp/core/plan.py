@@ -90,8 +90,13 @@ assert set(BACKEND_PARTS) == set(BACKENDS)
 # kernel, so "auto" never picks that.
 FUSED_MIN_EDGES = 50_000
 
+# PARALL spreads its factors over several devices (`Settings.devices`, `fastlbp.engines.sharded_parall`)
+# from this many edges: below it a graph fits one device with room to spare and each iteration pays the
+# cut's exchange. Not yet measured on a host of several GPUs (issue 42): BENCHMARKS.md will say.
+SHARD_MIN_EDGES = 50_000_000
+
 # The engines (`fastlbp.engines.ENGINES`): PARALL by kernels, and a sequential order's.
-PARALL, PARALL_FUSED = "parall", "parall/fused"
+PARALL, PARALL_FUSED, PARALL_SHARDED = "parall", "parall/fused", "parall/sharded"
 RELAXED, CHUNKED, PERSISTENT = "relaxed", "chunked", "persistent"
 
 
@@ -220,6 +225,9 @@ class Plan:
         platform: JAX's platform, None until `placed`.
         precision: "f64" or "f32".
         reason: why "auto" chose `kernels` (set by `for_graph`; None when the settings named them).
+        devices: `Settings.devices` (None: every visible device).
+        shards: devices PARALL's factors are spread over (set by `for_graph`: more than one for a
+            parallel schedule on XLA's kernels from `SHARD_MIN_EDGES` edges when several devices are used).
     """
 
     method: str
@@ -230,6 +238,8 @@ class Plan:
     precision: str
     platform: str | None = None
     reason: str | None = None
+    devices: int | None = None
+    shards: int = 1
 
     @property
     def gpu(self) -> bool:
@@ -273,8 +283,18 @@ class Plan:
         return dataclasses.replace(self, platform=platform)
 
     def for_graph(self, num_edges: int) -> Plan:
-        """The plan with kernels "auto" made concrete for a graph of `num_edges` (and a `reason`)."""
+        """The plan with kernels "auto" made concrete for a graph of `num_edges` (and a `reason`), and
+        PARALL's `shards`."""
         plan = self.placed()
+        xla = plan.kernels in ("auto", "xla") and plan.summation in ("xla", "scatter")
+        if plan.schedule.parallel and xla and num_edges >= SHARD_MIN_EDGES:
+            import jax
+
+            visible = len(jax.devices())
+            shards = visible if plan.devices is None else min(int(plan.devices), visible)
+            if shards > 1:
+                why = f"{num_edges:,} edges >= {SHARD_MIN_EDGES:,}: PARALL on XLA over {shards} devices"
+                return dataclasses.replace(plan, kernels="xla", shards=shards, reason=why)
         if plan.kernels != "auto":
             return plan
         if not plan.gpu:
@@ -296,6 +316,8 @@ class Plan:
             raise ValueError("kernels 'auto' is decided by for_graph")
         fused = self.kernels == "fused"
         if self.schedule.parallel:
+            if self.shards > 1:
+                return (PARALL_SHARDED,)
             return (PARALL_FUSED,) if fused else (PARALL,)
         sequential = PERSISTENT if fused else CHUNKED
         return (RELAXED, sequential) if self.schedule.engine == "relaxed" else (sequential,)
@@ -330,10 +352,10 @@ def make_plan(settings: Settings | None = None, *, order: str | None = None, sou
         spec = dataclasses.replace(spec, order=read_text(spec.path))
     kernels, summation, interpret = BACKEND_PARTS[settings.backend]
     plan = Plan(method=settings.method, schedule=spec, kernels=kernels, summation=summation,
-                interpret=interpret, precision=settings.precision)
+                interpret=interpret, precision=settings.precision, devices=settings.devices)
     needs_gpu = not interpret and (kernels == "fused" or summation == "pallas")
     return plan.placed(platform) if needs_gpu or platform is not None else plan
 
 
 __all__ = ["Plan", "Spec", "make_plan", "parse_spec", "Strategy", "STRATEGIES", "strategies_help", "ANALYSES",
-           "BACKEND_PARTS", "FUSED_MIN_EDGES"]
+           "BACKEND_PARTS", "FUSED_MIN_EDGES", "SHARD_MIN_EDGES"]

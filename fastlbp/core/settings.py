@@ -125,6 +125,12 @@ class Settings:
             6.4M worlds on the host path.
         exact_memory: bytes the largest table of `method="exact"` may take; None: a
             quarter of the device's memory.
+        devices: how many of JAX's visible devices (of its default backend) a run uses; None (the
+            default): all of them. The device sampler spreads its batches of worlds over them
+            (`fastlbp.engines.sharded_sampling`: the same tallies as one device's, bit for bit), and
+            PARALL its factors on graphs of at least `fastlbp.core.plan.SHARD_MIN_EDGES` edges
+            (`fastlbp.engines.sharded_parall`). Not stored with a triage session: it changes where the
+            numbers are computed, not what they are.
         remedies: when an LBP round does not converge (tol > 0), retry it with
             damping 0.5, then 0.8, then average the marginals of the last 100
             iterations (Bingo's remedy); `Round.remedy` says which produced the numbers.
@@ -176,6 +182,10 @@ class Settings:
                                "limit; default 4, and 0.4 for a round of simulate and triage); the status "
                                "line says when it ended a round early.", minimum=0.0))
     exact_memory: int | None = _option(None, SAMPLER, stored=False)
+    devices: int | None = _option(None, PLAN, stored=False, flag=Flag(
+        ("--devices",), "How many of JAX's devices (GPUs) to use: the sampler spreads its worlds over them "
+                        "(the same numbers as on one), and PARALL its factors on graphs of at least "
+                        "50M edges (default: every visible device).", minimum=1))
     remedies: bool = _option(True, CONTROL, stored=False)
 
     def interactive(self) -> Settings:
@@ -206,6 +216,8 @@ class Settings:
             value = getattr(self, name)
             if int(value) != value or value < 1:
                 raise SettingsError(f"{name} must be a positive integer, got {value}")
+        if self.devices is not None and (int(self.devices) != self.devices or self.devices < 1):
+            raise SettingsError(f"devices must be a positive integer, got {self.devices}")
         if self.exact_memory is not None and not self.exact_memory > 0:
             raise SettingsError(f"exact_memory must be positive, got {self.exact_memory}")
         if not isinstance(self.schedule, str) or not self.schedule.strip():

@@ -13,6 +13,7 @@ engine's `make_runner`):
 | ------------ | ------------------------------------------------------ | --------------- |
 | parall       | PARALL, XLA kernels (segment sums by `Plan.summation`) | parall.py       |
 | parall/fused | PARALL, two Pallas kernels per sweep (GPU)             | fused/          |
+| parall/sharded | PARALL over several devices, the cut's sums exchanged | sharded_parall.py |
 | relaxed      | a sequential order, each sweep relaxed to its fixed point | relaxed.py   |
 | chunked      | a sequential order (or SEQRND), batches chunk by chunk | chunked.py      |
 | persistent   | the same chunks in one persistent Pallas kernel (GPU)  | persistent.py   |
@@ -55,6 +56,12 @@ def _fused(model, plan: Plan) -> Runner | None:
     return fused.make_runner(model, plan)
 
 
+def _sharded(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import sharded_parall
+
+    return sharded_parall.make_runner(model, plan, devices=plan.shards)
+
+
 def _relaxed(model, plan: Plan) -> Runner | None:
     from fastlbp.engines import relaxed
 
@@ -79,6 +86,7 @@ def _persistent(model, plan: Plan) -> Runner | None:
 ENGINES: dict[str, Callable[..., Runner | None]] = {
     "parall": _parall,
     "parall/fused": _fused,
+    "parall/sharded": _sharded,
     "relaxed": _relaxed,
     "chunked": _chunked,
     "persistent": _persistent,

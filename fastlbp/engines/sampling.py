@@ -426,6 +426,11 @@ class Sampler:
             self._device_arrays = None
         self.plan_seconds = time.perf_counter() - t0
 
+    @property
+    def devices_used(self) -> int:
+        """Devices a round draws on (a sharded sampler's mesh, `fastlbp.engines.sharded_sampling`)."""
+        return 1
+
     # -- the device program ------------------------------------------------------------------------
 
     @property
@@ -438,9 +443,18 @@ class Sampler:
             self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
                                                    head_digits=self._head_digits,
                                                    tail_capacity=self._tail_capacity, unroll_steps=unroll)
-            self._device_arrays = jax.device_put(self._program.arrays())
+            self._device_arrays = self._put(self._program.arrays())
             self._exe = None
         return self._program
+
+    def _put(self, tree):
+        """`tree` on the device(s) the compiled round runs on (a sharded sampler: every device of its
+        mesh, `fastlbp.engines.sharded_sampling`)."""
+        return jax.device_put(tree)
+
+    def _round_function(self, program: sampling_program.Program):
+        """The round `_compiled` compiles: one device's (a sharded sampler spreads its batches)."""
+        return program.round_function()
 
     def _compiled(self, data):
         """The compiled round (ahead of time: its compile is timed apart from drawing)."""
@@ -448,7 +462,7 @@ class Sampler:
         if self._exe is None:
             t0 = time.perf_counter()
             args = (self._device_arrays, data, seed_key(0), np.uint32(0), np.int32(1), np.int64(1))
-            self._exe = jax.jit(program.round_function()).lower(*args).compile()
+            self._exe = jax.jit(self._round_function(program)).lower(*args).compile()
             self.compiles += 1
             self.compile_seconds += time.perf_counter() - t0
         return self._exe
@@ -457,7 +471,7 @@ class Sampler:
     def warm(self) -> None:
         """Compiles the device program now (a session's set-up), so no round pays for it."""
         if not self.host:
-            self._compiled(jax.device_put(self.program.round_data({}).astuple()))
+            self._compiled(self._put(self.program.round_data({}).astuple()))
 
     @float64
     def reserve(self, variables) -> None:
@@ -482,7 +496,7 @@ class Sampler:
             self._capacity = sampling_program.Capacity(max(grown.slots, 2 * cap.slots),
                                                        max(grown.entries, 2 * cap.entries), cap.tilts)
             self._program = None
-        return jax.device_put(self.program.round_data(labels, tilt).astuple())
+        return self._put(self.program.round_data(labels, tilt).astuple())
 
     @property
     @float64
@@ -763,7 +777,8 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
             "max_stderr": float(se_rows.max()) if se_rows.size else 0.0,
             "worlds_per_second": tally.drawn / draw_seconds if draw_seconds > 0 else float("inf"),
             "path": "host" if sampler.host else "device", "tilted_coins": sampler.tilted_coins,
-            "batch_words": sampler.batch_words, "levels": len(plan.levels), "coins": plan.coins,
+            "batch_words": sampler.batch_words, "devices": sampler.devices_used,
+            "levels": len(plan.levels), "coins": plan.coins,
             "edges": plan.edges, "plan_seconds": sampler.plan_seconds}
     return Marginals(method="sample", marginals=p, log_odds=log_odds, stderr=stderr,
                      seconds=time.perf_counter() - t0, info=info, lower=lower, upper=upper)

@@ -223,6 +223,12 @@ class Program:
         """The round as a pure function of its arrays (`compile` jits it; `jax.jit(...).lower` too)."""
         return functools.partial(_round, self._static())
 
+    def batch_function(self):
+        """One batch as a pure function: (arrays, data, key, words, valid) -> its sums (`Sums` as a tuple),
+        `words` the batch's (W,) uint32 global word indices. A sharded round calls it on each device
+        (`fastlbp.engines.sharded_sampling`)."""
+        return functools.partial(_batch, self._static())
+
     def stages(self, width: int):
         """Jitted stages of one batch of `width` words without labels (tests, benchmarks):
         coins(arrays, key, first_word) -> (C, W); propagate(arrays, coins) -> (V + 2, W) state words."""

@@ -118,13 +118,15 @@ def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = No
     if settings.method != "auto":
         return Choice(settings.method)
     from fastlbp.engines import sampling
+    from fastlbp.engines.sharded_sampling import make_sampler
 
     labels = dict(model.labels if labels is None else labels)
     fits, why_exact = _exact_fits(model, settings, labels)
     if fits:
         return Choice("exact", f"exact inference: {why_exact}")
     try:
-        sampler = sampling.Sampler(model.graph, model.var_names, samples_hint=settings.samples)
+        sampler = make_sampler(model.graph, model.var_names, devices=settings.devices,
+                               samples_hint=settings.samples)
     except sampling.NotABayesNet as err:
         return Choice("lbp", f"LBP: not exact ({why_exact}), not sampled ({err.message})")
     platform = "cpu" if sampler.host else _platform()
@@ -194,11 +196,18 @@ def describe(rnd) -> str:
                     text += f" (target {target:g} not reached in the {budget:g} s budget, --sample-seconds)"
                 else:
                     text += f" (target {target:g} not reached within {info.get('max_samples', 0):,} worlds)"
-        return text
+        return text + _on_devices(info)
     state = "converged" if rnd.converged else f"not converged (last change {rnd.delta:.3g})"
     if rnd.remedy:
         state = f"{'converged' if rnd.converged else 'not converged'} with {rnd.remedy}"
-    return f"LBP: {rnd.iterations} iterations, {state}, unchecked (approximate; `fastlbp check` measures it)"
+    return (f"LBP: {rnd.iterations} iterations, {state}{_on_devices(info)}, unchecked (approximate; "
+            "`fastlbp check` measures it)")
+
+
+def _on_devices(info: dict) -> str:
+    """", on N devices" where a round ran on several (`Settings.devices`), else nothing."""
+    devices = int(info.get("devices", 1))
+    return f", on {devices} devices" if devices > 1 else ""
 
 
 def error_columns(rnd, var: int) -> dict:
@@ -218,6 +227,8 @@ def summary_dict(rnd) -> dict:
     if rnd.method == "sample":
         out.update({k: info[k] for k in ("samples", "effective_samples", "max_stderr", "target_se",
                                          "max_samples") if k in info})
+    if int(info.get("devices", 1)) > 1:
+        out["devices"] = int(info["devices"])
     if getattr(rnd, "reason", None):
         out["reason"] = rnd.reason
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}

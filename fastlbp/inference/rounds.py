@@ -180,18 +180,20 @@ class Sample:
 
     def round(self, inputs: Inputs) -> tuple[Round, Sample, None]:
         from fastlbp.engines import sampling
+        from fastlbp.engines.sharded_sampling import make_sampler
 
+        devices = inputs.settings.devices
         if inputs.soft:
             obs = _observed(inputs.model, inputs.soft, self.observed)
             labels = {**inputs.labels, **obs.labels}
             sampler = self.observed_sampler if obs is self.observed else None
-            sampler = sampler or _reserved(sampling.Sampler(obs.model.graph, obs.model.var_names),
-                                           obs.model, labels)
+            sampler = sampler or _reserved(make_sampler(obs.model.graph, obs.model.var_names,
+                                                        devices=devices), obs.model, labels)
             m = sampling.sample_marginals(obs.model, labels, inputs.settings, sampler=sampler)
             nxt = dataclasses.replace(self, observed=obs, observed_sampler=sampler)
             return _reference_round(m, inputs.model.num_vars), nxt, None
         model = inputs.model
-        sampler = self.sampler or sampling.Sampler(model.graph, model.var_names)
+        sampler = self.sampler or make_sampler(model.graph, model.var_names, devices=devices)
         if not sampler.reserved:
             _reserved(sampler, model, inputs.labels)
         m = sampling.sample_marginals(model, inputs.labels, inputs.settings, sampler=sampler)
@@ -200,6 +202,12 @@ class Sample:
 
     def with_model(self, model: Model) -> Sample:
         return Sample()  # the sampler's host plan holds the probabilities: made again at the next round
+
+
+def _devices_info(runner: Runner) -> dict | None:
+    """An LBP round's info: the devices its runner spreads over, when more than one (None otherwise)."""
+    devices = getattr(runner.info, "devices", 1)
+    return {"devices": devices} if devices > 1 else None
 
 
 def _reserved(sampler, model: Model, labels: dict[int, bool]):
@@ -258,7 +266,8 @@ class LBP:
             raise _conflict_error(inputs.model, inputs.labels)
         return result, Round(marginals=np.asarray(marginals, dtype=np.float64),
                              log_odds=np.asarray(lo, dtype=np.float64), iterations=int(iterations),
-                             converged=bool(converged), delta=float(delta), seconds=0.0), lbp
+                             converged=bool(converged), delta=float(delta), seconds=0.0,
+                             info=_devices_info(runner)), lbp
 
     def _remedy(self, inputs: Inputs, result, rnd: Round, evidence: jax.Array):
         """A round that did not converge: damped retries from its messages, then Bingo's average.
@@ -288,7 +297,7 @@ class LBP:
         with np.errstate(divide="ignore"):
             lo = np.log(p) - np.log1p(-p)
         return result, Round(marginals=p, log_odds=lo, iterations=total + AVERAGED_ITERATIONS,
-                             converged=False, delta=rnd.delta, seconds=0.0,
+                             converged=False, delta=rnd.delta, seconds=0.0, info=rnd.info,
                              remedy=f"average of the last {AVERAGED_ITERATIONS} iterations"), lbp
 
     def _flags(self, inputs: Inputs, result, rnd: Round) -> tuple[str, ...]:

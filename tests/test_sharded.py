@@ -1,0 +1,119 @@
+"""The sharded engines (`fastlbp.engines.sharded_sampling`, `sharded_parall`, `partition`) and sharded
+derivation.npz files (`datalog.npz.write_sharded`): the host parts here, on one device; the engines'
+results on 4 virtual CPU devices in a process of its own (tests/sharded_cases.py: XLA_FLAGS must be
+set before JAX starts)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graphs import random_factors
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from test_datalog_npz import same_graph
+from test_datalog_transform import random_derivation
+
+from datalog import npz
+from fastlbp.core import segments
+from fastlbp.core.errors import InputError
+from fastlbp.core.graph import from_factors
+from fastlbp.engines import partition, sharded_parall
+
+CASES = Path(__file__).with_name("sharded_cases.py")
+
+
+@pytest.mark.slow
+def test_on_four_virtual_devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly",
+                           "-p", "no:cacheprovider", str(CASES)], env=env, capture_output=True, text=True,
+                          timeout=800, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0 and " passed" in done.stdout and "skipped" not in done.stdout, \
+        done.stdout[-6000:] + done.stderr[-3000:]
+
+
+def test_padded_plans_sum_as_the_plans():
+    """Segment plans of different shapes padded to one (`pad_plans`) give the same sums, bit for bit."""
+    rng = np.random.default_rng(0)
+    size = 400  # one source size for all, as the local graphs' padded edges
+    built = []
+    for lengths in ([1, 3, 0, 40, 2], [5], [0, 0, 1], [300, 1, 17, 4]):
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        built.append(segments.build(offsets, rng.permutation(size)[:offsets[-1]], size))
+    padded = sharded_parall.pad_plans(built, size)
+    assert len({tuple(lv.shape for lv in p.levels) for p in padded}) == 1
+    assert len({p.final.shape for p in built}) > 1 and len({lv.shape for p in built for lv in p.levels}) > 2
+    for b, p in zip(built, padded, strict=True):
+        x = rng.normal(size=size)
+        assert np.array_equal(np.asarray(segments.segment_sum(b, x)), np.asarray(segments.segment_sum(p, x)))
+
+
+def test_partition_keeps_components_whole_and_edges_even():
+    """Four disjoint copies of a graph in four parts: no variable on the cut, equal edges."""
+    rng = np.random.default_rng(2)
+    factors = random_factors(rng, 30, 40)
+    copies = [f.__class__(f.kind, f.head + 30 * k, tuple(v + 30 * k for v in f.body), f.p1, f.p2)
+              for k in range(4) for f in factors]
+    graph = from_factors(copies, 120)
+    part = partition.factor_parts(graph, 4)
+    stats = partition.cut_stats(graph, part, 4)
+    assert stats["cut_variables"] == 0 and len(set(stats["edges"])) == 1
+
+
+def test_local_graphs_hold_every_edge_once():
+    """`cut_graph`: every global edge in exactly one part, each local edge on the variable and with the
+    factor parameters of its global edge; padding edges carry messages of no effect (p1 = p2 = 1/2)."""
+    rng = np.random.default_rng(5)
+    graph = from_factors(random_factors(rng, 50, 70), 50)
+    parts = sharded_parall.cut_graph(graph, 3, rng.integers(0, 3, graph.num_factors))
+    ei = parts.edge_index
+    real = ei < graph.num_edges
+    assert np.array_equal(np.sort(ei[real]), np.arange(graph.num_edges))
+    for d in range(3):
+        local = np.asarray(parts.graphs.edge_var[d])
+        k = np.flatnonzero(real[d])
+        assert np.array_equal(parts.var_index[d][local[k]], np.asarray(graph.edge_var)[ei[d][k]])
+        lf = np.asarray(parts.graphs.edge_factor[d])
+        assert np.array_equal(np.asarray(parts.graphs.p1[d])[lf[k]],
+                              np.asarray(graph.p1)[np.asarray(graph.edge_factor)[ei[d][k]]])
+        assert np.all(np.asarray(parts.graphs.p1[d])[lf[~real[d]]] == 0.5)
+    # Each variable is owned once.
+    owned = parts.var_index[parts.owned]
+    assert np.array_equal(np.sort(owned), np.arange(graph.num_vars))
+
+
+@hsettings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), parts=st.integers(1, 6))
+def test_sharded_npz_reads_back_the_same(tmp_path_factory, seed, parts):
+    """`npz.write_sharded` then `npz.read` (the first part names the others, read in parallel): the same
+    graph, every field, whatever the parts (more parts than clauses too)."""
+    dg = random_derivation(seed)
+    dg.labels = {int(dg.alarms[0]): True} if len(dg.alarms) else {}
+    path = tmp_path_factory.mktemp("shards") / "g.npz"
+    written = npz.write_sharded(dg, path, parts)
+    assert written[0] == path and len(written) == parts and all(p.is_file() for p in written)
+    back, _ = npz.read_sharded(path)
+    same_graph(back, dg)
+
+
+def test_sharded_npz_errors_name_the_part(tmp_path):
+    """A missing part, a part read alone, a part of another graph: errors naming the file, no traceback."""
+    dg = random_derivation(7)
+    path = tmp_path / "g.npz"
+    first, second, third = npz.write_sharded(dg, path, 3)
+    with pytest.raises(InputError, match="part 2 of 3 of a sharded derivation.npz: read its first part"):
+        npz.read(second)
+    second.rename(tmp_path / "moved.npz")
+    with pytest.raises(InputError) as err:
+        npz.read(first)
+    assert err.value.path == str(second)
+    (tmp_path / "moved.npz").rename(second)
+    third.write_bytes(second.read_bytes())
+    with pytest.raises(InputError, match="this is part 2 of 3; g.npz lists it as part 3 of 3"):
+        npz.read(first)
