@@ -93,7 +93,7 @@ def bench_parall(model, counts: list[int], iters: int, repeats: int) -> list[dic
     if len(model.alarms):
         evidence[int(model.alarms[0])] = -np.inf
     ctl = loop.controls(0.0, iters, 0.0)
-    one = make_runner(graph, Settings(backend="xla", schedule="parall"))
+    one = make_runner(graph, Settings(backend="xla", schedule="parall", devices=1))
     lean = loop.device_graph(graph, one.reads)
     msgs0, ev = loop.init(graph), jnp.asarray(evidence)
     base_s, _ = timed(lambda: one(lean, msgs0, ev, ctl).log_odds, repeats=repeats)

@@ -119,3 +119,15 @@ def test_sharded_runner_is_a_runner():
     close(out.log_odds, ref.log_odds, "log_odds")
     close(out.messages, ref.messages, "messages")
     assert int(out.iterations) == int(ref.iterations)
+
+
+def test_plan_spreads_parall_from_the_threshold():
+    """PARALL on XLA over every device from `SHARD_MIN_EDGES` edges (or `devices` of them), on one below."""
+    from fastlbp.core.plan import SHARD_MIN_EDGES, make_plan
+
+    big = make_plan(Settings(backend="xla")).for_graph(SHARD_MIN_EDGES)
+    assert big.shards == 4 and big.engines() == ("parall/sharded",)
+    assert make_plan(Settings(devices=2)).for_graph(SHARD_MIN_EDGES).shards == 2
+    assert make_plan(Settings(devices=1)).for_graph(SHARD_MIN_EDGES).engines() == ("parall",)
+    assert make_plan(Settings()).for_graph(SHARD_MIN_EDGES - 1).engines() == ("parall",)
+    assert make_plan(Settings(schedule="seqfix")).for_graph(SHARD_MIN_EDGES).shards == 1

@@ -117,3 +117,30 @@ def test_sharded_npz_errors_name_the_part(tmp_path):
     third.write_bytes(second.read_bytes())
     with pytest.raises(InputError, match="this is part 2 of 3; g.npz lists it as part 3 of 3"):
         npz.read(first)
+
+
+def test_rounds_say_on_how_many_devices():
+    """The summary line names the devices of a round that ran on several, and only then."""
+    from fastlbp.inference.methods import describe, summary_dict
+    from fastlbp.inference.rounds import Round
+
+    def rnd(method, info):
+        return Round(marginals=np.zeros(1), log_odds=np.zeros(1), iterations=3, converged=True, delta=0.0,
+                     seconds=0.0, method=method, info=info)
+
+    assert describe(rnd("sample", {"samples": 64, "effective_samples": 64.0, "devices": 4})).endswith(
+        "worlds (effective 64), on 4 devices")
+    assert "on 2 devices, unchecked" in describe(rnd("lbp", {"devices": 2}))
+    assert "devices" not in describe(rnd("lbp", None)) and "devices" not in summary_dict(rnd("lbp", None))
+    assert summary_dict(rnd("sample", {"devices": 4}))["devices"] == 4
+
+
+def test_devices_setting_is_checked():
+    from fastlbp.core.errors import SettingsError
+    from fastlbp.core.plan import make_plan
+    from fastlbp.core.settings import Settings
+
+    with pytest.raises(SettingsError, match="devices must be a positive integer"):
+        Settings(devices=0)
+    with pytest.raises(SettingsError, match="--devices 64: JAX sees"):
+        make_plan(Settings(devices=64)).placed()

@@ -267,14 +267,18 @@ class Plan:
         """The plan on `platform` (default: JAX's default backend; imports JAX).
 
         Raises:
-            SettingsError: the kernels or summation need a GPU and the platform has none.
+            SettingsError: the kernels or summation need a GPU and the platform has none; more devices
+                asked for (`Settings.devices`) than JAX sees.
         """
         if platform is None and self.platform is not None:
             return self
-        if platform is None:
+        if platform is None or self.devices is not None:
             import jax
 
-            platform = jax.default_backend()
+            platform = platform or jax.default_backend()
+            visible = len(jax.devices())
+            if self.devices is not None and self.devices > visible:
+                raise SettingsError(f"--devices {self.devices}: JAX sees {visible} {platform} device(s)")
         needs_gpu = not self.interpret and (self.kernels == "fused" or self.summation == "pallas")
         if needs_gpu and platform != "gpu":
             name = self.backend

@@ -653,7 +653,7 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
 
 def combine_sums(acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one (numpy or jax)."""
+    """Two sets of weighted sums with their own scales, on the larger one (jax)."""
     s1, s2, w1, w2, m, pos = acc
     t1, t2, v1, v2, mb, pb = batch
     xp = jnp
@@ -661,8 +661,12 @@ def combine_sums(acc, batch):
     ref = xp.where(top > -np.inf, top, 0.0)
     a = xp.where(m > -np.inf, xp.exp(m - ref), 0.0)
     b = xp.where(mb > -np.inf, xp.exp(mb - ref), 0.0)
-    return (s1 * a + t1 * b, s2 * (a * a) + t2 * (b * b), w1 * a + v1 * b, w2 * (a * a) + v2 * (b * b),
-            top, pos + pb)
+    # Each product rounded before its sum (no fused multiply-add, whichever fusion XLA makes of the
+    # program around it): a round spread over several devices combines the same batches in the same
+    # order to the same bits (`fastlbp.engines.sharded_sampling`; one FMA differed by 2e-15).
+    s1a, t1b, s2a, t2b, w1a, v1b, w2a, v2b = lax.optimization_barrier(
+        (s1 * a, t1 * b, s2 * (a * a), t2 * (b * b), w1 * a, v1 * b, w2 * (a * a), v2 * (b * b)))
+    return (s1a + t1b, s2a + t2b, w1a + v1b, w2a + v2b, top, pos + pb)
 
 
 def _round(static: _Static, arrays, data, key, first_word, batches, valid):

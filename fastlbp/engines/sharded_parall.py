@@ -205,8 +205,9 @@ def cut_graph(graph: FactorGraph, parts: int, factor_part: np.ndarray | None = N
         assert nf + npad == f_pad and graphs[-1].num_edges == e_pad
 
     if summation == "xla":
-        var_plans = pad_plans([equations.summation(lg).var for lg in graphs], e_pad)
-        factor_plans = pad_plans([equations.summation(lg).factor for lg in graphs], e_pad)
+        unpadded = [equations.summation(lg) for lg in graphs]
+        var_plans = pad_plans([x.var for x in unpadded], e_pad)
+        factor_plans = pad_plans([x.factor for x in unpadded], e_pad)
         sums = [equations.Summation(v, f, "xla") for v, f in zip(var_plans, factor_plans, strict=True)]
     else:
         sums = [equations.Summation(None, None, summation) for _ in graphs]

@@ -65,7 +65,7 @@ def stored_settings(stored: dict, settings: Settings, *, order: str | None = Non
         stored: the journal's settings JSON, a `Settings.inference()` dict; one
             written before the backend was stored has no "backend" key.
         settings: the caller's settings; only their loading options (cycles,
-            compress) are kept.
+            compress) and the devices (where the numbers are computed, not what they are) are kept.
         order: the journal's stored custom order (meta "order"), if any.
 
     Raises:
@@ -90,7 +90,8 @@ def stored_settings(stored: dict, settings: Settings, *, order: str | None = Non
     if kept["precision"] not in PRECISIONS:  # before the schedule: its message is the clearer one
         raise SettingsError(f"precision must be one of {', '.join(PRECISIONS)}, got {kept['precision']!r}")
     _check_schedule(kept["schedule"], order)
-    return Settings(**{**inference, **kept, "cycles": settings.cycles, "compress": settings.compress})
+    return Settings(**{**inference, **kept, "cycles": settings.cycles, "compress": settings.compress,
+                       "devices": settings.devices})
 
 
 def _check_schedule(schedule: str, order: str | None) -> None:
