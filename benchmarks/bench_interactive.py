@@ -216,8 +216,14 @@ def main() -> None:
                          "many worlds (another seed)")
     ap.add_argument("--profile", action="store_true",
                     help="run the labelled rounds under cProfile (slower; $OUT/NAME.prof, the top printed)")
+    ap.add_argument("--table-words", type=int, default=None,
+                    help="the weighted row sums' table words on this platform (sampling_weights.TABLE_WORDS)")
     args = ap.parse_args()
     jax.config.update("jax_enable_x64", True)
+    if args.table_words is not None:
+        from fastlbp.engines import sampling_weights
+
+        sampling_weights.TABLE_WORDS[jax.default_backend()] = args.table_words
     jax.monitoring.register_event_duration_secs_listener(_count)
     from fastlbp.io.loading import load
 

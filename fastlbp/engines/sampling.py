@@ -71,7 +71,7 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
-from fastlbp.engines import importance, proposal, sampling_plan, sampling_program
+from fastlbp.engines import importance, proposal, sampling_plan, sampling_program, sampling_weights
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_bits import _rows_dot, _unpack
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, digit_bits, threefry2x32
@@ -436,10 +436,12 @@ class Sampler:
         if self._program is None:
             # Straight-line steps on the CPU (its loop copied the state through every step: 5x slower
             # at avrora's size), one loop on a GPU (its steps cost launches, not copies).
-            unroll = sampling_program.UNROLL_STEPS if jax.default_backend() == "cpu" else 0
+            platform = jax.default_backend()
+            unroll = sampling_program.UNROLL_STEPS if platform == "cpu" else 0
             self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
                                                    head_digits=self._head_digits,
-                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll)
+                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll,
+                                                   table_words=sampling_weights.table_words(platform))
             self._device_arrays = jax.device_put(self._program.arrays())
             self._exe = None
         return self._program
