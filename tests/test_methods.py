@@ -171,7 +171,7 @@ def test_auto_takes_exact_on_a_deep_chain_past_the_size_limit():
 
 def test_an_interactive_fallback_to_lbp_compiles_nothing_in_its_round():
     """An interactive session under auto samples on the device path; labels the sampler refuses are
-    answered by LBP, prepared and compiled in a thread after the first round: the fallback round
+    answered by LBP, prepared and compiled in a thread during the first round: the fallback round
     compiles nothing on the session's thread, and says why LBP answered."""
     import collections
     import threading
@@ -194,7 +194,7 @@ def test_an_interactive_fallback_to_lbp_compiles_nothing_in_its_round():
     session.compile_checks()
     first = session.run()
     assert first.method == "sample" and first.info["path"] == "device"
-    session._lbp_warming.result()  # the thread's compile, done before the label comes
+    assert session._lbp_warming is None  # the first round waited for the thread's compile
     on_thread = compiles[False]
     session.label(int(wide.alarms[0]), True)
     rnd = session.run()

@@ -164,9 +164,10 @@ TALLY_LOOKUPS = 1 << 25
 
 # Words of worlds whose byte tables one inner trip of `_weighted_sums` builds and reads, per platform
 # (0: no table; each bit unpacked and its weight selected, summed in one fused reduction). A table of
-# 16 words (128 KiB) stays in a CPU core's cache: 21K rows by 128 words took 42 ms on this project's
-# 2-core CPU against 84 ms with one table for all 128 words (10 MB).
-TABLE_WORDS = {"cpu": 16, "gpu": 0}
+# 16 words (128 KiB) stays in a CPU core's cache: 21K rows by 32 words took 12 ms on this project's
+# 2-core CPU against 24 ms with one table for all 32 words. On the H200 at ftp's 69K rows by 4,096
+# words (`benchmarks/probes/weighted_sums.py`): 32 words 11.1 ms, one table 18.9 ms, unpacked 15.9 ms.
+TABLE_WORDS = {"cpu": 16, "gpu": 32}
 
 
 def table_words(platform: str) -> int:

@@ -251,6 +251,8 @@ class Session:
         """
         start = time.perf_counter()
         if self.choice is None:
+            if self._compile_checks:
+                self._warm_fallback()  # beside the choice and the first round's compile, in a thread
             self.choice = methods.choose(self.model, self._settings, self.labels)
         inputs = rounds.Inputs(model=self.model, labels=self.labels, soft=self._checked_soft(),
                                settings=self._settings, messages=self.messages if warm else None,
@@ -265,21 +267,25 @@ class Session:
             # The labels are beyond the chosen method: this round is LBP's, and says so.
             flags = (f"{name} refused these labels ({err}); LBP answered instead",)
             rnd, self._methods["lbp"], messages = self._method("lbp").round(inputs)
+        if self._lbp_warming is not None:
+            # The first round waits for LBP's compile: no later round competes with it (its tracing
+            # holds the interpreter: rounds of 21 ms took 0.5-1.1 s beside it at avrora's size).
+            self._methods.setdefault("lbp", self._lbp_warming.result())
+            self._lbp_warming = None
         if messages is not None:
             self.messages = messages
             if self._compile_checks:
                 self.compile_checks()
-        elif self._compile_checks:
-            self._warm_fallback()
         self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=rnd.flags + flags,
                                         reason=self.choice.reason or None)
         return self.last
 
     def _warm_fallback(self) -> None:
-        """Prepares and compiles LBP in a thread (once), for the rounds "auto" may hand to it (labels
-        the sampler or exact inference refuse): an interactive session compiles nothing after its
-        first round whatever the method (a fallback's compile was 1.4 s of a weblech round on a
-        2-core CPU). The thread's work is host work and a compile; it ends before any LBP round."""
+        """Prepares and compiles LBP in a thread, for the rounds "auto" may hand to it (labels the
+        sampler or exact inference refuse), while the first round chooses and compiles its own
+        method; the first round ends after it. An interactive session then compiles nothing after
+        its first round whatever the method (a fallback's compile was 1.4 s of a weblech round on
+        a 2-core CPU)."""
         if self._settings.method != "auto" or "lbp" in self._methods or self._lbp_warming is not None:
             return
         model, plan, settings = self.model, self.plan, self._settings
