@@ -9,11 +9,13 @@ starts, and the rest of the suite runs on one CPU device). Skipped in a process 
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 from graphs import random_factors
-from hypothesis import given
+from hypothesis import Phase, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from test_engines_sampling import random_dag
@@ -28,6 +30,8 @@ pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="4 devices: tests
                                 "file with XLA_FLAGS=--xla_force_host_platform_device_count=4")
 
 FIELDS = ("s1", "s2", "w1", "w2", "drawn", "positive")
+# Every example compiles its programs (seconds each): no shrinking (it took minutes on a failure).
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
 def same_tally(a, b) -> None:
@@ -36,7 +40,7 @@ def same_tally(a, b) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y), (name, x, y)
 
 
-@hsettings(max_examples=4, deadline=None)
+@hsettings(max_examples=4, deadline=None, phases=NO_SHRINK)
 @given(seed=st.integers(0, 10**6), words=st.integers(1, 11), devices=st.sampled_from([2, 3, 4]))
 def test_sampler_tallies_are_one_devices_bit_for_bit(seed, words, devices):
     """A random network, no labels then one or two (weights, sometimes a tilt), a run of `words` batches
@@ -77,11 +81,12 @@ def close(a, b, what):
     a, b = np.asarray(a), np.asarray(b)
     same = (a == b) | (np.isnan(a) & np.isnan(b))
     finite = np.isfinite(a) & np.isfinite(b)
-    ok = same | (finite & (np.abs(a - b) <= 1e-12 * np.maximum(1.0, np.abs(b))))
+    with np.errstate(invalid="ignore"):
+        ok = same | (finite & (np.abs(a - b) <= 1e-12 * np.maximum(1.0, np.abs(b))))
     assert ok.all(), (what, a[~ok], b[~ok])
 
 
-@hsettings(max_examples=6, deadline=None)
+@hsettings(max_examples=6, deadline=None, phases=NO_SHRINK)
 @given(seed=st.integers(0, 10**6), random_cut=st.booleans(), summation=st.sampled_from(["xla", "scatter"]))
 def test_sharded_parall_is_one_devices_within_1e_12(seed, random_cut, summation):
     """Random loopy graphs with hard parameters and evidence, cut by the partitioner or at random (most
@@ -106,19 +111,24 @@ def test_sharded_parall_is_one_devices_within_1e_12(seed, random_cut, summation)
 
 
 def test_sharded_runner_is_a_runner():
-    """`sharded_parall.make_runner`: global messages and evidence in and out, as `parall.run`'s."""
+    """`sharded_parall.make_runner`: global messages and evidence in and out, as `parall.run`'s; the
+    factors' probabilities read from the graph handed to the round (a model after learning)."""
     rng = np.random.default_rng(11)
     graph = from_factors(random_factors(rng, 60, 90), 60)
     evidence = np.zeros(60)
     evidence[[3, 7]] = [np.inf, -np.inf]
     runner = sharded_parall.make_runner(graph, Settings(backend="xla"), devices=4)
-    assert runner.name == "parall/sharded/xla" and runner.reads == frozenset()
+    assert runner.name == "parall/sharded/xla" and runner.reads == loop.PARAMS and runner.info.devices == 4
     lean = loop.device_graph(graph, runner.reads)
     out = runner(lean, loop.init(graph), jax.numpy.asarray(evidence), loop.controls(1e-9, 300, 0.0))
     ref = one_device(graph, evidence, 300, 1e-9)
     close(out.log_odds, ref.log_odds, "log_odds")
     close(out.messages, ref.messages, "messages")
     assert int(out.iterations) == int(ref.iterations)
+    learned = dataclasses.replace(graph, p1=np.asarray(graph.p1) * 0.9)
+    out = runner(loop.device_graph(learned, runner.reads), loop.init(graph), jax.numpy.asarray(evidence),
+                 loop.controls(1e-9, 300, 0.0))
+    close(out.log_odds, one_device(learned, evidence, 300, 1e-9).log_odds, "log_odds after learning")
 
 
 def test_plan_spreads_parall_from_the_threshold():

@@ -56,7 +56,7 @@ from jax import lax
 
 from fastlbp.core.graph import AND
 from fastlbp.engines import importance, proposal
-from fastlbp.engines.sampling_bits import WORD_BITS, _unpack
+from fastlbp.engines.sampling_bits import _LN2, WORD_BITS, _unpack, combine, scale_exponent
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, capacities, coin_words, digit_bits
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
@@ -208,6 +208,7 @@ class Program:
     head_digits: int = HEAD_DIGITS
     tail_capacity: int | None = None
     unroll_steps: int = 0
+    table_words: int = 0  # words per byte table of the weighted row sums (`sampling_weights.TABLE_WORDS`)
 
     @property
     def steps(self) -> int:
@@ -273,7 +274,7 @@ class Program:
         return _Static(shapes=self.shapes, state_rows=self.state_rows, num_rows=self.plan.num_rows,
                        width=self.batch_words, coin_meta=self.coin_meta, capacity=self.capacity,
                        head_digits=self.head_digits, tail_capacity=self.tail_capacity, unrolled=unrolled,
-                       runs=runs)
+                       runs=runs, table_words=self.table_words)
 
     def round_data(self, labels: dict[int, bool], tilt: proposal.Tilt | None = None,
                    tilt_rows: np.ndarray | None = None) -> RoundData:
@@ -300,10 +301,11 @@ class _Static:
     # Else on the CPU: runs of consecutive steps of one shape, (shape, first step, steps), each its own
     # loop without a switch; None: one loop over every step with a switch (a GPU).
     runs: tuple[tuple[int, int, int], ...] | None = None
+    table_words: int = 0
 
 
 def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
-          tail_capacity: int | None = None, unroll_steps: int = 0) -> Program:
+          tail_capacity: int | None = None, unroll_steps: int = 0, table_words: int = 0) -> Program:
     """The program of `plan` (host, once per graph).
 
     Args:
@@ -313,6 +315,8 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
         head_digits, tail_capacity: the coins' head and tail sizes (`sampling_coins.coin_words`).
         unroll_steps: the steps are straight-line code when there are at most this many (the CPU:
             `UNROLL_STEPS`), else one loop over them (a deep chain compiles one step, not thousands).
+        table_words: words of worlds per byte table of the labelled rounds' row sums (0: bits
+            unpacked and selected; `sampling_weights.TABLE_WORDS`, by platform).
     """
     steps: list[tuple[int, int, int, tuple]] = []  # (first row, R, K, (rows, coin1, coin2, is_and))
     for groups in plan.levels:
@@ -358,7 +362,7 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
                    step_start=np.asarray(step_start, np.int32), state_rows=plan.num_rows + spare,
                    batch_words=int(batch_words), capacity=capacity, coin_meta=coin_meta,
                    digits_of_bucket=digits_of_bucket, head_digits=head_digits, tail_capacity=tail_capacity,
-                   unroll_steps=unroll_steps)
+                   unroll_steps=unroll_steps, table_words=int(table_words))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -637,11 +641,11 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
         log_w = lax.cond(tilted, with_tilt, lambda lw: lw, log_w)
         log_w = jnp.where(ok, log_w, -np.inf)
-        top = log_w.max()
-        scale = jnp.where(top > -np.inf, top, 0.0)
+        top = scale_exponent(jnp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine`)
+        scale = jnp.where(top > -np.inf, top * _LN2, 0.0)
         omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
         omega2 = omega * omega
-        s1, s2 = _weighted_sums(state, omega, omega2)
+        s1, s2 = _weighted_sums(state, omega, omega2, static.table_words)
         e1, e2 = _deferred_sums(data, bits_of, omega, static.capacity)
         in_use = jnp.arange(entry_row.shape[0]) < data[2]
         target = jnp.where(entry_deferred & in_use, entry_row, static.num_rows)
@@ -653,20 +657,8 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
 
 def combine_sums(acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one (jax)."""
-    s1, s2, w1, w2, m, pos = acc
-    t1, t2, v1, v2, mb, pb = batch
-    xp = jnp
-    top = xp.maximum(m, mb)
-    ref = xp.where(top > -np.inf, top, 0.0)
-    a = xp.where(m > -np.inf, xp.exp(m - ref), 0.0)
-    b = xp.where(mb > -np.inf, xp.exp(mb - ref), 0.0)
-    # Each product rounded before its sum (no fused multiply-add, whichever fusion XLA makes of the
-    # program around it): a round spread over several devices combines the same batches in the same
-    # order to the same bits (`fastlbp.engines.sharded_sampling`; one FMA differed by 2e-15).
-    s1a, t1b, s2a, t2b, w1a, v1b, w2a, v2b = lax.optimization_barrier(
-        (s1 * a, t1 * b, s2 * (a * a), t2 * (b * b), w1 * a, v1 * b, w2 * (a * a), v2 * (b * b)))
-    return (s1a + t1b, s2a + t2b, w1a + v1b, w2a + v2b, top, pos + pb)
+    """Two sets of weighted sums with their own scales, on the larger one (jax; `sampling_bits.combine`)."""
+    return combine(jnp, acc, batch)
 
 
 def _round(static: _Static, arrays, data, key, first_word, batches, valid):

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from fastlbp.core.model import Model
-from fastlbp.core.settings import Settings
+from fastlbp.core.settings import SAMPLE_PATHS, Settings
 
 # Largest table exact inference may take under "auto": 2^25 float64 entries (width 24). A larger one
 # can take seconds to minutes on a CPU; --method exact allows a quarter of the device's memory.
@@ -126,7 +126,7 @@ def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = No
         return Choice("exact", f"exact inference: {why_exact}")
     try:
         sampler = make_sampler(model.graph, model.var_names, devices=settings.devices,
-                               samples_hint=settings.samples)
+                               samples_hint=settings.samples, host=SAMPLE_PATHS[settings.sample_path])
     except sampling.NotABayesNet as err:
         return Choice("lbp", f"LBP: not exact ({why_exact}), not sampled ({err.message})")
     platform = "cpu" if sampler.host else _platform()

@@ -29,7 +29,7 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import FactorGraph
 from fastlbp.core.model import Model
 from fastlbp.core.plan import Plan
-from fastlbp.core.settings import Settings
+from fastlbp.core.settings import SAMPLE_PATHS, Settings
 from fastlbp.engines.exact import ExactTooWide
 from fastlbp.engines.loop import Controls, Runner, controls, init
 from fastlbp.engines.sampling import TooFewSamples
@@ -193,7 +193,8 @@ class Sample:
             nxt = dataclasses.replace(self, observed=obs, observed_sampler=sampler)
             return _reference_round(m, inputs.model.num_vars), nxt, None
         model = inputs.model
-        sampler = self.sampler or make_sampler(model.graph, model.var_names, devices=devices)
+        sampler = self.sampler or make_sampler(model.graph, model.var_names, devices=devices,
+                                               host=SAMPLE_PATHS[inputs.settings.sample_path])
         if not sampler.reserved:
             _reserved(sampler, model, inputs.labels)
         m = sampling.sample_marginals(model, inputs.labels, inputs.settings, sampler=sampler)
@@ -248,6 +249,14 @@ class LBP:
         if lbp.forced is None and np.count_nonzero(np.isinf(rnd.log_odds)) > lbp_checks.HARD_TO_CHECK:
             lbp = dataclasses.replace(lbp, forced=lbp_checks.forced_without_labels(inputs.model.graph))
         return dataclasses.replace(rnd, flags=lbp._flags(inputs, result, rnd)), lbp, result.messages
+
+    def warm(self, inputs: Inputs) -> LBP:
+        """This method with its round compiled (one iteration from uniform messages, result unused):
+        the round a fallback later runs compiles nothing (its controls are data)."""
+        s = inputs.settings
+        one = controls(s.tol, 1, s.damping, s.dtype)
+        _, _, lbp = self._step(inputs, init(inputs.model.graph, s.dtype), one, inputs.evidence())
+        return lbp
 
     def with_model(self, model: Model) -> LBP:
         graph = engines.device_graph(model.graph, self.runner.reads)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import functools
@@ -23,7 +24,7 @@ import numpy as np
 from fastlbp import engines
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.graph import label_codes
-from fastlbp.core.jax_setup import float64
+from fastlbp.core.jax_setup import float64, float64_context
 from fastlbp.core.model import UNDERIVABLE, Model
 from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
@@ -31,6 +32,9 @@ from fastlbp.core.text import safe_name
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.inference import lbp_checks, methods, rounds
 from fastlbp.inference.rounds import Round
+
+# One thread for the sessions' background compiles (`Session._warm_fallback`).
+_BACKGROUND = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastlbp-warm")
 
 
 class Session:
@@ -74,6 +78,9 @@ class Session:
         self._controls_key: tuple | None = None
         self._controls: Controls | None = None
         self._compile_checks = False  # `compile_checks` asked for, before any LBP round
+        # LBP prepared and compiled in a thread after an interactive session's first round when "auto"
+        # chose another method (`_warm_fallback`): a later fallback round then compiles nothing.
+        self._lbp_warming: concurrent.futures.Future | None = None
 
     def fork(self) -> Session:
         """A session with this one's state and its own labels: a round on it leaves this one as it was
@@ -107,6 +114,9 @@ class Session:
 
     def _method(self, name: str) -> rounds.Method:
         """The prepared method `name`, prepared now if no round has needed it yet."""
+        if name == "lbp" and name not in self._methods and self._lbp_warming is not None:
+            self._methods[name] = self._lbp_warming.result()
+            self._lbp_warming = None
         if name not in self._methods:
             sampler = self.choice.sampler if self.choice is not None and name == "sample" else None
             self._methods[name] = rounds.prepare(name, self.model, self.plan, sampler)
@@ -241,6 +251,8 @@ class Session:
         """
         start = time.perf_counter()
         if self.choice is None:
+            if self._compile_checks:
+                self._warm_fallback()  # beside the choice and the first round's compile, in a thread
             self.choice = methods.choose(self.model, self._settings, self.labels)
         inputs = rounds.Inputs(model=self.model, labels=self.labels, soft=self._checked_soft(),
                                settings=self._settings, messages=self.messages if warm else None,
@@ -255,6 +267,11 @@ class Session:
             # The labels are beyond the chosen method: this round is LBP's, and says so.
             flags = (f"{name} refused these labels ({err}); LBP answered instead",)
             rnd, self._methods["lbp"], messages = self._method("lbp").round(inputs)
+        if self._lbp_warming is not None:
+            # The first round waits for LBP's compile: no later round competes with it (its tracing
+            # holds the interpreter: rounds of 21 ms took 0.5-1.1 s beside it at avrora's size).
+            self._methods.setdefault("lbp", self._lbp_warming.result())
+            self._lbp_warming = None
         if messages is not None:
             self.messages = messages
             if self._compile_checks:
@@ -262,6 +279,29 @@ class Session:
         self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=rnd.flags + flags,
                                         reason=self.choice.reason or None)
         return self.last
+
+    def _warm_fallback(self) -> None:
+        """Prepares and compiles LBP in a thread, for the rounds "auto" may hand to it (labels the
+        sampler or exact inference refuse), while the first round chooses and compiles its own
+        method; the first round ends after it. An interactive session then compiles nothing after
+        its first round whatever the method (a fallback's compile was 1.4 s of a weblech round on
+        a 2-core CPU)."""
+        if self._settings.method != "auto" or "lbp" in self._methods or self._lbp_warming is not None:
+            return
+        model, plan, settings = self.model, self.plan, self._settings
+        inputs = rounds.Inputs(model=model, labels=dict(self.labels), soft={}, settings=settings,
+                               messages=None, evidence=functools.partial(self.evidence, dict(self.labels)),
+                               controls=self.controls, checks=False)
+        messages = self.messages
+
+        def work() -> rounds.Method:
+            with float64_context():
+                lbp = rounds.prepare("lbp", model, plan).warm(inputs)
+                lbp_checks.compile_checks(model.graph, messages, self.dtype)
+                return lbp
+
+        self._lbp_warming = _BACKGROUND.submit(work)
+        self._compile_checks = False
 
     def _checked_soft(self) -> dict[int, float]:
         if not self.soft:
