@@ -109,7 +109,7 @@ def bench_parall(model, counts: list[int], iters: int, repeats: int) -> list[dic
                          repeats=repeats)
         lo = np.asarray(layout.gather(layout.run_local(msgs, lev, ctl)).log_odds)
         both = np.isfinite(lo) & np.isfinite(ref)
-        rel = float(np.max(np.abs(lo - ref)[both] / np.maximum(1.0, np.abs(ref[both])), initial=0.0))
+        rel = float(np.max(np.abs(lo[both] - ref[both]) / np.maximum(1.0, np.abs(ref[both])), initial=0.0))
         rows.append({"devices": n, "cut_variables": layout.parts.cut,
                      "edges_per_device": layout.parts.edges.tolist(), "build_s": build_s,
                      "iteration_s": seconds / iters, "no_exchange_iteration_s": alone / iters,
