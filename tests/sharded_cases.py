@@ -40,7 +40,7 @@ def same_tally(a, b) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y), (name, x, y)
 
 
-@hsettings(max_examples=4, deadline=None, phases=NO_SHRINK)
+@hsettings(max_examples=3, deadline=None, phases=NO_SHRINK)
 @given(seed=st.integers(0, 10**6), words=st.integers(1, 11), devices=st.sampled_from([2, 3, 4]))
 def test_sampler_tallies_are_one_devices_bit_for_bit(seed, words, devices):
     """A random network, no labels then one or two (weights, sometimes a tilt), a run of `words` batches
@@ -86,7 +86,7 @@ def close(a, b, what):
     assert ok.all(), (what, a[~ok], b[~ok])
 
 
-@hsettings(max_examples=6, deadline=None, phases=NO_SHRINK)
+@hsettings(max_examples=5, deadline=None, phases=NO_SHRINK)
 @given(seed=st.integers(0, 10**6), random_cut=st.booleans(), summation=st.sampled_from(["xla", "scatter"]))
 def test_sharded_parall_is_one_devices_within_1e_12(seed, random_cut, summation):
     """Random loopy graphs with hard parameters and evidence, cut by the partitioner or at random (most

@@ -31,10 +31,10 @@ CASES = Path(__file__).with_name("sharded_cases.py")
 @pytest.mark.slow
 def test_on_four_virtual_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:randomly",
                            "-p", "no:cacheprovider", str(CASES)], env=env, capture_output=True, text=True,
                           timeout=800, cwd=Path(__file__).resolve().parents[1])
-    assert done.returncode == 0 and " passed" in done.stdout and "skipped" not in done.stdout, \
+    assert done.returncode == 0 and "5 passed" in done.stdout and "skipped" not in done.stdout, \
         done.stdout[-6000:] + done.stderr[-3000:]
 
 
@@ -144,3 +144,14 @@ def test_devices_setting_is_checked():
         Settings(devices=0)
     with pytest.raises(SettingsError, match="--devices 64: JAX sees"):
         make_plan(Settings(devices=64)).placed()
+
+
+def test_a_resumed_session_keeps_the_devices_given():
+    """--devices is where a session computes, not what: not stored, taken from the caller on resume."""
+    from fastlbp.core.settings import INFERENCE_FIELDS, Settings
+    from fastlbp.triage.stored import stored_settings
+
+    assert "devices" not in INFERENCE_FIELDS
+    stored = Settings(schedule="seqfix").inference()
+    resumed = stored_settings(stored, Settings(devices=2))
+    assert resumed.devices == 2 and resumed.schedule == "seqfix"
