@@ -10,8 +10,9 @@ For each size a synthetic Bingo-like network (`datalog.synthetic.generate(factor
 `--devices`):
 
 * the sampler (`sharded_sampling.ShardedSampler`; one device: `sampling.Sampler`), every count with the
-  same batch of words: the median seconds of a run of `--worlds` worlds without labels, as worlds
-  per second and the speed-up over one device; checked against one device's tallies (no labels, and
+  same batch of words (sized for one device's share of a run at the most devices): the median
+  seconds of a run of `--worlds` worlds without labels, as worlds per second and the speed-up over
+  one device; checked against one device's tallies (no labels, and
   one alarm labelled false) bit for bit;
 * PARALL (`sharded_parall`): the median seconds per iteration of `--iters` iterations (tol 0), the
   same with the exchange of the cut's sums left out (the exchange's share is the difference), the
@@ -58,9 +59,10 @@ def bench_sampler(model, counts: list[int], worlds: int, repeats: int) -> list[d
     from fastlbp.engines.sharded_sampling import ShardedSampler
 
     graph = model.graph
-    # Every count draws batches of the same size: a run's batches are split among the devices.
-    sized = Sampler(graph, host=False, samples_hint=worlds)
-    width = max(1, sized.batch_words // max(counts))
+    # Every count draws batches of the same size, one device's share of a run at the most devices (and
+    # within one device's memory budget): a run's batches are split among the devices, one device
+    # drawing them all in turn.
+    width = Sampler(graph, host=False, samples_hint=max(1, worlds // max(counts))).batch_words
     label = {int(model.alarms[0]): False} if len(model.alarms) else {0: False}
     rows, ref = [], None
     for n in counts:
@@ -105,8 +107,9 @@ def bench_parall(model, counts: list[int], iters: int, repeats: int) -> list[dic
         build_s = time.perf_counter() - t0
         msgs, lev = layout.local_messages(np.zeros(graph.num_edges)), layout.local_evidence(evidence)
         seconds, _ = timed(lambda la=layout, m=msgs, e=lev: la.run_local(m, e, ctl)[1], repeats=repeats)
-        alone, _ = timed(lambda la=layout, m=msgs, e=lev: la.run_local(m, e, ctl, exchange=False)[1],
-                         repeats=repeats)
+        # Without a cut there is nothing to exchange: the two programs are the same.
+        alone = seconds if layout.parts.cut == 0 else timed(
+            lambda la=layout, m=msgs, e=lev: la.run_local(m, e, ctl, exchange=False)[1], repeats=repeats)[0]
         lo = np.asarray(layout.gather(layout.run_local(msgs, lev, ctl)).log_odds)
         both = np.isfinite(lo) & np.isfinite(ref)
         rel = float(np.max(np.abs(lo[both] - ref[both]) / np.maximum(1.0, np.abs(ref[both])), initial=0.0))
