@@ -26,6 +26,13 @@ a NUL byte, `NAME.offsets` saying where each starts):
     truth.keys (G,) int64, truth.values (G,) bool          ground truth of alarms
     annotations        (.,) uint8    {"locations": ..., "relations": ...} as JSON text (may be empty)
 
+A graph can also be written as several files read back in parallel (`write_sharded(dg, "g.npz", 4)`):
+the first part, `g.npz`, holds everything above but only its run of clauses, and names the other parts
+(`parts.files.bytes` / `.offsets`, their clause counts in `parts.clauses` (N-1,) int64); part k,
+`g.partK-of-N.npz`, holds `format`, `version`, `part.index`, `part.count` and its run of clauses
+(`clause_rule`, `clause_head`, `body_offsets` from 0, `body`). `read` recognises a first part and reads
+the others, each checked as the first is; a part read alone is an error naming the first.
+
 Everything is checked on reading (names, dtypes, shapes, indices in range, offsets, probabilities
 in [0, 1], tuple and rule names unique, no tuple labelled or given a prior twice); a problem is an
 `InputError` naming the file and the array. Each member's `.npy` header is checked against the bytes
