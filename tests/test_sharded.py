@@ -173,3 +173,27 @@ def test_partition_keeps_clauses_with_their_tuples():
     edge_part = part[np.asarray(graph.edge_factor)][np.asarray(graph.var_edges)]
     split = np.count_nonzero(edge_part[first] != edge_part[first + 1])
     assert split <= 0.01 * first.size, (split, first.size)
+
+
+def test_convert_writes_parts_that_rank_reads(tmp_path):
+    """`fastlbp convert --parts 3`, then `rank` of the first part; every part's bytes are recorded for the
+    model cache (a part changed on disk is a changed graph)."""
+    from typer.testing import CliRunner
+
+    from fastlbp.cli import get_app
+    from fastlbp.core.errors import recorded_reads
+
+    race = Path(__file__).resolve().parents[1] / "data" / "race.json"
+    app = get_app()
+    out = CliRunner().invoke(app, ["convert", str(race), str(tmp_path / "race.npz"), "--parts", "3"])
+    assert out.exit_code == 0, out.output
+    names = ["race.npz", "race.part1-of-3.npz", "race.part2-of-3.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    with recorded_reads() as reads:
+        npz.read(tmp_path / "race.npz")
+    assert sorted(p.name for p, digest in reads if digest) == sorted(p.name for p in tmp_path.iterdir())
+    ranked = CliRunner().invoke(app, ["rank", str(tmp_path / "race.npz"), "--method", "lbp", "--no-cache",
+                                      "--format", "json"])
+    assert ranked.exit_code == 0 and '"leak(3)"' in ranked.output, ranked.output
+    refused = CliRunner().invoke(app, ["convert", str(race), str(tmp_path / "r.json"), "--parts", "2"])
+    assert refused.exit_code == 2 and "--parts writes derivation.npz in parts, not json" in refused.output
