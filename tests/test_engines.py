@@ -60,7 +60,8 @@ def test_engine_keys_table():
     assert keys("seqfix", "fused_interpret") == ("relaxed", "persistent")
     assert keys("seqfix:chunked", "pallas") == ("chunked",)
     assert keys("seqrnd:chunked", "fused") == ("persistent",)
-    assert set(engines.ENGINES) == {"parall", "parall/fused", "relaxed", "chunked", "persistent"}
+    assert set(engines.ENGINES) == {"parall", "parall/fused", "parall/sharded", "relaxed", "chunked",
+                                    "persistent"}
 
 
 def test_runners_carry_their_layout_and_host_facts():
