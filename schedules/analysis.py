@@ -393,18 +393,18 @@ SCAN_AFTER = 2
 
 
 def levelling(graph: FactorGraph, order: Order, window: int | None = None,
-              scan_after: int | None = None, method: str = "auto") -> Analysis:
+              scan_after: int | None = None, algorithm: str = "auto") -> Analysis:
     """Exact levelling (the default analysis): `schedules.levels.levels`.
 
     Args:
         window, scan_after: given, the windowed levelling runs instead (`levelling_windows`,
             the earlier implementation, kept as the reference the tests compare with).
-        method: `schedules.levels.levels`'s method ("auto", "walk", "numba", "stages").
+        algorithm: `schedules.levels.levels`'s algorithm ("auto", "walk", "numba", "stages").
     """
     if window is not None or scan_after is not None:
         return levelling_windows(graph, order, 1024 if window is None else window, scan_after)
     t0 = time.perf_counter()
-    lev, how, steps = _levels.levels(graph, order, method)
+    lev, how, steps = _levels.levels(graph, order, algorithm)
     return Analysis(lev, int(lev.max(initial=-1)) + 1, "levelling", time.perf_counter() - t0, order,
                     steps, int(how != "stages"), how)
 

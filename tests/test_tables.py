@@ -1,10 +1,14 @@
-"""One table per choice (issue 39): a new input format or update strategy is its own code plus one row of
-its table (`datalog.io.FORMATS`; `fastlbp.core.plan.STRATEGIES` with its order in
-`schedules.orders.BUILDERS`), and every command then takes it. CONTRIBUTING.md shows the same two rows."""
+"""One table per choice (issue 39): a new input format, update strategy or inference method is its own code
+plus one row of its table (`datalog.io.FORMATS`; `fastlbp.core.plan.STRATEGIES` with its order in
+`schedules.orders.BUILDERS`; `fastlbp.inference.methods.METHODS`), and everything then takes it. Each test
+registers a toy one, runs it through the public API and unregisters it (monkeypatch). CONTRIBUTING.md shows
+the same rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -12,6 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import fastlbp
 import schedules
 from datalog import formats
 from datalog import io as datalog_io
@@ -19,10 +24,16 @@ from fastlbp.cli import get_app
 from fastlbp.cli.graphs import GraphFormat
 from fastlbp.core import plan as core_plan
 from fastlbp.core.settings import Settings
+from fastlbp.inference import methods
+from fastlbp.inference import simulate as sim
+from fastlbp.inference.method import Method
+from fastlbp.inference.rounds import Round
+from fastlbp.io import plots, writers
 from schedules import orders
 
 runner = CliRunner()
 WEBLECH = str(Path(__file__).resolve().parents[1] / "data" / "weblech.json")
+RACE = str(Path(__file__).resolve().parents[1] / "data" / "race.json")
 
 
 # A toy format: one clause per line, `HEAD <- BODY BODY ...` (rule R0), and `alarm NAME` lines.
@@ -147,3 +158,76 @@ def test_describe_names_the_engine_the_plan_runs():
     assert schedules.describe(model, seq)["engine"] == "persistent"
     assert schedules.describe(model, "seqfix:chunked")["engine"] == "chunked"
     assert schedules.describe(model, "parall")["engine"] == "parall"
+
+
+# A toy method: every tuple's prior probability (exact inference without the labels), the labelled ones
+# known. Its own code is the prepared round and the row; the table gets one row.
+
+@dataclasses.dataclass(frozen=True)
+class PriorRound:
+    name: str = "prior"
+
+    def round(self, inputs):
+        from fastlbp.engines.exact import exact_marginals
+
+        m = exact_marginals(inputs.model, {}, inputs.settings)
+        p, lo = m.marginals.copy(), m.log_odds.copy()
+        for v, truth in inputs.labels.items():
+            p[v], lo[v] = float(truth), math.inf if truth else -math.inf
+        return Round(p, lo, 0, True, 0.0, m.seconds, method=self.name, info=m.info), self, None
+
+    def with_model(self, model):
+        return self
+
+
+class PriorMethod(Method):
+    name = "prior"
+    label = "the prior"
+    help = "each tuple's probability before any label"
+    error_head = "prior"
+
+    def prepare(self, model, plan, sampler=None):
+        return PriorRound()
+
+    def describe(self, rnd):
+        return "the prior: no label counts"
+
+    def error_cell(self, lower, upper, flags):
+        return "no labels"
+
+
+@pytest.fixture
+def toy_method(monkeypatch):
+    monkeypatch.setitem(methods.METHODS, "prior", PriorMethod())
+
+
+def test_a_method_added_to_the_table_runs_and_names_itself(toy_method):
+    model = fastlbp.load(RACE)
+    exact = fastlbp.rank(model, {}, settings=Settings(method="exact"))
+    ranking = fastlbp.rank(model, {}, settings=Settings(method="prior"))
+    assert ranking.method == "prior" and ranking.how == "the prior: no label counts"
+    assert [a.alarm for a in ranking.alarms] == [a.alarm for a in exact.alarms]  # no labels: the posterior
+    table = writers.to_table(ranking)
+    assert table.splitlines()[0].split()[2] == "prior" and "no labels" in table.splitlines()[1]
+    assert json.loads(writers.to_json(ranking))["method"] == "prior"
+    assert writers.caveats(ranking) == []
+
+    session = fastlbp.Session(model, method="prior")
+    alarm = model.alarms[0]
+    before = session.run().marginals[alarm]
+    session.label(int(alarm), True)
+    rnd = session.run()
+    assert rnd.marginals[alarm] == 1.0 and methods.summary_dict(rnd)["how"] == "the prior: no label counts"
+    assert 0 < before < 1
+
+    truth = sim.graph_truth(model)
+    result = sim.simulate(model, truth, max_rounds=3, settings=Settings(method="prior"))
+    assert result.methods == {"prior": 3} and {s["method"] for s in result.as_dict()["labels"]} == {"prior"}
+    assert "the prior" in sim.to_table(result)
+    title = plots.plot_data(result, graph=RACE, settings=Settings(method="prior"))[0].title
+    assert title.splitlines()[1] == "race.json: the prior, f64"
+
+
+def test_an_unknown_method_names_the_table():
+    with pytest.raises(fastlbp.SettingsError, match="auto, lbp, exact, sample"):
+        fastlbp.Session(fastlbp.load(RACE), method="nosuch")

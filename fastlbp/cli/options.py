@@ -40,6 +40,7 @@ from fastlbp.cli.progress import finish_progress, start_progress
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.plan import strategies_help
 from fastlbp.core.settings import Flag, Settings
+from fastlbp.inference.methods import methods_help, names
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -55,9 +56,14 @@ FLAGS: dict[str, Flag] = {f.name: f.metadata["flag"] for f in dataclasses.fields
                           if f.metadata["flag"] is not None}
 
 
+# Choices read from a table above `fastlbp.core` (which the field's flag cannot name).
+TABLE_CHOICES = {"method": names()}
+
+
 def _choices(name: str, flag: Flag):
-    """The StrEnum of a field's accepted values: its flag's choices, then the unlisted ones."""
-    return StrEnum(name.title().replace("_", ""), {c: c for c in flag.choices + flag.unlisted_choices})
+    """The StrEnum of a field's accepted values: its flag's (or table's) choices, then the unlisted ones."""
+    listed = TABLE_CHOICES.get(name, flag.choices)
+    return StrEnum(name.title().replace("_", ""), {c: c for c in listed + flag.unlisted_choices})
 
 
 def _settings_parameter(name: str) -> tuple[str, object, object]:
@@ -66,7 +72,7 @@ def _settings_parameter(name: str) -> tuple[str, object, object]:
     default = getattr(DEFAULTS, name)
     base = _HINTS[name]
     extra = {}
-    if flag.choices:
+    if flag.choices or name in TABLE_CHOICES:
         base = _choices(name, flag)
         if flag.unlisted_choices:
             # --help lists what users choose; values kept for comparison and tests are accepted, not listed
@@ -76,7 +82,8 @@ def _settings_parameter(name: str) -> tuple[str, object, object]:
     if flag.default_from_env:
         base, default = base | None, None
         extra["show_default"] = f"${BACKEND_ENV}, else {getattr(DEFAULTS, name)}"
-    option = typer.Option(*flag.names, help=flag.help.format(strategies=strategies_help()),
+    text = flag.help.format(strategies=strategies_help(), methods=methods_help())
+    option = typer.Option(*flag.names, help=text,
                           rich_help_panel=PANELS[flag.group], **extra)
     return name, Annotated[base, option], default
 

@@ -32,9 +32,6 @@ PRECISIONS = {"f64": "float64", "f32": "float32"}
 BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
 # The backends a user chooses from (--help lists these); the others are for comparison and tests.
 USER_BACKENDS = ("auto", "xla", "fused")
-# How marginals are computed: the first of exact, sampling and LBP that fits (`inference.methods`), loopy
-# belief propagation, exact (bucket elimination), or importance sampling.
-METHODS = ("auto", "lbp", "exact", "sample")
 CYCLE_MODES = ("cycles", "bingo")
 
 
@@ -58,7 +55,8 @@ class Flag:
     Attributes:
         names: the option's names ("--tol"; "--method", "-m"; "--compress/--no-compress").
         help: its --help text; `{strategies}` stands for the strategy table's names and help
-            (`fastlbp.core.plan.strategies_help`).
+            (`fastlbp.core.plan.strategies_help`), `{methods}` for the method table's
+            (`fastlbp.inference.methods.methods_help`, whose names the CLI also takes as the choices).
         group: the commands' shared group it belongs to: "loading" (every command that reads a
             graph) or "inference" (every command that runs inference); also its --help panel.
         choices: the values users choose from, as --help lists them (default: any value).
@@ -104,9 +102,11 @@ class Settings:
         compress: exact chain compression of derivation graphs.
         method: "auto" (the default: exact inference where the graph's width fits,
             else importance sampling where it fits a time budget, else LBP;
-            `fastlbp.inference.methods.choose`), "lbp" (loopy belief propagation), "exact"
+            `fastlbp.inference.methods.choose`) or a method of the table
+            `fastlbp.inference.methods.METHODS`: "lbp" (loopy belief propagation), "exact"
             (bucket elimination) or "sample" (sampling with the labels as importance
-            weights, `fastlbp.engines.sampling`).
+            weights, `fastlbp.engines.sampling`). Checked where it is used (the table is
+            above this module): a `Session`, learning, the CLI's choices.
         samples: worlds drawn by `method="sample"`.
         max_samples: most worlds `method="sample"` draws (its budget) while the
             standard errors are above `target_se` or fewer than `min_accepted`
@@ -158,12 +158,7 @@ class Settings:
         group="loading"))
     method: str = _option("auto", PLAN, flag=Flag(
         ("--method", "-m"),
-        "How marginals are computed: auto (the default: exact where the graph's width fits, else sample "
-        "where it fits a time budget, else lbp; the output says which and why), lbp (loopy belief "
-        "propagation, fast, approximate on graphs whose derivations share ancestors), exact (bucket "
-        "elimination; refused when the graph is too wide) or sample (sampling with the labels as "
-        "importance weights, standard errors and 95% intervals). `fastlbp check` compares LBP with a "
-        "reference.", choices=METHODS))
+        "How marginals are computed: {methods}. `fastlbp check` compares LBP with a reference."))
     samples: int = _option(100_000, SAMPLER, flag=Flag(
         ("--samples",), "Worlds of sampling's first round (it draws more, doubling, until every alarm's "
                         "standard error is at most 0.0025, within 10^7 worlds and --sample-seconds)."))
@@ -196,8 +191,6 @@ class Settings:
             raise SettingsError(f"{self.backend!r} is not a backend; choose one of {', '.join(BACKENDS)}")
         if self.cycles not in CYCLE_MODES:
             raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
-        if self.method not in METHODS:
-            raise SettingsError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if not 0.0 <= self.target_se < 0.5:
             raise SettingsError(f"target_se must be in [0, 0.5), got {self.target_se}")
         if not self.sample_seconds >= 0:
@@ -244,5 +237,5 @@ def settings_from(settings: Settings | None = None, **overrides) -> Settings:
     return (settings or Settings()).replace(**overrides)
 
 
-__all__ = ["Settings", "Flag", "settings_from", "PRECISIONS", "BACKENDS", "USER_BACKENDS", "METHODS",
+__all__ = ["Settings", "Flag", "settings_from", "PRECISIONS", "BACKENDS", "USER_BACKENDS",
            "CYCLE_MODES", "FIELDS", "INFERENCE_FIELDS", "CONTROL_FIELDS", "LOADING_FIELDS"]

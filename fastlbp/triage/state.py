@@ -377,7 +377,7 @@ class Triage:
             self.session.set_parameters(self.online.model_now())
         elif snap.learned is not None:
             raise Unusable("it holds learned probabilities, and the session learns none")
-        if snap.choice is not None and self.settings.method == "auto":
+        if snap.choice is not None and methods.chooses(self.settings.method):
             self.session.choice = methods.Choice(*snap.choice)
         if snap.messages is not None:
             self.session.messages = _device_messages(snap.messages, self.session, self.model.graph.num_edges)
@@ -880,5 +880,5 @@ def _session(model: Model, settings: Settings, order: str | None, source: str | 
     (`fastlbp.core.plan.Spec.order`): no path from the session file is ever opened."""
     session = Session(model, settings) if order is None else Session(
         model, settings, plan=make_plan(settings, order=order, source=source))
-    session.compile_checks()  # the first label compiles nothing
+    session.compile_flags()  # the first label compiles nothing
     return session
