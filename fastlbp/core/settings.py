@@ -45,6 +45,12 @@ LOADING = "loading"  # how a graph is read: shapes the model before any session
 # Seconds of drawing a round of an interactive session may take unless --sample-seconds says otherwise:
 # a person waits for each round (the standard errors then shown say what the budget bought).
 INTERACTIVE_SAMPLE_SECONDS = 0.4
+# Fewest effective samples a round of an interactive session answers with (its standard errors, at
+# most 0.032, shown beside the numbers): weblech's labelled rounds left 790-800 effective samples in
+# 0.4 s on a 2-core CPU, and at 1,000 they fell back to an LBP that needed damping or did not converge.
+INTERACTIVE_MIN_ACCEPTED = 250
+# Where sampling draws (`Settings.sample_path`): None lets the sampler decide by the graph's size.
+SAMPLE_PATHS = {"auto": None, "host": True, "device": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +131,10 @@ class Settings:
             6.4M worlds on the host path.
         exact_memory: bytes the largest table of `method="exact"` may take; None: a
             quarter of the device's memory.
+        sample_path: where sampling draws: "host" (numpy: no compile), "device" (the compiled
+            program: a compile first, then 2-4x the host's worlds per second on a CPU), or "auto"
+            (the host for graphs of at most `sampling.HOST_EDGES` padded reads; an interactive
+            session's rounds take the device, `interactive`).
         remedies: when an LBP round does not converge (tol > 0), retry it with
             damping 0.5, then 0.8, then average the marginals of the last 100
             iterations (Bingo's remedy); `Round.remedy` says which produced the numbers.
@@ -171,12 +181,19 @@ class Settings:
                                "limit; default 4, and 0.4 for a round of simulate and triage); the status "
                                "line says when it ended a round early.", minimum=0.0))
     exact_memory: int | None = _option(None, SAMPLER, stored=False)
+    sample_path: str = _option("auto", SAMPLER, stored=False)
     remedies: bool = _option(True, CONTROL, stored=False)
 
     def interactive(self) -> Settings:
         """These settings for the rounds of an interactive session (`simulate`, `triage`): a sampling
-        round bounded by `INTERACTIVE_SAMPLE_SECONDS` (a person waits for each)."""
-        return self.replace(sample_seconds=INTERACTIVE_SAMPLE_SECONDS)
+        round bounded by `INTERACTIVE_SAMPLE_SECONDS` (a person waits for each), answering from at
+        least `INTERACTIVE_MIN_ACCEPTED` effective samples (fewer than `min_accepted` asks, if more)."""
+        # The device program at every size: its compile is paid once for the session's rounds (3.3 s
+        # at weblech's size on a 2-core CPU), and a labelled round drew 366K worlds/s there against the
+        # host path's 80-180K (whose rounds left fewer than 250 effective samples in 0.4 s).
+        path = "device" if self.sample_path == "auto" else self.sample_path
+        return self.replace(sample_seconds=INTERACTIVE_SAMPLE_SECONDS, sample_path=path,
+                            min_accepted=min(self.min_accepted, INTERACTIVE_MIN_ACCEPTED))
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -193,6 +210,9 @@ class Settings:
             raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
         if not 0.0 <= self.target_se < 0.5:
             raise SettingsError(f"target_se must be in [0, 0.5), got {self.target_se}")
+        if self.sample_path not in SAMPLE_PATHS:
+            raise SettingsError(f"sample_path must be one of {', '.join(SAMPLE_PATHS)}, "
+                                f"got {self.sample_path!r}")
         if not self.sample_seconds >= 0:
             raise SettingsError(f"sample_seconds must be >= 0, got {self.sample_seconds}")
         for name in ("samples", "max_samples", "min_accepted"):

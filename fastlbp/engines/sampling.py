@@ -71,7 +71,7 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
-from fastlbp.engines import importance, proposal, sampling_plan, sampling_program
+from fastlbp.engines import importance, proposal, sampling_plan, sampling_program, sampling_weights
 from fastlbp.engines.marginals import Marginals
 from fastlbp.engines.sampling_bits import _rows_dot, _unpack
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, digit_bits, threefry2x32
@@ -100,6 +100,8 @@ BATCH_BYTES = 1 << 28
 # numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
+# A draw's predicted seconds are taken this many times over when deciding whether it fits the budget.
+DRAW_MARGIN = 1.15
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # The device path draws again from the tilted proposal (`proposal`: host work) when the prior's worlds
 # leave fewer than this share of their number effective. At 0.05, 4 of 277 marginals of the improbable
@@ -434,10 +436,12 @@ class Sampler:
         if self._program is None:
             # Straight-line steps on the CPU (its loop copied the state through every step: 5x slower
             # at avrora's size), one loop on a GPU (its steps cost launches, not copies).
-            unroll = sampling_program.UNROLL_STEPS if jax.default_backend() == "cpu" else 0
+            platform = jax.default_backend()
+            unroll = sampling_program.UNROLL_STEPS if platform == "cpu" else 0
             self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
                                                    head_digits=self._head_digits,
-                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll)
+                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll,
+                                                   table_words=sampling_weights.table_words(platform))
             self._device_arrays = jax.device_put(self._program.arrays())
             self._exe = None
         return self._program
@@ -515,12 +519,14 @@ class Sampler:
     @float64
     def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *, target_se: float = 0.0,
                  min_effective: float = 0.0, max_samples: int | None = None,
-                 rows: np.ndarray | None = None, seconds: float = 0.0) -> Tally:
+                 rows: np.ndarray | None = None, seconds: float = 0.0, on_empty=None) -> Tally:
         """Draws `samples` worlds, then more until the estimates are as precise as asked.
 
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
+        `on_empty()`, if given, is called once when the first draw holds no world of positive weight
+        (it may raise: the labels' contradiction named before more worlds are drawn in vain).
         `seconds` > 0 bounds the drawing: a first draw that would overrun it at the speed measured
         before is cut to what fits (whole words, at least `MIN_WORLDS`), and a draw starts only while it is
         predicted to end within it; `self.stopped` then says "time" (the caller decides whether
@@ -536,26 +542,20 @@ class Sampler:
         most = max(samples, -(-int(max_samples or 0) // WORD_BITS) * WORD_BITS)
         if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
-        if seconds > 0 and self.world_seconds and samples * self.world_seconds > seconds:
-            # The first draw alone would overrun the budget at the speed measured: cut to what fits
-            # (a first draw that fits is never cut, so a run's worlds do not depend on the timing).
-            fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
-            # The device computes whole batches: fewer worlds than a batch would cost as much.
-            least = MIN_WORLDS if self.host else max(MIN_WORLDS, self.batch_words * WORD_BITS)
-            samples = max(min(samples, fits), least)
+        samples = self._fitting(samples, seconds)
         if self.host:
             arrays = self.label_arrays(labels) if weighted else None
             la = arrays.astuple() if weighted else None
             tilt = self._proposal(labels, arrays) if weighted and self.tilt else None
             self.tilted_coins = 0 if tilt is None else int(tilt[1][0].size)
             draw = functools.partial(self._draw_host, key, labels=la, seed=seed, tilt=tilt)
-            return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+            return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, on_empty)
         start = time.perf_counter()
         data = self._round_data(labels, None)
         run = self._compiled(data)
         self.tilted_coins = 0
         draw = functools.partial(self._draw_device, run, key, data)
-        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, on_empty)
         if not (weighted and self.tilt) or tally.effective >= TILT_BELOW * tally.drawn:
             return tally
         # The prior's worlds leave too few effective: the labels' evidence looked ahead at (host work),
@@ -573,21 +573,33 @@ class Sampler:
         stopped = self.stopped
         tilted_data = self._round_data(labels, tilt)
         draw = functools.partial(self._draw_device, run, key, tilted_data)
-        left = max(seconds - (time.perf_counter() - start), 0.25 * seconds) if seconds > 0 else 0.0
-        tilted = self._drawing(draw, min(samples, tally.drawn), most, target_se, min_effective, rows, left)
+        # What is left of the budget, cut to at least a batch (a whole round then stays near 1.25x it:
+        # a floor of a quarter of the budget took weblech's tilted rounds to 1.3x).
+        left = max(seconds - (time.perf_counter() - start), 1e-9) if seconds > 0 else 0.0
+        tilted = self._drawing(draw, self._fitting(min(samples, tally.drawn), left), most, target_se,
+                               min_effective, rows, left)
         if tilted.effective >= tally.effective:
             self.tilted_coins = int(np.count_nonzero(tilt.tilted))
             return tilted
         self.stopped = stopped
         return tally
 
+    def _fitting(self, samples: int, seconds: float) -> int:
+        """`samples`, or fewer where that first draw alone would overrun `seconds` at the speed measured
+        (a first draw that fits is never cut, so a run's worlds do not depend on the timing); never
+        below `MIN_WORLDS`, nor on the device below a batch (fewer worlds cost as much there)."""
+        if not (seconds > 0 and self.world_seconds and samples * self.world_seconds > seconds):
+            return samples
+        fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
+        least = MIN_WORLDS if self.host else max(MIN_WORLDS, self.batch_words * WORD_BITS)
+        return max(min(samples, fits), least)
+
     def _drawing(self, draw, samples: int, most: int, target_se: float, min_effective: float, rows,
-                 seconds: float, first=None) -> Tally:
-        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`, from `first` = (sums,
-        worlds) already drawn, if given."""
+                 seconds: float, on_empty=None) -> Tally:
+        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`."""
         plan = self.plan
-        acc, drawn = first if first is not None else (None, 0)
-        target = max(samples, drawn)
+        acc, drawn = None, 0
+        target = samples
         start = time.perf_counter()
         self.stopped = "worlds"
         while True:
@@ -600,6 +612,9 @@ class Sampler:
             drawn = target
             tally = Tally(s1=s1[plan.row_of], s2=s2[plan.row_of], w1=float(w1), w2=float(w2), drawn=drawn,
                           positive=int(positive))
+            if on_empty is not None and tally.positive == 0:
+                on_empty()
+                on_empty = None
             if drawn >= most:
                 break
             if tally.effective >= min_effective and tally.positive > 0 and (
@@ -608,8 +623,9 @@ class Sampler:
                 break
             target = min(most, 2 * drawn)
             elapsed = time.perf_counter() - start
-            # The next draw starts only while it is predicted to end within the budget.
-            if seconds > 0 and elapsed + (target - drawn) * self.world_seconds > seconds:
+            # The next draw starts only while it is predicted to end within the budget, with a margin
+            # for the speed's noise (weblech's 0.4 s rounds on a 2-core CPU reached 0.52 s without).
+            if seconds > 0 and elapsed + DRAW_MARGIN * (target - drawn) * self.world_seconds > seconds:
                 self.stopped = "time"
                 break
         return tally
@@ -734,17 +750,22 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     def name(v):
         return names[v] if names is not None else str(v)
 
-    if labels:
+    def contradiction():
+        # Asked only when a draw holds no world of positive weight: a world of positive weight proves
+        # the labels consistent, and the check is host work (19 ms a round at ftp's size).
         core = conflicting_labels(graph, labels)
         if core is not None:
             raise ContradictoryEvidence({name(v): t for v, t in core.items()})
+
     sampler = sampler or Sampler(graph, names)
+    if labels and sampler.host:
+        contradiction()  # the host's proposal reads the labels before drawing (small graphs: cheap)
     if rows is None and not isinstance(model_or_graph, FactorGraph) and len(model_or_graph.alarms):
         rows = np.asarray(model_or_graph.alarms, np.int64)
     t1 = time.perf_counter()
     tally = sampler(labels, int(settings.samples), int(settings.seed), target_se=float(settings.target_se),
                     min_effective=float(settings.min_accepted), max_samples=int(settings.max_samples),
-                    rows=rows, seconds=float(settings.sample_seconds))
+                    rows=rows, seconds=float(settings.sample_seconds), on_empty=contradiction)
     draw_seconds = time.perf_counter() - t1
     if tally.positive == 0:
         named = {name(v): t for v, t in labels.items()}

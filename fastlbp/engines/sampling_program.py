@@ -208,6 +208,7 @@ class Program:
     head_digits: int = HEAD_DIGITS
     tail_capacity: int | None = None
     unroll_steps: int = 0
+    table_words: int = 0  # words per byte table of the weighted row sums (`sampling_weights.TABLE_WORDS`)
 
     @property
     def steps(self) -> int:
@@ -267,7 +268,7 @@ class Program:
         return _Static(shapes=self.shapes, state_rows=self.state_rows, num_rows=self.plan.num_rows,
                        width=self.batch_words, coin_meta=self.coin_meta, capacity=self.capacity,
                        head_digits=self.head_digits, tail_capacity=self.tail_capacity, unrolled=unrolled,
-                       runs=runs)
+                       runs=runs, table_words=self.table_words)
 
     def round_data(self, labels: dict[int, bool], tilt: proposal.Tilt | None = None,
                    tilt_rows: np.ndarray | None = None) -> RoundData:
@@ -294,10 +295,11 @@ class _Static:
     # Else on the CPU: runs of consecutive steps of one shape, (shape, first step, steps), each its own
     # loop without a switch; None: one loop over every step with a switch (a GPU).
     runs: tuple[tuple[int, int, int], ...] | None = None
+    table_words: int = 0
 
 
 def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
-          tail_capacity: int | None = None, unroll_steps: int = 0) -> Program:
+          tail_capacity: int | None = None, unroll_steps: int = 0, table_words: int = 0) -> Program:
     """The program of `plan` (host, once per graph).
 
     Args:
@@ -307,6 +309,8 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
         head_digits, tail_capacity: the coins' head and tail sizes (`sampling_coins.coin_words`).
         unroll_steps: the steps are straight-line code when there are at most this many (the CPU:
             `UNROLL_STEPS`), else one loop over them (a deep chain compiles one step, not thousands).
+        table_words: words of worlds per byte table of the labelled rounds' row sums (0: bits
+            unpacked and selected; `sampling_weights.TABLE_WORDS`, by platform).
     """
     steps: list[tuple[int, int, int, tuple]] = []  # (first row, R, K, (rows, coin1, coin2, is_and))
     for groups in plan.levels:
@@ -352,7 +356,7 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
                    step_start=np.asarray(step_start, np.int32), state_rows=plan.num_rows + spare,
                    batch_words=int(batch_words), capacity=capacity, coin_meta=coin_meta,
                    digits_of_bucket=digits_of_bucket, head_digits=head_digits, tail_capacity=tail_capacity,
-                   unroll_steps=unroll_steps)
+                   unroll_steps=unroll_steps, table_words=int(table_words))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -635,7 +639,7 @@ def _batch(static: _Static, arrays, data, key, words, valid):
         scale = jnp.where(top > -np.inf, top, 0.0)
         omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
         omega2 = omega * omega
-        s1, s2 = _weighted_sums(state, omega, omega2)
+        s1, s2 = _weighted_sums(state, omega, omega2, static.table_words)
         e1, e2 = _deferred_sums(data, bits_of, omega, static.capacity)
         in_use = jnp.arange(entry_row.shape[0]) < data[2]
         target = jnp.where(entry_deferred & in_use, entry_row, static.num_rows)

@@ -45,6 +45,7 @@ import math
 from typing import TYPE_CHECKING
 
 from fastlbp.core.errors import SettingsError
+from fastlbp.core.settings import SAMPLE_PATHS
 from fastlbp.inference.method import Method
 
 if TYPE_CHECKING:  # for annotations only: the table is read by --help, which imports no numpy
@@ -149,7 +150,8 @@ def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = No
     if fits:
         return Choice("exact", f"exact inference: {why_exact}")
     try:
-        sampler = sampling.Sampler(model.graph, model.var_names, samples_hint=settings.samples)
+        sampler = sampling.Sampler(model.graph, model.var_names, samples_hint=settings.samples,
+                                   host=SAMPLE_PATHS[settings.sample_path])
     except sampling.NotABayesNet as err:
         return Choice("lbp", f"LBP: not exact ({why_exact}), not sampled ({err.message})")
     platform = "cpu" if sampler.host else _platform()
@@ -361,6 +363,13 @@ def names() -> tuple[str, ...]:
     return (AUTO, *METHODS)
 
 
+def auto_fallback() -> str | None:
+    """The method that answers the rounds "auto"'s choice refuses: the rows' one `fallback` (LBP), or
+    None (none, or several: a session then prepares it when a round needs it)."""
+    found = {m.fallback for m in METHODS.values() if m.fallback is not None}
+    return found.pop() if len(found) == 1 else None
+
+
 def reference_names() -> tuple[str, ...]:
     """What `fastlbp check --reference` may be: "auto", then the methods that can be a reference."""
     return (AUTO, *(name for name, m in METHODS.items() if m.reference))
@@ -429,6 +438,6 @@ def summary_dict(rnd: Round) -> dict:
 
 
 __all__ = ["Method", "LBPMethod", "ExactMethod", "SampleMethod", "METHODS", "AUTO", "names", "methods_help",
-           "reference_names", "chooses", "method_of", "check_name", "may_run", "Choice", "choose", "describe",
-           "summary_dict", "measured_speed", "is_forest", "LBP_CAVEAT", "AUTO_EXACT_MEMORY",
-           "AUTO_EXACT_VARS", "AUTO_MIN_WORLDS"]
+           "auto_fallback", "reference_names", "chooses", "method_of", "check_name", "may_run", "Choice",
+           "choose", "describe", "summary_dict", "measured_speed", "is_forest", "LBP_CAVEAT",
+           "AUTO_EXACT_MEMORY", "AUTO_EXACT_VARS", "AUTO_MIN_WORLDS"]

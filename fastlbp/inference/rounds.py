@@ -32,7 +32,7 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import FactorGraph, label_codes
 from fastlbp.core.model import Model
 from fastlbp.core.plan import Plan
-from fastlbp.core.settings import Settings
+from fastlbp.core.settings import SAMPLE_PATHS, Settings
 from fastlbp.engines.exact import ExactTooWide
 from fastlbp.engines.loop import Controls, Runner, controls, init
 from fastlbp.engines.sampling import TooFewSamples
@@ -102,6 +102,10 @@ class Prepared(Protocol):
     def round(self, inputs: Inputs) -> tuple[Round, Prepared, jax.Array | None]:
         """(the round, the method for the next rounds, LBP's messages or None). Raises `REFUSALS`."""
 
+    def warm(self, inputs: Inputs) -> Prepared:
+        """The method with what its rounds run compiled ahead (a fallback's, in a thread); itself where
+        nothing compiles ahead."""
+
     def with_model(self, model: Model) -> Prepared:
         """The method for `model`: the same structure, other factor probabilities (data: no recompile)."""
 
@@ -164,6 +168,9 @@ class Exact:
         m = exact.exact_marginals(obs.model, {**inputs.labels, **obs.labels}, inputs.settings)
         return _reference_round(m, inputs.model.num_vars), dataclasses.replace(self, observed=obs), None
 
+    def warm(self, inputs: Inputs) -> Exact:
+        return self  # exact inference compiles per graph and label set, at its round
+
     def with_model(self, model: Model) -> Exact:
         return Exact()
 
@@ -195,12 +202,16 @@ class Sample:
             nxt = dataclasses.replace(self, observed=obs, observed_sampler=sampler)
             return _reference_round(m, inputs.model.num_vars), nxt, None
         model = inputs.model
-        sampler = self.sampler or sampling.Sampler(model.graph, model.var_names)
+        sampler = self.sampler or sampling.Sampler(model.graph, model.var_names,
+                                                   host=SAMPLE_PATHS[inputs.settings.sample_path])
         if not sampler.reserved:
             _reserved(sampler, model, inputs.labels)
         m = sampling.sample_marginals(model, inputs.labels, inputs.settings, sampler=sampler)
         return _reference_round(m), (self if sampler is self.sampler else dataclasses.replace(
             self, sampler=sampler)), None
+
+    def warm(self, inputs: Inputs) -> Sample:
+        return self  # the sampler is built (and compiled) at its first round
 
     def with_model(self, model: Model) -> Sample:
         return Sample()  # the sampler's host plan holds the probabilities: made again at the next round
@@ -244,6 +255,14 @@ class LBP:
         if lbp.forced is None and np.count_nonzero(np.isinf(rnd.log_odds)) > lbp_flags.HARD_TO_CHECK:
             lbp = dataclasses.replace(lbp, forced=lbp_flags.forced_without_labels(inputs.model.graph))
         return dataclasses.replace(rnd, flags=lbp._flags(inputs, result, rnd)), lbp, result.messages
+
+    def warm(self, inputs: Inputs) -> LBP:
+        """This method with its round compiled (one iteration from uniform messages, result unused):
+        the round a fallback later runs compiles nothing (its controls are data)."""
+        s = inputs.settings
+        one = controls(s.tol, 1, s.damping, s.dtype)
+        _, _, lbp = self._step(inputs, init(inputs.model.graph, s.dtype), one, inputs.evidence())
+        return lbp
 
     def with_model(self, model: Model) -> LBP:
         graph = engines.device_graph(model.graph, self.runner.reads)

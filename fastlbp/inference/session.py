@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
+import functools
 import time
 
 import jax
@@ -20,7 +22,7 @@ import numpy as np
 
 from fastlbp import engines
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.jax_setup import float64
+from fastlbp.core.jax_setup import float64, float64_context
 from fastlbp.core.model import UNDERIVABLE, Model
 from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
@@ -28,6 +30,9 @@ from fastlbp.core.text import safe_name
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.inference import lbp_flags, methods, rounds
 from fastlbp.inference.rounds import Round
+
+# One thread for the sessions' background compiles (`Session._warm_fallback`).
+_BACKGROUND = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastlbp-warm")
 
 
 class Session:
@@ -62,6 +67,10 @@ class Session:
         # An iterative method's preparation (LBP's runner) is host work once per graph, made here when it
         # is asked for, else when a round first needs it (a fallback).
         self._methods: dict[str, rounds.Prepared] = {}
+        # (name, future) of the fallback of "auto" (LBP) prepared and compiled in a thread while an
+        # interactive session's first round runs (`_warm_fallback`): a later fallback round then
+        # compiles nothing.
+        self._warming: tuple[str, concurrent.futures.Future] | None = None
         if self.choice is not None and methods.method_of(self.choice.method).iterative:
             self._method(self.choice.method)
         self.labels: dict[int, bool] = dict(model.labels)
@@ -109,7 +118,10 @@ class Session:
 
     def _method(self, name: str) -> rounds.Prepared:
         """The prepared method `name`, prepared now if no round has needed it yet (with the sampler
-        `methods.choose` built while choosing it, if any)."""
+        `methods.choose` built while choosing it, if any; the fallback warmed in a thread, if it is)."""
+        if self._warming is not None and self._warming[0] == name and name not in self._methods:
+            self._methods[name] = self._warming[1].result()
+            self._warming = None
         if name not in self._methods:
             chosen = self.choice is not None and self.choice.method == name
             sampler = self.choice.sampler if chosen else None
@@ -245,6 +257,8 @@ class Session:
         """
         start = time.perf_counter()
         if self.choice is None:
+            if self._compile_flags:
+                self._warm_fallback()  # beside the choice and the first round's compile, in a thread
             self.choice = methods.choose(self.model, self._settings, self.labels)
         inputs = rounds.Inputs(model=self.model, labels=self.labels, soft=self._checked_soft(),
                                settings=self._settings, messages=self.messages if warm else None,
@@ -261,6 +275,12 @@ class Session:
             fell_back = (f"{name} refused these labels ({err}); {methods.method_of(fallback).label} "
                          "answered instead",)
             rnd, self._methods[fallback], messages = self._method(fallback).round(inputs)
+        if self._warming is not None:
+            # The first round waits for the fallback's compile: no later round competes with it (its
+            # tracing holds the interpreter: rounds of 21 ms took 0.5-1.1 s beside it at avrora's size).
+            warmed, future = self._warming
+            self._methods.setdefault(warmed, future.result())
+            self._warming = None
         if messages is not None:
             self.messages = messages
             if self._compile_flags:
@@ -268,6 +288,33 @@ class Session:
         self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=rnd.flags + fell_back,
                                         reason=self.choice.reason or None)
         return self.last
+
+    def _warm_fallback(self) -> None:
+        """Prepares and compiles the fallback of "auto" (`methods.auto_fallback`: LBP) in a thread, for
+        the rounds "auto" may hand to it (labels the sampler or exact inference refuse), while the first
+        round chooses and compiles its own method; the first round ends after it. An interactive
+        session then compiles nothing after its first round whatever the method (a fallback's compile
+        was 1.4 s of a weblech round on a 2-core CPU)."""
+        fallback = methods.auto_fallback()
+        if (not methods.chooses(self._settings.method) or fallback is None or fallback in self._methods
+                or self._warming is not None):
+            return
+        row = methods.method_of(fallback)
+        model, plan, settings = self.model, self.plan, self._settings
+        inputs = rounds.Inputs(model=model, labels=dict(self.labels), soft={}, settings=settings,
+                               messages=None, evidence=functools.partial(self.evidence, dict(self.labels)),
+                               controls=self.controls, flags=False)
+        messages = self.messages
+
+        def work() -> rounds.Prepared:
+            with float64_context():
+                prepared = row.prepare(model, plan).warm(inputs)
+                if row.iterative:  # its rounds' flags too
+                    lbp_flags.compile_flags(model.graph, messages, self.dtype)
+                return prepared
+
+        self._warming = (fallback, _BACKGROUND.submit(work))
+        self._compile_flags = False
 
     def _checked_soft(self) -> dict[int, float]:
         if not self.soft:

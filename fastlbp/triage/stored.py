@@ -27,8 +27,8 @@ from pathlib import Path
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.model import Model
 from fastlbp.core.plan import STRATEGIES, make_plan, parse_spec
-from fastlbp.inference.methods import check_name
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
+from fastlbp.inference.methods import check_name
 from fastlbp.triage.evidence import Learning, StartEvidence, stored_start
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,
