@@ -54,7 +54,7 @@ class Analysis:
     Attributes:
         batch: (E,) int64 batch number of each edge (0-based; batches run in order).
         num_batches: number of batches.
-        method: "levelling" or "algorithm3".
+        analysis: "levelling" or "algorithm3" (`Spec.analysis`).
         seconds: time the analysis took.
         order: the order analysed.
         passes: vectorised steps: stages levelled one at a time, fixpoint passes (the windowed
@@ -65,7 +65,7 @@ class Analysis:
 
     batch: np.ndarray
     num_batches: int
-    method: str
+    analysis: str
     seconds: float
     order: Order
     passes: int = 1
@@ -497,10 +497,10 @@ def _greedy_cuts(keys: list[int], need: list[int]) -> np.ndarray:
     return out
 
 
-def analyse(graph: FactorGraph, order: Order, method: str = "levelling") -> Analysis:
-    if method == "levelling":
+def analyse(graph: FactorGraph, order: Order, analysis: str = "levelling") -> Analysis:
+    if analysis == "levelling":
         return levelling(graph, order)
-    if method == "algorithm3":
+    if analysis == "algorithm3":
         return algorithm3(graph, order)
-    raise ValueError(f"unknown analysis {method!r} (expected one of {ANALYSES})")
+    raise ValueError(f"unknown analysis {analysis!r} (expected one of {ANALYSES})")
 
