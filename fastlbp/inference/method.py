@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 
 class Method:
-    """An inference method: a row of `METHODS`, and everything outside it asks the row.
+    """An inference method: a row of `fastlbp.inference.methods.METHODS`; everything outside the table
+    asks the row.
 
     Subclass it in the method's own module, set the attributes and override `prepare` (and whatever of
     the rest differs), then add one row to `METHODS`: every command offers it (`--method NAME`), runs
@@ -35,7 +36,7 @@ class Method:
         fallback: the row that answers a round this one refuses (`fastlbp.inference.rounds.REFUSALS`)
             under "auto"; None: a refusal is the run's error.
         iterative: rounds iterate to convergence, warm-started from the last round's messages (LBP):
-            a round's line says its iterations, LBP's round checks compile for it, learning
+            a round's line says its iterations, LBP's round flags compile for it, learning
             warm-starts its E-steps and keeps their messages.
         unchecked: its error is not known beside its numbers (LBP): a ranking says `caveat`, a
             ranking whose probabilities are all alike is suspicious, and `fastlbp check` measures

@@ -262,7 +262,7 @@ class ExactMethod(Method):
         return Exact()
 
     def describe(self, rnd: Round) -> str:
-        """"exact inference (induced width W)"."""
+        """`exact inference (induced width W)`."""
         width = (rnd.info or {}).get("width")
         return "exact inference" + (f" (induced width {width})" if width is not None else "")
 
@@ -299,7 +299,7 @@ class SampleMethod(Method):
         return Sample(sampler)
 
     def describe(self, rnd: Round) -> str:
-        """"importance sampling: 100,032 worlds (effective 99,870), largest alarm standard error 0.0016"
+        """`importance sampling: 100,032 worlds (effective 99,870), largest alarm standard error 0.0016`
         (and why a standard-error target was not reached)."""
         info = rnd.info or {}
         text = (f"importance sampling: {info.get('samples', 0):,} worlds (effective "
