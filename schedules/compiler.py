@@ -1,35 +1,6 @@
-"""Update strategies and their dependency analysis into plans, on the host (docs/DESIGN.md section 6).
-
-    import schedules
-    spec = schedules.parse_spec("seqfix")
-    compiled = schedules.compile_schedule(model, spec)     # orders, analysis, chunk plan (numpy)
-    relax = schedules.relaxation_plan(model, spec)         # or the relaxation plan of one order
-    relax = schedules.finish(model.graph, relax)           # ... with its levelling and chunk plan
-    schedules.describe(model, "topo:algorithm3")           # JSON-able statistics
-
-The device engines that run these plans live in `fastlbp.engines`
-(`fastlbp.engines.make_runner(model, settings)` picks one); nothing here
-runs on the device.
-
-A schedule spec is a strategy name or a custom order file, optionally followed
-by `:OPTION` parts:
-
-    parall | seqfix | seqrnd | topo | PATH-TO-ORDER-FILE
-    :levelling (default) | :algorithm3    dependency analysis
-    :relaxed (default) | :chunked         engine: relax whole sweeps to the fixed point
-                                          (fastlbp/engines/relaxed.py), or run the batches in
-                                          order, chunk by chunk (fastlbp/engines/chunked.py)
-    :budget=N                             relaxed: passes a sweep may take before the chunk loop
-                                          finishes it exactly (default: a cost model,
-                                          `relax_plan.pass_budget`)
-    :seed=N :cycle=N                      SEQRND: seed, number of orders cycled (default 0, 8)
-    :bodyfirst                            TOPO: body messages backward first, then heads forward
-    :width=N                              chunk width (slots); default: chosen by a cost model
-    :unroll=N                             chunks per loop trip (default 8 on a GPU, 1 on a CPU)
-
-e.g. `seqfix:algorithm3`, `seqrnd:seed=3`, `orders/my.order:algorithm3`.
-Custom order files: see `schedules.orders.ORDER_FILE_HELP`.
-"""
+"""A schedule compiled for a graph, on the host (numpy): its orders, their dependency analysis and
+the chunk or relaxation plan the engines run (`schedules` names these functions; docs/DESIGN.md
+section 6)."""
 
 from __future__ import annotations
 
@@ -41,14 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import RELAXED, Plan, Spec, make_plan, parse_spec
 from fastlbp.core.settings import Settings
 from schedules import analysis as _analysis
 from schedules import chunk_plan as _plan
 from schedules import orders as _orders
 from schedules import relax_plan as _relax_plan
-from schedules.analysis import ANALYSES, Analysis, algorithm3, levelling
-from schedules.orders import ORDER_FILE_HELP, Order
+from schedules.analysis import Analysis
+from schedules.orders import Order
+from schedules.plan import RELAXED, STRATEGIES, Plan, Spec, make_plan, parse_spec
 
 
 def _graph_and_names(model) -> tuple[FactorGraph, tuple[str, ...]]:
@@ -60,10 +31,10 @@ def _graph_and_names(model) -> tuple[FactorGraph, tuple[str, ...]]:
 def orders_for(model, spec: Spec) -> list[Order]:
     """The order(s) of a spec: one, or `cycle` for SEQRND."""
     graph, names = _graph_and_names(model)
-    build = _orders.BUILDERS.get(spec.strategy)
-    if build is not None:
-        return build(graph, spec)
-    if spec.order is not None:  # the text `fastlbp.core.plan.make_plan` read (or a stored session's)
+    strategy = STRATEGIES.get(spec.strategy)
+    if strategy is not None:
+        return strategy.build(graph, spec)
+    if spec.order is not None:  # the text `schedules.plan.make_plan` read (or a stored session's)
         return [_orders.parse_order(spec.order, graph, names, spec.path)]
     return [_orders.read_order_file(spec.path, graph, names)]
 
@@ -81,7 +52,7 @@ class Compiled:
 
 
 def _on_gpu(gpu: bool) -> bool:
-    # The engines pass their plan's platform (`fastlbp.core.plan.Plan.gpu`); this package never asks
+    # The engines pass their plan's platform (`schedules.plan.Plan.gpu`); this package never asks
     # JAX which device runs (the cost models default to a CPU's).
     return bool(gpu)
 
@@ -311,6 +282,5 @@ def describe(model, spec: str | Plan, **overrides: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["describe", "parse_spec", "compile_schedule", "relaxation_plan", "finish", "Relaxation",
-           "orders_for", "Spec", "Order", "Analysis", "levelling", "algorithm3", "ANALYSES",
-           "ORDER_FILE_HELP"]
+__all__ = ["describe", "compile_schedule", "relaxation_plan", "finish", "Relaxation", "Compiled",
+           "orders_for"]

@@ -21,7 +21,7 @@ PACKAGES = ("fastlbp", "datalog", "schedules")
 TABLE = ROOT / "fastlbp" / "inference" / "methods.py"
 
 # Other vocabularies that have a value spelled like a method name, by the name of what is compared: the
-# engine family (`fastlbp.core.plan.Plan.kernels`, "auto" picks one by graph size), the levelling
+# engine family (`schedules.plan.Plan.kernels`, "auto" picks one by graph size), the levelling
 # algorithm (`schedules.levels.levels`, "auto" picks one by the order's stages) and where sampling
 # draws (`Settings.sample_path`, "auto": by the graph's size).
 OTHER_VOCABULARIES = {"kernels", "algorithm", "sample_path"}

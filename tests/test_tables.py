@@ -1,6 +1,6 @@
 """One table per choice (issue 39): a new input format, update strategy or inference method is its own code
-plus one row of its table (`datalog.io.FORMATS`; `fastlbp.core.plan.STRATEGIES` with its order in
-`schedules.orders.BUILDERS`; `fastlbp.inference.methods.METHODS`), and everything then takes it. Each test
+plus one row of its table (`datalog.io.FORMATS`; `schedules.plan.STRATEGIES`;
+`fastlbp.inference.methods.METHODS`), and everything then takes it. Each test
 registers a toy one, runs it through the public API and unregisters it (monkeypatch). CONTRIBUTING.md shows
 the same rows."""
 
@@ -22,7 +22,6 @@ from datalog import formats
 from datalog import io as datalog_io
 from fastlbp.cli import get_app
 from fastlbp.cli.graphs import GraphFormat
-from fastlbp.core import plan as core_plan
 from fastlbp.core.settings import Settings
 from fastlbp.inference import methods
 from fastlbp.inference import simulate as sim
@@ -30,6 +29,7 @@ from fastlbp.inference.method import Method
 from fastlbp.inference.rounds import Round
 from fastlbp.io import plots, writers
 from schedules import orders
+from schedules.plan import STRATEGIES, Strategy, make_plan
 
 runner = CliRunner()
 WEBLECH = str(Path(__file__).resolve().parents[1] / "data" / "weblech.json")
@@ -118,9 +118,8 @@ def reverse_order(graph, spec):
 
 @pytest.fixture
 def toy_strategy(monkeypatch):
-    monkeypatch.setitem(core_plan.STRATEGIES, "reverse",
-                        core_plan.Strategy("reverse", "SEQFIX's order backwards"))
-    monkeypatch.setitem(orders.BUILDERS, "reverse", reverse_order)
+    # The one row: name, help, builder (parallel=True would run it on the PARALL engines).
+    monkeypatch.setitem(STRATEGIES, "reverse", Strategy("reverse", "SEQFIX's order backwards", reverse_order))
 
 
 def test_a_strategy_added_to_the_table_runs_end_to_end(toy_strategy):
@@ -133,28 +132,34 @@ def test_a_strategy_added_to_the_table_runs_end_to_end(toy_strategy):
     theirs = {a["alarm"]: a["probability"] for a in json.loads(res.stdout)["alarms"]}
     assert mine.keys() == theirs.keys()  # the same fixed point, reached in another order
     np.testing.assert_allclose([mine[k] for k in theirs], list(theirs.values()), atol=1e-6)
-    plan = core_plan.make_plan(Settings(schedule="reverse:chunked"))
+    plan = make_plan(Settings(schedule="reverse:chunked"))
     assert plan.schedule.strategy == "reverse" and not plan.schedule.parallel
+    # the library's API takes it too, and describe builds its order through the row
+    ranking = fastlbp.rank(fastlbp.load(WEBLECH), {}, settings=Settings(method="lbp", schedule="reverse",
+                                                                         tol=1e-10))
+    np.testing.assert_allclose([a.probability for a in ranking.alarms],
+                               sorted(mine.values(), reverse=True), atol=1e-6)
+    assert schedules.describe(fastlbp.load(WEBLECH), "reverse:chunked")["engine"] == "chunked"
 
 
 def test_an_unknown_strategy_names_the_table():
     res = runner.invoke(get_app(), ["rank", WEBLECH, "--schedule", "nosuch"])
     assert res.exit_code == 2
-    assert ", ".join(core_plan.STRATEGIES) in " ".join(res.output.split())
+    assert ", ".join(STRATEGIES) in " ".join(res.output.split())
 
 
 def test_the_help_is_made_from_the_strategy_table():
     res = runner.invoke(get_app(), ["rank", "--help"], env={"COLUMNS": "400"})
     text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", res.output).split())
-    for s in core_plan.STRATEGIES.values():
+    for s in STRATEGIES.values():
         assert f"{s.name} ({s.help})" in text
 
 
 def test_describe_names_the_engine_the_plan_runs():
     model = datalog_io.load(WEBLECH)
-    parall = core_plan.make_plan(Settings(schedule="parall", backend="fused_interpret"), platform="cpu")
+    parall = make_plan(Settings(schedule="parall", backend="fused_interpret"), platform="cpu")
     assert schedules.describe(model, parall)["engine"] == "parall/fused"
-    seq = core_plan.make_plan(Settings(schedule="seqfix:chunked", backend="fused_interpret"), platform="cpu")
+    seq = make_plan(Settings(schedule="seqfix:chunked", backend="fused_interpret"), platform="cpu")
     assert schedules.describe(model, seq)["engine"] == "persistent"
     assert schedules.describe(model, "seqfix:chunked")["engine"] == "chunked"
     assert schedules.describe(model, "parall")["engine"] == "parall"

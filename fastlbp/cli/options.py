@@ -38,9 +38,9 @@ from fastlbp.cli.evidence import EVIDENCE_PARAMETERS, EvidenceOptions
 from fastlbp.cli.loading import load_graph
 from fastlbp.cli.progress import finish_progress, start_progress
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.plan import strategies_help
 from fastlbp.core.settings import Flag, Settings
 from fastlbp.inference.methods import methods_help, names
+from schedules.plan import strategies_help
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -356,7 +356,7 @@ def settings_from_options(**options) -> Settings:
     """The one `Settings` of a command's options (keywords: `Settings` fields that have an option,
     `FLAGS`); options left None keep `Settings`' defaults.
 
-    Its `Plan` (`fastlbp.core.plan.make_plan`: the schedule parsed, a custom order read, GPU
+    Its `Plan` (`schedules.plan.make_plan`: the schedule parsed, a custom order read, GPU
     kernels checked) is made here too, before any graph loads, so that a typo'd schedule or a
     backend this machine cannot run fails at once; the library makes the same plan from these
     settings.
@@ -365,7 +365,7 @@ def settings_from_options(**options) -> Settings:
         SettingsError: a value out of range or unknown, GPU kernels without a GPU.
         InputError: a bad schedule (unknown strategy, missing order file, bad option).
     """
-    from fastlbp.core.plan import make_plan
+    from schedules.plan import make_plan
 
     unknown = set(options) - set(FLAGS)
     if unknown:

@@ -351,7 +351,7 @@ class Summation:
         var: the plan of the variable order's segments (None unless "xla").
         factor: the plan of the factors' segments (None unless "xla").
         kind: "xla", "scatter", "pallas" or "pallas_interpret" (static; `SUMMATION_KINDS`: the
-            plan's `summation`, `fastlbp.core.plan.Plan.summation_name`).
+            plan's `summation`, `schedules.plan.Plan.summation_name`).
     """
 
     var: SegmentPlan | None

@@ -19,11 +19,11 @@ from fastlbp.core.errors import SettingsError
 # imports no JAX, so the commands that run no inference never start it).
 PRECISIONS = {"f64": "float64", "f32": "float32"}
 
-# Kernel backends (the CLI's --backend; `fastlbp.core.plan.BACKEND_PARTS` splits each into the
+# Kernel backends (the CLI's --backend; `schedules.plan.BACKEND_PARTS` splits each into the
 # engine family, the segment-sum implementation and the interpreter flag) for PARALL (and, for
 # "fused", the persistent kernel of sequential schedules):
 #   auto      the default: "fused" where it measured faster, else "xla"
-#             (`fastlbp.core.plan.Plan.for_graph`; always "xla" on a CPU)
+#             (`schedules.plan.Plan.for_graph`; always "xla" on a CPU)
 #   xla       segment sums as dense gathers and row sums (`fastlbp.core.segments`)
 #   scatter   XLA's scatter-add (one atomic per element; for comparison)
 #   pallas    a Pallas segment-sum kernel (GPU; slower than xla, kept for comparison)
@@ -36,7 +36,7 @@ CYCLE_MODES = ("cycles", "bingo")
 
 
 # What each option is for, written once beside it (`_option`); the lists below are read from it.
-PLAN = "plan"  # decides what runs (`fastlbp.core.plan.Plan`): a running session cannot change it
+PLAN = "plan"  # decides what runs (`schedules.plan.Plan`): a running session cannot change it
 CONTROL = "control"  # data to a round (tol, max_iters, damping) or host policy: a session may change it
 SAMPLER = "sampler"  # exact inference's and the sampler's budgets
 LOADING = "loading"  # how a graph is read: shapes the model before any session
@@ -61,7 +61,7 @@ class Flag:
     Attributes:
         names: the option's names ("--tol"; "--method", "-m"; "--compress/--no-compress").
         help: its --help text; `{strategies}` stands for the strategy table's names and help
-            (`fastlbp.core.plan.strategies_help`), `{methods}` for the method table's
+            (`schedules.plan.strategies_help`), `{methods}` for the method table's
             (`fastlbp.inference.methods.methods_help`, whose names the CLI also takes as the choices).
         group: the commands' shared group it belongs to: "loading" (every command that reads a
             graph) or "inference" (every command that runs inference); also its --help panel.
@@ -94,14 +94,14 @@ class Settings:
     """Options of loading and inference.
 
     Attributes:
-        schedule: update strategy: a key of `fastlbp.core.plan.STRATEGIES` or a custom
-            order file, with `:OPTION`s (`fastlbp.core.plan.parse_spec`).
+        schedule: update strategy: a key of `schedules.plan.STRATEGIES` or a custom
+            order file, with `:OPTION`s (`schedules.plan.parse_spec`).
         precision: "f64" (default; the published accuracy depends on it) or "f32".
         tol: a round stops when no marginal changes by this much or more (0: after max_iters).
         max_iters: most iterations per round.
         damping: weight of the old message in [0, 1), in the log domain.
         backend: kernel backend (`BACKENDS`); "auto" (the default) picks one by device,
-            schedule and graph size (`fastlbp.core.plan.Plan.for_graph`); "xla" runs on every
+            schedule and graph size (`schedules.plan.Plan.for_graph`); "xla" runs on every
             device.
         cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
             criterion on the clauses on a cycle) or "bingo" (on every clause).

@@ -20,7 +20,6 @@ import numpy as np
 
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     SWEEP,
@@ -37,6 +36,7 @@ from fastlbp.engines.loop import (
     iterate,
     plan_for,
 )
+from schedules.plan import Plan
 
 
 def sweep(graph: FactorGraph, sums: equations.Summation, messages: jax.Array, agg: jax.Array,

@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from fastlbp.core.model import Model
-    from fastlbp.core.plan import Plan
     from fastlbp.core.settings import Settings
     from fastlbp.engines.marginals import Marginals
     from fastlbp.inference.rounds import Prepared, Round
+    from schedules.plan import Plan
 
 
 class Method:

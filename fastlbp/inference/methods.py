@@ -50,10 +50,10 @@ from fastlbp.inference.method import Method
 
 if TYPE_CHECKING:  # for annotations only: the table is read by --help, which imports no numpy
     from fastlbp.core.model import Model
-    from fastlbp.core.plan import Plan
     from fastlbp.core.settings import Settings
     from fastlbp.engines.marginals import Marginals
     from fastlbp.inference.rounds import Prepared, Round
+    from schedules.plan import Plan
 
 # Largest table exact inference may take under "auto": 2^25 float64 entries (width 24). A larger one
 # can take seconds to minutes on a CPU; --method exact allows a quarter of the device's memory.
@@ -240,8 +240,8 @@ class LBPMethod(Method):
                 f"{settings.precision}")
 
     def e_step(self, aug, labels: dict[int, bool], settings: Settings):
-        from fastlbp.core.plan import make_plan
         from fastlbp.inference.e_steps import LBPEStep
+        from schedules.plan import make_plan
 
         settings = dataclasses.replace(settings, method=self.name)
         return LBPEStep(aug, labels, settings, self.prepare(aug.model, make_plan(settings).placed()))

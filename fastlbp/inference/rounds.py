@@ -31,12 +31,12 @@ from fastlbp.core import constraints
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import FactorGraph, label_codes
 from fastlbp.core.model import Model
-from fastlbp.core.plan import Plan
 from fastlbp.core.settings import SAMPLE_PATHS, Settings
 from fastlbp.engines.exact import ExactTooWide
 from fastlbp.engines.loop import Controls, Runner, controls, init
 from fastlbp.engines.sampling import TooFewSamples
 from fastlbp.inference import lbp_flags
+from schedules.plan import Plan
 
 # Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
 REMEDY_DAMPINGS = (0.5, 0.8)

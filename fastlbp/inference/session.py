@@ -24,12 +24,12 @@ from fastlbp import engines
 from fastlbp.core.errors import SettingsError
 from fastlbp.core.jax_setup import float64, float64_context
 from fastlbp.core.model import UNDERIVABLE, Model
-from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
 from fastlbp.core.text import safe_name
 from fastlbp.engines.loop import Controls, controls, init
 from fastlbp.inference import lbp_flags, methods, rounds
 from fastlbp.inference.rounds import Round
+from schedules.plan import Plan, make_plan
 
 # One thread for the sessions' background compiles (`Session._warm_fallback`).
 _BACKGROUND = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastlbp-warm")

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.model import Model
-from fastlbp.core.plan import STRATEGIES, make_plan, parse_spec
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
 from fastlbp.inference.methods import check_name
 from fastlbp.triage.evidence import Learning, StartEvidence, stored_start
@@ -39,6 +38,7 @@ from fastlbp.triage.journal import (
     newer,
     read_file,
 )
+from schedules.plan import STRATEGIES, make_plan, parse_spec
 
 # The stored schedule of a session with a custom order: this name, then the spec's options
 # (e.g. "custom-order:chunked"); the order's text is the meta entry "order".
