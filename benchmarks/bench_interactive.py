@@ -143,7 +143,7 @@ def session_rounds(model, rounds: int, reference_worlds: int = 0, profile: str |
     before = sum(COMPILES.values())
     t0 = time.perf_counter()
     session = Session(model, Settings().interactive())  # as simulate and triage run it
-    session.compile_checks()
+    session.compile_flags()
     first = session.run()
     first_s = time.perf_counter() - t0
     after_first = sum(COMPILES.values())

@@ -133,7 +133,7 @@ def test_sharded_runner_is_a_runner():
 
 def test_plan_spreads_parall_from_the_threshold():
     """PARALL on XLA over every device from `SHARD_MIN_EDGES` edges (or `devices` of them), on one below."""
-    from fastlbp.core.plan import SHARD_MIN_EDGES, make_plan
+    from schedules.plan import SHARD_MIN_EDGES, make_plan
 
     big = make_plan(Settings(backend="xla")).for_graph(SHARD_MIN_EDGES)
     assert big.shards == 4 and big.engines() == ("parall/sharded",)

@@ -13,9 +13,9 @@ from datalog import causal_fg
 from fastlbp import engines
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.graph import AND, OR, Factor, from_factors
-from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked, loop, persistent, relaxed
+from schedules.plan import make_plan
 
 WEBLECH = DATA / "weblech"
 

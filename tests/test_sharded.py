@@ -137,8 +137,8 @@ def test_rounds_say_on_how_many_devices():
 
 def test_devices_setting_is_checked():
     from fastlbp.core.errors import SettingsError
-    from fastlbp.core.plan import make_plan
     from fastlbp.core.settings import Settings
+    from schedules.plan import make_plan
 
     with pytest.raises(SettingsError, match="devices must be a positive integer"):
         Settings(devices=0)

@@ -29,8 +29,8 @@ from fastlbp.cli.options import (
     settings_of,
 )
 from fastlbp.core.errors import InputError, check_path
-from fastlbp.core.plan import STRATEGIES
 from fastlbp.core.settings import Settings
+from schedules.plan import STRATEGIES
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -255,7 +255,7 @@ def info_dict(graph: Path, schedule: str | None = None, settings: Settings | Non
         except AttributeError:
             raise ScheduleUnavailable("this fastlbp has no schedule analysis (schedules.describe is not "
                                       "available); run info without --schedule") from None
-        from fastlbp.core.plan import make_plan
+        from schedules.plan import make_plan
 
         # The run's plan on this machine's platform: it says which engine would run (fused, persistent).
         plan = make_plan(dataclasses.replace(settings or Settings(), schedule=schedule)).placed()

@@ -19,11 +19,11 @@ from fastlbp.core.errors import SettingsError
 # imports no JAX, so the commands that run no inference never start it).
 PRECISIONS = {"f64": "float64", "f32": "float32"}
 
-# Kernel backends (the CLI's --backend; `fastlbp.core.plan.BACKEND_PARTS` splits each into the
+# Kernel backends (the CLI's --backend; `schedules.plan.BACKEND_PARTS` splits each into the
 # engine family, the segment-sum implementation and the interpreter flag) for PARALL (and, for
 # "fused", the persistent kernel of sequential schedules):
 #   auto      the default: "fused" where it measured faster, else "xla"
-#             (`fastlbp.core.plan.Plan.for_graph`; always "xla" on a CPU)
+#             (`schedules.plan.Plan.for_graph`; always "xla" on a CPU)
 #   xla       segment sums as dense gathers and row sums (`fastlbp.core.segments`)
 #   scatter   XLA's scatter-add (one atomic per element; for comparison)
 #   pallas    a Pallas segment-sum kernel (GPU; slower than xla, kept for comparison)
@@ -32,14 +32,11 @@ PRECISIONS = {"f64": "float64", "f32": "float32"}
 BACKENDS = ("auto", "xla", "scatter", "pallas", "fused", "pallas_interpret", "fused_interpret")
 # The backends a user chooses from (--help lists these); the others are for comparison and tests.
 USER_BACKENDS = ("auto", "xla", "fused")
-# How marginals are computed: the first of exact, sampling and LBP that fits (`inference.methods`), loopy
-# belief propagation, exact (bucket elimination), or importance sampling.
-METHODS = ("auto", "lbp", "exact", "sample")
 CYCLE_MODES = ("cycles", "bingo")
 
 
 # What each option is for, written once beside it (`_option`); the lists below are read from it.
-PLAN = "plan"  # decides what runs (`fastlbp.core.plan.Plan`): a running session cannot change it
+PLAN = "plan"  # decides what runs (`schedules.plan.Plan`): a running session cannot change it
 CONTROL = "control"  # data to a round (tol, max_iters, damping) or host policy: a session may change it
 SAMPLER = "sampler"  # exact inference's and the sampler's budgets
 LOADING = "loading"  # how a graph is read: shapes the model before any session
@@ -64,7 +61,8 @@ class Flag:
     Attributes:
         names: the option's names ("--tol"; "--method", "-m"; "--compress/--no-compress").
         help: its --help text; `{strategies}` stands for the strategy table's names and help
-            (`fastlbp.core.plan.strategies_help`).
+            (`schedules.plan.strategies_help`), `{methods}` for the method table's
+            (`fastlbp.inference.methods.methods_help`, whose names the CLI also takes as the choices).
         group: the commands' shared group it belongs to: "loading" (every command that reads a
             graph) or "inference" (every command that runs inference); also its --help panel.
         choices: the values users choose from, as --help lists them (default: any value).
@@ -96,23 +94,25 @@ class Settings:
     """Options of loading and inference.
 
     Attributes:
-        schedule: update strategy: a key of `fastlbp.core.plan.STRATEGIES` or a custom
-            order file, with `:OPTION`s (`fastlbp.core.plan.parse_spec`).
+        schedule: update strategy: a key of `schedules.plan.STRATEGIES` or a custom
+            order file, with `:OPTION`s (`schedules.plan.parse_spec`).
         precision: "f64" (default; the published accuracy depends on it) or "f32".
         tol: a round stops when no marginal changes by this much or more (0: after max_iters).
         max_iters: most iterations per round.
         damping: weight of the old message in [0, 1), in the log domain.
         backend: kernel backend (`BACKENDS`); "auto" (the default) picks one by device,
-            schedule and graph size (`fastlbp.core.plan.Plan.for_graph`); "xla" runs on every
+            schedule and graph size (`schedules.plan.Plan.for_graph`); "xla" runs on every
             device.
         cycles: cycle elimination of derivation graphs: "cycles" (Bingo's
             criterion on the clauses on a cycle) or "bingo" (on every clause).
         compress: exact chain compression of derivation graphs.
         method: "auto" (the default: exact inference where the graph's width fits,
             else importance sampling where it fits a time budget, else LBP;
-            `fastlbp.inference.methods.choose`), "lbp" (loopy belief propagation), "exact"
+            `fastlbp.inference.methods.choose`) or a method of the table
+            `fastlbp.inference.methods.METHODS`: "lbp" (loopy belief propagation), "exact"
             (bucket elimination) or "sample" (sampling with the labels as importance
-            weights, `fastlbp.engines.sampling`).
+            weights, `fastlbp.engines.sampling`). Checked where it is used (the table is
+            above this module): a `Session`, learning, the CLI's choices.
         samples: worlds drawn by `method="sample"`.
         max_samples: most worlds `method="sample"` draws (its budget) while the
             standard errors are above `target_se` or fewer than `min_accepted`
@@ -138,7 +138,7 @@ class Settings:
         devices: how many of JAX's visible devices (of its default backend) a run uses; None (the
             default): all of them. The device sampler spreads its batches of worlds over them
             (`fastlbp.engines.sharded_sampling`: the same tallies as one device's, bit for bit), and
-            PARALL its factors on graphs of at least `fastlbp.core.plan.SHARD_MIN_EDGES` edges
+            PARALL its factors on graphs of at least `schedules.plan.SHARD_MIN_EDGES` edges
             (`fastlbp.engines.sharded_parall`). Not stored with a triage session: it changes where the
             numbers are computed, not what they are.
         remedies: when an LBP round does not converge (tol > 0), retry it with
@@ -174,12 +174,7 @@ class Settings:
         group="loading"))
     method: str = _option("auto", PLAN, flag=Flag(
         ("--method", "-m"),
-        "How marginals are computed: auto (the default: exact where the graph's width fits, else sample "
-        "where it fits a time budget, else lbp; the output says which and why), lbp (loopy belief "
-        "propagation, fast, approximate on graphs whose derivations share ancestors), exact (bucket "
-        "elimination; refused when the graph is too wide) or sample (sampling with the labels as "
-        "importance weights, standard errors and 95% intervals). `fastlbp check` compares LBP with a "
-        "reference.", choices=METHODS))
+        "How marginals are computed: {methods}. `fastlbp check` compares LBP with a reference."))
     samples: int = _option(100_000, SAMPLER, flag=Flag(
         ("--samples",), "Worlds of sampling's first round (it draws more, doubling, until every alarm's "
                         "standard error is at most 0.0025, within 10^7 worlds and --sample-seconds)."))
@@ -223,8 +218,6 @@ class Settings:
             raise SettingsError(f"{self.backend!r} is not a backend; choose one of {', '.join(BACKENDS)}")
         if self.cycles not in CYCLE_MODES:
             raise SettingsError(f"cycles must be one of {', '.join(CYCLE_MODES)}, got {self.cycles!r}")
-        if self.method not in METHODS:
-            raise SettingsError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if not 0.0 <= self.target_se < 0.5:
             raise SettingsError(f"target_se must be in [0, 0.5), got {self.target_se}")
         if self.sample_path not in SAMPLE_PATHS:
@@ -276,5 +269,5 @@ def settings_from(settings: Settings | None = None, **overrides) -> Settings:
     return (settings or Settings()).replace(**overrides)
 
 
-__all__ = ["Settings", "Flag", "settings_from", "PRECISIONS", "BACKENDS", "USER_BACKENDS", "METHODS",
+__all__ = ["Settings", "Flag", "settings_from", "PRECISIONS", "BACKENDS", "USER_BACKENDS",
            "CYCLE_MODES", "FIELDS", "INFERENCE_FIELDS", "CONTROL_FIELDS", "LOADING_FIELDS"]

@@ -3,7 +3,7 @@
     runner = fastlbp.engines.make_runner(model, plan)        # host work, once per graph
     result, runner = runner.step(graph, messages, evidence, controls)   # a jitted round
 
-`plan` is a `fastlbp.core.plan.Plan` (or `Settings`, made into one). Every
+`plan` is a `schedules.plan.Plan` (or `Settings`, made into one). Every
 engine module has `make_runner(model, plan) -> loop.Runner` (an immutable
 runner: its layout in `Runner.layout`, its round a pure jitted function);
 `ENGINES` is the table the dispatcher reads, by `Plan.engines()` (key -> that
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastlbp.core.plan import FUSED_MIN_EDGES, Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     GRAPH_FIELDS,
@@ -42,6 +41,7 @@ from fastlbp.engines.loop import (
     init,
     plan_for,
 )
+from schedules.plan import FUSED_MIN_EDGES, Plan
 
 
 def _parall(model, plan: Plan) -> Runner | None:
@@ -94,7 +94,7 @@ ENGINES: dict[str, Callable[..., Runner | None]] = {
 
 
 def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
-    """The runner of a plan (or of settings: `fastlbp.core.plan.make_plan`) for a model or a bare graph.
+    """The runner of a plan (or of settings: `schedules.plan.make_plan`) for a model or a bare graph.
 
     Every engine module has this signature; the plan says which runs (`Plan.engines`) and,
     for kernels "auto", `Plan.for_graph` decides them here; `runner.info` says which ran and why.

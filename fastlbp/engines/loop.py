@@ -38,8 +38,8 @@ import numpy as np
 from fastlbp.core import equations, logspace, segments
 from fastlbp.core.equations import damp  # the loop's damping is the equations' (one definition)
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import Settings
+from schedules.plan import Plan, make_plan
 
 
 @jax.tree_util.register_dataclass
@@ -96,7 +96,7 @@ class RunnerInfo:
     Attributes:
         backend: what runs, in `Settings.backend`'s names ("xla", "scatter", "pallas", "fused", or
             *_interpret: `Plan.backend`).
-        reason: why "auto" chose them (`fastlbp.core.plan.Plan.for_graph`); None when named.
+        reason: why "auto" chose them (`schedules.plan.Plan.for_graph`); None when named.
         unroll: sweeps (PARALL) or chunks (chunk loops) per while-loop trip.
         layout_seconds: host time of the layout.
         compiled: the schedule's host analysis: `schedules.Compiled` (chunk loops) or

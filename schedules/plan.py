@@ -18,14 +18,20 @@ The schedule is a `Spec` (strategy and its options); a custom order travels as
 its text (`Spec.order`), read once when the plan is made, so engines never open
 a path (and a stored session never has one to open).
 
-This module imports no JAX: a typo'd schedule fails before the graph loads and
-before JAX starts (`fastlbp rank BIG --schedule nosuch`: the CLI's start-up time).
+The built-in strategies are one table, `STRATEGIES` (name, help, order builder,
+parallel), which is why the plan sits in the `schedules` layer: the parser, the
+engines and the CLI's help all read the row that builds the order.
+
+This module imports neither numpy nor JAX (a row's builder imports its orders when
+called): a typo'd schedule fails before the graph loads and before numpy or JAX
+start (`fastlbp rank BIG --schedule nosuch`: the CLI's start-up time).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 from fastlbp.core.errors import InputError, SettingsError, read_text
@@ -34,11 +40,13 @@ from fastlbp.core.settings import BACKENDS, PRECISIONS, Settings
 
 @dataclasses.dataclass(frozen=True)
 class Strategy:
-    """A built-in update strategy: a row of `STRATEGIES`.
+    """A built-in update strategy: a row of `STRATEGIES`, everything about it.
 
     Attributes:
         name: what `--schedule` calls it (lower case).
         help: what it does, for `--help` (the CLI's text is made from the table).
+        build: `(graph, spec) -> list[Order]`: its order on a `FactorGraph` (one `schedules.orders.Order`,
+            or one per iteration, cycled: SEQRND), with the spec's `:OPTION`s.
         parallel: every message is updated at once from the last iteration's (no dependency
             analysis; the PARALL engines run it); otherwise the strategy is an order of sequential
             batches (the relaxation, chunk and persistent engines).
@@ -46,19 +54,29 @@ class Strategy:
 
     name: str
     help: str
+    build: Callable[[Any, Spec], list[Any]]
     parallel: bool = False
 
 
-# The built-in strategies, the one table: name, help and how it runs here; the order each builds is
-# `schedules.orders.BUILDERS` (numpy: this module stays importable without it). Anything else is a
-# custom order file.
+def _orders():
+    # numpy, only when an order is built: the CLI's --help and its check of --schedule read this table.
+    from schedules import orders
+
+    return orders
+
+
+# The built-in strategies, the one table. Anything else `--schedule` names is a custom order file.
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("parall", "PARALL: every message at once, from the last iteration's", parallel=True),
-    Strategy("seqfix", "SEQFIX: one message after another, factors in a fixed order"),
+    Strategy("parall", "PARALL: every message at once, from the last iteration's",
+             lambda graph, spec: [_orders().parall(graph)], parallel=True),
+    Strategy("seqfix", "SEQFIX: one message after another, factors in a fixed order",
+             lambda graph, spec: [_orders().seqfix(graph)]),
     Strategy("seqrnd", "SEQRND: one message after another, a new random order each iteration; "
-                       ":seed=N, :cycle=N orders"),
+                       ":seed=N, :cycle=N orders",
+             lambda graph, spec: _orders().seqrnd(graph, spec.seed, spec.cycle)),
     Strategy("topo", "TOPO: heads forward in the network's topological order, then bodies backward; "
-                     ":bodyfirst the other way"),
+                     ":bodyfirst the other way",
+             lambda graph, spec: [_orders().topo(graph, spec.body_first)]),
 )}
 
 
