@@ -119,6 +119,19 @@ class ShardedSampler(sampling.Sampler):
         super().__init__(graph, var_names, batch_words, samples_hint=max(1, int(samples_hint) // len(chosen)),
                          **kwargs)
 
+    @classmethod
+    def from_sampler(cls, sampler: sampling.Sampler, devices: int | list | None = None) -> ShardedSampler:
+        """`sampler`'s graph, plan, batches and capacity on `devices`, without planning again (the plan of
+        a graph of 10^8 edges takes minutes); its device program is built and compiled at first use."""
+        out = cls.__new__(cls)
+        out.__dict__.update(sampler.__dict__)
+        chosen = list(devices) if isinstance(devices, list | tuple) else meshes.devices_for(devices)
+        out.mesh = meshes.mesh_of(chosen)
+        if not out.host:
+            out._program, out._exe, out._device_arrays = None, None, None
+        out.compiles, out.compile_seconds, out.world_seconds = 0, 0.0, None
+        return out
+
     @property
     def devices_used(self) -> int:
         """Devices a device round runs on (1 on the host path)."""
