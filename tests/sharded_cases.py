@@ -42,7 +42,8 @@ def same_tally(a, b) -> None:
 
 @hsettings(max_examples=3, deadline=None, phases=NO_SHRINK)
 @given(seed=st.integers(0, 10**6), words=st.integers(1, 11), devices=st.sampled_from([2, 3, 4]))
-@example(seed=91907, words=7, devices=3)  # 1 ulp apart before the power-of-two scales
+@example(seed=91907, words=2, devices=2)  # 1 ulp apart with e^top scales (now powers of two)
+@example(seed=91907, words=7, devices=3)
 def test_sampler_tallies_are_one_devices_bit_for_bit(seed, words, devices):
     """A random network, no labels then one or two (weights, sometimes a tilt), a run of `words` batches
     of one word (32 worlds) each: the batches do not divide among the devices."""
