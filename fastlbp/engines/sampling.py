@@ -83,7 +83,7 @@ from fastlbp.engines.sampling_plan import (
     ONES_ROW,
     ZERO_COIN,
     NotABayesNet,
-    Plan,
+    SamplerPlan,
     digits,
     digits_needed,
 )
@@ -96,8 +96,8 @@ MAX_BATCH_WORDS = 1 << 14
 # the device's memory where it says (a GPU), else 256 MiB. On the H200 at 0.5M edges a 256 MiB budget
 # gave batches of 128 words (4,096 worlds) and a run bound by kernel launches (69 levels per batch).
 BATCH_BYTES = 1 << 28
-# Graphs of at most this many padded reads per world word (`Plan.edges`) are sampled on the host in
-# numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
+# Graphs of at most this many padded reads per world word (`SamplerPlan.edges`) are sampled on the host
+# in numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
 # A draw's predicted seconds are taken this many times over when deciding whether it fits the budget.
@@ -381,7 +381,7 @@ class Sampler:
         self.tilt = bool(tilt)
         self.tilted_coins = 0  # coins the last labelled run drew from the tilted proposal
         self.stopped = "worlds"  # what ended the last run's doubling: "target", "worlds" or "time"
-        self.plan: Plan = sampling_plan.build(graph, var_names, widths)
+        self.plan: SamplerPlan = sampling_plan.build(graph, var_names, widths)
         plan = self.plan
         self.host = plan.edges <= HOST_EDGES if host is None else bool(host)
         self.compiles = 0  # device programs compiled by this sampler (one per graph unless labels outgrow it)

@@ -64,7 +64,7 @@ from fastlbp.engines.sampling_plan import (
     ONE_COIN,
     ONES_ROW,
     ZEROS_ROW,
-    Plan,
+    SamplerPlan,
     digits,
     digits_needed,
 )
@@ -105,7 +105,7 @@ class Capacity:
     tilts: int
 
 
-def capacity_for(plan: Plan, variables, tilts: int = 512) -> Capacity:
+def capacity_for(plan: SamplerPlan, variables, tilts: int = 512) -> Capacity:
     """A capacity holding labels on every one of `variables` at once (a session's alarms), plus room."""
     vs = np.unique(np.fromiter((int(v) for v in variables), np.int64))
     entries = int((plan.body_offsets[vs + 1] - plan.body_offsets[vs]).sum()) if vs.size else 0
@@ -194,7 +194,7 @@ class Program:
         digits_of_bucket: (buckets,) binary digits a tilted coin of each bucket may have.
     """
 
-    plan: Plan
+    plan: SamplerPlan
     shapes: tuple[tuple[int, int], ...]
     classes: tuple[Shape, ...]
     step_class: np.ndarray
@@ -304,7 +304,7 @@ class _Static:
     table_words: int = 0
 
 
-def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
+def build(plan: SamplerPlan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
           tail_capacity: int | None = None, unroll_steps: int = 0, table_words: int = 0) -> Program:
     """The program of `plan` (host, once per graph).
 
@@ -678,13 +678,13 @@ def _round(static: _Static, arrays, data, key, first_word, batches, valid):
     return lax.fori_loop(0, batches, one, init)
 
 
-def byte_floor(plan: Plan, worlds: int) -> int:
+def byte_floor(plan: SamplerPlan, worlds: int) -> int:
     """Bytes a round of `worlds` worlds must move at least: every edge read and row written once per
     world word, 4 bytes a word (docs/DESIGN.md section 16)."""
     return 4 * (plan.edges + plan.num_vars) * -(-int(worlds) // WORD_BITS)
 
 
-def tail_capacities(plan: Plan, width: int) -> list[tuple[int, int]]:
+def tail_capacities(plan: SamplerPlan, width: int) -> list[tuple[int, int]]:
     """The coin tail's capacities per bucket at `width` words (for memory estimates)."""
     return [capacities(int(np.count_nonzero(b.need > HEAD_DIGITS)), width, HEAD_DIGITS)
             for b in plan.buckets]
