@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,12 +43,14 @@ import numpy as np  # noqa: E402
 
 from benchmarks.common import environment, out_dir  # noqa: E402
 
-COMPILES = collections.Counter()
+COMPILES = collections.Counter()  # compiles on the session's thread
+BACKGROUND = collections.Counter()  # compiles in the sessions' warm-up thread (LBP for a fallback)
 
 
 def _count(event, duration, fun_name=None, **_):
     if event == "/jax/core/compile/backend_compile_duration":
-        COMPILES[fun_name] += 1
+        background = threading.current_thread().name.startswith("fastlbp-warm")
+        (BACKGROUND if background else COMPILES)[fun_name] += 1
 
 
 def copy_bandwidth(bytes_: int = 1 << 31) -> float:
@@ -130,8 +133,9 @@ def independent_check(model, first, worlds: int) -> dict:
             "verdict": "ok" if np.mean(z <= 4) >= 0.99 else "warn"}
 
 
-def session_rounds(model, rounds: int, reference_worlds: int = 0) -> dict:
-    """The default method's session: the first round, then a label per round (the top alarm)."""
+def session_rounds(model, rounds: int, reference_worlds: int = 0, profile: str | None = None) -> dict:
+    """The default method's session: the first round, then a label per round (the top alarm); with
+    `profile` (a file) the labelled rounds run under cProfile, its 30 largest cumulative times printed."""
     from fastlbp.core.settings import Settings
     from fastlbp.inference.session import Session
 
@@ -139,7 +143,7 @@ def session_rounds(model, rounds: int, reference_worlds: int = 0) -> dict:
     before = sum(COMPILES.values())
     t0 = time.perf_counter()
     session = Session(model, Settings().interactive())  # as simulate and triage run it
-    session.compile_checks()
+    session.compile_flags()
     first = session.run()
     first_s = time.perf_counter() - t0
     after_first = sum(COMPILES.values())
@@ -147,6 +151,12 @@ def session_rounds(model, rounds: int, reference_worlds: int = 0) -> dict:
     after_first = sum(COMPILES.values())
     per = []
     alarms = np.asarray(model.alarms)
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     for _ in range(rounds):
         left = [a for a in alarms if int(a) not in session.labels]
         if not left:
@@ -160,10 +170,17 @@ def session_rounds(model, rounds: int, reference_worlds: int = 0) -> dict:
                     "samples": info.get("samples"), "effective": info.get("effective_samples"),
                     "max_stderr": info.get("max_stderr"), "tilted": info.get("tilted_coins"),
                     "stopped": info.get("stopped")})
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        profiler.dump_stats(profile)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     secs = [r["seconds"] for r in per]
     return {"first_round_s": first_s, "first_method": first.method, "reason": first.reason,
             "compiles_first": after_first - before,
             "compiles_after_first": sum(COMPILES.values()) - after_first,
+            "background_compiles": sum(BACKGROUND.values()),
             "median_s": statistics.median(secs) if secs else None, "max_s": max(secs) if secs else None,
             "methods": collections.Counter(r["method"] for r in per), "check": check, "rounds": per}
 
@@ -197,8 +214,16 @@ def main() -> None:
     ap.add_argument("--reference-worlds", type=int, default=0,
                     help="compare the session's first (unlabelled) round with an independent run of this "
                          "many worlds (another seed)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run the labelled rounds under cProfile (slower; $OUT/NAME.prof, the top printed)")
+    ap.add_argument("--table-words", type=int, default=None,
+                    help="the weighted row sums' table words on this platform (sampling_weights.TABLE_WORDS)")
     args = ap.parse_args()
     jax.config.update("jax_enable_x64", True)
+    if args.table_words is not None:
+        from fastlbp.engines import sampling_weights
+
+        sampling_weights.TABLE_WORDS[jax.default_backend()] = args.table_words
     jax.monitoring.register_event_duration_secs_listener(_count)
     from fastlbp.io.loading import load
 
@@ -216,7 +241,9 @@ def main() -> None:
         rec = {"load_s": time.perf_counter() - t0}
         rec["sampler"] = sampler_figures(model, args.worlds, bandwidth)
         print(json.dumps({graph: rec["sampler"]}, default=str), flush=True)
-        rec["session"] = session_rounds(model, args.rounds, args.reference_worlds)
+        rec["session"] = session_rounds(
+            model, args.rounds, args.reference_worlds,
+            profile=str(out_dir() / f"{Path(graph).name}.prof") if args.profile else None)
         if args.cli:
             rec["cli"] = cli_runs(graph, args.rounds, args.cli_timeout)
         details["graphs"][graph] = rec
@@ -227,7 +254,8 @@ def main() -> None:
                     f"{s['10x worlds']['worlds_per_s'] / 1e6:.1f}M/s ({s['10x worlds']['ratio']:.1f}x) | "
                     f"{ss['first_round_s']:.1f} {ss['first_method']} | "
                     f"{(ss['median_s'] or 0) * 1e3:.0f} / {(ss['max_s'] or 0) * 1e3:.0f} | "
-                    f"{ss['compiles_after_first']} | {dict(ss['methods'])} |")
+                    f"{ss['compiles_after_first']} (+{ss['background_compiles']} bg) | "
+                    f"{dict(ss['methods'])} |")
         print(rows[-1], flush=True)
         (out_dir() / "interactive.json").write_text(json.dumps(details, indent=1, default=str))
     print(f"\n{details['environment']['device']}, copy {bandwidth / 1e9:.0f} GB/s, {args.worlds:,} worlds")

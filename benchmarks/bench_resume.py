@@ -88,7 +88,7 @@ def main() -> None:
     truth = graph_truth(model)
     if truth is None:
         sys.exit(f"{args.graph} records no ground truth")
-    settings = Settings(method=args.method)
+    settings = Settings(method=args.method).interactive()  # as `fastlbp triage` runs its rounds
     with tempfile.TemporaryDirectory() as folder:
         path = Path(args.session) if args.session else Path(folder) / "s.triage.db"
         if args.resume_only:

@@ -41,8 +41,9 @@ def compiled(t: Triage) -> tuple[int, int]:
     e_step = 0
     if t.online is not None and t.online.learner._posteriors[0] is not None:
         post = t.online.learner._posteriors[0]
-        if post.method == "lbp" and post.session.runner is not None:
-            e_step = post.session.runner.run._cache_size()
+        runner = getattr(post.e_step, "runner", None)  # an iterative (LBP) E-step's
+        if runner is not None:
+            e_step = runner.run._cache_size()
     return rounds, e_step
 
 

@@ -26,6 +26,13 @@ a NUL byte, `NAME.offsets` saying where each starts):
     truth.keys (G,) int64, truth.values (G,) bool          ground truth of alarms
     annotations        (.,) uint8    {"locations": ..., "relations": ...} as JSON text (may be empty)
 
+A graph can also be written as several files read back in parallel (`write_sharded(dg, "g.npz", 4)`):
+the first part, `g.npz`, holds everything above but only its run of clauses, and names the other parts
+(`parts.files.bytes` / `.offsets`, their clause counts in `parts.clauses` (N-1,) int64); part k,
+`g.partK-of-N.npz`, holds `format`, `version`, `part.index`, `part.count` and its run of clauses
+(`clause_rule`, `clause_head`, `body_offsets` from 0, `body`). `read` recognises a first part and reads
+the others, each checked as the first is; a part read alone is an error naming the first.
+
 Everything is checked on reading (names, dtypes, shapes, indices in range, offsets, probabilities
 in [0, 1], tuple and rule names unique, no tuple labelled or given a prior twice); a problem is an
 `InputError` naming the file and the array. Each member's `.npy` header is checked against the bytes
@@ -35,6 +42,8 @@ the member holds before anything is allocated, and each offsets array against th
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import io
 import json
 import os
@@ -74,6 +83,17 @@ def _dict(d: dict, dtype) -> tuple[np.ndarray, np.ndarray]:
 
 def dumps(dg: DerivationGraph) -> io.BytesIO:
     """derivation.npz of `dg` in memory (uncompressed `.npz`)."""
+    return _packed(_members(dg))
+
+
+def _packed(arrays: dict[str, np.ndarray]) -> io.BytesIO:
+    buf = io.BytesIO()
+    np.savez(buf, allow_pickle=False, **arrays)
+    return buf
+
+
+def _members(dg: DerivationGraph) -> dict[str, np.ndarray]:
+    """The arrays of derivation.npz of `dg`, by name."""
     arrays = {"format": np.array(FORMAT_NAME), "version": np.array(FORMAT_VERSION, np.int64)}
     for name, names in (("tuples", list(dg.tuples)), ("rules", [r.name for r in dg.rules]),
                         ("rules.text", [r.text or "" for r in dg.rules])):
@@ -89,9 +109,118 @@ def dumps(dg: DerivationGraph) -> io.BytesIO:
         arrays[f"{key}.keys"], arrays[f"{key}.values"] = _dict(getattr(dg, key), bool)
     notes = {k: dg.annotations[k] for k in ("locations", "relations") if dg.annotations.get(k)}
     arrays["annotations"] = np.frombuffer(json.dumps(notes).encode("utf-8") if notes else b"", np.uint8)
-    buf = io.BytesIO()
-    np.savez(buf, allow_pickle=False, **arrays)
-    return buf
+    return arrays
+
+
+def part_name(path: Path, index: int, count: int) -> str:
+    """The file name of part `index` (from 0; 0 is `path` itself) of `count` of a sharded graph at `path`."""
+    return path.name if index == 0 else f"{path.stem}.part{index}-of-{count}{path.suffix or '.npz'}"
+
+
+def write_sharded(dg: DerivationGraph, path: str | os.PathLike, parts: int) -> list[Path]:
+    """Writes `dg` as `parts` files that `read` reads back as one graph, each part read in parallel.
+
+    The clauses are cut into `parts` runs of about equal body entries. The first part is `path`: the
+    tuples, rules, priors, alarms, labels, truth, annotations, its own clauses and the other parts'
+    file names (beside it) and clause counts; part k is `STEM.partK-of-N.npz` with its clauses only.
+    The other parts are written first, each atomically, so a first part never names a part missing.
+
+    Returns:
+        The files written, the first part first.
+
+    Raises:
+        InputError: a file cannot be written.
+        ValueError: `parts` is below 1.
+    """
+    parts = int(parts)
+    if parts < 1:
+        raise ValueError(f"parts must be at least 1, got {parts}")
+    path = Path(path)
+    members = _members(dg)
+    offsets = members["body_offsets"]
+    clauses = offsets.size - 1
+    # Part k takes the clauses whose body starts in its share of the body entries (and clause count).
+    weight = offsets[:-1] + np.arange(clauses)
+    total = max(int(offsets[-1]) + clauses, 1)
+    cuts = np.concatenate([[0], np.searchsorted(weight, [total * k / parts for k in range(1, parts)]),
+                           [clauses]]).astype(np.int64)
+
+    def clause_run(k):
+        a, b = int(cuts[k]), int(cuts[k + 1])
+        return {"clause_rule": members["clause_rule"][a:b], "clause_head": members["clause_head"][a:b],
+                "body_offsets": offsets[a:b + 1] - offsets[a], "body": members["body"][offsets[a]:offsets[b]]}
+
+    names = [part_name(path, k, parts) for k in range(parts)]
+    written = []
+    for k in range(1, parts):
+        out = path.with_name(names[k])
+        place = {"part.index": np.array(k, np.int64), "part.count": np.array(parts, np.int64)}
+        write_atomically(out, _packed({"format": members["format"], "version": members["version"], **place,
+                                       **clause_run(k)}).getbuffer())
+        written.append(out)
+    first = {**members, **clause_run(0)}
+    first["parts.files.bytes"], first["parts.files.offsets"] = _strings(names[1:])
+    first["parts.clauses"] = np.diff(cuts)[1:].astype(np.int64)
+    write_atomically(path, _packed(first).getbuffer())
+    return [path, *written]
+
+
+def read_sharded(path: str | os.PathLike, *,
+                 max_decompressed: int | None = None) -> tuple[DerivationGraph, Where]:
+    """A graph `write_sharded` wrote, from its first part (`read`, which reads the other parts in
+    parallel; a graph of one file reads the same)."""
+    return read(path, max_decompressed=max_decompressed)
+
+
+def _with_parts(p: Path, r: _Reader, first, num_rules: int, num_tuples: int, max_decompressed: int | None):
+    """The clause arrays of every part of a sharded graph, in order: the first's (`first`) and those of
+    the files it names, read in parallel threads (each file's reads recorded for the model cache)."""
+    for name in _SHARDED:
+        if name not in r.arrays:
+            raise r.fail(name, "missing (the first part of a sharded derivation.npz names the others)")
+    files = r.strings("parts.files")
+    counts = r.take("parts.clauses")
+    _check_offsets(r, first[2], first[3])
+    if any(os.sep in f or (os.altsep and os.altsep in f) or f in ("", ".", "..") for f in files):
+        raise r.fail("parts.files.bytes", "a part's file name must be a plain name beside this file")
+
+    def one(k: int, name: str):
+        q = p.with_name(name)
+        check_path(q)
+        part = _Reader(str(q), _archive(q, max_decompressed))
+        for array in part.arrays:
+            if array not in _PART_ARRAYS:
+                raise part.fail(array, f"unknown array in a part (expected {', '.join(_PART_ARRAYS)})")
+        for array in _PART_ARRAYS:
+            if array not in part.arrays:
+                raise part.fail(array, "missing")
+        _check_header(part)
+        index, count = int(part.take("part.index")), int(part.take("part.count"))
+        if index != k + 1 or count != len(files) + 1:
+            raise part.fail("part.index", f"this is part {index + 1} of {count}; {p.name} lists it as part "
+                            f"{k + 2} of {len(files) + 1}")
+        arrays = (part.indices("clause_rule", num_rules, "rule"),
+                  part.indices("clause_head", num_tuples, "tuple"), part.take("body_offsets"),
+                  part.indices("body", num_tuples, "tuple"))
+        if arrays[0].size != int(counts[k]):
+            raise part.fail("clause_rule", f"{arrays[0].size:,} clauses; {p.name} says {int(counts[k]):,}")
+        _check_offsets(part, arrays[2], arrays[3])
+        return arrays
+
+    workers = max(1, min(len(files), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        # Each task in a copy of this context: the model cache's record of reads (a context variable).
+        jobs = [pool.submit(contextvars.copy_context().run, one, k, name) for k, name in enumerate(files)]
+        parts = [first] + [job.result() for job in jobs]
+    bases = np.cumsum([0] + [int(x[2][-1]) for x in parts])
+    offsets = np.concatenate([x[2][:-1] + base for x, base in zip(parts, bases, strict=False)] + [bases[-1:]])
+    return (np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts]),
+            offsets.astype(np.int64), np.concatenate([x[3] for x in parts]))
+
+
+def _check_offsets(r: _Reader, offsets: np.ndarray, body: np.ndarray) -> None:
+    if offsets[0] != 0 or offsets[-1] != body.size or np.any(np.diff(offsets) < 0):
+        raise r.fail("body_offsets", "not offsets into body (from 0, never decreasing, ending at its length)")
 
 
 def save(dg: DerivationGraph, path: str | os.PathLike) -> None:
@@ -119,9 +248,19 @@ _SPEC = {
     "labels.keys": ("int64", (("L", 0),)), "labels.values": ("bool", (("L", 0),)),
     "truth.keys": ("int64", (("G", 0),)), "truth.values": ("bool", (("G", 0),)),
     "annotations": ("uint8", (("N", 0),)),
+    # A sharded graph (`write_sharded`): its first part lists the others and their clause counts; every
+    # other part holds its clauses only, with its place.
+    "parts.files.bytes": ("uint8", (("FB", 0),)), "parts.files.offsets": ("int64", (("F", 1),)),
+    "parts.clauses": ("int64", (("F", 0),)),
+    "part.index": ("int64", ()), "part.count": ("int64", ()),
 }
+# Arrays only sharded files have; a part after the first has only these and `_PART_ARRAYS`.
+_SHARDED = ("parts.files.bytes", "parts.files.offsets", "parts.clauses")
+_PART = ("part.index", "part.count")
+_PART_ARRAYS = ("format", "version", "clause_rule", "clause_head", "body_offsets", "body") + _PART
 _LETTERS = {"T": "tuples", "R": "rules", "C": "clauses", "B": "body entries", "P": "priors", "A": "alarms",
-            "L": "labels", "G": "truth values", "N": "bytes", "TB": "bytes", "RB": "bytes", "XB": "bytes"}
+            "L": "labels", "G": "truth values", "N": "bytes", "TB": "bytes", "RB": "bytes", "XB": "bytes",
+            "F": "other parts", "FB": "bytes"}
 
 
 class _Reader:
@@ -256,6 +395,23 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
     check_path(p)
     if p.is_dir():
         raise InputError(str(p), None, "is a directory, expected a derivation.npz file")
+    r = _Reader(str(p), _archive(p, max_decompressed))
+    for name in r.arrays:
+        if name not in _SPEC or name in _PART and "part.index" not in r.arrays:
+            raise r.fail(name, f"unknown array (expected {', '.join(n for n in _SPEC if n not in _PART)})")
+    _check_header(r)
+    if "part.index" in r.arrays:
+        raise r.fail("part.index", f"this file is part {int(r.take('part.index')) + 1} of "
+                     f"{int(r.take('part.count'))} of a sharded derivation.npz: read its first part (the one "
+                     "that names the others)")
+    for name in _SPEC:
+        if name not in r.arrays and name not in _SHARDED + _PART:
+            raise r.fail(name, "missing")
+    return _graph(p, r, max_decompressed)
+
+
+def _archive(p: Path, max_decompressed: int | None) -> dict[str, np.ndarray]:
+    """The arrays of the .npz archive at `p`, read once (`_arrays`; compressed ones within the limit)."""
     # Read once, then taken apart from memory: what is parsed is exactly the bytes read (and hashed for
     # the model cache, `fastlbp.core.errors.recorded_reads`), whatever replaces the file meanwhile.
     data = io.BytesIO(read_raw(p))
@@ -273,18 +429,23 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
         raise InputError(str(p), None, f"not a derivation.npz file (numpy's .npz archive): {err}") from None
     except OSError as err:
         raise InputError(str(p), None, f"cannot read: {err.strerror or err}") from None
-    r = _Reader(str(p), arrays)
-    for name in arrays:
-        if name not in _SPEC:
-            raise r.fail(name, f"unknown array (expected {', '.join(_SPEC)})")
-    for name in _SPEC:
-        if name not in arrays:
+    return arrays
+
+
+def _check_header(r: _Reader) -> None:
+    for name in ("format", "version"):
+        if name not in r.arrays:
             raise r.fail(name, "missing")
     if str(r.take("format")) != FORMAT_NAME:
-        raise r.fail("format", f"must be {FORMAT_NAME!r}, got {str(arrays['format'])!r}")
+        raise r.fail("format", f"must be {FORMAT_NAME!r}, got {str(r.arrays['format'])!r}")
     if int(r.take("version")) != FORMAT_VERSION:
-        raise r.fail("version", f"unsupported version {int(arrays['version'])} (this fastlbp reads version "
+        raise r.fail("version", f"unsupported version {int(r.arrays['version'])} (this fastlbp reads version "
                      f"{FORMAT_VERSION})")
+
+
+def _graph(p: Path, r: _Reader, max_decompressed: int | None) -> tuple[DerivationGraph, Where]:
+    """The derivation graph of a checked first (or only) file's arrays, its other parts read in."""
+    arrays = r.arrays
     tuples = r.strings("tuples")
     _unique(tuples, r, "tuples", "tuple")
     names, texts = r.strings("rules"), r.strings("rules.text")
@@ -295,6 +456,9 @@ def read(path: str | os.PathLike, *, max_decompressed: int | None = None) -> tup
     c_rule = r.indices("clause_rule", len(rules), "rule")
     c_head = r.indices("clause_head", num_t, "tuple")
     offsets, body = r.take("body_offsets"), r.indices("body", num_t, "tuple")
+    if "parts.clauses" in arrays or "parts.files.bytes" in arrays:
+        c_rule, c_head, offsets, body = _with_parts(p, r, (c_rule, c_head, offsets, body), len(rules), num_t,
+                                                    max_decompressed)
     if not c_rule.size:
         raise r.fail("clause_rule", "the graph is empty: no clauses")
     if offsets[0] != 0 or offsets[-1] != body.size or np.any(np.diff(offsets) < 0):

@@ -54,7 +54,7 @@ class Analysis:
     Attributes:
         batch: (E,) int64 batch number of each edge (0-based; batches run in order).
         num_batches: number of batches.
-        method: "levelling" or "algorithm3".
+        analysis: "levelling" or "algorithm3" (`Spec.analysis`).
         seconds: time the analysis took.
         order: the order analysed.
         passes: vectorised steps: stages levelled one at a time, fixpoint passes (the windowed
@@ -65,7 +65,7 @@ class Analysis:
 
     batch: np.ndarray
     num_batches: int
-    method: str
+    analysis: str
     seconds: float
     order: Order
     passes: int = 1
@@ -393,18 +393,18 @@ SCAN_AFTER = 2
 
 
 def levelling(graph: FactorGraph, order: Order, window: int | None = None,
-              scan_after: int | None = None, method: str = "auto") -> Analysis:
+              scan_after: int | None = None, algorithm: str = "auto") -> Analysis:
     """Exact levelling (the default analysis): `schedules.levels.levels`.
 
     Args:
         window, scan_after: given, the windowed levelling runs instead (`levelling_windows`,
             the earlier implementation, kept as the reference the tests compare with).
-        method: `schedules.levels.levels`'s method ("auto", "walk", "numba", "stages").
+        algorithm: `schedules.levels.levels`'s algorithm ("auto", "walk", "numba", "stages").
     """
     if window is not None or scan_after is not None:
         return levelling_windows(graph, order, 1024 if window is None else window, scan_after)
     t0 = time.perf_counter()
-    lev, how, steps = _levels.levels(graph, order, method)
+    lev, how, steps = _levels.levels(graph, order, algorithm)
     return Analysis(lev, int(lev.max(initial=-1)) + 1, "levelling", time.perf_counter() - t0, order,
                     steps, int(how != "stages"), how)
 
@@ -497,10 +497,10 @@ def _greedy_cuts(keys: list[int], need: list[int]) -> np.ndarray:
     return out
 
 
-def analyse(graph: FactorGraph, order: Order, method: str = "levelling") -> Analysis:
-    if method == "levelling":
+def analyse(graph: FactorGraph, order: Order, analysis: str = "levelling") -> Analysis:
+    if analysis == "levelling":
         return levelling(graph, order)
-    if method == "algorithm3":
+    if analysis == "algorithm3":
         return algorithm3(graph, order)
-    raise ValueError(f"unknown analysis {method!r} (expected one of {ANALYSES})")
+    raise ValueError(f"unknown analysis {analysis!r} (expected one of {ANALYSES})")
 

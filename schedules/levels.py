@@ -350,32 +350,32 @@ def compact(lev: np.ndarray) -> np.ndarray:
     return (np.cumsum(used) - 1)[lev].astype(np.int64)
 
 
-def levels(graph: FactorGraph, order: Order, method: str = "auto") -> tuple[np.ndarray, str, int]:
+def levels(graph: FactorGraph, order: Order, algorithm: str = "auto") -> tuple[np.ndarray, str, int]:
     """The exact levels of `order`, compacted to 0..L-1.
 
     Args:
-        method: "walk" (plain Python), "numba" (compiled; the plain walk where numba is not
+        algorithm: "walk" (plain Python), "numba" (compiled; the plain walk where numba is not
             installed), "stages" (weak orders only) or "auto": stages for weak orders with
             large stages, else the walk, compiled from `NUMBA_FROM` edges plus read events.
 
     Returns:
-        ((E,) int64 level of each edge, the method used, vectorised steps taken (stages)).
+        ((E,) int64 level of each edge, the algorithm used, vectorised steps taken (stages)).
     """
     a = walk_arrays(graph, order)
-    if method == "auto":
+    if algorithm == "auto":
         if a.weak and a.seq.size >= STAGE_EDGES_FROM * a.num_stages:
-            method = "stages"
+            algorithm = "stages"
         else:
-            method = "numba" if a.seq.size + a.read_var.size >= NUMBA_FROM else "walk"
-    if method == "stages":
+            algorithm = "numba" if a.seq.size + a.read_var.size >= NUMBA_FROM else "walk"
+    if algorithm == "stages":
         if not a.weak:
             raise ValueError("levelling by stages needs a weak order")
         by_pos, steps = by_stages(a), a.num_stages
-    elif method in ("walk", "numba"):
-        use = method == "numba" and compiled_walk() is not None
-        by_pos, steps, method = _walk_levels(a, use), 0, "numba" if use else "walk"
+    elif algorithm in ("walk", "numba"):
+        use = algorithm == "numba" and compiled_walk() is not None
+        by_pos, steps, algorithm = _walk_levels(a, use), 0, "numba" if use else "walk"
     else:
-        raise ValueError(f"unknown levelling method {method!r}")
+        raise ValueError(f"unknown levelling algorithm {algorithm!r}")
     lev = np.empty(a.seq.size, np.int64)
     lev[a.seq] = by_pos
-    return compact(lev), method, steps
+    return compact(lev), algorithm, steps

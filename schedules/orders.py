@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from fastlbp.core.errors import InputError, read_text, text_lines
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import STRATEGIES, Spec
 
 
 def unique(x: np.ndarray) -> np.ndarray:
@@ -172,17 +170,6 @@ def topo(graph: FactorGraph, body_first: bool = False) -> Order:
 
 # --------------------------------------------------------------------------------------------
 # Custom order files.
-
-# Strategy (a key of `fastlbp.core.plan.STRATEGIES`, the table of names and help) -> its order(s) on a
-# graph: one, or SEQRND's `cycle`.
-BUILDERS: dict[str, Callable[[FactorGraph, Spec], list[Order]]] = {
-    "parall": lambda graph, spec: [parall(graph)],
-    "seqfix": lambda graph, spec: [seqfix(graph)],
-    "seqrnd": lambda graph, spec: seqrnd(graph, spec.seed, spec.cycle),
-    "topo": lambda graph, spec: [topo(graph, spec.body_first)],
-}
-assert set(BUILDERS) == set(STRATEGIES), "every strategy of fastlbp.core.plan.STRATEGIES builds an order here"
-
 
 ORDER_FILE_HELP = """\
 A custom order file (UTF-8). Blank lines and lines starting with # are ignored.

@@ -144,3 +144,15 @@ def test_a_session_of_each_method_agrees_on_a_tree():
     assert exact.method == "exact" and sample.method == "sample"
     np.testing.assert_allclose(exact.marginals, lbp, atol=1e-9)
     assert np.all(np.abs(sample.marginals - exact.marginals) <= 5 * sample.stderr + 1e-12)
+
+
+def test_the_report_names_the_checked_method():
+    # `--method sample --reference exact` checks the sampler: its column and reasons name sampling, not LBP.
+    from fastlbp.core.settings import Settings
+
+    model = _reconvergent()
+    report = check.check(model, settings=Settings(method="sample", samples=20_000), reference="exact")
+    assert report.method == "sample" and report.reference == "exact"
+    head = [line for line in check.to_table(report).splitlines() if line.rstrip().endswith("alarm")][0]
+    assert head.split()[0] == "sampling" and "LBP" not in check.to_table(report)
+    assert check.to_table(check.check(model, reference="exact")).count("LBP") >= 1  # "auto" checks LBP

@@ -68,7 +68,7 @@ def test_errors_exit_2_without_traceback(tmp_path):
 def test_info_schedule(monkeypatch):
     import schedules
 
-    monkeypatch.delattr(schedules, "describe", raising=False)
+    monkeypatch.delitem(schedules._LAZY, "describe")  # the package names its functions lazily
     r = cli("info", PRESTO, "--schedule", "seqfix")
     assert r.exit_code == 2 and "schedules.describe is not available" in " ".join(r.output.split())
     seen = {}

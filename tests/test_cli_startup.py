@@ -53,10 +53,13 @@ def loaded(modules: set[str], *names: str) -> list[str]:
 
 # Imports ------------------------------------------------------------------------------
 
-# What only some commands need: the session and engines (inference), the schedule analysis,
-# triage, SARIF, Pallas kernels.
-HEAVY = ("fastlbp.inference.session", "fastlbp.engines", "schedules", "fastlbp.triage", "fastlbp.io.sarif",
-         "fastlbp.core.pallas_segments", "jax.experimental.pallas")
+# What only some commands need: the session and engines (inference), the schedule analysis (every
+# module of `schedules` but `plan`, which every command reads to check --schedule), triage, SARIF, Pallas
+# kernels.
+SCHEDULE_ANALYSIS = tuple(f"schedules.{f.stem}" for f in sorted((ROOT / "schedules").glob("*.py"))
+                          if f.stem not in ("__init__", "plan"))
+HEAVY = ("fastlbp.inference.session", "fastlbp.engines", *SCHEDULE_ANALYSIS, "fastlbp.triage",
+         "fastlbp.io.sarif", "fastlbp.core.pallas_segments", "jax.experimental.pallas")
 
 
 def test_help_imports_no_inference_schedules_or_triage():

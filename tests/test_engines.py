@@ -13,9 +13,9 @@ from datalog import causal_fg
 from fastlbp import engines
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.graph import AND, OR, Factor, from_factors
-from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked, loop, persistent, relaxed
+from schedules.plan import make_plan
 
 WEBLECH = DATA / "weblech"
 
@@ -60,7 +60,8 @@ def test_engine_keys_table():
     assert keys("seqfix", "fused_interpret") == ("relaxed", "persistent")
     assert keys("seqfix:chunked", "pallas") == ("chunked",)
     assert keys("seqrnd:chunked", "fused") == ("persistent",)
-    assert set(engines.ENGINES) == {"parall", "parall/fused", "relaxed", "chunked", "persistent"}
+    assert set(engines.ENGINES) == {"parall", "parall/fused", "parall/sharded", "relaxed", "chunked",
+                                    "persistent"}
 
 
 def test_runners_carry_their_layout_and_host_facts():

@@ -23,11 +23,11 @@ PACKAGES = ("fastlbp", "datalog", "schedules")
 # layers below its own; units that share a layer may not import each other. A unit is a package (every
 # module under it) or, for the front door `fastlbp` and `fastlbp.__main__`, that one module.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the factor graph, Model, Settings, the plan, errors, the message equations, segment sums, the
+    # the factor graph, Model, Settings, errors, the message equations, segment sums, the
     # hard constraints, text helpers (safe_name, CSV) and atomic file writing
     ("fastlbp.core",),
     # derivation graphs in and out, cycle elimination, the Bayesian network, the file formats, the
-    # Datalog front end; update strategies, orders and chunk/relaxation plans (host-side numpy)
+    # Datalog front end; the plan, the strategy table, orders and chunk/relaxation plans (host-side numpy)
     ("datalog", "schedules"),
     # every device engine behind the runner contract; exact inference; the importance sampler
     ("fastlbp.engines",),

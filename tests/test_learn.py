@@ -145,10 +145,10 @@ def test_exact_em_steps_plan_and_compile_nothing_new():
     learner = Learner([model], [training_labels(model)], LearnOptions(method="exact", max_iters=3, tol=0))
     learner.run()
     post = learner._posteriors[0]
-    plans, before = dict(post.engine._plans), kernels.compiled()
+    plans, before = dict(post.e_step.engine._plans), kernels.compiled()
     learner.run(max_iters=5)
-    assert post.engine._plans.keys() == plans.keys()
-    assert all(post.engine._plans[k][1] is plans[k][1] for k in plans)  # the same programs
+    assert post.e_step.engine._plans.keys() == plans.keys()
+    assert all(post.e_step.engine._plans[k][1] is plans[k][1] for k in plans)  # the same programs
     assert kernels.compiled() == before
 
 
@@ -156,7 +156,7 @@ def test_lbp_em_steps_compile_nothing_new():
     model = tiny(3, num_rules=3, width=3)
     learner = Learner([model], [training_labels(model)], LearnOptions(method="lbp", max_iters=2, tol=0))
     learner.run()
-    runner = learner._posteriors[0].session.runner
+    runner = learner._posteriors[0].e_step.runner
     before = runner.run._cache_size()
     result = learner.run(max_iters=5)
     assert runner.run._cache_size() == before

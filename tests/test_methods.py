@@ -1,6 +1,6 @@
 """`method="auto"` (the default): which method answers, why, and that the answer is the model's.
 
-The two cases LBP gets quietly wrong (tests/test_lbp_checks.py builds them) are answered right
+The two cases LBP gets quietly wrong (tests/test_lbp_flags.py builds them) are answered right
 under the default; the shipped weblech, where LBP prints 1e-67 for alarms the model puts at 1e-2,
 is sampled with intervals; a tree where LBP is exact passes `check --reference sample`.
 """
@@ -27,7 +27,7 @@ from fastlbp.inference.check import check
 from fastlbp.inference.session import Session
 from fastlbp.io import loading
 from tests.graphs import random_polytree
-from tests.test_lbp_checks import chains, impossible
+from tests.test_lbp_flags import chains, impossible
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -49,7 +49,7 @@ def test_lost_evidence_is_answered_exactly_by_default():
     assert session.method == "exact" and rnd.method == "exact"
     assert rnd.marginals[model.index["s"]] == pytest.approx(1.0)
     assert "induced width" in rnd.reason
-    # LBP on its own loses the label (and says so, tests/test_lbp_checks.py).
+    # LBP on its own loses the label (and says so, tests/test_lbp_flags.py).
     lbp = Session(model, method="lbp")
     lbp.label("end", True)
     assert lbp.run().marginals[0] < 0.9
@@ -167,3 +167,37 @@ def test_auto_takes_exact_on_a_deep_chain_past_the_size_limit():
     two_parents = [Factor(AND, 0, (), 0.5, 0.0), Factor(AND, 1, (0,), 0.5, 0.0),
                    Factor(AND, 2, (0, 1), 0.5, 0.0)]
     assert not methods.is_forest(from_factors(two_parents, 3))
+
+
+def test_an_interactive_fallback_to_lbp_compiles_nothing_in_its_round():
+    """An interactive session under auto samples on the device path; labels the sampler refuses are
+    answered by LBP, prepared and compiled in a thread during the first round: the fallback round
+    compiles nothing on the session's thread, and says why LBP answered."""
+    import collections
+    import threading
+
+    import jax
+
+    compiles = collections.Counter()
+
+    def count(event, duration, fun_name=None, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles[threading.current_thread().name.startswith("fastlbp-warm")] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    wide = to_model(layered(num_inputs=30, layers=3, width=30, seed=1))
+    # A refusal on a labelled round: as many effective samples asked as worlds drawn (the unlabelled
+    # round's weights are even, a label's are not).
+    settings = Settings(exact_memory=1 << 12, samples=2048, max_samples=2048, target_se=0).interactive()
+    settings = settings.replace(min_accepted=2048)
+    session = Session(wide, settings)
+    session.compile_flags()
+    first = session.run()
+    assert first.method == "sample" and first.info["path"] == "device"
+    assert session._warming is None  # the first round waited for the thread's compile
+    on_thread = compiles[False]
+    session.label(int(wide.alarms[0]), True)
+    rnd = session.run()
+    assert rnd.method == "lbp" and any("LBP answered instead" in f for f in rnd.flags)
+    assert compiles[False] == on_thread, compiles
+    assert compiles[True] > 0

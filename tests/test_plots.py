@@ -2,8 +2,10 @@
 against brute force over every labelling order, and the files (only where matplotlib is installed: the
 `plots` and `notebooks` extras)."""
 
+import dataclasses
 import importlib.util
 import itertools
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -95,8 +97,8 @@ def test_the_roc_drawn_has_the_auc_reported(labelled, unlabelled_false):
 
 def test_titles_name_the_graph_and_the_settings():
     result = run_of([False, True], 4)
-    cases = [(Settings(schedule="seqfix", tol=1e-4, damping=0.2), ["LBP seqfix", "tol 0.0001", "damping 0.2",
-                                                                   "f64"]),
+    cases = [(Settings(method="lbp", schedule="seqfix", tol=1e-4, damping=0.2),
+              ["LBP seqfix", "tol 0.0001", "damping 0.2", "f64"]),
              (Settings(method="exact", precision="f32"), ["exact inference", "f32"]),
              (Settings(method="sample", samples=5000, seed=3), ["sampling", "5,000 worlds", "seed 3"])]
     for s, words in cases:
@@ -106,6 +108,39 @@ def test_titles_name_the_graph_and_the_settings():
     titles = [d.title for d in plots.plot_data(result)]
     assert all("\n" not in t for t in titles)  # nothing to name: one line
     assert plots.describe(None, None) == ""
+
+
+def test_titles_name_the_method_that_made_the_rounds():
+    # Under "auto" (the default) the title is the rounds' method, never LBP's settings for a sampled run.
+    result = run_of([False, True], 4)
+    sampled = dataclasses.replace(result, steps=[dataclasses.replace(s, method="sample")
+                                                 for s in result.steps])
+    line2 = plots.plot_data(sampled, graph="race.json",
+                            settings=Settings(samples=5000))[0].title.splitlines()[1]
+    assert line2 == "race.json: sampling, 5,000 worlds, seed 0"
+    fallback = dataclasses.replace(sampled, steps=[sampled.steps[0], dataclasses.replace(sampled.steps[1],
+                                                                                         method="lbp")])
+    line2 = plots.plot_data(fallback, graph="race.json", settings=Settings())[0].title.splitlines()[1]
+    assert line2.startswith("race.json: sampling, 100,000 worlds, seed 0 (1 round); LBP parall, tol 1e-06")
+    assert line2.endswith("(1 round)")
+    # Rounds of unknown method (a run built by hand) under "auto": the title says no method it cannot know.
+    assert "LBP" not in plots.plot_data(result, graph="race.json", settings=Settings())[0].title
+
+
+def test_simulate_plots_a_sampled_run_as_sampled(tmp_path):
+    graph, oracle = write_demo(tmp_path)
+    res = runner.invoke(get_app(), ["simulate", str(graph), "--oracle", str(oracle), "--method", "sample",
+                                    "--samples", "2000", "--no-cache", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["methods"] == {"sample": doc["rounds"]}
+    assert {label["method"] for label in doc["labels"]} == {"sample"}
+    model = demo_model()
+    settings = Settings(method="sample", samples=2000)
+    result = sim.simulate(model, sim.read_oracle(oracle, model), settings=settings)
+    assert "sampling" in sim.to_table(result) and "LBP" not in sim.to_table(result)
+    for data in plots.plot_data(result, graph=graph, settings=settings):
+        assert "sampling, 2,000 worlds" in data.title and "LBP" not in data.title
 
 
 def test_a_run_cut_short_is_drawn_as_far_as_it_went(tmp_path):

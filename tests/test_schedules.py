@@ -49,7 +49,7 @@ def test_custom_weak_orders_equal_definition(tmp_path, kind):
             if runner.name.endswith("/relaxed"):
                 assert an is None
             else:  # an order relaxation declines (too many reader groups) runs chunk by chunk
-                assert an.method == ("levelling" if method == "relaxed" else method.split(":")[0])
+                assert an.analysis == ("levelling" if method == "relaxed" else method.split(":")[0])
             rank = schedules.orders_for(graph, runner.info.compiled.spec)[0].rank
             try:
                 ref_p, _ = stage_reference(SequentialLBP(factors, graph.num_vars), labels,
@@ -114,7 +114,7 @@ def test_levelling_a_deep_chain_walks_it():
 def test_levelling_and_algorithm3_give_the_same_results():
     for _rng, _, graph, labels in cases(8, seed0=300):
         lev, a3 = runner_for(graph, "seqfix:chunked"), runner_for(graph, "seqfix:algorithm3:chunked")
-        assert [an.method for an in analyses(lev) + analyses(a3)] == ["levelling", "algorithm3"]
+        assert [an.analysis for an in analyses(lev) + analyses(a3)] == ["levelling", "algorithm3"]
         a = call(lev, graph, labels, 3)
         b = call(a3, graph, labels, 3)
         if np.isnan(np.asarray(a.marginals)).any():

@@ -159,7 +159,7 @@ def test_to_numpy_without_jax_equals_the_pytree_map():
 
 @pytest.mark.parametrize("command", ["rank", "marginals", "check"])
 def test_a_bad_schedule_fails_before_the_graph_is_read_and_before_jax(command):
-    # The plan (`fastlbp.core.plan.make_plan`) is made from the options before anything is loaded:
+    # The plan (`schedules.plan.make_plan`) is made from the options before anything is loaded:
     # no datalog front end (reading a graph) and no JAX, so the error costs the CLI's start-up only.
     result = fastlbp_modules(command, DATA / "ftp.json.gz", "--schedule", "nosuch")
     assert result == {"code": 2, "jax": [], "numpy": [], "datalog": []}

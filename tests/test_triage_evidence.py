@@ -189,7 +189,7 @@ def test_learning_compiles_nothing_in_the_interactive_loop(tmp_path):
 
     model = demo_model()
     t = Triage.open(model, tmp_path / "s.db", settings=SETTINGS["lbp"], learning=Learning(steps=2))
-    e_step = t.online.learner._posteriors[0].session.runner.run
+    e_step = t.online.learner._posteriors[0].e_step.runner.run
     rounds = t.session.runner.run
     sizes = (e_step._cache_size(), rounds._cache_size())
     play(t)

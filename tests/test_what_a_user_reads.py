@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from fastlbp.cli import get_app
 from fastlbp.core.text import format_probability
 from fastlbp.inference import check as checking
+from fastlbp.inference import methods
 from fastlbp.inference.ranking import RankedAlarm, Ranking
 from fastlbp.io import sarif, writers
 
@@ -171,7 +172,7 @@ def test_lbp_caveat_is_a_whole_sentence_on_stderr(tmp_path):
     assert res.exit_code == 0, res.output
     assert "approximate" not in res.stdout
     caveat = [ln for ln in res.stderr.splitlines() if "approximate and unchecked" in ln]
-    assert caveat == [writers.LBP_CAVEAT] and caveat[0].endswith("the model's own probabilities.")
+    assert caveat == [methods.LBP_CAVEAT] and caveat[0].endswith("the model's own probabilities.")
     assert all(ln.endswith(".") for ln in res.stderr.splitlines() if ln.startswith(("LBP:", "method")))
 
 

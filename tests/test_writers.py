@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from fastlbp.cli import get_app
 from fastlbp.core.settings import Settings
 from fastlbp.core.text import csv_row, format_probability, relation, safe_name
-from fastlbp.inference import ranking
+from fastlbp.inference import methods, ranking
 from fastlbp.inference.ranking import LabelledAlarm, RankedAlarm, Ranking
 from fastlbp.io import writers
 
@@ -48,8 +48,8 @@ def test_table_json_csv_of_a_ranking():
     assert lines[3] == "... 1 more; --top 0 for all"
     # The table is the table: LBP's caveat is a sentence for stderr (`caveats`), never inside it.
     assert lines[-2:] == ["labelled (1):", "  false  race(3,4)"]
-    assert writers.caveats(r) == [writers.LBP_CAVEAT]
-    assert writers.LBP_CAVEAT.endswith("gives the model's own probabilities.")
+    assert writers.caveats(r) == [methods.LBP_CAVEAT]
+    assert methods.LBP_CAVEAT.endswith("gives the model's own probabilities.")
     flagged = dataclasses.replace(r, flags=("LBP did not converge",))
     assert writers.to_table(flagged).splitlines()[1].split()[2] == "FLAGGED"
     assert "LBP did not converge" not in writers.to_table(flagged)  # the command warns on stderr
@@ -145,7 +145,7 @@ def test_cli_table_of_an_lbp_ranking(tmp_path):
     assert [ln.split()[2] for ln in lines[1:5]] == ["unchecked"] * 4
     assert [ln.split()[3] for ln in lines[1:5]] == [a.alarm for a in expected.alarms]
     assert "approximate" not in res.stdout  # the caveat is stderr's, as a whole sentence
-    assert writers.LBP_CAVEAT in res.stderr.splitlines()
+    assert methods.LBP_CAVEAT in res.stderr.splitlines()
 
 
 # Names with control characters ---------------------------------------------------

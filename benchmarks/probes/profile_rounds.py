@@ -49,7 +49,7 @@ def main() -> int:
     rnd = session.run()
     print(f"cold round {1e3 * (time.perf_counter() - t0):.1f} ms, {rnd.iterations} it; "
           f"{int(np.isinf(rnd.log_odds).sum()):,} variables with infinite log-odds")
-    session.compile_checks()  # as simulate and triage do
+    session.compile_flags()  # as simulate and triage do
     alarm_truth = {int(a): bool(truth[a]) for a in dg.alarms}
     before = len(compiles)
     prof = cProfile.Profile()

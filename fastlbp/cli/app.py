@@ -275,11 +275,8 @@ def terminal_rows(stream=None) -> int | None:
     return max(MIN_TABLE_ROWS, height - TABLE_MARGIN)
 
 
-def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None,
-            method: str = "lbp") -> str:
-    """`N iterations, converged, S s` (or the last change when not converged, and the remedy used)."""
-    if method != "lbp":
-        return f"{'exact inference' if method == 'exact' else 'sampling'}, {seconds:.3f} s"
+def summary(iterations: int, converged: bool, delta: float, seconds: float, remedy: str | None = None) -> str:
+    """`N iterations, converged, S s` of LBP (or the last change when not converged, and the remedy used)."""
     state = "converged" if converged else f"not converged (last change {delta:.3g})"
     if remedy:
         state = f"{'converged' if converged else 'not converged'} with {remedy} (LBP alone did not converge)"

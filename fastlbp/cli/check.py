@@ -25,10 +25,12 @@ from fastlbp.cli.options import (
     graph_command,
     settings_of,
 )
+from fastlbp.inference.methods import reference_names
 
-# fastlbp.inference.check.REFERENCES, written out: importing that module (scipy, the session, engines)
-# for an option type would slow every command down. tests/test_cli_startup.py checks that they agree.
-Reference = StrEnum("Reference", {r: r for r in ("auto", "exact", "sample")})
+# From the method table (`fastlbp.inference.methods`, which imports no numpy), not from
+# fastlbp.inference.check: importing that (scipy, the session, engines) for an option type would slow
+# every command down.
+Reference = StrEnum("Reference", {r: r for r in reference_names()})
 
 
 class CheckFormat(StrEnum):

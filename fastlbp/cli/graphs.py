@@ -29,8 +29,8 @@ from fastlbp.cli.options import (
     settings_of,
 )
 from fastlbp.core.errors import InputError, check_path
-from fastlbp.core.plan import STRATEGIES
 from fastlbp.core.settings import Settings
+from schedules.plan import STRATEGIES
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -105,8 +105,11 @@ def _check_target(dst: Path, fmt: str, src: Path, force: bool) -> None:
 
 def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, dst_format: str | None = None,
                   settings: Settings | None = None, max_decompressed: int | None = None,
-                  force: bool = False) -> list[str]:
+                  force: bool = False, parts: int = 1) -> list[str]:
     """Converts `src` to `dst`; returns messages for the user (what was written, warnings).
+
+    `parts` > 1 writes derivation.npz as that many files read back in parallel
+    (`datalog.npz.write_sharded`: `dst` names the first part, which names the others).
 
     Derivation graphs (json, npz, bingo) convert both ways, duplicates merged but
     otherwise unchanged (cycles kept; rule texts go to Bingo's rule_dict.txt).
@@ -137,6 +140,8 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
     sfmt = src_format or detect_format(src)
     _check_target(dst, dfmt, src, force)
     source, target = FORMATS[sfmt], FORMATS[dfmt]
+    if parts > 1 and dfmt != "npz":
+        raise InputError(str(dst), None, f"--parts writes derivation.npz in parts, not {dfmt}")
     if source.grounded:
         raise InputError(str(src), None, f"is a Datalog program, not a graph: `fastlbp ground {src} --facts "
                          f"DIR -o {dst}` grounds it into one (rank, triage, simulate, check and info take "
@@ -165,8 +170,15 @@ def convert_graph(src: Path, dst: Path | str, *, src_format: str | None = None, 
                          f"{lost}{tail}")
         return notes + [f"warning: {w}" for w in model.meta["warnings"]]
     dg, _, warnings = formats.clean(dg)
-    warnings += target.write_derivation(dg, dst)
-    notes = [f"wrote {dst} ({dfmt}): {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, "
+    if parts > 1:
+        from datalog import npz
+
+        written = npz.write_sharded(dg, dst, parts)
+        more = f" and {len(written) - 1} more part(s) beside it ({written[1].name}, ...)"
+    else:
+        warnings += target.write_derivation(dg, dst)
+        more = ""
+    notes = [f"wrote {dst} ({dfmt}){more}: {dg.num_tuples:,} tuples, {dg.num_clauses:,} clauses, "
              f"{len(dg.alarms):,} alarms"]
     return notes + [f"warning: {w}" for w in warnings]
 
@@ -187,6 +199,9 @@ def convert(
                                                                "DST's name.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Write a Bingo graph into a directory that is not "
                                                         "empty.")] = False,
+    parts: Annotated[int, typer.Option("--parts", min=1, help="Write derivation.npz as this many files, read "
+                                       "back in parallel: DST is the first part and names the others "
+                                       "(NAME.partK-of-N.npz beside it).")] = 1,
     compress: CompressOpt = DEFAULTS.compress,
     cycles: CyclesOpt = DEFAULTS.cycles,
     quiet: QuietOpt = False,
@@ -212,9 +227,12 @@ def convert(
       fastlbp convert graph.json bingo_dir/
 
       fastlbp convert graph.json.gz graph.causal_fg --no-compress
+
+      fastlbp convert big.json big.npz --parts 8
     """
     settings = settings_from_options(compress=compress, cycles=cycles)
-    for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings, force=force):
+    for line in convert_graph(src, dst, dst_format=to.value if to else None, settings=settings, force=force,
+                              parts=parts):
         if line.startswith("warning:"):
             status(line)
         else:
@@ -237,7 +255,7 @@ def info_dict(graph: Path, schedule: str | None = None, settings: Settings | Non
         except AttributeError:
             raise ScheduleUnavailable("this fastlbp has no schedule analysis (schedules.describe is not "
                                       "available); run info without --schedule") from None
-        from fastlbp.core.plan import make_plan
+        from schedules.plan import make_plan
 
         # The run's plan on this machine's platform: it says which engine would run (fused, persistent).
         plan = make_plan(dataclasses.replace(settings or Settings(), schedule=schedule)).placed()

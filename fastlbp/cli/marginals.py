@@ -80,7 +80,9 @@ def marginals(
     output = output_target(output, graph, labels)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
-    if settings.method != "lbp" and "derivation" in model.meta:
+    from fastlbp.inference import methods
+
+    if not all(m.pruned_beliefs for m in methods.may_run(settings.method)) and "derivation" in model.meta:
         from datalog.bayesnet import rebuild
 
         # A pruned tuple's forward belief is LBP's; exact inference and sampling need it as a variable.
@@ -93,14 +95,14 @@ def marginals(
 
     with conflicts_located(labels, model, graph):
         rnd = session.marginals(model, known, settings, soft=soft)
-    from fastlbp.inference import methods
 
     names, values = _listed(model, rnd.marginals, all_variables)
     errors = None
-    if rnd.method == "sample" and rnd.lower is not None:
-        _, lower = _listed(model, rnd.lower, all_variables)
-        _, upper = _listed(model, rnd.upper, all_variables)
-        _, se = _listed(model, rnd.stderr, all_variables)
+    intervals = methods.method_of(rnd.method).intervals(rnd)
+    if intervals is not None:
+        _, se = _listed(model, intervals[0], all_variables)
+        _, lower = _listed(model, intervals[1], all_variables)
+        _, upper = _listed(model, intervals[2], all_variables)
         # A tuple fixed by the graph (a constant input, an underivable tuple) is certain: no error.
         se = [0.0 if lo == hi else s for s, lo, hi in zip(se, lower, upper, strict=True)]
         errors = (se, lower, upper)

@@ -38,8 +38,9 @@ from fastlbp.cli.evidence import EVIDENCE_PARAMETERS, EvidenceOptions
 from fastlbp.cli.loading import load_graph
 from fastlbp.cli.progress import finish_progress, start_progress
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.plan import strategies_help
 from fastlbp.core.settings import Flag, Settings
+from fastlbp.inference.methods import methods_help, names
+from schedules.plan import strategies_help
 
 if TYPE_CHECKING:
     from datalog.grounding import GroundOptions
@@ -55,9 +56,14 @@ FLAGS: dict[str, Flag] = {f.name: f.metadata["flag"] for f in dataclasses.fields
                           if f.metadata["flag"] is not None}
 
 
+# Choices read from a table above `fastlbp.core` (which the field's flag cannot name).
+TABLE_CHOICES = {"method": names()}
+
+
 def _choices(name: str, flag: Flag):
-    """The StrEnum of a field's accepted values: its flag's choices, then the unlisted ones."""
-    return StrEnum(name.title().replace("_", ""), {c: c for c in flag.choices + flag.unlisted_choices})
+    """The StrEnum of a field's accepted values: its flag's (or table's) choices, then the unlisted ones."""
+    listed = TABLE_CHOICES.get(name, flag.choices)
+    return StrEnum(name.title().replace("_", ""), {c: c for c in listed + flag.unlisted_choices})
 
 
 def _settings_parameter(name: str) -> tuple[str, object, object]:
@@ -66,7 +72,7 @@ def _settings_parameter(name: str) -> tuple[str, object, object]:
     default = getattr(DEFAULTS, name)
     base = _HINTS[name]
     extra = {}
-    if flag.choices:
+    if flag.choices or name in TABLE_CHOICES:
         base = _choices(name, flag)
         if flag.unlisted_choices:
             # --help lists what users choose; values kept for comparison and tests are accepted, not listed
@@ -76,7 +82,8 @@ def _settings_parameter(name: str) -> tuple[str, object, object]:
     if flag.default_from_env:
         base, default = base | None, None
         extra["show_default"] = f"${BACKEND_ENV}, else {getattr(DEFAULTS, name)}"
-    option = typer.Option(*flag.names, help=flag.help.format(strategies=strategies_help()),
+    text = flag.help.format(strategies=strategies_help(), methods=methods_help())
+    option = typer.Option(*flag.names, help=text,
                           rich_help_panel=PANELS[flag.group], **extra)
     return name, Annotated[base, option], default
 
@@ -349,7 +356,7 @@ def settings_from_options(**options) -> Settings:
     """The one `Settings` of a command's options (keywords: `Settings` fields that have an option,
     `FLAGS`); options left None keep `Settings`' defaults.
 
-    Its `Plan` (`fastlbp.core.plan.make_plan`: the schedule parsed, a custom order read, GPU
+    Its `Plan` (`schedules.plan.make_plan`: the schedule parsed, a custom order read, GPU
     kernels checked) is made here too, before any graph loads, so that a typo'd schedule or a
     backend this machine cannot run fails at once; the library makes the same plan from these
     settings.
@@ -358,7 +365,7 @@ def settings_from_options(**options) -> Settings:
         SettingsError: a value out of range or unknown, GPU kernels without a GPU.
         InputError: a bad schedule (unknown strategy, missing order file, bad option).
     """
-    from fastlbp.core.plan import make_plan
+    from schedules.plan import make_plan
 
     unknown = set(options) - set(FLAGS)
     if unknown:

@@ -174,6 +174,7 @@ def rank(
     import jax
 
     from fastlbp.inference import ranking
+    from fastlbp.inference.methods import method_of
     from fastlbp.io import writers
 
     jax.devices()
@@ -229,7 +230,7 @@ def rank(
     for flag in result.flags:
         status(sentence(f"warning: {flag}"))
     warning = None
-    if result.method == "lbp":
+    if method_of(result.method).unchecked:
         # Every unlabelled alarm, not only the `--top` shown: the top few of a good ranking may be equal.
         shown = [a.probability for a in result.alarms]
         if result.marginals is not None:

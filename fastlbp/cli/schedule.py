@@ -18,7 +18,7 @@ from fastlbp.cli.options import (
     graph_command,
     settings_of,
 )
-from fastlbp.core.plan import ANALYSES, strategies_help
+from schedules.plan import ANALYSES, strategies_help
 
 AnalysisChoice = StrEnum("AnalysisChoice", {a: a for a in ANALYSES})
 
@@ -61,7 +61,7 @@ def schedule(
     import dataclasses
 
     import schedules  # here, not at the top: the other commands need no schedule analysis
-    from fastlbp.core.plan import make_plan
+    from schedules.plan import make_plan
 
     progress = loading.progress()
     settings = dataclasses.replace(settings_of(loading), schedule=schedule)

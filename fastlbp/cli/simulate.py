@@ -81,8 +81,11 @@ def simulate(
     without true or without false alarms.
 
     JSON: {"rank_100_t", "rank_90_t", "inversions", "auc", "total_time_s",
-    "average_time_s", "num_true", "found", "complete", ..., "labels": [{"alarm",
-    "truth", "probability", "round_s"}, ...]}.
+    "average_time_s", "num_true", "found", "complete", ..., "methods": {method:
+    rounds}, "labels": [{"alarm", "truth", "probability", "round_s", "method"},
+    ...]}: each round names the method that answered it (a fallback's, LBP, where
+    the chosen method refused the round's labels), and so do the table and the
+    plots' titles.
 
     Examples:
 

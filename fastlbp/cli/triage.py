@@ -34,6 +34,7 @@ from fastlbp.cli.options import (
     settings_of,
 )
 from fastlbp.core.errors import InputError
+from fastlbp.core.settings import INFERENCE_FIELDS
 
 # fastlbp.triage (the session, its journal and the terminal) is imported by
 # the functions below when they run, so other commands and `fastlbp --help` do not pay for it.
@@ -218,7 +219,8 @@ def triage(
                  f"the session)", loading.quiet)
         for line in t.replay_notes:
             status(line)
-        changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS}
+        # Only the options a session stores change it (--devices is where, not what: taken as given).
+        changes = {n: getattr(settings, n) for n in given if n in INFERENCE_OPTIONS and n in INFERENCE_FIELDS}
         if (resume or recover) and changes:
             with Ticker("a round with the new settings", progress):
                 out = t.change_settings(changes)

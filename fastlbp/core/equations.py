@@ -342,32 +342,32 @@ def combine(agg: jax.Array) -> jax.Array:
 class Summation:
     """How an engine sums segments (every variable's messages, every factor's terms).
 
-    Part of an engine's layout, built once per graph by `summation`. With
-    method "xla" the sums are dense gathers and row sums through the two
+    Part of an engine's layout, built once per graph by `summation`. Of
+    kind "xla" the sums are dense gathers and row sums through the two
     plans (no atomics, deterministic); "scatter" is XLA's scatter-add, and
     "pallas"/"pallas_interpret" a Pallas segment-sum kernel (both without plans).
 
     Attributes:
         var: the plan of the variable order's segments (None unless "xla").
         factor: the plan of the factors' segments (None unless "xla").
-        method: "xla", "scatter", "pallas" or "pallas_interpret" (static; `SUM_METHODS`: the
-            plan's `summation`, `fastlbp.core.plan.Plan.summation_name`).
+        kind: "xla", "scatter", "pallas" or "pallas_interpret" (static; `SUMMATION_KINDS`: the
+            plan's `summation`, `schedules.plan.Plan.summation_name`).
     """
 
     var: SegmentPlan | None
     factor: SegmentPlan | None
-    method: str = dataclasses.field(default="xla", metadata={"static": True})
+    kind: str = dataclasses.field(default="xla", metadata={"static": True})
 
 
-SUM_METHODS = ("xla", "scatter", "pallas", "pallas_interpret")
+SUMMATION_KINDS = ("xla", "scatter", "pallas", "pallas_interpret")
 
 
-def summation(graph: FactorGraph, method: str = "xla") -> Summation:
-    """The `Summation` of `graph` by `method` (host work, numpy: once per graph)."""
-    if method not in SUM_METHODS:
-        raise ValueError(f"no segment sums by {method!r} (expected one of {SUM_METHODS})")
-    if method != "xla":
-        return Summation(None, None, method)
+def summation(graph: FactorGraph, kind: str = "xla") -> Summation:
+    """The `Summation` of `graph` of `kind` (host work, numpy: once per graph)."""
+    if kind not in SUMMATION_KINDS:
+        raise ValueError(f"no segment sums by {kind!r} (expected one of {SUMMATION_KINDS})")
+    if kind != "xla":
+        return Summation(None, None, kind)
     var_offsets = np.asarray(graph.var_offsets)
     factor_offsets = np.asarray(graph.factor_offsets)
     return Summation(
@@ -377,7 +377,7 @@ def summation(graph: FactorGraph, method: str = "xla") -> Summation:
 
 
 def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_segments: int,
-                 method: str = "xla", split_infinite_values: bool = False,
+                 kind: str = "xla", split_infinite_values: bool = False,
                  gather_index: jax.Array | None = None, plan: SegmentPlan | None = None) -> jax.Array:
     """Sums of sorted segments, (S, k).
 
@@ -385,7 +385,7 @@ def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_seg
         columns: k arrays of shape (N,); with `split_infinite_values` one
             log-odds array that is split into [finite, #+inf, #-inf] (k = 3).
         segment_ids: (N,) int32 sorted (of the gathered elements).
-        method: "xla" (dense gathers and row sums through `plan`, no
+        kind: "xla" (dense gathers and row sums through `plan`, no
             atomics), "scatter" (XLA's segment_sum), "pallas" or
             "pallas_interpret" (the Pallas kernel run by the interpreter, for
             tests on the CPU).
@@ -394,22 +394,22 @@ def segment_sums(columns: tuple[jax.Array, ...], segment_ids: jax.Array, num_seg
         plan: the `SegmentPlan` of these segments (required by "xla").
     """
     dtype = columns[0].dtype
-    if method == "xla":
+    if kind == "xla":
         if plan is None:
-            raise ValueError("method 'xla' sums through a SegmentPlan (equations.summation)")
+            raise ValueError("summation 'xla' sums through a SegmentPlan (equations.summation)")
         if split_infinite_values:
             return segments.segment_sum(plan, columns[0], transform=split_infinite)
         data = columns[0] if len(columns) == 1 else jnp.stack(columns, -1)
         out = segments.segment_sum(plan, data)
         return out[:, None] if len(columns) == 1 else out
-    if method == "scatter":
+    if kind == "scatter":
         if gather_index is not None:
             columns = tuple(c[gather_index] for c in columns)
         data = split_infinite(columns[0]) if split_infinite_values else jnp.stack(columns, -1)
         return jax.ops.segment_sum(data, segment_ids, num_segments=num_segments, indices_are_sorted=True)
     out = pallas_segments.segment_sum(columns, segment_ids, num_segments=num_segments,
                                      split_infinite=split_infinite_values, gather_index=gather_index,
-                                     interpret=method == "pallas_interpret")
+                                     interpret=kind == "pallas_interpret")
     return out.astype(dtype)
 
 
@@ -426,7 +426,7 @@ def var_aggregates(graph: FactorGraph, sums: Summation, factor_to_var: jax.Array
     Returns:
         (V, 3) aggregate [finite sum, #+inf, #-inf].
     """
-    agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, sums.method, True,
+    agg = segment_sums((factor_to_var,), graph.slot_var, graph.num_vars, sums.kind, True,
                        gather_index=graph.var_edges, plan=sums.var)
     return agg + split_infinite(evidence.astype(factor_to_var.dtype))
 
@@ -463,11 +463,11 @@ def factor_aggregates(graph: FactorGraph, sums: Summation, finite: jax.Array,
     Returns:
         (F, 3): [sum of finite terms S, #zero terms, sum of finite terms without the dominant one].
     """
-    totals = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, sums.method,
+    totals = segment_sums((finite, is_zero), graph.edge_factor, graph.num_factors, sums.kind,
                           plan=sums.factor)
     dominant = is_dominant(finite, totals[graph.edge_factor, 0])
     rest = segment_sums((jnp.where(dominant, 0, finite),), graph.edge_factor, graph.num_factors,
-                        sums.method, plan=sums.factor)
+                        sums.kind, plan=sums.factor)
     return jnp.concatenate([totals, rest], axis=-1)
 
 
@@ -513,5 +513,5 @@ def factor_to_var(graph: FactorGraph, sums: Summation, var_to_factor_msgs: jax.A
 __all__ = ["FIN", "POS", "NEG", "FactorParams", "factor_params", "split", "log_odds", "variable_message",
            "split_body_term", "body_term", "is_dominant", "others_product", "log_rho", "terms_and_rho",
            "body_term_and_rho", "edge_messages", "messages_from_rho", "damp", "split_infinite", "combine",
-           "Summation", "SUM_METHODS", "summation", "segment_sums", "var_aggregates", "var_to_factor",
+           "Summation", "SUMMATION_KINDS", "summation", "segment_sums", "var_aggregates", "var_to_factor",
            "factor_inputs", "factor_aggregates", "factor_messages", "factor_to_var"]

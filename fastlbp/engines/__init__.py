@@ -3,7 +3,7 @@
     runner = fastlbp.engines.make_runner(model, plan)        # host work, once per graph
     result, runner = runner.step(graph, messages, evidence, controls)   # a jitted round
 
-`plan` is a `fastlbp.core.plan.Plan` (or `Settings`, made into one). Every
+`plan` is a `schedules.plan.Plan` (or `Settings`, made into one). Every
 engine module has `make_runner(model, plan) -> loop.Runner` (an immutable
 runner: its layout in `Runner.layout`, its round a pure jitted function);
 `ENGINES` is the table the dispatcher reads, by `Plan.engines()` (key -> that
@@ -13,6 +13,7 @@ engine's `make_runner`):
 | ------------ | ------------------------------------------------------ | --------------- |
 | parall       | PARALL, XLA kernels (segment sums by `Plan.summation`) | parall.py       |
 | parall/fused | PARALL, two Pallas kernels per sweep (GPU)             | fused/          |
+| parall/sharded | PARALL over several devices, the cut's sums exchanged | sharded_parall.py |
 | relaxed      | a sequential order, each sweep relaxed to its fixed point | relaxed.py   |
 | chunked      | a sequential order (or SEQRND), batches chunk by chunk | chunked.py      |
 | persistent   | the same chunks in one persistent Pallas kernel (GPU)  | persistent.py   |
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastlbp.core.plan import FUSED_MIN_EDGES, Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     GRAPH_FIELDS,
@@ -41,6 +41,7 @@ from fastlbp.engines.loop import (
     init,
     plan_for,
 )
+from schedules.plan import FUSED_MIN_EDGES, Plan
 
 
 def _parall(model, plan: Plan) -> Runner | None:
@@ -53,6 +54,12 @@ def _fused(model, plan: Plan) -> Runner | None:
     from fastlbp.engines import fused  # the Pallas kernels: imported only when a plan asks for them
 
     return fused.make_runner(model, plan)
+
+
+def _sharded(model, plan: Plan) -> Runner | None:
+    from fastlbp.engines import sharded_parall
+
+    return sharded_parall.make_runner(model, plan, devices=plan.shards)
 
 
 def _relaxed(model, plan: Plan) -> Runner | None:
@@ -79,6 +86,7 @@ def _persistent(model, plan: Plan) -> Runner | None:
 ENGINES: dict[str, Callable[..., Runner | None]] = {
     "parall": _parall,
     "parall/fused": _fused,
+    "parall/sharded": _sharded,
     "relaxed": _relaxed,
     "chunked": _chunked,
     "persistent": _persistent,
@@ -86,7 +94,7 @@ ENGINES: dict[str, Callable[..., Runner | None]] = {
 
 
 def make_runner(model, plan: Plan | Settings | None = None) -> Runner:
-    """The runner of a plan (or of settings: `fastlbp.core.plan.make_plan`) for a model or a bare graph.
+    """The runner of a plan (or of settings: `schedules.plan.make_plan`) for a model or a bare graph.
 
     Every engine module has this signature; the plan says which runs (`Plan.engines`) and,
     for kernels "auto", `Plan.for_graph` decides them here; `runner.info` says which ran and why.

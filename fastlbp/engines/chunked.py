@@ -29,7 +29,6 @@ import schedules
 from fastlbp.core import equations
 from fastlbp.core.equations import FIN, NEG, POS
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     PARAMS,
@@ -44,6 +43,7 @@ from fastlbp.engines.loop import (
     xla_sums,
 )
 from schedules import chunk_plan as P
+from schedules.plan import Plan
 
 
 @jax.tree_util.register_dataclass

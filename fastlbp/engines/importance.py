@@ -45,7 +45,7 @@ import dataclasses
 import numpy as np
 
 from fastlbp.core.graph import AND
-from fastlbp.engines.sampling_plan import ONES_ROW, Plan
+from fastlbp.engines.sampling_plan import ONES_ROW, SamplerPlan
 
 _ONES = np.uint32(0xFFFFFFFF)
 # Fewest label slots and parent entries the arrays are padded to (then powers of two), so that a
@@ -103,13 +103,13 @@ def _pow2(n: int, least: int) -> int:
     return max(least, 1 << max(n - 1, 0).bit_length())
 
 
-def needed(plan: Plan, labels: dict[int, bool]) -> tuple[int, int]:
+def needed(plan: SamplerPlan, labels: dict[int, bool]) -> tuple[int, int]:
     """(label slots, parent entries) a label set needs."""
     vs = np.fromiter(labels, np.int64, len(labels))
     return len(labels), int((plan.body_offsets[vs + 1] - plan.body_offsets[vs]).sum()) if vs.size else 0
 
 
-def capacity(plan: Plan, labels: dict[int, bool], least: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+def capacity(plan: SamplerPlan, labels: dict[int, bool], least: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """Padded (slots, entries) for `labels`, at least `least`: powers of two from MIN_SLOTS / MIN_ENTRIES."""
     slots, entries = needed(plan, labels)
     return _pow2(max(slots, least[0]), MIN_SLOTS), _pow2(max(entries, least[1]), MIN_ENTRIES)
@@ -120,7 +120,8 @@ def _log_p(p: np.ndarray, value: np.ndarray) -> np.ndarray:
         return np.where(value, np.log(p), np.log1p(-p))
 
 
-def label_arrays(plan: Plan, labels: dict[int, bool], cap: tuple[int, int] | None = None) -> LabelArrays:
+def label_arrays(plan: SamplerPlan, labels: dict[int, bool],
+                 cap: tuple[int, int] | None = None) -> LabelArrays:
     """The arrays of `weigh` and of the propagation's masks for one label set (host, numpy).
 
     Args:

@@ -38,8 +38,8 @@ import numpy as np
 from fastlbp.core import equations, logspace, segments
 from fastlbp.core.equations import damp  # the loop's damping is the equations' (one definition)
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import Settings
+from schedules.plan import Plan, make_plan
 
 
 @jax.tree_util.register_dataclass
@@ -96,7 +96,7 @@ class RunnerInfo:
     Attributes:
         backend: what runs, in `Settings.backend`'s names ("xla", "scatter", "pallas", "fused", or
             *_interpret: `Plan.backend`).
-        reason: why "auto" chose them (`fastlbp.core.plan.Plan.for_graph`); None when named.
+        reason: why "auto" chose them (`schedules.plan.Plan.for_graph`); None when named.
         unroll: sweeps (PARALL) or chunks (chunk loops) per while-loop trip.
         layout_seconds: host time of the layout.
         compiled: the schedule's host analysis: `schedules.Compiled` (chunk loops) or
@@ -105,6 +105,7 @@ class RunnerInfo:
             "var_warps"}, or the persistent kernel's {"num_warps", "atomic"}; empty otherwise.
         finish_seconds: host time of the chunk plan a relaxation runner built when a sweep did
             not settle (`Runner.step`); None before.
+        devices: devices a round runs on (PARALL over several: `sharded_parall`).
     """
 
     backend: str
@@ -114,6 +115,7 @@ class RunnerInfo:
     compiled: Any = None
     tuning: dict = dataclasses.field(default_factory=dict)
     finish_seconds: float | None = None
+    devices: int = 1
 
     @property
     def relaxation(self):
@@ -255,7 +257,9 @@ Sweep = Callable[[FactorGraph, Any, jax.Array, jax.Array, jax.Array, jax.Array],
 
 
 def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: equations.Summation, messages: jax.Array,
-            evidence: jax.Array, ctl: Controls, *, unroll: int = 1, flagged: bool = False) -> RunResult:
+            evidence: jax.Array, ctl: Controls, *, unroll: int = 1, flagged: bool = False,
+            aggregates: Callable[[jax.Array], jax.Array] | None = None,
+            across: Callable[[jax.Array, jax.Array], tuple[jax.Array, jax.Array]] | None = None) -> RunResult:
     """Runs `sweep` to convergence on the device: the loop every engine but the fused one uses.
 
     A round stops when the largest change of any marginal is below `tol`, at
@@ -278,13 +282,24 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: equations.Summa
         unroll: sweeps per while-loop trip (static).
         flagged: the sweep returns (messages, unsettled): an unsettled sweep is not taken,
             the round stops before it and says so (`RunResult.unsettled`).
+        aggregates: messages -> (V, 3) per-variable sums with the evidence (default
+            `equations.var_aggregates` over `graph`; a device's part of a sharded graph adds the
+            other devices' sums of its variables on the cut, `sharded_parall`).
+        across: (largest change, conflict) of this device -> those of every device (a sharded
+            round: the loop's test must agree on every device; default: as they are).
     """
     dtype = messages.dtype
     tol = jnp.asarray(ctl.tol, dtype)
     damping = jnp.asarray(ctl.damping, dtype)
     max_iters = ctl.max_iters
     evidence = evidence.astype(dtype)
-    agg0 = equations.var_aggregates(graph, sums, messages, evidence)
+    if aggregates is None:
+        def aggregates(msgs):
+            return equations.var_aggregates(graph, sums, msgs, evidence)
+    if across is None:
+        def across(delta, conflict):
+            return delta, conflict
+    agg0 = aggregates(messages)
     lo0 = equations.combine(agg0)
 
     def one(state):
@@ -292,10 +307,11 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: equations.Summa
         out = sweep(graph, layout, msgs, agg, evidence, it)
         new, halt = out if flagged else (out, None)
         new = damp(new, msgs, damping)
-        agg_new = equations.var_aggregates(graph, sums, new, evidence)
+        agg_new = aggregates(new)
         lo_new = equations.combine(agg_new)
         change, bad = logspace.log_odds_change(lo_new, lo)
-        nxt = (new, agg_new, lo_new, it + 1, jnp.max(change, initial=0.0), jnp.any(bad), state[6])
+        delta, conflict = across(jnp.max(change, initial=0.0), jnp.any(bad))
+        nxt = (new, agg_new, lo_new, it + 1, delta, conflict, state[6])
         if not flagged:
             return nxt
         # An unsettled sweep is not exact: keep the state it started from and stop.
@@ -317,7 +333,7 @@ def iterate(sweep: Sweep, graph: FactorGraph, layout: Any, sums: equations.Summa
         return state
 
     state = (messages, agg0, lo0, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, dtype),
-             jnp.any(jnp.isnan(lo0)), jnp.asarray(False))
+             across(jnp.asarray(jnp.inf, dtype), jnp.any(jnp.isnan(lo0)))[1], jnp.asarray(False))
     msgs, agg, lo, it, delta, conflict, unsettled = jax.lax.while_loop(active, body, state)
     return RunResult(messages=msgs, log_odds=lo, marginals=jax.nn.sigmoid(lo), iterations=it,
                      converged=(delta < tol) & ~conflict & ~unsettled, delta=delta, conflict=conflict,

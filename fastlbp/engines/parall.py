@@ -20,7 +20,6 @@ import numpy as np
 
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.loop import (
     SWEEP,
@@ -37,6 +36,7 @@ from fastlbp.engines.loop import (
     iterate,
     plan_for,
 )
+from schedules.plan import Plan
 
 
 def sweep(graph: FactorGraph, sums: equations.Summation, messages: jax.Array, agg: jax.Array,
@@ -93,13 +93,13 @@ def make_runner(model, plan: Plan | Settings | None = None, *, unroll: int | Non
     graph = graph_of(model)
     unroll = unroll or plan.schedule.unroll or 1
     start = time.perf_counter()
-    method = plan.summation_name
-    sums = jax.device_put(equations.summation(graph, method))
+    kind = plan.summation_name
+    sums = jax.device_put(equations.summation(graph, kind))
     reason = plan.reason if plan.kernels == "xla" else None
-    info = RunnerInfo(backend=method, reason=reason, unroll=unroll,
+    info = RunnerInfo(backend=kind, reason=reason, unroll=unroll,
                       layout_seconds=time.perf_counter() - start)
-    return Runner(name=f"parall/{method}", layout=sums, run=jitted_run(unroll), info=info,
-                  reads=reads(method))
+    return Runner(name=f"parall/{kind}", layout=sums, run=jitted_run(unroll), info=info,
+                  reads=reads(kind))
 
 
 def reads(summation: str) -> frozenset[str]:

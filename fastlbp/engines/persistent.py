@@ -43,7 +43,6 @@ import jax.numpy as jnp
 import schedules
 from fastlbp.core import equations
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.chunked import READS, ChunkLayout
 from fastlbp.engines.loop import (
@@ -57,6 +56,7 @@ from fastlbp.engines.loop import (
     xla_sums,
 )
 from schedules import chunk_plan as P
+from schedules.plan import Plan
 
 # Slots per chunk: the same-run masks are W x W (W = 64 and up spill registers: docs/benchmark-log.md).
 WIDTH = 32

@@ -30,7 +30,7 @@ import numpy as np
 
 from fastlbp.core.graph import AND
 from fastlbp.engines.importance import _log1mexp
-from fastlbp.engines.sampling_plan import FIRST_ROW, Plan
+from fastlbp.engines.sampling_plan import FIRST_ROW, SamplerPlan
 
 # Least probability a tilted coin keeps for the value the messages argue against (unless its prior
 # is smaller already): the messages are approximate on graphs with loops, and a coin of q = 0 would
@@ -60,7 +60,7 @@ class Tilt:
     b2: np.ndarray
 
 
-def _levels(plan: Plan) -> list[np.ndarray]:
+def _levels(plan: SamplerPlan) -> list[np.ndarray]:
     """The variables of each level, in order."""
     out = []
     for groups in plan.levels:
@@ -70,7 +70,7 @@ def _levels(plan: Plan) -> list[np.ndarray]:
     return out
 
 
-def _entries(plan: Plan, vs: np.ndarray):
+def _entries(plan: SamplerPlan, vs: np.ndarray):
     """(owner (B,) index into vs, body variable (B,), global entry (B,)) of the bodies of `vs`."""
     starts, ends = plan.body_offsets[vs], plan.body_offsets[vs + 1]
     lens = ends - starts
@@ -116,7 +116,7 @@ def _cavity(log_pi, lam, msg, body, idx):
 SWEEPS = 3
 
 
-def log_lambda(plan: Plan, labels: dict[int, bool], sweeps: int = SWEEPS) -> np.ndarray:
+def log_lambda(plan: SamplerPlan, labels: dict[int, bool], sweeps: int = SWEEPS) -> np.ndarray:
     """(V, 2) float64 log lambda(x = 0), log lambda(x = 1): the labels below each variable as
     belief propagation's messages see them after `sweeps` forward-backward sweeps over the levels
     (exact on a polytree after one; up to a constant per variable)."""
@@ -189,7 +189,8 @@ def _tilt_coin(p, lr, move):
     return np.where(move, q, p), move
 
 
-def tilted_coins(plan: Plan, labels: dict[int, bool], sampled: np.ndarray, strength: float = 1.0) -> Tilt:
+def tilted_coins(plan: SamplerPlan, labels: dict[int, bool], sampled: np.ndarray,
+                 strength: float = 1.0) -> Tilt:
     """The proposal's coins for one label set.
 
     Args:

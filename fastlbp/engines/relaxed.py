@@ -74,7 +74,6 @@ import numpy as np
 import schedules
 from fastlbp.core import equations, segments
 from fastlbp.core.graph import FactorGraph
-from fastlbp.core.plan import Plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines import chunked
 from fastlbp.engines.loop import (
@@ -92,6 +91,7 @@ from fastlbp.engines.loop import (
     xla_sums,
 )
 from schedules import chunk_plan as P
+from schedules.plan import Plan
 from schedules.relax_plan import RelaxPlan
 
 

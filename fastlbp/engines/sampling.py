@@ -71,9 +71,9 @@ from fastlbp.core.errors import ContradictoryEvidence, InferenceError
 from fastlbp.core.graph import AND, FactorGraph
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
-from fastlbp.engines import importance, proposal, sampling_plan, sampling_program
+from fastlbp.engines import importance, proposal, sampling_plan, sampling_program, sampling_weights
 from fastlbp.engines.marginals import Marginals
-from fastlbp.engines.sampling_bits import _rows_dot, _unpack
+from fastlbp.engines.sampling_bits import _LN2, _rows_dot, _unpack, combine, scale_exponent
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, digit_bits, threefry2x32
 from fastlbp.engines.sampling_estimates import Z95, Tally, _max_se, wilson  # noqa: F401  (part of this API)
 from fastlbp.engines.sampling_plan import (
@@ -83,7 +83,7 @@ from fastlbp.engines.sampling_plan import (
     ONES_ROW,
     ZERO_COIN,
     NotABayesNet,
-    Plan,
+    SamplerPlan,
     digits,
     digits_needed,
 )
@@ -96,10 +96,12 @@ MAX_BATCH_WORDS = 1 << 14
 # the device's memory where it says (a GPU), else 256 MiB. On the H200 at 0.5M edges a 256 MiB budget
 # gave batches of 128 words (4,096 worlds) and a run bound by kernel launches (69 levels per batch).
 BATCH_BYTES = 1 << 28
-# Graphs of at most this many padded reads per world word (`Plan.edges`) are sampled on the host in
-# numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
+# Graphs of at most this many padded reads per world word (`SamplerPlan.edges`) are sampled on the host
+# in numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
+# A draw's predicted seconds are taken this many times over when deciding whether it fits the budget.
+DRAW_MARGIN = 1.15
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # The device path draws again from the tilted proposal (`proposal`: host work) when the prior's worlds
 # leave fewer than this share of their number effective. At 0.05, 4 of 277 marginals of the improbable
@@ -285,11 +287,12 @@ def _select(xp, cond, coins, c1, c2, hard1, hard2):
 
 
 def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
-    """A batch's weighted sums: (s1 (R,), s2 (R,), w1, w2, log_scale, positive).
+    """A batch's weighted sums: (s1 (R,), s2 (R,), w1, w2, k, positive).
 
     s1 = sum_w w [x], s2 = sum_w w^2 [x] per state row, w1 = sum w, w2 = sum w^2 with the weights
-    scaled by exp(-log_scale) (the batch's largest log weight); positive counts the worlds of
-    positive weight. Without labels (`labels` None) every valid world weighs 1 (popcounts).
+    scaled by 2^-k (k: the least integer with 2^k at least the batch's largest weight,
+    `sampling_bits.scale_exponent`); positive counts the worlds of positive weight. Without labels
+    (`labels` None) every valid world weighs 1 (popcounts).
     """
     rows, width = state.shape
     idx = xp.arange(width * WORD_BITS)
@@ -306,8 +309,8 @@ def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
     if extra_log_w is not None:
         log_w = log_w + extra_log_w  # a tilted proposal's P / Q (`proposal.mixture_log_w`)
     log_w = xp.where(ok, log_w, -np.inf)
-    top = log_w.max()
-    scale = xp.where(top > -np.inf, top, 0.0)
+    top = scale_exponent(xp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine`)
+    scale = xp.where(top > -np.inf, top * _LN2, 0.0)
     omega = xp.where(log_w > -np.inf, xp.exp(log_w - scale), 0.0)  # (N,) in [0, 1]
     omega2 = omega * omega
     both = _rows_dot(xp, state, xp.stack([omega, omega2], axis=1))
@@ -325,17 +328,8 @@ def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
 
 
 def _combine(xp, acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one."""
-    if acc is None:
-        return batch
-    s1, s2, w1, w2, m, pos = acc
-    t1, t2, v1, v2, mb, pb = batch
-    top = xp.maximum(m, mb)
-    ref = xp.where(top > -np.inf, top, 0.0)
-    a = xp.where(m > -np.inf, xp.exp(m - ref), 0.0)
-    b = xp.where(mb > -np.inf, xp.exp(mb - ref), 0.0)
-    return (s1 * a + t1 * b, s2 * (a * a) + t2 * (b * b), w1 * a + v1 * b, w2 * (a * a) + v2 * (b * b),
-            top, pos + pb)
+    """Two sets of weighted sums with their own scales, on the larger one (`sampling_bits.combine`)."""
+    return batch if acc is None else combine(xp, acc, batch)
 
 
 def _hard(coin_rows: np.ndarray):
@@ -387,7 +381,7 @@ class Sampler:
         self.tilt = bool(tilt)
         self.tilted_coins = 0  # coins the last labelled run drew from the tilted proposal
         self.stopped = "worlds"  # what ended the last run's doubling: "target", "worlds" or "time"
-        self.plan: Plan = sampling_plan.build(graph, var_names, widths)
+        self.plan: SamplerPlan = sampling_plan.build(graph, var_names, widths)
         plan = self.plan
         self.host = plan.edges <= HOST_EDGES if host is None else bool(host)
         self.compiles = 0  # device programs compiled by this sampler (one per graph unless labels outgrow it)
@@ -426,6 +420,11 @@ class Sampler:
             self._device_arrays = None
         self.plan_seconds = time.perf_counter() - t0
 
+    @property
+    def devices_used(self) -> int:
+        """Devices a round draws on (a sharded sampler's mesh, `fastlbp.engines.sharded_sampling`)."""
+        return 1
+
     # -- the device program ------------------------------------------------------------------------
 
     @property
@@ -434,13 +433,24 @@ class Sampler:
         if self._program is None:
             # Straight-line steps on the CPU (its loop copied the state through every step: 5x slower
             # at avrora's size), one loop on a GPU (its steps cost launches, not copies).
-            unroll = sampling_program.UNROLL_STEPS if jax.default_backend() == "cpu" else 0
+            platform = jax.default_backend()
+            unroll = sampling_program.UNROLL_STEPS if platform == "cpu" else 0
             self._program = sampling_program.build(self.plan, self.batch_words, self._capacity,
                                                    head_digits=self._head_digits,
-                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll)
-            self._device_arrays = jax.device_put(self._program.arrays())
+                                                   tail_capacity=self._tail_capacity, unroll_steps=unroll,
+                                                   table_words=sampling_weights.table_words(platform))
+            self._device_arrays = self._put(self._program.arrays())
             self._exe = None
         return self._program
+
+    def _put(self, tree):
+        """`tree` on the device(s) the compiled round runs on (a sharded sampler: every device of its
+        mesh, `fastlbp.engines.sharded_sampling`)."""
+        return jax.device_put(tree)
+
+    def _round_function(self, program: sampling_program.Program):
+        """The round `_compiled` compiles: one device's (a sharded sampler spreads its batches)."""
+        return program.round_function()
 
     def _compiled(self, data):
         """The compiled round (ahead of time: its compile is timed apart from drawing)."""
@@ -448,7 +458,7 @@ class Sampler:
         if self._exe is None:
             t0 = time.perf_counter()
             args = (self._device_arrays, data, seed_key(0), np.uint32(0), np.int32(1), np.int64(1))
-            self._exe = jax.jit(program.round_function()).lower(*args).compile()
+            self._exe = jax.jit(self._round_function(program)).lower(*args).compile()
             self.compiles += 1
             self.compile_seconds += time.perf_counter() - t0
         return self._exe
@@ -457,7 +467,7 @@ class Sampler:
     def warm(self) -> None:
         """Compiles the device program now (a session's set-up), so no round pays for it."""
         if not self.host:
-            self._compiled(jax.device_put(self.program.round_data({}).astuple()))
+            self._compiled(self._put(self.program.round_data({}).astuple()))
 
     @float64
     def reserve(self, variables) -> None:
@@ -482,7 +492,7 @@ class Sampler:
             self._capacity = sampling_program.Capacity(max(grown.slots, 2 * cap.slots),
                                                        max(grown.entries, 2 * cap.entries), cap.tilts)
             self._program = None
-        return jax.device_put(self.program.round_data(labels, tilt).astuple())
+        return self._put(self.program.round_data(labels, tilt).astuple())
 
     @property
     @float64
@@ -515,12 +525,14 @@ class Sampler:
     @float64
     def __call__(self, labels: dict[int, bool] | None, samples: int, seed: int, *, target_se: float = 0.0,
                  min_effective: float = 0.0, max_samples: int | None = None,
-                 rows: np.ndarray | None = None, seconds: float = 0.0) -> Tally:
+                 rows: np.ndarray | None = None, seconds: float = 0.0, on_empty=None) -> Tally:
         """Draws `samples` worlds, then more until the estimates are as precise as asked.
 
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
+        `on_empty()`, if given, is called once when the first draw holds no world of positive weight
+        (it may raise: the labels' contradiction named before more worlds are drawn in vain).
         `seconds` > 0 bounds the drawing: a first draw that would overrun it at the speed measured
         before is cut to what fits (whole words, at least `MIN_WORLDS`), and a draw starts only while it is
         predicted to end within it; `self.stopped` then says "time" (the caller decides whether
@@ -536,26 +548,20 @@ class Sampler:
         most = max(samples, -(-int(max_samples or 0) // WORD_BITS) * WORD_BITS)
         if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
-        if seconds > 0 and self.world_seconds and samples * self.world_seconds > seconds:
-            # The first draw alone would overrun the budget at the speed measured: cut to what fits
-            # (a first draw that fits is never cut, so a run's worlds do not depend on the timing).
-            fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
-            # The device computes whole batches: fewer worlds than a batch would cost as much.
-            least = MIN_WORLDS if self.host else max(MIN_WORLDS, self.batch_words * WORD_BITS)
-            samples = max(min(samples, fits), least)
+        samples = self._fitting(samples, seconds)
         if self.host:
             arrays = self.label_arrays(labels) if weighted else None
             la = arrays.astuple() if weighted else None
             tilt = self._proposal(labels, arrays) if weighted and self.tilt else None
             self.tilted_coins = 0 if tilt is None else int(tilt[1][0].size)
             draw = functools.partial(self._draw_host, key, labels=la, seed=seed, tilt=tilt)
-            return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+            return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, on_empty)
         start = time.perf_counter()
         data = self._round_data(labels, None)
         run = self._compiled(data)
         self.tilted_coins = 0
         draw = functools.partial(self._draw_device, run, key, data)
-        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds)
+        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, on_empty)
         if not (weighted and self.tilt) or tally.effective >= TILT_BELOW * tally.drawn:
             return tally
         # The prior's worlds leave too few effective: the labels' evidence looked ahead at (host work),
@@ -573,21 +579,33 @@ class Sampler:
         stopped = self.stopped
         tilted_data = self._round_data(labels, tilt)
         draw = functools.partial(self._draw_device, run, key, tilted_data)
-        left = max(seconds - (time.perf_counter() - start), 0.25 * seconds) if seconds > 0 else 0.0
-        tilted = self._drawing(draw, min(samples, tally.drawn), most, target_se, min_effective, rows, left)
+        # What is left of the budget, cut to at least a batch (a whole round then stays near 1.25x it:
+        # a floor of a quarter of the budget took weblech's tilted rounds to 1.3x).
+        left = max(seconds - (time.perf_counter() - start), 1e-9) if seconds > 0 else 0.0
+        tilted = self._drawing(draw, self._fitting(min(samples, tally.drawn), left), most, target_se,
+                               min_effective, rows, left)
         if tilted.effective >= tally.effective:
             self.tilted_coins = int(np.count_nonzero(tilt.tilted))
             return tilted
         self.stopped = stopped
         return tally
 
+    def _fitting(self, samples: int, seconds: float) -> int:
+        """`samples`, or fewer where that first draw alone would overrun `seconds` at the speed measured
+        (a first draw that fits is never cut, so a run's worlds do not depend on the timing); never
+        below `MIN_WORLDS`, nor on the device below a batch (fewer worlds cost as much there)."""
+        if not (seconds > 0 and self.world_seconds and samples * self.world_seconds > seconds):
+            return samples
+        fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
+        least = MIN_WORLDS if self.host else max(MIN_WORLDS, self.batch_words * WORD_BITS)
+        return max(min(samples, fits), least)
+
     def _drawing(self, draw, samples: int, most: int, target_se: float, min_effective: float, rows,
-                 seconds: float, first=None) -> Tally:
-        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`, from `first` = (sums,
-        worlds) already drawn, if given."""
+                 seconds: float, on_empty=None) -> Tally:
+        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`."""
         plan = self.plan
-        acc, drawn = first if first is not None else (None, 0)
-        target = max(samples, drawn)
+        acc, drawn = None, 0
+        target = samples
         start = time.perf_counter()
         self.stopped = "worlds"
         while True:
@@ -600,6 +618,9 @@ class Sampler:
             drawn = target
             tally = Tally(s1=s1[plan.row_of], s2=s2[plan.row_of], w1=float(w1), w2=float(w2), drawn=drawn,
                           positive=int(positive))
+            if on_empty is not None and tally.positive == 0:
+                on_empty()
+                on_empty = None
             if drawn >= most:
                 break
             if tally.effective >= min_effective and tally.positive > 0 and (
@@ -608,8 +629,9 @@ class Sampler:
                 break
             target = min(most, 2 * drawn)
             elapsed = time.perf_counter() - start
-            # The next draw starts only while it is predicted to end within the budget.
-            if seconds > 0 and elapsed + (target - drawn) * self.world_seconds > seconds:
+            # The next draw starts only while it is predicted to end within the budget, with a margin
+            # for the speed's noise (weblech's 0.4 s rounds on a 2-core CPU reached 0.52 s without).
+            if seconds > 0 and elapsed + DRAW_MARGIN * (target - drawn) * self.world_seconds > seconds:
                 self.stopped = "time"
                 break
         return tally
@@ -734,17 +756,22 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     def name(v):
         return names[v] if names is not None else str(v)
 
-    if labels:
+    def contradiction():
+        # Asked only when a draw holds no world of positive weight: a world of positive weight proves
+        # the labels consistent, and the check is host work (19 ms a round at ftp's size).
         core = conflicting_labels(graph, labels)
         if core is not None:
             raise ContradictoryEvidence({name(v): t for v, t in core.items()})
+
     sampler = sampler or Sampler(graph, names)
+    if labels and sampler.host:
+        contradiction()  # the host's proposal reads the labels before drawing (small graphs: cheap)
     if rows is None and not isinstance(model_or_graph, FactorGraph) and len(model_or_graph.alarms):
         rows = np.asarray(model_or_graph.alarms, np.int64)
     t1 = time.perf_counter()
     tally = sampler(labels, int(settings.samples), int(settings.seed), target_se=float(settings.target_se),
                     min_effective=float(settings.min_accepted), max_samples=int(settings.max_samples),
-                    rows=rows, seconds=float(settings.sample_seconds))
+                    rows=rows, seconds=float(settings.sample_seconds), on_empty=contradiction)
     draw_seconds = time.perf_counter() - t1
     if tally.positive == 0:
         named = {name(v): t for v, t in labels.items()}
@@ -763,7 +790,8 @@ def sample_marginals(model_or_graph, labels: dict[int, bool] | None = None,
             "max_stderr": float(se_rows.max()) if se_rows.size else 0.0,
             "worlds_per_second": tally.drawn / draw_seconds if draw_seconds > 0 else float("inf"),
             "path": "host" if sampler.host else "device", "tilted_coins": sampler.tilted_coins,
-            "batch_words": sampler.batch_words, "levels": len(plan.levels), "coins": plan.coins,
+            "batch_words": sampler.batch_words, "devices": sampler.devices_used,
+            "levels": len(plan.levels), "coins": plan.coins,
             "edges": plan.edges, "plan_seconds": sampler.plan_seconds}
     return Marginals(method="sample", marginals=p, log_odds=log_odds, stderr=stderr,
                      seconds=time.perf_counter() - t0, info=info, lower=lower, upper=upper)

@@ -5,6 +5,8 @@ World 32 w + i of a batch is bit i of state word w (`fastlbp.engines.sampling`).
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -47,3 +49,40 @@ def _rows_dot(xp, state, weights):
     octets = lax.bitcast_convert_type(state, jnp.uint8).reshape(rows, width * 4)
     idx = xp.arange(width * 4) * 256 + octets.astype(np.int32)  # (R, 4 W)
     return table[idx].sum(axis=1)
+
+
+# A batch's weighted sums are kept on a scale of its own, 2^k (`scale_exponent`), and two batches are
+# combined on the larger of their scales (`combine`). With powers of two every rescaling product is exact,
+# so a sum is the same bits whether or not the compiler fuses a product into the addition (a fused
+# multiply-add): the same batches combined in the same order give the same bits in any program, as a
+# round spread over several devices needs (`fastlbp.engines.sharded_sampling`). With e^top as the scale
+# instead, XLA's fusion of one combination into a multiply-add changed a sum by 1 ulp.
+_LN2 = math.log(2.0)
+
+
+def scale_exponent(xp, top):
+    """The least k with k ln 2 >= `top` (a batch's largest log weight), as a float; -inf for -inf."""
+    return xp.where(top > -np.inf, xp.ceil(top / _LN2), -np.inf)
+
+
+def power_of_two(xp, d):
+    """2^d for integer-valued d <= 0, exactly (0 below the normal range, and for -inf)."""
+    k = xp.clip(xp.where(d > -np.inf, d, -1023.0), -1023.0, 0.0)
+    if xp is np:
+        out = np.ldexp(1.0, k.astype(np.int64))
+    else:
+        out = lax.bitcast_convert_type((k.astype(jnp.int64) + 1023) << 52, jnp.float64)
+    return xp.where(k >= -1022.0, out, 0.0)
+
+
+def combine(xp, acc, batch):
+    """Two batches' sums (s1, s2, w1, w2, scale exponent, positive worlds), each on its scale 2^k, on
+    the larger scale (numpy or jax)."""
+    s1, s2, w1, w2, m, pos = acc
+    t1, t2, v1, v2, mb, pb = batch
+    top = xp.maximum(m, mb)
+    ref = xp.where(top > -np.inf, top, 0.0)
+    a = power_of_two(xp, m - ref)
+    b = power_of_two(xp, mb - ref)
+    return (s1 * a + t1 * b, s2 * (a * a) + t2 * (b * b), w1 * a + v1 * b, w2 * (a * a) + v2 * (b * b),
+            top, pos + pb)

@@ -69,6 +69,9 @@ class Tally:
 
 
 def _max_se(tally: Tally, rows) -> float:
+    """The largest standard error over `rows` (None: every row), computed for those rows only (every
+    row's Wilson interval took 2.5 ms a round at ftp's 69K variables, its 1,831 alarms 0.1 ms)."""
+    if rows is not None:
+        tally = dataclasses.replace(tally, s1=tally.s1[rows], s2=tally.s2[rows])
     _, se, _, _ = tally.estimates()
-    se = se if rows is None else se[rows]
     return float(np.max(se)) if se.size else 0.0

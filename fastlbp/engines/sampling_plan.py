@@ -96,7 +96,7 @@ class CoinBucket:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class SamplerPlan:
     """What the device program needs, built once per graph.
 
     Attributes:
@@ -224,7 +224,7 @@ def width_classes(size: np.ndarray, widths: tuple[int, ...] | None = None) -> np
     return out
 
 
-def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = None) -> Plan:
+def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = None) -> SamplerPlan:
     """The sampling plan of `graph` (host, numpy; once per graph).
 
     Args:
@@ -296,9 +296,9 @@ def build(graph: FactorGraph, var_names=None, widths: tuple[int, ...] | None = N
                                 coin1=coin_row[2 * vs].astype(np.int32),
                                 coin2=coin_row[2 * vs + 1].astype(np.int32)))
         edges += vs.size * (w + 1)
-    return Plan(num_vars=nv, order=order, row_of=row_of, levels=levels, edges=edges, buckets=buckets,
-                kind=kind, p1=p1, p2=np.where(empty, p1, p2), body_offsets=body_offsets, body_var=body_var,
-                children=np.bincount(body_var, minlength=nv).astype(np.int64))
+    return SamplerPlan(num_vars=nv, order=order, row_of=row_of, levels=levels, edges=edges, buckets=buckets,
+                       kind=kind, p1=p1, p2=np.where(empty, p1, p2), body_offsets=body_offsets,
+                       body_var=body_var, children=np.bincount(body_var, minlength=nv).astype(np.int64))
 
 
 def _coins(p1, p2, need1, need2) -> tuple[np.ndarray, list[CoinBucket]]:

@@ -56,7 +56,7 @@ from jax import lax
 
 from fastlbp.core.graph import AND
 from fastlbp.engines import importance, proposal
-from fastlbp.engines.sampling_bits import WORD_BITS, _unpack
+from fastlbp.engines.sampling_bits import _LN2, WORD_BITS, _unpack, combine, scale_exponent
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, capacities, coin_words, digit_bits
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
@@ -64,7 +64,7 @@ from fastlbp.engines.sampling_plan import (
     ONE_COIN,
     ONES_ROW,
     ZEROS_ROW,
-    Plan,
+    SamplerPlan,
     digits,
     digits_needed,
 )
@@ -105,7 +105,7 @@ class Capacity:
     tilts: int
 
 
-def capacity_for(plan: Plan, variables, tilts: int = 512) -> Capacity:
+def capacity_for(plan: SamplerPlan, variables, tilts: int = 512) -> Capacity:
     """A capacity holding labels on every one of `variables` at once (a session's alarms), plus room."""
     vs = np.unique(np.fromiter((int(v) for v in variables), np.int64))
     entries = int((plan.body_offsets[vs + 1] - plan.body_offsets[vs]).sum()) if vs.size else 0
@@ -194,7 +194,7 @@ class Program:
         digits_of_bucket: (buckets,) binary digits a tilted coin of each bucket may have.
     """
 
-    plan: Plan
+    plan: SamplerPlan
     shapes: tuple[tuple[int, int], ...]
     classes: tuple[Shape, ...]
     step_class: np.ndarray
@@ -208,6 +208,7 @@ class Program:
     head_digits: int = HEAD_DIGITS
     tail_capacity: int | None = None
     unroll_steps: int = 0
+    table_words: int = 0  # words per byte table of the weighted row sums (`sampling_weights.TABLE_WORDS`)
 
     @property
     def steps(self) -> int:
@@ -222,6 +223,12 @@ class Program:
     def round_function(self):
         """The round as a pure function of its arrays (`compile` jits it; `jax.jit(...).lower` too)."""
         return functools.partial(_round, self._static())
+
+    def batch_function(self):
+        """One batch as a pure function: (arrays, data, key, words, valid) -> its sums (`Sums` as a tuple),
+        `words` the batch's (W,) uint32 global word indices. A sharded round calls it on each device
+        (`fastlbp.engines.sharded_sampling`)."""
+        return functools.partial(_batch, self._static())
 
     def stages(self, width: int):
         """Jitted stages of one batch of `width` words without labels (tests, benchmarks):
@@ -267,7 +274,7 @@ class Program:
         return _Static(shapes=self.shapes, state_rows=self.state_rows, num_rows=self.plan.num_rows,
                        width=self.batch_words, coin_meta=self.coin_meta, capacity=self.capacity,
                        head_digits=self.head_digits, tail_capacity=self.tail_capacity, unrolled=unrolled,
-                       runs=runs)
+                       runs=runs, table_words=self.table_words)
 
     def round_data(self, labels: dict[int, bool], tilt: proposal.Tilt | None = None,
                    tilt_rows: np.ndarray | None = None) -> RoundData:
@@ -294,10 +301,11 @@ class _Static:
     # Else on the CPU: runs of consecutive steps of one shape, (shape, first step, steps), each its own
     # loop without a switch; None: one loop over every step with a switch (a GPU).
     runs: tuple[tuple[int, int, int], ...] | None = None
+    table_words: int = 0
 
 
-def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
-          tail_capacity: int | None = None, unroll_steps: int = 0) -> Program:
+def build(plan: SamplerPlan, batch_words: int, capacity: Capacity, *, head_digits: int = HEAD_DIGITS,
+          tail_capacity: int | None = None, unroll_steps: int = 0, table_words: int = 0) -> Program:
     """The program of `plan` (host, once per graph).
 
     Args:
@@ -307,6 +315,8 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
         head_digits, tail_capacity: the coins' head and tail sizes (`sampling_coins.coin_words`).
         unroll_steps: the steps are straight-line code when there are at most this many (the CPU:
             `UNROLL_STEPS`), else one loop over them (a deep chain compiles one step, not thousands).
+        table_words: words of worlds per byte table of the labelled rounds' row sums (0: bits
+            unpacked and selected; `sampling_weights.TABLE_WORDS`, by platform).
     """
     steps: list[tuple[int, int, int, tuple]] = []  # (first row, R, K, (rows, coin1, coin2, is_and))
     for groups in plan.levels:
@@ -352,7 +362,7 @@ def build(plan: Plan, batch_words: int, capacity: Capacity, *, head_digits: int 
                    step_start=np.asarray(step_start, np.int32), state_rows=plan.num_rows + spare,
                    batch_words=int(batch_words), capacity=capacity, coin_meta=coin_meta,
                    digits_of_bucket=digits_of_bucket, head_digits=head_digits, tail_capacity=tail_capacity,
-                   unroll_steps=unroll_steps)
+                   unroll_steps=unroll_steps, table_words=int(table_words))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -631,11 +641,11 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
         log_w = lax.cond(tilted, with_tilt, lambda lw: lw, log_w)
         log_w = jnp.where(ok, log_w, -np.inf)
-        top = log_w.max()
-        scale = jnp.where(top > -np.inf, top, 0.0)
+        top = scale_exponent(jnp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine`)
+        scale = jnp.where(top > -np.inf, top * _LN2, 0.0)
         omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
         omega2 = omega * omega
-        s1, s2 = _weighted_sums(state, omega, omega2)
+        s1, s2 = _weighted_sums(state, omega, omega2, static.table_words)
         e1, e2 = _deferred_sums(data, bits_of, omega, static.capacity)
         in_use = jnp.arange(entry_row.shape[0]) < data[2]
         target = jnp.where(entry_deferred & in_use, entry_row, static.num_rows)
@@ -647,16 +657,8 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
 
 def combine_sums(acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one (numpy or jax)."""
-    s1, s2, w1, w2, m, pos = acc
-    t1, t2, v1, v2, mb, pb = batch
-    xp = jnp
-    top = xp.maximum(m, mb)
-    ref = xp.where(top > -np.inf, top, 0.0)
-    a = xp.where(m > -np.inf, xp.exp(m - ref), 0.0)
-    b = xp.where(mb > -np.inf, xp.exp(mb - ref), 0.0)
-    return (s1 * a + t1 * b, s2 * (a * a) + t2 * (b * b), w1 * a + v1 * b, w2 * (a * a) + v2 * (b * b),
-            top, pos + pb)
+    """Two sets of weighted sums with their own scales, on the larger one (jax; `sampling_bits.combine`)."""
+    return combine(jnp, acc, batch)
 
 
 def _round(static: _Static, arrays, data, key, first_word, batches, valid):
@@ -676,13 +678,13 @@ def _round(static: _Static, arrays, data, key, first_word, batches, valid):
     return lax.fori_loop(0, batches, one, init)
 
 
-def byte_floor(plan: Plan, worlds: int) -> int:
+def byte_floor(plan: SamplerPlan, worlds: int) -> int:
     """Bytes a round of `worlds` worlds must move at least: every edge read and row written once per
     world word, 4 bytes a word (docs/DESIGN.md section 16)."""
     return 4 * (plan.edges + plan.num_vars) * -(-int(worlds) // WORD_BITS)
 
 
-def tail_capacities(plan: Plan, width: int) -> list[tuple[int, int]]:
+def tail_capacities(plan: SamplerPlan, width: int) -> list[tuple[int, int]]:
     """The coin tail's capacities per bucket at `width` words (for memory estimates)."""
     return [capacities(int(np.count_nonzero(b.need > HEAD_DIGITS)), width, HEAD_DIGITS)
             for b in plan.buckets]

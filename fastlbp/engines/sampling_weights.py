@@ -158,25 +158,73 @@ def _deferred_sums(data, bits_of, omega, cap):
     return lax.fori_loop(0, trips, chunk, (zero, zero))
 
 
-# Rows whose weighted sums one trip of `_weighted_sums` computes: its byte lookups (rows x 4 W x 2)
+# Rows whose weighted sums one trip of `_weighted_sums` computes: its byte lookups (rows x 4 words x 2)
 # stay below 2^26 float64 (XLA materialised all of them at once: 321 GiB at hmmer's 1.43M rows).
 TALLY_LOOKUPS = 1 << 25
 
+# Words of worlds whose byte tables one inner trip of `_weighted_sums` builds and reads, per platform
+# (0: no table; each bit unpacked and its weight selected, summed in one fused reduction). A table of
+# 16 words (128 KiB) stays in a CPU core's cache: 21K rows by 32 words took 12 ms on this project's
+# 2-core CPU against 24 ms with one table for all 32 words. On the H200 at ftp's 69K rows by 4,096
+# words (`benchmarks/probes/weighted_sums.py`): 32 words 11.1 ms, one table 18.9 ms, unpacked 15.9 ms.
+TABLE_WORDS = {"cpu": 16, "gpu": 32}
 
-def _weighted_sums(state, omega, omega2):
-    """(R,) sums of omega and of omega^2 over the worlds where each row's bit is 1, in row chunks."""
+
+def table_words(platform: str) -> int:
+    """`TABLE_WORDS` of a platform ("cpu", "gpu", ...; others as the CPU)."""
+    return TABLE_WORDS.get(platform, TABLE_WORDS["cpu"])
+
+
+def _unpacked_dot(state, weights):
+    """(R, K) sums of each weight column over the worlds where the row's bit is 1: bits selected, not
+    looked up (`_rows_dot`'s result, summed in another order)."""
     rows, width = state.shape
-    chunk = max(1, min(rows, TALLY_LOOKUPS // (4 * width)))
+    shifts = jnp.arange(32, dtype=np.uint32)
+    bits = ((state[:, :, None] >> shifts) & np.uint32(1)).astype(bool)  # (R, W, 32), fused, never stored
+    w = weights.reshape(width, 32, weights.shape[1])
+    return jnp.stack([jnp.where(bits, w[None, :, :, j], 0.0).sum(axis=(1, 2))
+                      for j in range(weights.shape[1])], axis=1)
+
+
+def _weighted_sums(state, omega, omega2, words_per_table: int = 0):
+    """(R,) sums of omega and of omega^2 over the worlds where each row's bit is 1.
+
+    Args:
+        state: (R, W) uint32 state words.
+        omega, omega2: (32 W,) float64 weights and their squares.
+        words_per_table: words of worlds per byte table (`TABLE_WORDS`); 0: bits unpacked and
+            selected. Rows go in chunks of at most `TALLY_LOOKUPS` lookups a trip.
+    """
+    rows, width = state.shape
+    weights = jnp.stack([omega, omega2], axis=1)  # (32 W, 2)
+    step = min(width, words_per_table) if words_per_table > 0 else width
+    words = -(-width // step) * step
+    zero = state[0, 0] & np.uint32(0)  # from an input: XLA does not fold the padding into a constant
+    if words > width:  # whole tables: zero words of zero weight
+        state = jnp.concatenate([state, jnp.full((rows, words - width), zero, state.dtype)], axis=1)
+        weights = jnp.concatenate([weights, jnp.zeros(((words - width) * 32, 2))])
+    chunk = max(1, min(rows, TALLY_LOOKUPS // (4 * step)))
     chunk = 1 << (chunk.bit_length() - 1)
     trips = -(-rows // chunk)
-    zero = state[0, 0] & np.uint32(0)  # from an input: XLA does not fold the padding into a constant
-    padded = jnp.concatenate([state, jnp.full((trips * chunk - rows, width), zero, state.dtype)]) \
+    padded = jnp.concatenate([state, jnp.full((trips * chunk - rows, words), zero, state.dtype)]) \
         if trips * chunk > rows else state
-    weights = jnp.stack([omega, omega2], axis=1)
+
+    def part_sums(part):
+        if words_per_table <= 0:
+            return _unpacked_dot(part, weights)
+        if step == words:
+            return _rows_dot(jnp, part, weights)
+
+        def table(t, acc):
+            cols = lax.dynamic_slice_in_dim(part, t * step, step, axis=1)
+            w = lax.dynamic_slice_in_dim(weights, t * step * 32, step * 32)
+            return acc + _rows_dot(jnp, cols, w)
+
+        return lax.fori_loop(0, words // step, table, jnp.zeros((part.shape[0], 2)))
 
     def trip(k, out):
         part = lax.dynamic_slice_in_dim(padded, k * chunk, chunk)
-        return lax.dynamic_update_slice_in_dim(out, _rows_dot(jnp, part, weights), k * chunk, 0)
+        return lax.dynamic_update_slice_in_dim(out, part_sums(part), k * chunk, 0)
 
     out = lax.fori_loop(0, trips, trip, jnp.zeros((trips * chunk, 2)))
     return out[:rows, 0], out[:rows, 1]

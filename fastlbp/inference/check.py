@@ -23,10 +23,12 @@ from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
 from fastlbp.core.text import format_probability, safe_name
 from fastlbp.engines.marginals import Marginals
+from fastlbp.inference.methods import METHODS, chooses, method_of, reference_names
 from fastlbp.inference.ranking import alarm_vars
 from fastlbp.inference.session import Round, Session
 
-REFERENCES = ("auto", "exact", "sample")
+# `--reference`: "auto" (the first of the references that takes the graph), then the methods that can be one.
+REFERENCES = reference_names()
 # The verdict: "warn" when LBP misses the reference by more than this on some alarm (beyond 3
 # standard errors of a sampled reference), or orders the alarms unlike it.
 MAX_ERROR_OK = 0.05
@@ -64,7 +66,7 @@ class CheckReport:
     """LBP against a reference over the unlabelled alarms.
 
     Attributes:
-        reference: "exact" or "sample".
+        reference: the reference method's name ("exact" or "sample").
         alarms: per alarm, worst first (by |LBP - reference|).
         max_abs_error, mean_abs_error: over the alarms.
         spearman: rank correlation of LBP's order with the reference's (NaN: fewer than 2 alarms
@@ -76,7 +78,7 @@ class CheckReport:
         verdict: "ok" or "warn"; `reasons` says why.
         lbp_round: how the checked method's round went (LBP's unless `method` says otherwise).
         reference_info: what the reference took (width, samples, accepted, seconds).
-        method: the checked method: lbp, sample or exact.
+        method: the checked method's name (LBP's under "auto").
     """
 
     reference: str
@@ -118,25 +120,22 @@ class CheckReport:
         }
 
 
-# How a report names the checked method.
-METHOD_NAMES = {"lbp": "LBP", "sample": "sampling", "exact": "exact inference"}
-
-
 @float64
 def reference_marginals(model: Model, labels: dict[int, bool], settings: Settings,
                         reference: str = "auto") -> Marginals:
-    """The reference's marginals: exact, sampled, or ("auto") exact where the width allows, else sampled."""
-    from fastlbp.engines import exact, sampling
+    """The reference's marginals (`Method.reference_marginals`): exact, sampled, or ("auto") the first of the
+    references, in the table's order, that takes the graph (exact where the width allows, else sampled)."""
+    from fastlbp.inference.rounds import REFUSALS
 
     if reference not in REFERENCES:
         raise ValueError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
-    if reference in ("auto", "exact"):
+    tried = [m for m in METHODS.values() if m.reference] if chooses(reference) else [method_of(reference)]
+    for m in tried[:-1]:
         try:
-            return exact.exact_marginals(model, labels, settings)
-        except exact.ExactTooWide:
-            if reference == "exact":
-                raise
-    return sampling.sample_marginals(model, labels, settings)
+            return m.reference_marginals(model, labels, settings)
+        except REFUSALS:
+            continue
+    return tried[-1].reference_marginals(model, labels, settings)
 
 
 @float64
@@ -155,9 +154,12 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
     """
     settings = settings or Settings()
     labels = dict(model.labels if labels is None else labels)
-    checked = "lbp" if settings.method == "auto" else settings.method
-    who = METHOD_NAMES[checked]
-    session = Session(model, dataclasses.replace(settings, method=checked))
+    if chooses(settings.method):  # the method whose error is not known beside its numbers: LBP
+        checked = next(m for m in METHODS.values() if m.unchecked)
+    else:
+        checked = method_of(settings.method)
+    who = checked.label
+    session = Session(model, dataclasses.replace(settings, method=checked.name))
     session.labels = dict(labels)
     rnd = session.run(warm=False)
     ref = reference_marginals(model, labels, settings, reference)
@@ -201,12 +203,12 @@ def check(model: Model, labels: dict[int, bool] | None = None, settings: Setting
                        f"tells apart the other way ({reversed_ / resolved:.0%})")
     if k and overlap < k:
         reasons.append(f"{overlap} of {who}'s top {k} are in the reference's top {k}")
-    if checked == "lbp" and not rnd.converged:
-        reasons.append("LBP did not converge" + (f" (numbers from {rnd.remedy})" if rnd.remedy else ""))
+    if checked.iterative and not rnd.converged:
+        reasons.append(f"{who} did not converge" + (f" (numbers from {rnd.remedy})" if rnd.remedy else ""))
     verdict = "warn" if reasons else "ok"
     return CheckReport(ref.method, rows, float(err.max()) if len(alarms) else 0.0,
                        float(err.mean()) if len(alarms) else 0.0, spearman, k, overlap, verdict, reasons, rnd,
-                       {**ref.info, "seconds": ref.seconds}, checked, resolved, reversed_)
+                       {**ref.info, "seconds": ref.seconds}, checked.name, resolved, reversed_)
 
 
 def _told_apart(ref_i: np.ndarray, ref_j: np.ndarray, se_i: np.ndarray, se_j: np.ndarray) -> np.ndarray:
@@ -276,9 +278,9 @@ def to_table(report: CheckReport, worst: int = 10) -> str:
         f"top {report.top_k} overlap    {report.top_k_overlap} of {report.top_k}",
         f"verdict          {report.verdict}" + (": " + "; ".join(report.reasons) if report.reasons else ""),
         "",
-        f"{'LBP':>11}  {'reference':>11}  {'stderr':>9}  alarm",
+        f"{method_of(report.method).label:>11}  {'reference':>11}  {'stderr':>9}  alarm",
     ]
-    sampled = report.reference == "sample"
+    sampled = method_of(report.reference).sampled  # its digits are as many as its standard errors support
     for a in report.alarms[:worst]:
         lbp = format_probability(a.lbp, a.lbp_log_odds)
         ref = format_probability(a.reference, stderr=a.stderr if sampled else math.nan)

@@ -23,14 +23,15 @@ is a function of the body), and so are LBP's fixed points (b_c passes messages
 through unchanged), the induced width (b_c is the last auxiliary of the
 clause's binarised chain) and the sampler's worlds. Only p1 of the clause
 factors depends on the rule probabilities: every engine gets them as data,
-so an EM step plans and compiles nothing new:
+so an EM step plans and compiles nothing new. Each method's E-step is its row's
+(`fastlbp.inference.methods.Method.e_step`, `fastlbp.inference.e_steps`):
 
-* "exact": one `Engine` per graph (plan and program once); a step rewrites
+* exact: one `Engine` per graph (plan and program once); a step rewrites
   the clause tables' log entries in place (`Engine.logflat`).
-* "sample": the importance sampler with the labels as weights, a fresh host
+* sample: the importance sampler with the labels as weights, a fresh host
   plan per step (the coins' probabilities are its data), the same seed every
   step (common random numbers, so steps differ by p, not by noise).
-* "lbp": one LBP `Session` per graph (its runner and compiled round kept),
+* lbp: LBP prepared once per graph (its runner and compiled round kept),
   warm-started from the last step's messages; a step replaces the device
   graph's p1 only.
 
@@ -52,8 +53,8 @@ from fastlbp.core.graph import AND, FactorGraph, from_arrays
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
+from fastlbp.inference.methods import check_name, chooses, method_of
 
-METHODS = ("exact", "sample", "lbp", "auto")
 EPS = 1e-9  # probabilities stay inside (EPS, 1 - EPS): a coin of probability 0 or 1 is a hard constraint
 # Anderson acceleration's memory (EM steps whose secants it combines): a few slow directions dominate
 # EM where labels leave much unobserved (weblech's 16 rules from 11 alarm labels).
@@ -150,8 +151,7 @@ class LearnOptions:
     profile: bool = True
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise SettingsError(f"learning method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        check_name(self.method)
         if not self.max_iters >= 1:
             raise SettingsError(f"max_iters must be at least 1, got {self.max_iters}")
         if not self.tol >= 0:
@@ -339,65 +339,47 @@ def e_step_method(model: Model, settings: Settings, labels: dict[int, bool]) -> 
 
 
 class _Posterior:
-    """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities."""
+    """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities, by the E-step
+    of the method's row (`Method.e_step`, `fastlbp.inference.e_steps`)."""
 
     @float64
     def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings,
                  rules: np.ndarray):
-        self.aug, self.labels, self.settings = aug, dict(labels), settings
+        self.aug, self.settings = aug, settings
         self.rules = rules  # (K,) each clause's rule, an index into the learner's names
-        self.method = method
-        if method == "auto":
-            self.method = e_step_method(aug.model, settings, self.labels)
-        self.log_evidence = math.nan
+        # "auto": learning's own choice per graph (`e_step_method`), not a ranking round's.
+        named = not chooses(method)
+        self.method = method_of(method).name if named else e_step_method(aug.model, settings, labels)
+        self.row = method_of(self.method)
+        self.e_step = self.row.e_step(aug, labels, settings)
         # (K,) standard errors of the last sampled E-step's P(X_c | L) and P(body_c | L) (None: not sampled).
         self.noise: tuple[np.ndarray, np.ndarray] | None = None
-        self.info: dict = {}  # the last sampled E-step's `Marginals.info` (worlds, effective worlds)
-        if self.method == "exact":
-            from fastlbp.engines.exact import Engine
 
-            self.engine = Engine(aug.model.graph)
-            off = np.asarray(aug.model.graph.factor_offsets, np.int64)
-            lens = off[1:] - off[:-1] - 1
-            tables = np.where(lens <= 1, 1, lens - 1)  # `binarize`: tables per factor
-            last = np.cumsum(tables) - 1
-            pos = self.engine.offsets[last[aug.factor]]
-            # (b_c, X_c) tables hold [1, 0, 1 - p, p]; a bodiless clause's (X_c,) table [1 - p, p].
-            self.pos = np.where(aug.body_var >= 0, pos + 2, pos)
-        elif self.method == "lbp":
-            from fastlbp.inference.session import Session
+    @property
+    def labels(self) -> dict[int, bool]:
+        return self.e_step.labels
 
-            self.session = Session(aug.model, dataclasses.replace(settings, method="lbp"))
-            self.session.labels = dict(self.labels)
-        elif self.method != "sample":
-            raise SettingsError(f"no E-step for method {self.method!r}")
+    @labels.setter
+    def labels(self, labels: dict[int, bool]) -> None:
+        self.e_step.labels = dict(labels)
+
+    @property
+    def log_evidence(self) -> float:
+        return self.e_step.log_evidence
+
+    @property
+    def info(self) -> dict:
+        """The last sampled E-step's `Marginals.info` (worlds, effective worlds); {} otherwise."""
+        return self.e_step.info
 
     @float64
     def __call__(self, clause_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """((K,) P(X_c | L), (K,) P(body_c | L)) at clause probabilities clause_p ((K,) float64)."""
         aug = self.aug
-        if self.method == "exact":
-            from fastlbp.engines.exact import exact_marginals
-
-            with np.errstate(divide="ignore"):
-                self.engine.logflat[self.pos] = np.log1p(-clause_p)
-                self.engine.logflat[self.pos + 1] = np.log(clause_p)
-            m = exact_marginals(aug.model, self.labels, self.settings, engine=self.engine)
-            self.log_evidence = float(m.info["log_evidence"])
-            marg = m.marginals
-        elif self.method == "sample":
-            from fastlbp.engines.sampling import sample_marginals
-
-            model = dataclasses.replace(aug.model, graph=aug.graph_with(clause_p))
-            m = sample_marginals(model, self.labels, self.settings)
-            marg, self.info = m.marginals, dict(m.info or {})
-            se = np.asarray(m.stderr, np.float64)
+        marg, se = self.e_step(clause_p)
+        if se is not None:
             body_se = np.where(aug.body_var >= 0, se[np.maximum(aug.body_var, 0)], 0.0)
             self.noise = (se[aug.clause_var], body_se)
-        else:
-            s = self.session
-            s.set_parameters(dataclasses.replace(aug.model, graph=aug.graph_with(clause_p)))
-            marg = s.run(warm=True, checks=False).marginals  # an E-step reads no flags
         fired = marg[aug.clause_var]
         body = np.where(aug.body_var >= 0, marg[np.maximum(aug.body_var, 0)], 1.0)
         # A sampler's or LBP's estimates may put a clause above its body by noise: X_c implies b_c.
@@ -534,7 +516,8 @@ class Learner:
         self.probability = self.p0.copy()
         self.labels = [{**x, **obs} for x, obs in zip(labels, self.observed, strict=True)]
         # E-step blocks: one per graph, or (LBP, batch) one union of all of them.
-        together = self.options.method == "lbp" and self.options.batch and len(models) > 1
+        together = (not chooses(self.options.method) and method_of(self.options.method).batched_e_steps
+                    and self.options.batch and len(models) > 1)
         self.blocks = [list(range(len(models)))] if together else [[i] for i in range(len(models))]
         self._posteriors: list[_Posterior | None] = [None] * len(self.blocks)
 
@@ -551,15 +534,13 @@ class Learner:
         post = self._posteriors[b]
         if post is not None:
             post.labels = self._block(b)[1]
-            if post.method == "lbp":
-                post.session.labels = dict(post.labels)
 
     def warm_starts(self) -> list[np.ndarray | None]:
         """Per E-step block, the LBP messages its next E-step starts from (None where the block's E-step
         is not LBP or has not run): the only state of EM besides `probability` (a triage snapshot
         stores it, `fastlbp.triage.snapshot`)."""
-        return [np.asarray(post.session.messages) if post is not None and post.method == "lbp" else None
-                for post in self._posteriors]
+        return [np.asarray(post.e_step.messages) if post is not None and post.e_step.messages is not None
+                else None for post in self._posteriors]
 
     @float64
     def set_warm_starts(self, messages: Sequence[np.ndarray | None]) -> None:
@@ -576,13 +557,13 @@ class Learner:
             if m is None:
                 continue
             post = self._posterior(b)
-            if post.method != "lbp":
+            if post.e_step.messages is None:
                 raise SettingsError(f"a warm start for block {b}, whose E-step is {post.method}")
-            old = post.session.messages
+            old = post.e_step.messages
             if m.shape != old.shape or np.dtype(m.dtype) != np.dtype(old.dtype):
                 raise SettingsError(f"warm start of {m.shape} {m.dtype} for messages of {old.shape} "
                                     f"{old.dtype}")
-            post.session.messages = jnp.asarray(m)
+            post.e_step.messages = jnp.asarray(m)
 
     def _block(self, b: int) -> tuple[Augmented, dict[int, bool], np.ndarray]:
         """Block b's augmented model, labels and (K,) global rule per clause."""
@@ -936,7 +917,7 @@ class Learner:
         logit = np.log(p) - np.log1p(-p)
         h = self.options.step
         hess = np.zeros((num_r, num_r))
-        sessions = [post.session for post in self._posteriors if post is not None and post.method == "lbp"]
+        sessions = [post.e_step for post in self._posteriors if post is not None and post.row.iterative]
         kept = [s.settings for s in sessions]
         tight = self.options.information_tol
         for s in sessions:
@@ -1036,5 +1017,4 @@ def training_labels(model: Model) -> dict[int, bool]:
 
 
 __all__ = ["learn", "e_step_method", "Learner", "LearnOptions", "OnlineOptions", "LearnResult", "augment",
-           "union",
-           "training_labels", "METHODS"]
+           "union", "training_labels"]

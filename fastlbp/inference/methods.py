@@ -1,9 +1,21 @@
-"""`method="auto"`: the method a run uses, decided in one place, and how a result says how it was made.
+"""The inference methods, one table: `METHODS`, and `method="auto"`, which picks one of them.
 
-    choice = choose(model, settings, labels)      # Choice(method="sample", reason="...", sampler=...)
-    describe(session.run())                        # "importance sampling: 100,000 worlds, ..."
+    METHODS["sample"].label                        # "sampling"
+    method_of(rnd.method).describe(rnd)            # "importance sampling: 100,000 worlds, ..."
+    choice = choose(model, settings, labels)       # Choice(method="sample", reason="...", sampler=...)
 
-The order is by how much a user can trust the numbers:
+A method is a `Method` object: its name and label, how it describes a round
+(the line beside a ranking, its JSON fields, a plot's title, the column beside
+each probability), how it is prepared for a model (`fastlbp.inference.rounds`),
+its reference marginals for `fastlbp check`, its E-step for learning
+(`fastlbp.inference.e_steps`) and the method that answers a round it refuses.
+Everything that shows or runs a method asks its row; nothing outside this module
+compares a method's name (tests/test_method_table.py scans the package's syntax
+trees for it). A new method is its own module (a `Method` subclass and what its
+`prepare` makes) plus one row of `METHODS`.
+
+`method="auto"` (`AUTO`) is no method but the choice of one, in this order, by
+how much a user can trust the numbers:
 
 1. **exact** (bucket elimination) where the elimination's largest table fits
    `AUTO_EXACT_MEMORY` (and the device's budget), tried on graphs of at most
@@ -19,19 +31,29 @@ The order is by how much a user can trust the numbers:
    unchecked beside its numbers.
 
 A session keeps its choice; a round whose sampler or exact inference refuses
-the labels (too few effective samples, too wide after labels) falls back to LBP
-for that round and says so in `Round.flags`.
+the labels (too few effective samples, too wide after labels) runs the row's
+`fallback` (LBP) for that round and says so in `Round.flags`.
+
+This module imports neither numpy nor JAX until a method runs: the CLI reads the
+table's names and help for `--help`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
+from fastlbp.core.errors import SettingsError
+from fastlbp.core.settings import SAMPLE_PATHS
+from fastlbp.inference.method import Method
 
-from fastlbp.core.model import Model
-from fastlbp.core.settings import Settings
+if TYPE_CHECKING:  # for annotations only: the table is read by --help, which imports no numpy
+    from fastlbp.core.model import Model
+    from fastlbp.core.settings import Settings
+    from fastlbp.engines.marginals import Marginals
+    from fastlbp.inference.rounds import Prepared, Round
+    from schedules.plan import Plan
 
 # Largest table exact inference may take under "auto": 2^25 float64 entries (width 24). A larger one
 # can take seconds to minutes on a CPU; --method exact allows a quarter of the device's memory.
@@ -52,7 +74,7 @@ class Choice:
     """What `auto` (or the user) picked, and why.
 
     Attributes:
-        method: "exact", "sample" or "lbp".
+        method: the name of a row of `METHODS`.
         reason: one sentence for people ("" when the user asked for the method).
         sampler: the `Sampler` built while deciding (reused by the session), or None.
     """
@@ -89,6 +111,7 @@ def is_forest(graph) -> bool:
     has no cycle: then exact inference's width is at most the widest factor's, whatever the graph's
     size (a chain of 10,000 tuples: exact in 1.6 s, where LBP ran 3,100 iterations unconverged and the
     sampler's 20,000 steps drew 90 worlds/s on this CPU). O(edges), with scipy's components."""
+    import numpy as np
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -114,17 +137,22 @@ def choose(model: Model, settings: Settings, labels: dict[int, bool] | None = No
         model: the loaded model.
         settings: the run's settings (`method`, `samples`, `exact_memory` are read).
         labels: the labels of the first round (exact's width depends on them).
+
+    Raises:
+        SettingsError: `settings.method` is neither "auto" nor a row of `METHODS`.
     """
-    if settings.method != "auto":
-        return Choice(settings.method)
+    if not chooses(settings.method):
+        return Choice(method_of(settings.method).name)
     from fastlbp.engines import sampling
+    from fastlbp.engines.sharded_sampling import make_sampler
 
     labels = dict(model.labels if labels is None else labels)
     fits, why_exact = _exact_fits(model, settings, labels)
     if fits:
         return Choice("exact", f"exact inference: {why_exact}")
     try:
-        sampler = sampling.Sampler(model.graph, model.var_names, samples_hint=settings.samples)
+        sampler = make_sampler(model.graph, model.var_names, devices=settings.devices,
+                               samples_hint=settings.samples, host=SAMPLE_PATHS[settings.sample_path])
     except sampling.NotABayesNet as err:
         return Choice("lbp", f"LBP: not exact ({why_exact}), not sampled ({err.message})")
     platform = "cpu" if sampler.host else _platform()
@@ -171,18 +199,110 @@ def measured_speed(sampler, model: Model, labels: dict[int, bool]) -> float:
     return float("inf")
 
 
-def describe(rnd) -> str:
-    """One line for people: the method of a `Round` and its error.
+# The table -----------------------------------------------------------------------------------------
 
-    "exact inference", "importance sampling: 100,032 worlds (effective 99,870), largest alarm
-    standard error 0.0016", or for LBP its iterations, convergence and "unchecked" (LBP's error is
-    not known: `fastlbp check` measures it).
-    """
-    info = rnd.info or {}
-    if rnd.method == "exact":
-        width = info.get("width")
+# Not a method: the choice of one (`choose`), the default of `Settings.method`.
+AUTO = "auto"
+AUTO_HELP = ("the default: exact where the graph's width fits, else sample where it fits a time budget, else "
+             "lbp; the output says which and why")
+
+# What a ranking of a method whose error is unknown says once, for stderr (`Method.caveat`).
+LBP_CAVEAT = ("note: LBP's probabilities are approximate and unchecked on this graph: derivations that share "
+              "tuples make them over- or under-confident, by orders of magnitude at worst. `fastlbp check` "
+              "measures them; --method exact or --method sample gives the model's own probabilities.")
+
+
+class LBPMethod(Method):
+    """Loopy belief propagation (`fastlbp.engines`, `fastlbp.inference.rounds.LBP`)."""
+
+    name = "lbp"
+    label = "LBP"
+    help = "loopy belief propagation, fast, approximate on graphs whose derivations share ancestors"
+    iterative = unchecked = pruned_beliefs = batched_e_steps = True
+    error_head = "LBP"
+    caveat = LBP_CAVEAT
+
+    def prepare(self, model: Model, plan: Plan, sampler=None) -> Prepared:
+        from fastlbp.inference.rounds import prepare_lbp
+
+        return prepare_lbp(model, plan)
+
+    def describe(self, rnd: Round) -> str:
+        """Its iterations, convergence and "unchecked" (LBP's error is not known: `fastlbp check`
+        measures it)."""
+        state = "converged" if rnd.converged else f"not converged (last change {rnd.delta:.3g})"
+        if rnd.remedy:
+            state = f"{'converged' if rnd.converged else 'not converged'} with {rnd.remedy}"
+        return (f"LBP: {rnd.iterations} iterations, {state}{_on_devices(rnd.info or {})}, unchecked "
+                "(approximate; `fastlbp check` measures it)")
+
+    def title(self, settings: Settings) -> str:
+        return (f"LBP {settings.schedule}, tol {settings.tol:g}, damping {settings.damping:g}, "
+                f"{settings.precision}")
+
+    def e_step(self, aug, labels: dict[int, bool], settings: Settings):
+        from fastlbp.inference.e_steps import LBPEStep
+        from schedules.plan import make_plan
+
+        settings = dataclasses.replace(settings, method=self.name)
+        return LBPEStep(aug, labels, settings, self.prepare(aug.model, make_plan(settings).placed()))
+
+
+class ExactMethod(Method):
+    """Exact inference by bucket elimination (`fastlbp.engines.exact`)."""
+
+    name = "exact"
+    label = "exact inference"
+    help = "bucket elimination; refused when the graph is too wide"
+    fallback = "lbp"
+    reference = True
+
+    def prepare(self, model: Model, plan: Plan, sampler=None) -> Prepared:
+        from fastlbp.inference.rounds import Exact
+
+        return Exact()
+
+    def describe(self, rnd: Round) -> str:
+        """`exact inference (induced width W)`."""
+        width = (rnd.info or {}).get("width")
         return "exact inference" + (f" (induced width {width})" if width is not None else "")
-    if rnd.method == "sample":
+
+    def error_cell(self, lower: float, upper: float, flags) -> str:
+        return "exact"
+
+    def note(self, rnd: Round, var: int) -> str:
+        return "exact"
+
+    def reference_marginals(self, model: Model, labels: dict[int, bool], settings: Settings) -> Marginals:
+        from fastlbp.engines import exact
+
+        return exact.exact_marginals(model, labels, settings)
+
+    def e_step(self, aug, labels: dict[int, bool], settings: Settings):
+        from fastlbp.inference.e_steps import ExactEStep
+
+        return ExactEStep(aug, labels, settings)
+
+
+class SampleMethod(Method):
+    """Importance sampling with the labels as weights (`fastlbp.engines.sampling`)."""
+
+    name = "sample"
+    label = "sampling"
+    help = "sampling with the labels as importance weights, standard errors and 95% intervals"
+    fallback = "lbp"
+    reference = sampled = True
+    error_head = "95% interval"
+
+    def prepare(self, model: Model, plan: Plan, sampler=None) -> Prepared:
+        from fastlbp.inference.rounds import Sample
+
+        return Sample(sampler)
+
+    def describe(self, rnd: Round) -> str:
+        """`importance sampling: 100,032 worlds (effective 99,870), largest alarm standard error 0.0016`
+        (and why a standard-error target was not reached)."""
+        info = rnd.info or {}
         text = (f"importance sampling: {info.get('samples', 0):,} worlds (effective "
                 f"{info.get('effective_samples', 0):,.0f})")
         if "max_stderr" in info:
@@ -194,34 +314,139 @@ def describe(rnd) -> str:
                     text += f" (target {target:g} not reached in the {budget:g} s budget, --sample-seconds)"
                 else:
                     text += f" (target {target:g} not reached within {info.get('max_samples', 0):,} worlds)"
-        return text
-    state = "converged" if rnd.converged else f"not converged (last change {rnd.delta:.3g})"
-    if rnd.remedy:
-        state = f"{'converged' if rnd.converged else 'not converged'} with {rnd.remedy}"
-    return f"LBP: {rnd.iterations} iterations, {state}, unchecked (approximate; `fastlbp check` measures it)"
+        return text + _on_devices(info)
+
+    def json_fields(self, rnd: Round) -> dict:
+        info = rnd.info or {}
+        return {k: info[k] for k in ("samples", "effective_samples", "max_stderr", "target_se", "max_samples")
+                if k in info}
+
+    def title(self, settings: Settings) -> str:
+        return f"sampling, {settings.samples:,} worlds, seed {settings.seed}"
+
+    def intervals(self, rnd: Round):
+        if rnd.stderr is None or rnd.lower is None:
+            return None
+        return rnd.stderr, rnd.lower, rnd.upper
+
+    def error_cell(self, lower: float, upper: float, flags) -> str:
+        if math.isfinite(lower):
+            return f"[{_short(lower)}, {_short(upper)}]"
+        return super().error_cell(lower, upper, flags)
+
+    def note(self, rnd: Round, var: int) -> str:
+        if rnd.lower is None:
+            return super().note(rnd, var)
+        return f"95% interval {float(rnd.lower[var]):.4g} to {float(rnd.upper[var]):.4g}"
+
+    def reference_marginals(self, model: Model, labels: dict[int, bool], settings: Settings) -> Marginals:
+        from fastlbp.engines import sampling
+
+        return sampling.sample_marginals(model, labels, settings)
+
+    def e_step(self, aug, labels: dict[int, bool], settings: Settings):
+        from fastlbp.inference.e_steps import SampleEStep
+
+        return SampleEStep(aug, labels, settings)
 
 
-def error_columns(rnd, var: int) -> dict:
-    """The JSON fields of one variable's uncertainty: stderr, lower, upper (sampled), or {} otherwise."""
-    if rnd.stderr is None or rnd.method != "sample":
-        return {}
-    out = {"stderr": float(rnd.stderr[var])}
-    if rnd.lower is not None:
-        out["lower"], out["upper"] = float(rnd.lower[var]), float(rnd.upper[var])
-    return out
+def _on_devices(info: dict) -> str:
+    """", on N devices" where a round ran on several (`Settings.devices`), else nothing."""
+    devices = int(info.get("devices", 1))
+    return f", on {devices} devices" if devices > 1 else ""
 
 
-def summary_dict(rnd) -> dict:
-    """The JSON fields of how a round was made: method, how, flags, and the sampler's sizes."""
-    info = rnd.info or {}
-    out = {"method": rnd.method, "how": describe(rnd), "flags": list(getattr(rnd, "flags", ()) or ())}
-    if rnd.method == "sample":
-        out.update({k: info[k] for k in ("samples", "effective_samples", "max_stderr", "target_se",
-                                         "max_samples") if k in info})
+def _short(p: float) -> str:
+    return f"{p:.4f}" if p == 0.0 or p >= 1e-3 else f"{p:.1e}"
+
+
+# The one table of methods, in the order `--help` lists them (and `fastlbp check --reference auto` tries
+# the references).
+METHODS: dict[str, Method] = {m.name: m for m in (LBPMethod(), ExactMethod(), SampleMethod())}
+
+
+def names() -> tuple[str, ...]:
+    """What `Settings.method` may be: "auto", then the table's methods."""
+    return (AUTO, *METHODS)
+
+
+def auto_fallback() -> str | None:
+    """The method that answers the rounds "auto"'s choice refuses: the rows' one `fallback` (LBP), or
+    None (none, or several: a session then prepares it when a round needs it)."""
+    found = {m.fallback for m in METHODS.values() if m.fallback is not None}
+    return found.pop() if len(found) == 1 else None
+
+
+def reference_names() -> tuple[str, ...]:
+    """What `fastlbp check --reference` may be: "auto", then the methods that can be a reference."""
+    return (AUTO, *(name for name, m in METHODS.items() if m.reference))
+
+
+def methods_help() -> str:
+    """`--method`'s choices for `--help`: `auto (the default: ...), lbp (...), exact (...) or sample (...)`"""
+    parts = [f"{AUTO} ({AUTO_HELP})"] + [f"{m.name} ({m.help})" for m in METHODS.values()]
+    return ", ".join(parts[:-1]) + f" or {parts[-1]}"
+
+
+def chooses(name: str) -> bool:
+    """Whether `Settings.method` `name` leaves the method to `choose` ("auto")."""
+    return name == AUTO
+
+
+def method_of(name: str) -> Method:
+    """The row of `METHODS` named `name` (a `Round.method`, a named `Settings.method`).
+
+    Raises:
+        SettingsError: no method is called `name` ("auto" included: it is a choice, not a method).
+    """
+    row = METHODS.get(name)
+    if row is None:
+        raise SettingsError(f"method must be one of {', '.join(names())}, got {name!r}")
+    return row
+
+
+def check_name(name: str) -> str:
+    """`name` when it is "auto" or a method's name.
+
+    Raises:
+        SettingsError: it is neither.
+    """
+    if not chooses(name):
+        method_of(name)
+    return name
+
+
+def may_run(name: str) -> tuple[Method, ...]:
+    """The methods a run of `Settings.method` `name` may use: that one, or under "auto" every one."""
+    return tuple(METHODS.values()) if chooses(name) else (method_of(name),)
+
+
+def describe(rnd: Round) -> str:
+    """One line for people: the method of a `Round` and its error (`Method.describe`).
+
+    "exact inference", "importance sampling: 100,032 worlds (effective 99,870), largest alarm
+    standard error 0.0016", or for LBP its iterations, convergence and "unchecked" (LBP's error is
+    not known: `fastlbp check` measures it).
+    """
+    return method_of(rnd.method).describe(rnd)
+
+
+def summary_dict(rnd: Round) -> dict:
+    """The JSON fields of how a round was made: method, how, flags, the method's own (`Method.json_fields`:
+    the sampler's sizes) and why "auto" chose it."""
+    import numpy as np
+
+    row = method_of(rnd.method)
+    out = {"method": rnd.method, "how": row.describe(rnd), "flags": list(getattr(rnd, "flags", ()) or ()),
+           **row.json_fields(rnd)}
+    if int((rnd.info or {}).get("devices", 1)) > 1:
+        out["devices"] = int(rnd.info["devices"])
     if getattr(rnd, "reason", None):
         out["reason"] = rnd.reason
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
 
 
-__all__ = ["Choice", "choose", "describe", "error_columns", "summary_dict", "measured_speed", "is_forest",
+__all__ = ["Method", "LBPMethod", "ExactMethod", "SampleMethod", "METHODS", "AUTO", "names", "methods_help",
+           "auto_fallback", "reference_names", "chooses", "method_of", "check_name", "may_run", "Choice",
+           "choose", "describe", "summary_dict", "measured_speed", "is_forest", "LBP_CAVEAT",
            "AUTO_EXACT_MEMORY", "AUTO_EXACT_VARS", "AUTO_MIN_WORLDS"]

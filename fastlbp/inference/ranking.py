@@ -17,6 +17,7 @@ import numpy as np
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
+from fastlbp.inference.methods import method_of
 from fastlbp.inference.session import Session
 
 
@@ -52,7 +53,7 @@ class Ranking:
     seconds: float
     total_unlabelled: int  # before `top` cut the list
     remedy: str | None = None  # what produced the numbers when LBP did not converge (`Round.remedy`)
-    method: str = "lbp"  # how the marginals were computed (`Settings.method`)
+    method: str = "lbp"  # the method that computed the marginals (a key of `inference.methods.METHODS`)
     # (V,) P(x=1) of every variable, for writers that explain alarms (SARIF's related locations);
     # None for a ranking built by hand.
     marginals: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
@@ -109,9 +110,8 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
     ordered = order_alarms(log_odds, alarms, exclude=[v for v in labels])
     shown = ordered if top is None else ordered[:top]
     names = model.var_names
-    se = lo = hi = None
-    if rnd is not None and rnd.method == "sample" and rnd.stderr is not None:
-        se, lo, hi = rnd.stderr, rnd.lower, rnd.upper
+    errors = None if rnd is None else method_of(rnd.method).intervals(rnd)
+    se, lo, hi = errors or (None, None, None)
     ranked = [RankedAlarm(i + 1, names[v], int(v), float(marginals[v]), float(log_odds[v]),
                           *((float(se[v]), float(lo[v]), float(hi[v])) if se is not None else ()))
               for i, v in enumerate(shown)]
@@ -120,9 +120,7 @@ def rank_alarms(model: Model, marginals: np.ndarray, labels: dict[int, bool], *,
                 for v, t in labels.items()]
     extra = {}
     if rnd is not None:
-        from fastlbp.inference.methods import describe
-
-        extra = {"how": describe(rnd), "flags": tuple(rnd.flags), "reason": rnd.reason}
+        extra = {"how": method_of(rnd.method).describe(rnd), "flags": tuple(rnd.flags), "reason": rnd.reason}
     return Ranking(ranked, labelled, iterations, converged, delta, seconds, len(ordered), remedy, method,
                    np.asarray(marginals), **extra)
 

@@ -1,7 +1,7 @@
 """One contract for LBP, exact inference and sampling: prepare once, then rounds.
 
-    method = prepare("sample", model, plan)              # host work, once per model
-    rnd, method, messages = method.round(inputs)          # a round from the current evidence
+    prepared = METHODS["sample"].prepare(model, plan)     # host work, once per model (`methods.METHODS`)
+    rnd, prepared, messages = prepared.round(inputs)      # a round from the current evidence
 
 A prepared method is immutable: a round returns the method to keep (LBP's
 runner may have finished deferred host work, `fastlbp.engines.loop.Runner.step`;
@@ -11,29 +11,32 @@ without messages). A method that cannot take a round's labels raises one of
 `REFUSALS`; a session with `method="auto"` then runs LBP's round instead
 (`fastlbp.inference.session.Session.run`).
 
-`METHODS` is the table a session reads; nothing else asks which method it is.
+Which method a name means, how it describes itself and what it falls back to is the method table,
+`fastlbp.inference.methods.METHODS`; each row's `prepare` makes one of the classes here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fastlbp import engines
 from fastlbp.core import constraints
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
-from fastlbp.core.graph import FactorGraph
+from fastlbp.core.graph import FactorGraph, label_codes
 from fastlbp.core.model import Model
-from fastlbp.core.plan import Plan
-from fastlbp.core.settings import Settings
+from fastlbp.core.settings import SAMPLE_PATHS, Settings
 from fastlbp.engines.exact import ExactTooWide
 from fastlbp.engines.loop import Controls, Runner, controls, init
 from fastlbp.engines.sampling import TooFewSamples
-from fastlbp.inference import lbp_checks
+from fastlbp.inference import lbp_flags
+from schedules.plan import Plan
 
 # Non-convergence remedies (`Settings.remedies`): damping in the log domain, then Bingo's average.
 REMEDY_DAMPINGS = (0.5, 0.8)
@@ -54,13 +57,13 @@ class Round:
     delta: float
     seconds: float
     remedy: str | None = None  # what produced the numbers when the round did not converge
-    method: str = "lbp"  # "lbp", "exact" or "sample" (`Settings.method`)
+    method: str = "lbp"  # the name of the method that made it: a key of `fastlbp.inference.methods.METHODS`
     stderr: np.ndarray | None = None  # (V,) standard errors of a sampled round
     lower: np.ndarray | None = None  # (V,) 95% interval of a sampled round (Wilson on the effective size)
     upper: np.ndarray | None = None
     info: dict | None = None  # what exact inference or sampling took (`Marginals.info`)
     reason: str | None = None  # why `method="auto"` picked this method (`fastlbp.inference.methods.choose`)
-    # Why an LBP round's numbers may mislead (`lbp_checks`): evidence its messages could not carry,
+    # Why an LBP round's numbers may mislead (`lbp_flags`): evidence its messages could not carry,
     # a remedy or no convergence, messages still moving; short sentences, () when nothing is suspicious.
     flags: tuple[str, ...] = ()
 
@@ -77,7 +80,8 @@ class Inputs:
         messages: (E,) LBP's warm start, or None (cold: uniform messages).
         evidence: () -> (V,) evidence log-odds on the device (made only by a method that needs it).
         controls: () -> the round's `Controls` on the device (the session keeps them between rounds).
-        checks: run LBP's round checks (`lbp_checks.check_round`; a learning E-step needs none).
+        flags: flag an LBP round whose answer may mislead (`lbp_flags.flag_round`; a learning E-step
+            reads no flags).
     """
 
     model: Model
@@ -87,18 +91,22 @@ class Inputs:
     messages: jax.Array | None
     evidence: Callable[[], jax.Array]
     controls: Callable[[], Controls]
-    checks: bool = True
+    flags: bool = True
 
 
-class Method(Protocol):
-    """A method prepared for one model (`prepare`)."""
+class Prepared(Protocol):
+    """A method prepared for one model (`fastlbp.inference.methods.Method.prepare`)."""
 
     name: str
 
-    def round(self, inputs: Inputs) -> tuple[Round, Method, jax.Array | None]:
+    def round(self, inputs: Inputs) -> tuple[Round, Prepared, jax.Array | None]:
         """(the round, the method for the next rounds, LBP's messages or None). Raises `REFUSALS`."""
 
-    def with_model(self, model: Model) -> Method:
+    def warm(self, inputs: Inputs) -> Prepared:
+        """The method with what its rounds run compiled ahead (a fallback's, in a thread); itself where
+        nothing compiles ahead."""
+
+    def with_model(self, model: Model) -> Prepared:
         """The method for `model`: the same structure, other factor probabilities (data: no recompile)."""
 
 
@@ -160,6 +168,9 @@ class Exact:
         m = exact.exact_marginals(obs.model, {**inputs.labels, **obs.labels}, inputs.settings)
         return _reference_round(m, inputs.model.num_vars), dataclasses.replace(self, observed=obs), None
 
+    def warm(self, inputs: Inputs) -> Exact:
+        return self  # exact inference compiles per graph and label set, at its round
+
     def with_model(self, model: Model) -> Exact:
         return Exact()
 
@@ -180,26 +191,38 @@ class Sample:
 
     def round(self, inputs: Inputs) -> tuple[Round, Sample, None]:
         from fastlbp.engines import sampling
+        from fastlbp.engines.sharded_sampling import make_sampler
 
+        devices = inputs.settings.devices
         if inputs.soft:
             obs = _observed(inputs.model, inputs.soft, self.observed)
             labels = {**inputs.labels, **obs.labels}
             sampler = self.observed_sampler if obs is self.observed else None
-            sampler = sampler or _reserved(sampling.Sampler(obs.model.graph, obs.model.var_names),
-                                           obs.model, labels)
+            sampler = sampler or _reserved(make_sampler(obs.model.graph, obs.model.var_names,
+                                                        devices=devices), obs.model, labels)
             m = sampling.sample_marginals(obs.model, labels, inputs.settings, sampler=sampler)
             nxt = dataclasses.replace(self, observed=obs, observed_sampler=sampler)
             return _reference_round(m, inputs.model.num_vars), nxt, None
         model = inputs.model
-        sampler = self.sampler or sampling.Sampler(model.graph, model.var_names)
+        sampler = self.sampler or make_sampler(model.graph, model.var_names, devices=devices,
+                                               host=SAMPLE_PATHS[inputs.settings.sample_path])
         if not sampler.reserved:
             _reserved(sampler, model, inputs.labels)
         m = sampling.sample_marginals(model, inputs.labels, inputs.settings, sampler=sampler)
         return _reference_round(m), (self if sampler is self.sampler else dataclasses.replace(
             self, sampler=sampler)), None
 
+    def warm(self, inputs: Inputs) -> Sample:
+        return self  # the sampler is built (and compiled) at its first round
+
     def with_model(self, model: Model) -> Sample:
         return Sample()  # the sampler's host plan holds the probabilities: made again at the next round
+
+
+def _devices_info(runner: Runner) -> dict | None:
+    """An LBP round's info: the devices its runner spreads over, when more than one (None otherwise)."""
+    devices = getattr(runner.info, "devices", 1)
+    return {"devices": devices} if devices > 1 else None
 
 
 def _reserved(sampler, model: Model, labels: dict[int, bool]):
@@ -218,7 +241,7 @@ class LBP:
 
     runner: Runner
     graph: FactorGraph  # on the device, only the fields the runner reads
-    # (V,) bool variables hard before any label (`lbp_checks.forced_without_labels`), found by the first
+    # (V,) bool variables hard before any label (`lbp_flags.forced_without_labels`), found by the first
     # round with many hard variables: the round checks skip them.
     forced: np.ndarray | None = None
     name: str = "lbp"
@@ -235,11 +258,19 @@ class LBP:
         result, rnd, lbp = self._step(inputs, msgs, inputs.controls(), evidence)
         if not rnd.converged and s.remedies and s.tol > 0:
             result, rnd, lbp = lbp._remedy(inputs, result, rnd, evidence)
-        if not inputs.checks:
+        if not inputs.flags:
             return rnd, lbp, result.messages
-        if lbp.forced is None and np.count_nonzero(np.isinf(rnd.log_odds)) > lbp_checks.HARD_TO_CHECK:
-            lbp = dataclasses.replace(lbp, forced=lbp_checks.forced_without_labels(inputs.model.graph))
+        if lbp.forced is None and np.count_nonzero(np.isinf(rnd.log_odds)) > lbp_flags.HARD_TO_CHECK:
+            lbp = dataclasses.replace(lbp, forced=lbp_flags.forced_without_labels(inputs.model.graph))
         return dataclasses.replace(rnd, flags=lbp._flags(inputs, result, rnd)), lbp, result.messages
+
+    def warm(self, inputs: Inputs) -> LBP:
+        """This method with its round compiled (one iteration from uniform messages, result unused):
+        the round a fallback later runs compiles nothing (its controls are data)."""
+        s = inputs.settings
+        one = controls(s.tol, 1, s.damping, s.dtype)
+        _, _, lbp = self._step(inputs, init(inputs.model.graph, s.dtype), one, inputs.evidence())
+        return lbp
 
     def with_model(self, model: Model) -> LBP:
         graph = engines.device_graph(model.graph, self.runner.reads)
@@ -258,7 +289,8 @@ class LBP:
             raise _conflict_error(inputs.model, inputs.labels)
         return result, Round(marginals=np.asarray(marginals, dtype=np.float64),
                              log_odds=np.asarray(lo, dtype=np.float64), iterations=int(iterations),
-                             converged=bool(converged), delta=float(delta), seconds=0.0), lbp
+                             converged=bool(converged), delta=float(delta), seconds=0.0,
+                             info=_devices_info(runner)), lbp
 
     def _remedy(self, inputs: Inputs, result, rnd: Round, evidence: jax.Array):
         """A round that did not converge: damped retries from its messages, then Bingo's average.
@@ -288,16 +320,16 @@ class LBP:
         with np.errstate(divide="ignore"):
             lo = np.log(p) - np.log1p(-p)
         return result, Round(marginals=p, log_odds=lo, iterations=total + AVERAGED_ITERATIONS,
-                             converged=False, delta=rnd.delta, seconds=0.0,
+                             converged=False, delta=rnd.delta, seconds=0.0, info=rnd.info,
                              remedy=f"average of the last {AVERAGED_ITERATIONS} iterations"), lbp
 
     def _flags(self, inputs: Inputs, result, rnd: Round) -> tuple[str, ...]:
-        """`lbp_checks.check_round` of a round: from its messages around the labelled and hard variables."""
+        """`lbp_flags.flag_round` of a round: from its messages around the labelled and hard variables."""
         # The log-odds of the messages: an averaged round's own are the average's.
         lo = rnd.log_odds if rnd.remedy is None or rnd.converged else np.asarray(
             jax.device_get(result.log_odds), np.float64)
         s = inputs.settings
-        return lbp_checks.check_round(
+        return lbp_flags.flag_round(
             inputs.model.graph, result.messages, lo, inputs.labels, dtype=s.dtype, converged=rnd.converged,
             iterations=rnd.iterations, delta=rnd.delta, remedy=rnd.remedy, tol=s.tol,
             var_names=inputs.model.var_names, forced=self.forced)
@@ -316,7 +348,8 @@ def _conflict_error(model: Model, labels: dict[int, bool]) -> Exception:
     return ContradictoryEvidence({model.var_names[v]: t for v, t in core.items()})
 
 
-def _prepare_lbp(model: Model, plan: Plan, sampler=None) -> LBP:
+def prepare_lbp(model: Model, plan: Plan) -> LBP:
+    """LBP prepared for `model` under `plan`: the plan's runner and the graph's fields it reads."""
     runner = engines.make_runner(model, plan)
     # Only the graph's fields the runner reads go to the device (`engines.device_graph`):
     # of the graph's 29.5 bytes per edge (1M Bingo-like edges) the XLA PARALL and SEQFIX
@@ -324,22 +357,19 @@ def _prepare_lbp(model: Model, plan: Plan, sampler=None) -> LBP:
     return LBP(runner, engines.device_graph(model.graph, runner.reads))
 
 
-# The method table: `Settings.method` (after "auto" is decided) -> how to prepare it for a model.
-METHODS: dict[str, Callable[..., Method]] = {
-    "lbp": _prepare_lbp,
-    "exact": lambda model, plan, sampler=None: Exact(),
-    "sample": lambda model, plan, sampler=None: Sample(sampler),
-}
+def hard_evidence(num_vars: int, labels: dict[int, bool], dtype) -> jax.Array:
+    """(V,) evidence log-odds of `labels` on the device: +-inf where labelled, 0 elsewhere."""
+    # One byte per variable crosses to the device, not eight: at 0.2M variables that
+    # was 0.9 ms of a 5 ms round.
+    return _evidence_from_codes(jnp.asarray(label_codes(num_vars, labels)), dtype)
 
 
-def prepare(name: str, model: Model, plan: Plan, sampler=None) -> Method:
-    """The method `name` ("lbp", "exact", "sample") prepared for `model` under `plan`.
-
-    Args:
-        sampler: a `Sampler` already built for `model` (by `methods.choose`), reused by "sample".
-    """
-    return METHODS[name](model, plan, sampler)
+@functools.partial(jax.jit, static_argnums=1)
+def _evidence_from_codes(codes: jax.Array, dtype) -> jax.Array:
+    """(V,) int8 codes (1 true, -1 false, 0 unlabelled) -> (V,) evidence log-odds of `dtype`."""
+    inf = jnp.asarray(jnp.inf, dtype)
+    return jnp.where(codes > 0, inf, jnp.where(codes < 0, -inf, jnp.zeros((), dtype)))
 
 
-__all__ = ["Round", "Inputs", "Method", "LBP", "Exact", "Sample", "METHODS", "REFUSALS", "prepare",
-           "REMEDY_DAMPINGS", "AVERAGED_ITERATIONS"]
+__all__ = ["Round", "Inputs", "Prepared", "LBP", "Exact", "Sample", "REFUSALS", "prepare_lbp",
+           "hard_evidence", "REMEDY_DAMPINGS", "AVERAGED_ITERATIONS"]

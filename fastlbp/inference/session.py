@@ -11,26 +11,28 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import functools
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fastlbp import engines
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.graph import label_codes
-from fastlbp.core.jax_setup import float64
+from fastlbp.core.jax_setup import float64, float64_context
 from fastlbp.core.model import UNDERIVABLE, Model
-from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings, settings_from
 from fastlbp.core.text import safe_name
 from fastlbp.engines.loop import Controls, controls, init
-from fastlbp.inference import lbp_checks, methods, rounds
+from fastlbp.inference import lbp_flags, methods, rounds
 from fastlbp.inference.rounds import Round
+from schedules.plan import Plan, make_plan
+
+# One thread for the sessions' background compiles (`Session._warm_fallback`).
+_BACKGROUND = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastlbp-warm")
 
 
 class Session:
@@ -56,16 +58,21 @@ class Session:
         self._settings = settings_from(settings, **overrides)
         self.model = model
         # "auto" is decided at the first round, with its labels (`methods.choose`).
-        self.choice = None if self._settings.method == "auto" else methods.Choice(self._settings.method)
+        self.choice = None if methods.chooses(methods.check_name(self._settings.method)) else \
+            methods.choose(model, self._settings)
         # What runs, decided and checked once (the schedule, the kernels, the platform): LBP may be
         # needed by a later round (a fallback), so its plan is checked whatever the method.
         self.plan = (plan or make_plan(self._settings)).placed()
         # The prepared methods (`fastlbp.inference.rounds`), immutable: a round returns the one to keep.
-        # LBP's runner is host work once per graph, made here when LBP is asked for, else when a round
-        # first needs it (a fallback).
-        self._methods: dict[str, rounds.Method] = {}
-        if self._settings.method == "lbp":
-            self._methods["lbp"] = rounds.prepare("lbp", model, self.plan)
+        # An iterative method's preparation (LBP's runner) is host work once per graph, made here when it
+        # is asked for, else when a round first needs it (a fallback).
+        self._methods: dict[str, rounds.Prepared] = {}
+        # (name, future) of the fallback of "auto" (LBP) prepared and compiled in a thread while an
+        # interactive session's first round runs (`_warm_fallback`): a later fallback round then
+        # compiles nothing.
+        self._warming: tuple[str, concurrent.futures.Future] | None = None
+        if self.choice is not None and methods.method_of(self.choice.method).iterative:
+            self._method(self.choice.method)
         self.labels: dict[int, bool] = dict(model.labels)
         # Soft evidence {variable: p} (`fastlbp.inference.soft`): data like the labels, never compiled in.
         self.soft: dict[int, float] = {}
@@ -73,7 +80,7 @@ class Session:
         self.last: Round | None = None
         self._controls_key: tuple | None = None
         self._controls: Controls | None = None
-        self._compile_checks = False  # `compile_checks` asked for, before any LBP round
+        self._compile_flags = False  # `compile_flags` asked for, before any LBP round
 
     def fork(self) -> Session:
         """A session with this one's state and its own labels: a round on it leaves this one as it was
@@ -92,24 +99,33 @@ class Session:
         """The method rounds use: `settings.method`, or what "auto" chose ("auto" before the first round)."""
         return self.choice.method if self.choice is not None else self._settings.method
 
+    def _iterative(self):
+        """The prepared iterative method (LBP), or None while no round has needed one."""
+        return next((m for name, m in self._methods.items() if methods.method_of(name).iterative), None)
+
     @property
     def runner(self):
         """LBP's runner (`fastlbp.engines.loop.Runner`), or None while no round has needed LBP."""
-        lbp = self._methods.get("lbp")
+        lbp = self._iterative()
         return lbp.runner if lbp is not None else None
 
     @property
     def graph(self):
         """The graph's fields on the device that LBP's runner reads (`fastlbp.engines.device_graph`);
         none while no round has needed LBP (exact inference and sampling read the host graph)."""
-        lbp = self._methods.get("lbp")
+        lbp = self._iterative()
         return lbp.graph if lbp is not None else engines.device_graph(self.model.graph, frozenset())
 
-    def _method(self, name: str) -> rounds.Method:
-        """The prepared method `name`, prepared now if no round has needed it yet."""
+    def _method(self, name: str) -> rounds.Prepared:
+        """The prepared method `name`, prepared now if no round has needed it yet (with the sampler
+        `methods.choose` built while choosing it, if any; the fallback warmed in a thread, if it is)."""
+        if self._warming is not None and self._warming[0] == name and name not in self._methods:
+            self._methods[name] = self._warming[1].result()
+            self._warming = None
         if name not in self._methods:
-            sampler = self.choice.sampler if self.choice is not None and name == "sample" else None
-            self._methods[name] = rounds.prepare(name, self.model, self.plan, sampler)
+            chosen = self.choice is not None and self.choice.method == name
+            sampler = self.choice.sampler if chosen else None
+            self._methods[name] = methods.method_of(name).prepare(self.model, self.plan, sampler)
         return self._methods[name]
 
     @float64
@@ -190,10 +206,10 @@ class Session:
     def evidence(self, labels: dict[int, bool] | None = None) -> jax.Array:
         """(V,) evidence log-odds on the device (+-inf where labelled, log(p / (1 - p)) where observed
         softly and not labelled)."""
+        import jax.numpy as jnp
+
         labels = self.labels if labels is None else labels
-        # One byte per variable crosses to the device, not eight: at 0.2M variables that
-        # was 0.9 ms of a 5 ms round.
-        hard = _evidence_from_codes(jnp.asarray(label_codes(self.model.num_vars, labels)), self.dtype)
+        hard = rounds.hard_evidence(self.model.num_vars, labels, self.dtype)
         if not self.soft:
             return hard
         from fastlbp.inference.soft import check_soft, soft_log_odds
@@ -214,22 +230,22 @@ class Session:
         return self._controls
 
     @float64
-    def compile_checks(self) -> None:
-        """Compiles what the checks of LBP's labelled rounds run (`lbp_checks.compile_checks`), so that
+    def compile_flags(self) -> None:
+        """Compiles what flagging LBP's labelled rounds runs (`lbp_flags.compile_flags`), so that
         an interactive session's first label compiles nothing: now when the session runs LBP, else after
         its first LBP round ("auto" may never run one). Simulate and triage call it."""
-        self._compile_checks = True
-        if self.method == "lbp":
-            lbp_checks.compile_checks(self.model.graph, self.messages, self.dtype)
-            self._compile_checks = False
+        self._compile_flags = True
+        if not methods.chooses(self.method) and methods.method_of(self.method).iterative:
+            lbp_flags.compile_flags(self.model.graph, self.messages, self.dtype)
+            self._compile_flags = False
 
     @float64
-    def run(self, *, warm: bool = True, checks: bool = True) -> Round:
+    def run(self, *, warm: bool = True, flags: bool = True) -> Round:
         """Runs one round to convergence, warm-started from the last messages.
 
         Args:
             warm: start from the last round's messages (else uniform ones).
-            checks: check an LBP round for answers not to trust (`Round.flags`, `lbp_checks`); off
+            flags: flag an LBP round whose answer is not to be trusted (`Round.flags`, `lbp_flags`); off
                 only where nobody reads them (a learning E-step: 154K labels on 7 ftp-size graphs).
 
         Raises:
@@ -241,27 +257,64 @@ class Session:
         """
         start = time.perf_counter()
         if self.choice is None:
+            if self._compile_flags:
+                self._warm_fallback()  # beside the choice and the first round's compile, in a thread
             self.choice = methods.choose(self.model, self._settings, self.labels)
         inputs = rounds.Inputs(model=self.model, labels=self.labels, soft=self._checked_soft(),
                                settings=self._settings, messages=self.messages if warm else None,
-                               evidence=self.evidence, controls=self.controls, checks=checks)
-        flags: tuple[str, ...] = ()
+                               evidence=self.evidence, controls=self.controls, flags=flags)
+        fell_back: tuple[str, ...] = ()
         name = self.method
         try:
             rnd, self._methods[name], messages = self._method(name).round(inputs)
         except rounds.REFUSALS as err:
-            if self._settings.method != "auto" or name == "lbp":
+            fallback = methods.method_of(name).fallback
+            if not methods.chooses(self._settings.method) or fallback is None:
                 raise
-            # The labels are beyond the chosen method: this round is LBP's, and says so.
-            flags = (f"{name} refused these labels ({err}); LBP answered instead",)
-            rnd, self._methods["lbp"], messages = self._method("lbp").round(inputs)
+            # The labels are beyond the chosen method: this round is its fallback's (LBP's), and says so.
+            fell_back = (f"{name} refused these labels ({err}); {methods.method_of(fallback).label} "
+                         "answered instead",)
+            rnd, self._methods[fallback], messages = self._method(fallback).round(inputs)
+        if self._warming is not None:
+            # The first round waits for the fallback's compile: no later round competes with it (its
+            # tracing holds the interpreter: rounds of 21 ms took 0.5-1.1 s beside it at avrora's size).
+            warmed, future = self._warming
+            self._methods.setdefault(warmed, future.result())
+            self._warming = None
         if messages is not None:
             self.messages = messages
-            if self._compile_checks:
-                self.compile_checks()
-        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=rnd.flags + flags,
+            if self._compile_flags:
+                self.compile_flags()
+        self.last = dataclasses.replace(rnd, seconds=time.perf_counter() - start, flags=rnd.flags + fell_back,
                                         reason=self.choice.reason or None)
         return self.last
+
+    def _warm_fallback(self) -> None:
+        """Prepares and compiles the fallback of "auto" (`methods.auto_fallback`: LBP) in a thread, for
+        the rounds "auto" may hand to it (labels the sampler or exact inference refuse), while the first
+        round chooses and compiles its own method; the first round ends after it. An interactive
+        session then compiles nothing after its first round whatever the method (a fallback's compile
+        was 1.4 s of a weblech round on a 2-core CPU)."""
+        fallback = methods.auto_fallback()
+        if (not methods.chooses(self._settings.method) or fallback is None or fallback in self._methods
+                or self._warming is not None):
+            return
+        row = methods.method_of(fallback)
+        model, plan, settings = self.model, self.plan, self._settings
+        inputs = rounds.Inputs(model=model, labels=dict(self.labels), soft={}, settings=settings,
+                               messages=None, evidence=functools.partial(self.evidence, dict(self.labels)),
+                               controls=self.controls, flags=False)
+        messages = self.messages
+
+        def work() -> rounds.Prepared:
+            with float64_context():
+                prepared = row.prepare(model, plan).warm(inputs)
+                if row.iterative:  # its rounds' flags too
+                    lbp_flags.compile_flags(model.graph, messages, self.dtype)
+                return prepared
+
+        self._warming = (fallback, _BACKGROUND.submit(work))
+        self._compile_flags = False
 
     def _checked_soft(self) -> dict[int, float]:
         if not self.soft:
@@ -302,13 +355,6 @@ class Session:
         if r.var >= 0:
             return float(rnd.marginals[r.var])
         return self.tuple_marginals()[r.name]
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _evidence_from_codes(codes: jax.Array, dtype) -> jax.Array:
-    """(V,) int8 codes (1 true, -1 false, 0 unlabelled) -> (V,) evidence log-odds of `dtype`."""
-    inf = jnp.asarray(jnp.inf, dtype)
-    return jnp.where(codes > 0, inf, jnp.where(codes < 0, -inf, jnp.zeros((), dtype)))
 
 
 @float64

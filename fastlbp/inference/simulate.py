@@ -28,6 +28,7 @@ from fastlbp.core.settings import Settings
 from fastlbp.core.text import safe_name
 from fastlbp.inference import metrics
 from fastlbp.inference.learn import Learner, OnlineOptions
+from fastlbp.inference.methods import method_of
 from fastlbp.inference.ranking import alarm_vars, order_alarms
 from fastlbp.inference.session import Session
 
@@ -46,6 +47,7 @@ class Step:
     evidence_dropped: bool = False  # the model rules its label out (the oracle contradicts it): not evidence
     found: int = 0  # true alarms found so far, this one included
     num_true: int = 0  # true alarms to find (unlabelled in the input)
+    method: str = ""  # the method of the round (`Round.method`; a fallback's when the chosen one refused)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,15 @@ class SimulationResult:
     compile_s: float  # compiling and the schedule's setup, before round 1
     num_alarms: int  # alarms not labelled in the input
     complete: bool  # every true alarm was found (False: stopped by max_rounds)
+
+    @property
+    def methods(self) -> dict[str, int]:
+        """{method name: rounds it answered}, in the order of first use (steps of unknown method left out)."""
+        out: dict[str, int] = {}
+        for s in self.steps:
+            if s.method:
+                out[s.method] = out.get(s.method, 0) + 1
+        return out
 
     def as_dict(self) -> dict:
         """The JSON of `fastlbp simulate -f json`; a metric the run did not decide is None (null)."""
@@ -69,9 +80,10 @@ class SimulationResult:
             "median_round_s": float(np.median([s.round_s for s in self.steps])) if self.steps else 0.0,
             "max_round_s": max((s.round_s for s in self.steps), default=0.0),
             "not_converged_rounds": sum(not s.converged for s in self.steps),
+            "methods": self.methods,
             "labels": [{"alarm": s.alarm, "truth": s.truth, "probability": s.probability,
                         "round_s": s.round_s, "iterations": s.iterations, "converged": s.converged,
-                        "evidence_dropped": s.evidence_dropped}
+                        "evidence_dropped": s.evidence_dropped, "method": s.method}
                        for s in self.steps],
         }
 
@@ -150,7 +162,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         session.observe(int(v), p)
     # Compile with max_iters as data = 1: the same program the rounds run.
     session.run(warm=False)
-    session.compile_checks()
+    session.compile_flags()
     session.settings = settings
     compile_s = time.perf_counter() - start
 
@@ -174,7 +186,7 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
         top = int(order[0])
         is_true = top in truth
         step = Step(model.var_names[top], top, is_true, float(rnd.marginals[top]), round_s,
-                    rnd.iterations, rnd.converged, found=found + is_true, num_true=need)
+                    rnd.iterations, rnd.converged, found=found + is_true, num_true=need, method=rnd.method)
         steps.append(step)
         if on_step is not None:
             on_step(len(steps), step)
@@ -200,6 +212,14 @@ def simulate(model: Model, true_alarms: Iterable[int | str], *, max_rounds: int 
     return SimulationResult(steps, m, compile_s, len(open_alarms), found == need)
 
 
+def methods_text(rounds: dict[str, int]) -> str:
+    """The methods of a run for people: "sampling", or "sampling (40 rounds), LBP (2 rounds)" (fallbacks)."""
+    if len(rounds) == 1:
+        return method_of(next(iter(rounds))).label
+    return ", ".join(f"{method_of(name).label} ({n} round{'' if n == 1 else 's'})"
+                     for name, n in rounds.items())
+
+
 def _shown(value, fmt: str, missing: str) -> str:
     """`value` through `fmt`, or `missing` ("not reached", "undefined") where it is None."""
     return missing if value is None else fmt.format(value)
@@ -223,6 +243,8 @@ def to_table(result: SimulationResult) -> str:
                         + ("" if result.complete else f" (stopped after {len(result.steps)} rounds)")),
         ("compile", f"{result.compile_s:.3f} s"),
     ]
+    if result.methods:
+        rows.insert(-1, ("method", methods_text(result.methods)))
     if result.steps:
         times = np.array([s.round_s for s in result.steps])
         rows.append(("round median/max", f"{np.median(times) * 1e3:.2f} / {times.max() * 1e3:.2f} ms"))

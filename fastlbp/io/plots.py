@@ -15,7 +15,8 @@
   first i labels on average (the hypergeometric mean); the ideal order
   min(i, N_T).
 
-Titles name the graph and the settings; axes that count have integer ticks.
+Titles name the graph, the method that made the rounds (each, with its rounds, when a fallback
+answered some) and the settings that decide its numbers; axes that count have integer ticks.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fastlbp.inference import metrics
+from fastlbp.inference.methods import chooses, method_of
 
 if TYPE_CHECKING:  # for annotations only: plotting runs no simulation
     from fastlbp.core.settings import Settings
@@ -97,23 +99,34 @@ def ideal_found(num_true: int, upto: int) -> Curve:
     return Curve(i, np.minimum(i, num_true), "ideal order", True)
 
 
-def describe(graph: str | os.PathLike | None, settings: Settings | None) -> str:
-    """The title's second line: the graph's file name and the settings that decide the numbers.
+def describe(graph: str | os.PathLike | None, settings: Settings | None,
+             rounds: dict[str, int] | None = None) -> str:
+    """The title's second line: the graph's file name, the method that made the rounds and the settings
+    that decide its numbers (`Method.title`).
+
+    Args:
+        rounds: {method name: rounds it answered} of the run (`SimulationResult.methods`); None or
+            empty: the method `settings` name ("method auto" where they leave it to the choice).
 
     >>> from fastlbp.core.settings import Settings
-    >>> describe("data/weblech.json", Settings(schedule="seqfix"))
+    >>> describe("data/weblech.json", Settings(method="lbp", schedule="seqfix"))
     'weblech.json: LBP seqfix, tol 1e-06, damping 0, f64'
+    >>> describe("w.json", Settings(), {"sample": 40, "lbp": 2})
+    'w.json: sampling, 100,000 worlds, seed 0 (40 rounds); LBP parall, tol 1e-06, damping 0, f64 (2 rounds)'
     """
     parts = []
     if settings is not None:
-        if settings.method == "exact":
-            parts.append(f"exact inference, {settings.precision}")
-        elif settings.method == "sample":
-            parts.append(f"sampling, {settings.samples:,} worlds, seed {settings.seed}")
+        rounds = dict(rounds or {})
+        if not rounds and not chooses(settings.method):
+            rounds = {settings.method: 0}
+        if len(rounds) == 1:
+            parts.append(method_of(next(iter(rounds))).title(settings))
+        elif rounds:
+            parts += [f"{method_of(name).title(settings)} ({n} round{'' if n == 1 else 's'})"
+                      for name, n in rounds.items()]
         else:
-            parts.append(f"LBP {settings.schedule}, tol {settings.tol:g}, damping {settings.damping:g}, "
-                         f"{settings.precision}")
-    text = ", ".join(parts)
+            parts.append("method auto")
+    text = "; ".join(parts)
     if graph is not None:
         name = Path(graph).name or str(graph)
         return f"{name}: {text}" if text else name
@@ -144,7 +157,7 @@ def plot_data(result: SimulationResult, *, graph: str | os.PathLike | None = Non
     if complete and fx[-1] < n_false:
         # The unlabelled rest is false: the curve goes on flat, as the AUC counts it.
         fx, ty = np.append(fx, n_false), np.append(ty, n_true)
-    where = describe(graph, settings)
+    where = describe(graph, settings, result.methods)
     roc = PlotData(
         "roc.png", f"ROC, AUC {_shown(m.auc, '{:.3f}', 'n/a')}" + (f"\n{where}" if where else ""),
         "false alarms labelled", "true alarms found",

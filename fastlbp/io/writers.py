@@ -19,6 +19,7 @@ import math
 from typing import TYPE_CHECKING
 
 from fastlbp.core.text import csv_document, format_probability, safe_name
+from fastlbp.inference.methods import method_of
 
 if TYPE_CHECKING:  # for annotations only: writing a ranking imports no session
     from fastlbp.inference.ranking import Ranking
@@ -29,17 +30,10 @@ def _finite(x: float) -> float | None:
 
 
 def error_cell(ranking: Ranking, alarm) -> str:
-    """How far off a probability may be, for the column beside it: "exact", the 95% interval of a
-    sampled estimate, or for LBP "unchecked" (its error is not known) or "FLAGGED" (`Ranking.flags`)."""
-    if ranking.method == "exact":
-        return "exact"
-    if ranking.method == "sample" and math.isfinite(alarm.lower):
-        return f"[{_short(alarm.lower)}, {_short(alarm.upper)}]"
-    return "FLAGGED" if ranking.flags else "unchecked"
-
-
-def _short(p: float) -> str:
-    return f"{p:.4f}" if p == 0.0 or p >= 1e-3 else f"{p:.1e}"
+    """How far off a probability may be, for the column beside it (`Method.error_cell`): "exact", the 95%
+    interval of a sampled estimate, or for LBP "unchecked" (its error is not known) or "FLAGGED"
+    (`Ranking.flags`)."""
+    return method_of(ranking.method).error_cell(alarm.lower, alarm.upper, ranking.flags)
 
 
 def to_table(ranking: Ranking, rows: int | None = None) -> str:
@@ -59,7 +53,7 @@ def to_table(ranking: Ranking, rows: int | None = None) -> str:
     alarms = ranking.alarms if rows is None else ranking.alarms[:rows]
     width = max([4] + [len(str(a.rank)) for a in alarms])
     cells = [error_cell(ranking, a) for a in alarms]
-    head = {"exact": "error", "sample": "95% interval"}.get(ranking.method, "LBP")
+    head = method_of(ranking.method).error_head
     cw = max([len(head)] + [len(c) for c in cells])
     probs = [format_probability(a.probability, a.log_odds, a.stderr) for a in alarms]
     pw = max([len("probability")] + [len(p) for p in probs])
@@ -79,17 +73,13 @@ def to_table(ranking: Ranking, rows: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-# What `caveats` says of an LBP ranking: one sentence, for stderr.
-LBP_CAVEAT = ("note: LBP's probabilities are approximate and unchecked on this graph: derivations that share "
-              "tuples make them over- or under-confident, by orders of magnitude at worst. `fastlbp check` "
-              "measures them; --method exact or --method sample gives the model's own probabilities.")
-
-
 def caveats(ranking: Ranking) -> list[str]:
     """Whole sentences about how far to trust a ranking's numbers as a whole, for stderr beside its table
-    (each flag of `Ranking.flags` is a warning of its own, said by the command): LBP's caveat; none for
-    exact and sampled rankings, whose error is beside each number."""
-    return [LBP_CAVEAT] if ranking.method == "lbp" and ranking.alarms else []
+    (each flag of `Ranking.flags` is a warning of its own, said by the command): the method's `caveat`
+    (LBP's, `fastlbp.inference.methods.LBP_CAVEAT`); none for exact and sampled rankings, whose error is
+    beside each number."""
+    caveat = method_of(ranking.method).caveat
+    return [caveat] if caveat and ranking.alarms else []
 
 
 def to_dict(ranking: Ranking) -> dict:

@@ -19,12 +19,12 @@ class RoundInfo:
 
 
 def how_made(rnd) -> str:
-    """How a round of exact inference or sampling was made (LBP's rounds say it in their own words)."""
-    if rnd.method == "lbp":
-        return ""
-    from fastlbp.inference.methods import describe
+    """How a round of exact inference or sampling was made (`Method.describe`); "" for an iterative
+    method's round (LBP's), whose line says its iterations in its own words."""
+    from fastlbp.inference.methods import method_of
 
-    return describe(rnd)
+    row = method_of(rnd.method)
+    return "" if row.iterative else row.describe(rnd)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,10 +35,10 @@ import math
 
 import numpy as np
 
+from fastlbp.inference.methods import METHODS
 from fastlbp.triage.journal import events_digest
 
 FORMAT = 1
-METHOD_NAMES = ("exact", "sample", "lbp")
 KEYS = {"format", "seq", "digest", "refused", "choice", "dtype", "learned"}
 
 
@@ -131,9 +131,9 @@ def decode(row: tuple, rows: list[tuple]) -> Snapshot:
             for x in refused):
         raise Unusable("its refused events are not events it covers, each with a note")
     choice = state["choice"]
-    if choice is not None and not (isinstance(choice, list) and len(choice) == 2 and choice[0] in METHOD_NAMES
+    if choice is not None and not (isinstance(choice, list) and len(choice) == 2 and choice[0] in METHODS
                                    and type(choice[1]) is str):
-        raise Unusable(f"its method {choice!r} is not one of {', '.join(METHOD_NAMES)}")
+        raise Unusable(f"its method {choice!r} is not one of {', '.join(METHODS)}")
     learned, e_steps = _learned(state["learned"], learned_blob)
     return Snapshot(seq, {s: note for s, note in refused}, None if choice is None else (choice[0], choice[1]),
                     _messages(state["dtype"], blob), learned, e_steps)

@@ -49,7 +49,6 @@ import numpy as np
 
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
 from fastlbp.core.model import Model
-from fastlbp.core.plan import make_plan
 from fastlbp.core.settings import CONTROL_FIELDS, Settings
 from fastlbp.core.text import safe_name
 from fastlbp.inference import methods
@@ -85,6 +84,7 @@ from fastlbp.triage.stored import (
     stored_meta,
     stored_settings,
 )
+from schedules.plan import make_plan
 
 __all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
 
@@ -377,7 +377,7 @@ class Triage:
             self.session.set_parameters(self.online.model_now())
         elif snap.learned is not None:
             raise Unusable("it holds learned probabilities, and the session learns none")
-        if snap.choice is not None and self.settings.method == "auto":
+        if snap.choice is not None and methods.chooses(self.settings.method):
             self.session.choice = methods.Choice(*snap.choice)
         if snap.messages is not None:
             self.session.messages = _device_messages(snap.messages, self.session, self.model.graph.num_edges)
@@ -877,8 +877,8 @@ def _not_saved(what: str, err: SessionWriteError) -> Outcome:
 
 def _session(model: Model, settings: Settings, order: str | None, source: str | None) -> Session:
     """The `Session` of `settings`; a custom order runs from its stored text, which its plan carries
-    (`fastlbp.core.plan.Spec.order`): no path from the session file is ever opened."""
+    (`schedules.plan.Spec.order`): no path from the session file is ever opened."""
     session = Session(model, settings) if order is None else Session(
         model, settings, plan=make_plan(settings, order=order, source=source))
-    session.compile_checks()  # the first label compiles nothing
+    session.compile_flags()  # the first label compiles nothing
     return session

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from fastlbp.core.errors import InputError, SettingsError
 from fastlbp.core.model import Model
-from fastlbp.core.plan import STRATEGIES, make_plan, parse_spec
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
+from fastlbp.inference.methods import check_name
 from fastlbp.triage.evidence import Learning, StartEvidence, stored_start
 from fastlbp.triage.journal import (
     JOURNAL_VERSION,
@@ -38,6 +38,7 @@ from fastlbp.triage.journal import (
     newer,
     read_file,
 )
+from schedules.plan import STRATEGIES, make_plan, parse_spec
 
 # The stored schedule of a session with a custom order: this name, then the spec's options
 # (e.g. "custom-order:chunked"); the order's text is the meta entry "order".
@@ -65,7 +66,7 @@ def stored_settings(stored: dict, settings: Settings, *, order: str | None = Non
         stored: the journal's settings JSON, a `Settings.inference()` dict; one
             written before the backend was stored has no "backend" key.
         settings: the caller's settings; only their loading options (cycles,
-            compress) are kept.
+            compress) and the devices (where the numbers are computed, not what they are) are kept.
         order: the journal's stored custom order (meta "order"), if any.
 
     Raises:
@@ -90,7 +91,9 @@ def stored_settings(stored: dict, settings: Settings, *, order: str | None = Non
     if kept["precision"] not in PRECISIONS:  # before the schedule: its message is the clearer one
         raise SettingsError(f"precision must be one of {', '.join(PRECISIONS)}, got {kept['precision']!r}")
     _check_schedule(kept["schedule"], order)
-    return Settings(**{**inference, **kept, "cycles": settings.cycles, "compress": settings.compress})
+    check_name(kept.get("method", Settings().method))  # the method table sits above `Settings`
+    return Settings(**{**inference, **kept, "cycles": settings.cycles, "compress": settings.compress,
+                       "devices": settings.devices})
 
 
 def _check_schedule(schedule: str, order: str | None) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from fastlbp.core.errors import InputError
 from fastlbp.core.text import format_probability, safe_name
 from fastlbp.inference.explain import format_explanation
+from fastlbp.inference.methods import method_of
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
 from fastlbp.triage.state import Outcome, RoundInfo, Triage
@@ -140,15 +141,11 @@ class Terminal:
         it how far off it may be: a sampled estimate's 95% interval, "exact", or for LBP "LBP estimate,
         unchecked" (or FLAGGED with the reason: `Round.flags`)."""
         last = self.t.session.last
-        se = float(last.stderr[var]) if last.method == "sample" and last.stderr is not None else math.nan
+        row = method_of(last.method)
+        errors = row.intervals(last)
+        se = float(errors[0][var]) if errors is not None else math.nan
         p = format_probability(float(last.marginals[var]), float(last.log_odds[var]), se)
-        if last.method == "exact":
-            return f"{p} (exact)"
-        if last.method == "sample" and last.lower is not None:
-            return f"{p} (95% interval {float(last.lower[var]):.4g} to {float(last.upper[var]):.4g})"
-        if last.flags:
-            return f"{p} (LBP estimate, FLAGGED: {safe_name(last.flags[0])})"
-        return f"{p} (LBP estimate, unchecked)"
+        return f"{p} ({row.note(last, var)})"
 
     def _soft(self, var: int) -> str:
         """` [soft evidence P=0.8]` for an unlabelled tuple with soft evidence (a label replaces it)."""

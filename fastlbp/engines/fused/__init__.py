@@ -39,7 +39,6 @@ import time
 import jax
 import jax.numpy as jnp
 
-from fastlbp.core.plan import Plan, make_plan
 from fastlbp.core.settings import Settings
 from fastlbp.engines.fused import loop
 from fastlbp.engines.fused.control import Control
@@ -58,6 +57,7 @@ from fastlbp.engines.fused.tuning import (
 )
 from fastlbp.engines.fused.variable_kernel import var_pass
 from fastlbp.engines.loop import PARAMS, Runner, RunnerInfo, graph_of
+from schedules.plan import Plan, make_plan
 
 NAME = "parall/fused"
 

@@ -18,14 +18,20 @@ The schedule is a `Spec` (strategy and its options); a custom order travels as
 its text (`Spec.order`), read once when the plan is made, so engines never open
 a path (and a stored session never has one to open).
 
-This module imports no JAX: a typo'd schedule fails before the graph loads and
-before JAX starts (`fastlbp rank BIG --schedule nosuch`: the CLI's start-up time).
+The built-in strategies are one table, `STRATEGIES` (name, help, order builder,
+parallel), which is why the plan sits in the `schedules` layer: the parser, the
+engines and the CLI's help all read the row that builds the order.
+
+This module imports neither numpy nor JAX (a row's builder imports its orders when
+called): a typo'd schedule fails before the graph loads and before numpy or JAX
+start (`fastlbp rank BIG --schedule nosuch`: the CLI's start-up time).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 from fastlbp.core.errors import InputError, SettingsError, read_text
@@ -34,11 +40,13 @@ from fastlbp.core.settings import BACKENDS, PRECISIONS, Settings
 
 @dataclasses.dataclass(frozen=True)
 class Strategy:
-    """A built-in update strategy: a row of `STRATEGIES`.
+    """A built-in update strategy: a row of `STRATEGIES`, everything about it.
 
     Attributes:
         name: what `--schedule` calls it (lower case).
         help: what it does, for `--help` (the CLI's text is made from the table).
+        build: `(graph, spec) -> list[Order]`: its order on a `FactorGraph` (one `schedules.orders.Order`,
+            or one per iteration, cycled: SEQRND), with the spec's `:OPTION`s.
         parallel: every message is updated at once from the last iteration's (no dependency
             analysis; the PARALL engines run it); otherwise the strategy is an order of sequential
             batches (the relaxation, chunk and persistent engines).
@@ -46,19 +54,29 @@ class Strategy:
 
     name: str
     help: str
+    build: Callable[[Any, Spec], list[Any]]
     parallel: bool = False
 
 
-# The built-in strategies, the one table: name, help and how it runs here; the order each builds is
-# `schedules.orders.BUILDERS` (numpy: this module stays importable without it). Anything else is a
-# custom order file.
+def _orders():
+    # numpy, only when an order is built: the CLI's --help and its check of --schedule read this table.
+    from schedules import orders
+
+    return orders
+
+
+# The built-in strategies, the one table. Anything else `--schedule` names is a custom order file.
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("parall", "PARALL: every message at once, from the last iteration's", parallel=True),
-    Strategy("seqfix", "SEQFIX: one message after another, factors in a fixed order"),
+    Strategy("parall", "PARALL: every message at once, from the last iteration's",
+             lambda graph, spec: [_orders().parall(graph)], parallel=True),
+    Strategy("seqfix", "SEQFIX: one message after another, factors in a fixed order",
+             lambda graph, spec: [_orders().seqfix(graph)]),
     Strategy("seqrnd", "SEQRND: one message after another, a new random order each iteration; "
-                       ":seed=N, :cycle=N orders"),
+                       ":seed=N, :cycle=N orders",
+             lambda graph, spec: _orders().seqrnd(graph, spec.seed, spec.cycle)),
     Strategy("topo", "TOPO: heads forward in the network's topological order, then bodies backward; "
-                     ":bodyfirst the other way"),
+                     ":bodyfirst the other way",
+             lambda graph, spec: [_orders().topo(graph, spec.body_first)]),
 )}
 
 
@@ -90,8 +108,13 @@ assert set(BACKEND_PARTS) == set(BACKENDS)
 # kernel, so "auto" never picks that.
 FUSED_MIN_EDGES = 50_000
 
+# PARALL spreads its factors over several devices (`Settings.devices`, `fastlbp.engines.sharded_parall`)
+# from this many edges: below it a graph fits one device with room to spare and each iteration pays the
+# cut's exchange. Not yet measured on a host of several GPUs (issue 42): BENCHMARKS.md will say.
+SHARD_MIN_EDGES = 50_000_000
+
 # The engines (`fastlbp.engines.ENGINES`): PARALL by kernels, and a sequential order's.
-PARALL, PARALL_FUSED = "parall", "parall/fused"
+PARALL, PARALL_FUSED, PARALL_SHARDED = "parall", "parall/fused", "parall/sharded"
 RELAXED, CHUNKED, PERSISTENT = "relaxed", "chunked", "persistent"
 
 
@@ -220,6 +243,9 @@ class Plan:
         platform: JAX's platform, None until `placed`.
         precision: "f64" or "f32".
         reason: why "auto" chose `kernels` (set by `for_graph`; None when the settings named them).
+        devices: `Settings.devices` (None: every visible device).
+        shards: devices PARALL's factors are spread over (set by `for_graph`: more than one for a
+            parallel schedule on XLA's kernels from `SHARD_MIN_EDGES` edges when several devices are used).
     """
 
     method: str
@@ -230,6 +256,8 @@ class Plan:
     precision: str
     platform: str | None = None
     reason: str | None = None
+    devices: int | None = None
+    shards: int = 1
 
     @property
     def gpu(self) -> bool:
@@ -257,14 +285,18 @@ class Plan:
         """The plan on `platform` (default: JAX's default backend; imports JAX).
 
         Raises:
-            SettingsError: the kernels or summation need a GPU and the platform has none.
+            SettingsError: the kernels or summation need a GPU and the platform has none; more devices
+                asked for (`Settings.devices`) than JAX sees.
         """
         if platform is None and self.platform is not None:
             return self
-        if platform is None:
+        if platform is None or self.devices is not None:
             import jax
 
-            platform = jax.default_backend()
+            platform = platform or jax.default_backend()
+            visible = len(jax.devices())
+            if self.devices is not None and self.devices > visible:
+                raise SettingsError(f"--devices {self.devices}: JAX sees {visible} {platform} device(s)")
         needs_gpu = not self.interpret and (self.kernels == "fused" or self.summation == "pallas")
         if needs_gpu and platform != "gpu":
             name = self.backend
@@ -273,8 +305,18 @@ class Plan:
         return dataclasses.replace(self, platform=platform)
 
     def for_graph(self, num_edges: int) -> Plan:
-        """The plan with kernels "auto" made concrete for a graph of `num_edges` (and a `reason`)."""
+        """The plan with kernels "auto" made concrete for a graph of `num_edges` (and a `reason`), and
+        PARALL's `shards`."""
         plan = self.placed()
+        xla = plan.kernels in ("auto", "xla") and plan.summation in ("xla", "scatter")
+        if plan.schedule.parallel and xla and num_edges >= SHARD_MIN_EDGES:
+            import jax
+
+            visible = len(jax.devices())
+            shards = visible if plan.devices is None else min(int(plan.devices), visible)
+            if shards > 1:
+                why = f"{num_edges:,} edges >= {SHARD_MIN_EDGES:,}: PARALL on XLA over {shards} devices"
+                return dataclasses.replace(plan, kernels="xla", shards=shards, reason=why)
         if plan.kernels != "auto":
             return plan
         if not plan.gpu:
@@ -296,6 +338,8 @@ class Plan:
             raise ValueError("kernels 'auto' is decided by for_graph")
         fused = self.kernels == "fused"
         if self.schedule.parallel:
+            if self.shards > 1:
+                return (PARALL_SHARDED,)
             return (PARALL_FUSED,) if fused else (PARALL,)
         sequential = PERSISTENT if fused else CHUNKED
         return (RELAXED, sequential) if self.schedule.engine == "relaxed" else (sequential,)
@@ -330,10 +374,10 @@ def make_plan(settings: Settings | None = None, *, order: str | None = None, sou
         spec = dataclasses.replace(spec, order=read_text(spec.path))
     kernels, summation, interpret = BACKEND_PARTS[settings.backend]
     plan = Plan(method=settings.method, schedule=spec, kernels=kernels, summation=summation,
-                interpret=interpret, precision=settings.precision)
+                interpret=interpret, precision=settings.precision, devices=settings.devices)
     needs_gpu = not interpret and (kernels == "fused" or summation == "pallas")
     return plan.placed(platform) if needs_gpu or platform is not None else plan
 
 
 __all__ = ["Plan", "Spec", "make_plan", "parse_spec", "Strategy", "STRATEGIES", "strategies_help", "ANALYSES",
-           "BACKEND_PARTS", "FUSED_MIN_EDGES"]
+           "BACKEND_PARTS", "FUSED_MIN_EDGES", "SHARD_MIN_EDGES"]

@@ -1,10 +1,12 @@
-"""Cheap checks of an LBP round: when its answer should not be trusted (`Round.flags`).
+"""The flags of an LBP round: cheap checks of when its answer should not be trusted (`Round.flags`).
+
+(Not `fastlbp check`, which measures LBP against a reference: `fastlbp.inference.check`.)
 
     rnd = session.run()
-    if fastlbp.inference.lbp_checks.flagged(rnd):
+    if fastlbp.inference.lbp_flags.flagged(rnd):
         print("\\n".join(rnd.flags))        # short sentences; () when nothing is suspicious
 
-`Session.run` calls `check_round` after every LBP round. It reads the round's
+`Session.run` calls `flag_round` after every LBP round. It reads the round's
 messages around the labelled variables and those the labels made hard only
 (host numpy, one small gather from the device), so it costs little next to
 the round; variables the hard constraints force without any label carry no
@@ -290,7 +292,7 @@ def _local_block(graph: FactorGraph, factors: np.ndarray, counts: np.ndarray, ed
     return np.asarray(_local_messages(offsets, edge_factor, is_head, kind, p1, p2, mu_pad), np.float64)[:n]
 
 
-def compile_checks(graph: FactorGraph, messages, dtype) -> None:
+def compile_flags(graph: FactorGraph, messages, dtype) -> None:
     """Compiles the programs the checks of labelled rounds run (the block gather, the local update), so
     that the first label of an interactive session compiles nothing.
 
@@ -392,7 +394,7 @@ def forced_without_labels(graph: FactorGraph) -> np.ndarray:
     return ~(can0 & can1)
 
 
-def check_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapping[int, bool], *, dtype,
+def flag_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapping[int, bool], *, dtype,
                 converged: bool, iterations: int, delta: float, remedy: str | None = None, tol: float = 1e-6,
                 var_names: Sequence[str] | None = None, forced: np.ndarray | None = None) -> tuple[str, ...]:
     """The flags of an LBP round (`Round.flags`): short sentences, () when nothing is suspicious.
@@ -467,6 +469,6 @@ def check_round(graph: FactorGraph, messages, log_odds: np.ndarray, labels: Mapp
     return tuple(flags)
 
 
-__all__ = ["flagged", "check_round", "forced_without_labels", "HARD_TO_CHECK", "evidence_lost",
+__all__ = ["flagged", "flag_round", "forced_without_labels", "HARD_TO_CHECK", "evidence_lost",
            "residual_near_labels", "incoming", "combine", "split_infinite", "ranges", "soft_limit", "Fetched",
-           "SOFT_MARGIN", "RESIDUAL_TOL", "DOUBT_LOG_ODDS", "BLOCK", "compile_checks"]
+           "SOFT_MARGIN", "RESIDUAL_TOL", "DOUBT_LOG_ODDS", "BLOCK", "compile_flags"]

@@ -1,4 +1,4 @@
-"""lbp_checks: every LBP `Round` says when its answer should not be trusted (`Round.flags`)."""
+"""lbp_flags: every LBP `Round` says when its answer should not be trusted (`Round.flags`)."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from reference import Contradiction, exact_marginals
 from fastlbp.core import constraints
 from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.model import Model
-from fastlbp.inference import lbp_checks
+from fastlbp.inference import lbp_flags
 from fastlbp.inference.session import Round, Session
 from fastlbp.io import loading
 
@@ -71,13 +71,13 @@ def test_lost_evidence_is_flagged(precision, lengths):
     exact = Session(model, method="exact")
     exact.label("end", True)
     assert exact.run().marginals[0] == 1.0
-    assert lbp_checks.flagged(rnd)
+    assert lbp_flags.flagged(rnd)
     assert rnd.flags[0].startswith("evidence lost at end=true")
     assert ("float64" if precision == "f64" else "float32") in rnd.flags[0]
 
 
 def test_lost_evidence_measured_numbers():
-    # The mechanism (lbp_checks' docstring): end's cavity is two floored terms, -(970 - 1) ln 2, and the OR
+    # The mechanism (lbp_flags' docstring): end's cavity is two floored terms, -(970 - 1) ln 2, and the OR
     # factor sends each chain the cap 672.35 instead of the ~830 nats the 60 clauses of 1e-6 take off.
     model = chains()
     session = Session(model, method="lbp")
@@ -86,11 +86,11 @@ def test_lost_evidence_measured_numbers():
     msgs = np.asarray(session.messages)
     g = model.graph
     end = model.index["end"]
-    cavity = lbp_checks.combine(lbp_checks.incoming(g, msgs, np.array([end])))[0]
+    cavity = lbp_flags.combine(lbp_flags.incoming(g, msgs, np.array([end])))[0]
     assert cavity == pytest.approx(-969 * np.log(2), abs=1e-6)
     up = msgs[np.asarray(g.factor_offsets)[-2] + 1:]  # end's factor to the two chains' last clauses
     assert up == pytest.approx([970 * np.log(2)] * 2, abs=1e-3)
-    assert lbp_checks.soft_limit(np.float64) == pytest.approx(672.36, abs=0.01)
+    assert lbp_flags.soft_limit(np.float64) == pytest.approx(672.36, abs=0.01)
 
 
 def test_evidence_passed_on_hard_is_not_flagged():
@@ -136,7 +136,7 @@ def test_impossible_labels_flagged_with_parall():
     rnd = lbp(model, labels, schedule="parall")
     assert rnd.converged and rnd.iterations == 1 and rnd.remedy is None
     np.testing.assert_array_equal(rnd.marginals[:3], 0.5)
-    assert lbp_checks.flagged(rnd)
+    assert lbp_flags.flagged(rnd)
     assert "still change" in rnd.flags[0] and "cancel" in rnd.flags[0]
 
 
@@ -252,8 +252,8 @@ def test_messages_into_hard_variables_are_not_residuals():
 def test_flagged_reads_the_flags():
     rnd = Round(marginals=np.zeros(1), log_odds=np.zeros(1), iterations=1, converged=True, delta=0.0,
                 seconds=0.0)
-    assert rnd.flags == () and not lbp_checks.flagged(rnd)
-    assert lbp_checks.flagged(Round(**{**rnd.__dict__, "flags": ("evidence lost at x=true: ...",)}))
+    assert rnd.flags == () and not lbp_flags.flagged(rnd)
+    assert lbp_flags.flagged(Round(**{**rnd.__dict__, "flags": ("evidence lost at x=true: ...",)}))
 
 
 @pytest.mark.parametrize("gather", [False, True])
@@ -263,7 +263,7 @@ def test_fetched_messages(gather):
 
     messages = jnp.asarray(np.linspace(-3.0, 3.0, 50).tolist() + [np.inf, -np.inf])
     edges = np.array([51, 3, 3, 50, 0, 17])
-    fetched = lbp_checks.Fetched(messages, edges, gather=gather)
+    fetched = lbp_flags.Fetched(messages, edges, gather=gather)
     np.testing.assert_array_equal(fetched[edges], np.asarray(messages)[edges])
     np.testing.assert_array_equal(fetched[np.array([17, 51])], np.asarray(messages)[[17, 51]])
 
@@ -281,9 +281,9 @@ def _flags_both_ways(model: Model, labels: dict[int, bool], **settings):
     rnd = session.run()
     args = dict(dtype=session.dtype, converged=rnd.converged, iterations=rnd.iterations, delta=rnd.delta,
                 remedy=rnd.remedy, tol=session.settings.tol, var_names=model.var_names)
-    every = lbp_checks.check_round(model.graph, session.messages, rnd.log_odds, labels, **args)
-    forced = lbp_checks.forced_without_labels(model.graph)
-    narrowed = lbp_checks.check_round(model.graph, session.messages, rnd.log_odds, labels, forced=forced,
+    every = lbp_flags.flag_round(model.graph, session.messages, rnd.log_odds, labels, **args)
+    forced = lbp_flags.forced_without_labels(model.graph)
+    narrowed = lbp_flags.flag_round(model.graph, session.messages, rnd.log_odds, labels, forced=forced,
                                       **args)
     return every, narrowed
 
@@ -315,7 +315,7 @@ def test_forced_without_labels_are_the_hard_variables_of_an_unlabelled_round():
     factors = [Factor(AND, 0, (), 1.0, 1.0), Factor(AND, 1, (0,), 1.0, 1.0), Factor(AND, 2, (1,), 0.9, 0.9),
                Factor(OR, 3, (2, 1), 1.0, 1.0)]
     model = Model(graph=from_factors(factors, 4), var_names=tuple(f"v{i}" for i in range(4)))
-    forced = lbp_checks.forced_without_labels(model.graph)
+    forced = lbp_flags.forced_without_labels(model.graph)
     np.testing.assert_array_equal(forced, np.isinf(lbp(model).log_odds))
     assert forced.tolist() == [True, True, False, True]
 
@@ -333,18 +333,18 @@ def test_blocks_of_the_local_update_give_the_same_flags(seed, monkeypatch):
     session = Session(model, method="lbp")
     session.labels = dict(labels)
     rnd = session.run()
-    fetched = lbp_checks.Fetched(session.messages, np.arange(model.graph.num_edges))
-    whole = lbp_checks.residual_near_labels(model.graph, fetched, rnd.log_odds, labels, session.dtype)
-    monkeypatch.setattr(lbp_checks, "BLOCK", 8)
-    blocks = lbp_checks.residual_near_labels(model.graph, fetched, rnd.log_odds, labels, session.dtype)
+    fetched = lbp_flags.Fetched(session.messages, np.arange(model.graph.num_edges))
+    whole = lbp_flags.residual_near_labels(model.graph, fetched, rnd.log_odds, labels, session.dtype)
+    monkeypatch.setattr(lbp_flags, "BLOCK", 8)
+    blocks = lbp_flags.residual_near_labels(model.graph, fetched, rnd.log_odds, labels, session.dtype)
     np.testing.assert_allclose(blocks, whole, rtol=1e-12, atol=0)
-    gathered = lbp_checks.Fetched(session.messages, np.arange(model.graph.num_edges), gather=True)
+    gathered = lbp_flags.Fetched(session.messages, np.arange(model.graph.num_edges), gather=True)
     np.testing.assert_array_equal(gathered.values, fetched.values)
 
 
 def test_checks_compile_nothing_as_labels_come():
     # Labels from one sampled world on 1,000 tuples of a synthetic graph: the factors around them pass one
-    # block (4,096 edges) and so do the gathers; after `compile_checks` (as simulate and triage do) no
+    # block (4,096 edges) and so do the gathers; after `compile_flags` (as simulate and triage do) no
     # label compiles anything, the first included.
     import jax
     import jax.monitoring
@@ -360,7 +360,7 @@ def test_checks_compile_nothing_as_labels_come():
     order = np.random.default_rng(0).permutation(named)
     session = Session(model, method="lbp", schedule="parall")
     session.run()
-    session.compile_checks()
+    session.compile_flags()
     compiles = []
     jax.monitoring.register_event_duration_secs_listener(
         lambda name, *a, **k: compiles.append(name) if "backend_compile" in name else None)
