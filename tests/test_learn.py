@@ -710,3 +710,28 @@ def test_intervals_follow_the_profile_posterior_along_a_ridge():
     assert abs(profiled.upper[2] - laplace.upper[2]) < 0.02
     assert abs(profiled.lower[2] - laplace.lower[2]) < 0.03
     assert "poorly identified" in profiled.lines()[0].comment
+
+
+def test_labels_on_inner_tuples_identify_rules_that_fire_together():
+    # Labels on any tuple are evidence (a labels file's names may be any tuple, `load_labels`; a graph's
+    # "truth" may name any tuple): labelling the middle of in -> mid -> alarm separates R0 from R1,
+    # which the alarms alone tell only as a product.
+    from datalog.derivation import from_clauses
+
+    rng = np.random.default_rng(1)
+    n = 80
+    mid = rng.random(n) < 0.7
+    alarm = mid & (rng.random(n) < 0.6)
+    clauses = [c for i in range(n) for c in (("R0", f"mid({i})", [f"in({i})"]),
+                                             ("R1", f"a({i})", [f"mid({i})"]))]
+    alarms = {f"a({i})": bool(t) for i, t in enumerate(alarm)}
+    inner = {f"mid({i})": bool(t) for i, t in enumerate(mid)}
+    results = []
+    for truth in (alarms, {**alarms, **inner}):
+        dg = from_clauses(clauses, rules={"R0": 0.999, "R1": 0.999}, alarms=list(alarms), truth=truth)
+        results.append(learn([to_model(dg, compress=True)], None, LearnOptions(method="exact")))
+    only_alarms, with_inner = results
+    assert np.all(only_alarms.upper - only_alarms.lower > 0.3)  # the product only: poorly identified
+    assert np.all(with_inner.upper - with_inner.lower < 0.3)
+    assert with_inner.lower[0] <= mid.mean() <= with_inner.upper[0]
+    assert with_inner.lower[1] <= alarm.sum() / mid.sum() <= with_inner.upper[1]
