@@ -137,7 +137,8 @@ def simulate(
     if learn:
         from fastlbp.inference.learn import LearnOptions, OnlineOptions
 
-        # The E-step uses the rounds' method (auto: exact where it fits, else sampling, else LBP).
+        # The E-step uses the rounds' method (auto: learning's own choice, `learn.e_step_method`: exact
+        # where it fits, else LBP).
         online = OnlineOptions(LearnOptions(method=settings.method, settings=settings), steps=learn_steps)
     result = sim.simulate(model, truth, max_rounds=max_rounds, on_step=each_round, settings=settings,
                           online=online, soft=soft)
