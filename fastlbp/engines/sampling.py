@@ -73,7 +73,7 @@ from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
 from fastlbp.engines import importance, proposal, sampling_plan, sampling_program, sampling_weights
 from fastlbp.engines.marginals import Marginals
-from fastlbp.engines.sampling_bits import _LN2, _rows_dot, _unpack, combine, scale_exponent
+from fastlbp.engines.sampling_bits import _LN2, _rows_dot, _unpack, combine_scaled_sums, scale_exponent
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, digit_bits, threefry2x32
 from fastlbp.engines.sampling_estimates import Z95, Tally, _max_se, wilson  # noqa: F401  (part of this API)
 from fastlbp.engines.sampling_plan import (
@@ -309,7 +309,7 @@ def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
     if extra_log_w is not None:
         log_w = log_w + extra_log_w  # a tilted proposal's P / Q (`proposal.mixture_log_w`)
     log_w = xp.where(ok, log_w, -np.inf)
-    top = scale_exponent(xp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine`)
+    top = scale_exponent(xp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine_scaled_sums`)
     scale = xp.where(top > -np.inf, top * _LN2, 0.0)
     omega = xp.where(log_w > -np.inf, xp.exp(log_w - scale), 0.0)  # (N,) in [0, 1]
     omega2 = omega * omega
@@ -328,8 +328,9 @@ def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
 
 
 def _combine(xp, acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one (`sampling_bits.combine`)."""
-    return batch if acc is None else combine(xp, acc, batch)
+    """Two sets of weighted sums with their own scales, on the larger one
+    (`sampling_bits.combine_scaled_sums`)."""
+    return batch if acc is None else combine_scaled_sums(xp, acc, batch)
 
 
 def _hard(coin_rows: np.ndarray):

@@ -56,7 +56,7 @@ from jax import lax
 
 from fastlbp.core.graph import AND
 from fastlbp.engines import importance, proposal
-from fastlbp.engines.sampling_bits import _LN2, WORD_BITS, _unpack, combine, scale_exponent
+from fastlbp.engines.sampling_bits import _LN2, WORD_BITS, _unpack, combine_scaled_sums, scale_exponent
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, capacities, coin_words, digit_bits
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
@@ -641,7 +641,7 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
         log_w = lax.cond(tilted, with_tilt, lambda lw: lw, log_w)
         log_w = jnp.where(ok, log_w, -np.inf)
-        top = scale_exponent(jnp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine`)
+        top = scale_exponent(jnp, log_w.max())  # the batch's scale 2^top (`combine_scaled_sums`)
         scale = jnp.where(top > -np.inf, top * _LN2, 0.0)
         omega = jnp.where(log_w > -np.inf, jnp.exp(log_w - scale), 0.0)
         omega2 = omega * omega
@@ -657,8 +657,9 @@ def _batch(static: _Static, arrays, data, key, words, valid):
 
 
 def combine_sums(acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one (jax; `sampling_bits.combine`)."""
-    return combine(jnp, acc, batch)
+    """Two sets of weighted sums with their own scales, on the larger one (jax;
+    `sampling_bits.combine_scaled_sums`)."""
+    return combine_scaled_sums(jnp, acc, batch)
 
 
 def _round(static: _Static, arrays, data, key, first_word, batches, valid):
