@@ -54,9 +54,10 @@ def _rows_dot(xp, state, weights):
 # A batch's weighted sums are kept on a scale of its own, 2^k (`scale_exponent`), and two batches are
 # combined on the larger of their scales (`combine_scaled_sums`). With powers of two every rescaling
 # product is exact, so a sum is the same bits whether or not the compiler fuses a product into the
-# addition (a fused multiply-add): the same batches combined in the same order give the same bits in any program, as a
-# round spread over several devices needs (`fastlbp.engines.sharded_sampling`). With e^top as the scale
-# instead, XLA's fusion of one combination into a multiply-add changed a sum by 1 ulp.
+# addition (a fused multiply-add): the same batches combined in the same order give the same bits in
+# any program, as a round spread over several devices needs (`fastlbp.engines.sharded_sampling`).
+# With e^top as the scale instead, XLA's fusion of one combination into a multiply-add changed a sum
+# by 1 ulp.
 _LN2 = math.log(2.0)
 
 
