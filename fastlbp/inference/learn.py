@@ -722,7 +722,8 @@ class Learner:
             top, bottom = p > upper, p < lower
             lower = np.where(top, _quantile(0.05, alpha + 1, beta_ + 1, p), np.where(bottom, 0.0, lower))
             upper = np.where(bottom, _quantile(0.95, alpha + 1, beta_ + 1, p), np.where(top, 1.0, upper))
-            if opts.profile and all(post is not None and post.method == "exact" for post in self._posteriors):
+            if opts.profile and all(post is not None and method_of(post.method).exact
+                                    for post in self._posteriors):
                 t = time.perf_counter()
                 lower, upper = self._profile(p, cov, lower, upper, clauses > 0)
                 info_s += time.perf_counter() - t

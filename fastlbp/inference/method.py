@@ -49,6 +49,8 @@ class Method:
         reference: `fastlbp check` may compare another method with it (`reference_marginals`).
         sampled: its numbers are Monte Carlo estimates, shown with the digits their standard errors
             support (`intervals`).
+        exact: its numbers are the model's posterior itself (learning's profile check of an interval
+            re-maximises with its E-steps).
         error_head: the head of a table's column of errors, beside each probability.
         caveat: a sentence about a ranking's numbers as a whole, said once beside its table; None.
     """
@@ -63,6 +65,7 @@ class Method:
     batched_e_steps: bool = False
     reference: bool = False
     sampled: bool = False
+    exact: bool = False
     error_head: str = "error"
     caveat: str | None = None
 

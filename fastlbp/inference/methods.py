@@ -256,6 +256,7 @@ class ExactMethod(Method):
     help = "bucket elimination; refused when the graph is too wide"
     fallback = "lbp"
     reference = True
+    exact = True
 
     def prepare(self, model: Model, plan: Plan, sampler=None) -> Prepared:
         from fastlbp.inference.rounds import Exact
