@@ -663,13 +663,17 @@ class Journal:
                                     "changed (a session file must hold the journal's schema alone)")
             self.conn.execute("COMMIT")
         except (sqlite3.Error, OSError, _NotAsWritten) as err:
-            try:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # a failed transaction is rolled back by SQLite itself
-            raise SessionWriteError(self.path, err) from None
+            self._rolled_back(err)
         return seq
+
+    def _rolled_back(self, err: Exception):
+        """Rolls back the open transaction, then raises `SessionWriteError` for `err`."""
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # a failed transaction is rolled back by SQLite itself
+        raise SessionWriteError(self.path, err) from None
 
     def write_snapshot(self, state: str, messages: bytes | None, learned: bytes | None) -> int:
         """Replaces the snapshot with one covering every event in the file now; returns its seq.
@@ -695,12 +699,7 @@ class Journal:
                               (seq, json.dumps(payload), messages, learned, time.time()))
             self.conn.execute("COMMIT")
         except (sqlite3.Error, OSError, _NotAsWritten) as err:
-            try:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # a failed transaction is rolled back by SQLite itself
-            raise SessionWriteError(self.path, err) from None
+            self._rolled_back(err)
         return int(seq)
 
     def read_snapshot(self) -> tuple[tuple | None, str | None]:
