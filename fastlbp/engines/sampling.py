@@ -100,8 +100,16 @@ BATCH_BYTES = 1 << 28
 # in numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
-# A draw's predicted seconds are taken this many times over when deciding whether it fits the budget.
+# A draw's predicted seconds are taken this many times over when deciding whether it fits the budget
+# (weblech's 0.4 s rounds on a 2-core CPU reached 0.52 s without a margin: the speed's noise).
 DRAW_MARGIN = 1.15
+# Bytes a batch may take on a CPU (`per_word` in `Sampler.__init__` times its words): a batch is the
+# unit a time-bounded draw is cut in, and larger ones were no faster there. Two runs on this 2-core CPU
+# (32 MiB L3): avrora's labelled worlds cost 4.0e-5 s each in batches of 16 and 32 words (4 and 8 MiB)
+# and 4.4e-5 at 64; in a busier run 5.5e-5 at 32 words and 7.3e-5 at 64 and 128 (33 MiB, the former
+# default: 0.1-0.35 s a batch against an interactive round's 0.4 s). ftp: 1.6-1.7e-4 at 16 and 32
+# words, 2.7e-4 at 128.
+CPU_BATCH_BYTES = 8 << 20
 HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # The device path draws again from the tilted proposal (`proposal`: host work) when the prior's worlds
 # leave fewer than this share of their number effective. At 0.05, 4 of 277 marginals of the improbable
@@ -341,15 +349,36 @@ def _hard(coin_rows: np.ndarray):
     return None
 
 
+def draw_size(wanted: int, unit: int, unit_seconds: float | None, left: float,
+              margin: float = DRAW_MARGIN) -> int:
+    """Worlds of the next piece of a time-bounded draw of `wanted` more worlds.
+
+    A draw costs whole units of `unit` worlds (a round of the device's batches: one partly drawn costs a
+    whole one), `unit_seconds` each as last measured for this kind of draw (`Sampler.unit_seconds`).
+
+    Returns:
+        `wanted` where its units are predicted to end within `left` seconds (their time taken
+        `margin` times over), else the whole units that are (0: none); one unit where the speed is not
+        measured yet (None): drawing it measures it.
+    """
+    if wanted <= 0:
+        return 0
+    if unit_seconds is None:
+        return min(wanted, unit)
+    if margin * -(-wanted // unit) * unit_seconds <= left:
+        return wanted
+    return min(wanted, max(0, int(left / (margin * unit_seconds))) * unit)
+
+
 class Sampler:
     """A sampler for one graph: `sampler(labels, samples, seed, ...) -> Tally`.
 
     Args:
         graph: a Bayesian-network factor graph (`sampling_plan`).
         var_names: names for error messages.
-        batch_words: words (32 worlds each) per batch; None: on the device a power of two near an
-            eighth of `samples_hint`'s words that fits the memory budget (`_batch_budget`), at most
-            MAX_BATCH_WORDS; on the host HOST_BATCH_WORDS.
+        batch_words: words (32 worlds each) per batch; None: on a GPU the power of two at least
+            `samples_hint`'s words, within the memory budget (`_batch_budget`) and MAX_BATCH_WORDS;
+            on a CPU a 32nd of that, within `CPU_BATCH_BYTES`; on the host HOST_BATCH_WORDS.
         head_digits: random words drawn for every coin word (even; `sampling_coins`); the coins do
             not depend on it, only the time does.
         tail_capacity: words one round of the coins' tail finishes (None: the expected count plus
@@ -365,7 +394,8 @@ class Sampler:
             labels' evidence looked ahead at; weights stay exact); False: from the prior. The host
             path tilts every labelled run; the device path draws from the prior first and again from
             the tilt when the prior's worlds leave fewer than `TILT_BELOW` of their number effective
-            (most triage rounds do not: the tilt's host work is 0.1-0.25 s at avrora and ftp size).
+            (most triage rounds do not: the tilt's host work is 0.1-0.25 s at avrora and ftp size),
+            decided at half the time budget where the budget cuts the prior's first draw.
         samples_hint: worlds a run usually draws (sizes the device's batches).
     """
 
@@ -387,7 +417,12 @@ class Sampler:
         self.host = plan.edges <= HOST_EDGES if host is None else bool(host)
         self.compiles = 0  # device programs compiled by this sampler (one per graph unless labels outgrow it)
         self.compile_seconds = 0.0
-        self.world_seconds: float | None = None  # measured seconds per world of the last draws
+        self.world_seconds: float | None = None  # measured seconds per world of the last draw
+        # Measured seconds of `unit_worlds` worlds per kind of draw, "plain" (no labels), "weighted"
+        # (labels) or "tilted" (the proposal's coins), each as last drawn: a labelled world cost 2-3
+        # times an unlabelled one on a CPU, so a round sized by the other kind's speed overran its budget
+        # (avrora's first labelled round after the unlabelled one: 0.8 s against 0.4).
+        self.unit_seconds: dict[str, float] = {}
         self.tilt_seconds_per_variable: float | None = None  # measured host cost of the last tilt
         self.reserved = False  # `reserve` was called
         self._head_digits, self._tail_capacity = head_digits, tail_capacity
@@ -408,10 +443,13 @@ class Sampler:
             fit = max(1, _batch_budget() // per_word)
             # On a GPU the usual run in one batch: a step costs about 50 us of loop and launch there
             # whatever its width (H200), so a batch of 4,096 words took 8 ms, 8 of 512 words 30 ms
-            # (avrora, 10^5 worlds). On a CPU about 32 batches (4,096 worlds): a round cut to its
-            # budget draws whole batches, and one of 16,384 worlds took 0.8 s with a label at avrora's
-            # size (an interactive round's budget is 0.4 s).
-            per_run = 1 if jax.default_backend() == "gpu" else 32
+            # (avrora, 10^5 worlds). On a CPU at least 32 batches, of at most `CPU_BATCH_BYTES`: a
+            # round cut to its budget draws whole batches (32 words, 0.045 s with labels at avrora's
+            # size on this CPU, where 128 took 0.1-0.35 s against an interactive round's 0.4 s).
+            gpu = jax.default_backend() == "gpu"
+            per_run = 1 if gpu else 32
+            if not gpu:
+                fit = max(1, min(fit, CPU_BATCH_BYTES // per_word))
             hint = max(1, int(samples_hint) // (per_run * WORD_BITS))
             self.batch_words = int(batch_words or max(1, min(MAX_BATCH_WORDS, 1 << int(math.log2(fit)),
                                                              1 << max(hint - 1, 0).bit_length())))
@@ -532,15 +570,17 @@ class Sampler:
         Drawing goes on in rounds that double the worlds drawn so far, up to `max_samples` in all
         (default `samples`), while the largest standard error over `rows` (default all variables)
         exceeds `target_se` (0: no target) or the effective sample size is below `min_effective`.
-        `on_empty()`, if given, is called once when the first draw holds no world of positive weight
+        `on_empty()`, if given, is called once when a draw holds no world of positive weight
         (it may raise: the labels' contradiction named before more worlds are drawn in vain).
-        `seconds` > 0 bounds the drawing: a first draw that would overrun it at the speed measured
-        before is cut to what fits (whole words, at least `MIN_WORLDS`), and a draw starts only while it is
-        predicted to end within it; `self.stopped` then says "time" (the caller decides whether
-        fewer than `min_effective` effective samples are an error). A compile is not drawing: the
-        device program is compiled ahead of the first draw, and its time is `compile_seconds`.
-        World i is the same world whatever the rounds or batches (counters on the device, a stream
-        per batch position on the host), so a run is deterministic given the seed.
+        `seconds` > 0 bounds the drawing (`draw_size`): a first draw that would overrun it at the
+        speed measured for its kind of draw (`unit_seconds`) is cut to the whole batches that fit, at
+        least `MIN_WORLDS` (a kind not measured yet draws one batch first, which measures it), and a
+        later draw starts only while it is predicted to end within it; `self.stopped` then says
+        "time" (the caller decides whether fewer than `min_effective` effective samples are an
+        error). A compile is not drawing: the device program is compiled ahead of the first draw,
+        and its time is `compile_seconds`. World i is the same world whatever the rounds or batches
+        (counters on the device, a stream per batch position on the host), so a run is
+        deterministic given the seed.
         """
         labels = {int(v): bool(t) for v, t in (labels or {}).items()}
         weighted = bool(labels)
@@ -549,92 +589,167 @@ class Sampler:
         most = max(samples, -(-int(max_samples or 0) // WORD_BITS) * WORD_BITS)
         if most // WORD_BITS >= 2**32:
             raise InferenceError(f"sampling: at most {2**32 * WORD_BITS} worlds per run, asked {most}")
-        samples = self._fitting(samples, seconds)
         if self.host:
             arrays = self.label_arrays(labels) if weighted else None
             la = arrays.astuple() if weighted else None
             tilt = self._proposal(labels, arrays) if weighted and self.tilt else None
             self.tilted_coins = 0 if tilt is None else int(tilt[1][0].size)
             draw = functools.partial(self._draw_host, key, labels=la, seed=seed, tilt=tilt)
-            return self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, on_empty)
+            kind = "tilted" if tilt is not None else "weighted" if weighted else "plain"
+            return self._drawing(draw, kind, samples, most, target_se, min_effective, rows, seconds,
+                                 time.perf_counter(), on_empty)
         start = time.perf_counter()
         data = self._round_data(labels, None)
+        compiled = self.compile_seconds
         run = self._compiled(data)
+        start += self.compile_seconds - compiled  # a compile is not drawing
         self.tilted_coins = 0
         draw = functools.partial(self._draw_device, run, key, data)
-        tally = self._drawing(draw, samples, most, target_se, min_effective, rows, seconds, on_empty)
-        if not (weighted and self.tilt) or tally.effective >= TILT_BELOW * tally.drawn:
+        tilting = weighted and self.tilt
+        tried, tilt = False, None
+
+        def low(tally: Tally) -> bool:
+            # The prior's worlds leave too few effective: the labels' evidence looked ahead at.
+            return tally.effective < TILT_BELOW * tally.drawn
+
+        def tilt_now(tally: Tally) -> bool:
+            # Asked when the budget cut the prior's first draw at half of it: a tilt then has the other
+            # half (deciding after the whole draw left no time for it on a CPU).
+            nonlocal tried, tilt
+            if not low(tally):
+                return False
+            tried, tilt = True, self._affordable_tilt(labels, start, seconds)
+            return tilt is not None
+
+        tally = self._drawing(draw, "weighted" if weighted else "plain", samples, most, target_se,
+                              min_effective, rows, seconds, start, on_empty,
+                              check=tilt_now if tilting and seconds > 0 else None)
+        if not tilting or not low(tally):
             return tally
-        # The prior's worlds leave too few effective: the labels' evidence looked ahead at (host work),
-        # and the run drawn again from the tilted mixture within what is left of the budget; the
-        # better of the two is kept. A tilt whose host work alone would overrun the budget is skipped.
-        elapsed = time.perf_counter() - start
-        tilt_cost = self.plan.num_vars * (self.tilt_seconds_per_variable or TILT_SECONDS_PER_VARIABLE)
-        if seconds > 0 and elapsed + tilt_cost > seconds:
-            return tally
-        t0 = time.perf_counter()
-        tilt = self._device_tilt(labels)
-        self.tilt_seconds_per_variable = (time.perf_counter() - t0) / max(self.plan.num_vars, 1)
+        if not tried:
+            tilt = self._affordable_tilt(labels, start, seconds)
         if tilt is None:
             return tally
+        # The run drawn again from the tilted mixture within what is left of the round's budget; the
+        # better of the two is kept.
         stopped = self.stopped
         tilted_data = self._round_data(labels, tilt)
         draw = functools.partial(self._draw_device, run, key, tilted_data)
-        # What is left of the budget, cut to at least a batch (a whole round then stays near 1.25x it:
-        # a floor of a quarter of the budget took weblech's tilted rounds to 1.3x).
-        left = max(seconds - (time.perf_counter() - start), 1e-9) if seconds > 0 else 0.0
-        tilted = self._drawing(draw, self._fitting(min(samples, tally.drawn), left), most, target_se,
-                               min_effective, rows, left)
+        tilted = self._drawing(draw, "tilted", samples, most, target_se, min_effective, rows, seconds, start)
         if tilted.effective >= tally.effective:
             self.tilted_coins = int(np.count_nonzero(tilt.tilted))
             return tilted
         self.stopped = stopped
         return tally
 
-    def _fitting(self, samples: int, seconds: float) -> int:
-        """`samples`, or fewer where that first draw alone would overrun `seconds` at the speed measured
-        (a first draw that fits is never cut, so a run's worlds do not depend on the timing); never
-        below `MIN_WORLDS`, nor on the device below a batch (fewer worlds cost as much there)."""
-        if not (seconds > 0 and self.world_seconds and samples * self.world_seconds > seconds):
-            return samples
-        fits = int(0.8 * seconds / self.world_seconds) // WORD_BITS * WORD_BITS
-        least = MIN_WORLDS if self.host else max(MIN_WORLDS, self.batch_words * WORD_BITS)
-        return max(min(samples, fits), least)
+    def _affordable_tilt(self, labels: dict[int, bool], start: float, seconds: float):
+        """The proposal's `Tilt` for `labels` (`_device_tilt`, host work), or None: nothing to tilt, or
+        its host work and the fewest tilted worlds a draw takes (`least_worlds`, at the speed of
+        labelled ones until tilted ones are timed) would overrun the budget of a round begun at
+        `start` (its host work timed, `tilt_seconds_per_variable`)."""
+        if seconds > 0:
+            tilt_cost = self.plan.num_vars * (self.tilt_seconds_per_variable or TILT_SECONDS_PER_VARIABLE)
+            unit = self.unit_seconds.get("tilted", self.unit_seconds.get("weighted", 0.0))
+            draw = self.least_worlds // self.unit_worlds * unit
+            if time.perf_counter() - start + tilt_cost + DRAW_MARGIN * draw > seconds:
+                return None
+        t0 = time.perf_counter()
+        tilt = self._device_tilt(labels)
+        self.tilt_seconds_per_variable = (time.perf_counter() - t0) / max(self.plan.num_vars, 1)
+        return tilt
 
-    def _drawing(self, draw, samples: int, most: int, target_se: float, min_effective: float, rows,
-                 seconds: float, on_empty=None) -> Tally:
-        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`."""
+    @property
+    def unit_worlds(self) -> int:
+        """Worlds a draw's time is counted in: a round of the device's batches (one per device; a
+        batch partly drawn costs a whole one), a word on the host (its batches follow the draw)."""
+        return WORD_BITS if self.host else self.batch_words * WORD_BITS * self.devices_used
+
+    @property
+    def least_worlds(self) -> int:
+        """Fewest worlds a time-bounded draw takes: `MIN_WORLDS`, on the device in whole units."""
+        return MIN_WORLDS if self.host else -(-MIN_WORLDS // self.unit_worlds) * self.unit_worlds
+
+    def _unit_speed(self, kind: str) -> float | None:
+        """Measured seconds of `unit_worlds` worlds of `kind`; on the host, the last draw's speed where
+        `kind` has none (a probe there would change the worlds: its streams follow the batches)."""
+        measured = self.unit_seconds.get(kind)
+        if measured is None and self.host and self.world_seconds:
+            return self.world_seconds * WORD_BITS
+        return measured
+
+    def _drawing(self, draw, kind: str, samples: int, most: int, target_se: float, min_effective: float,
+                 rows, seconds: float, start: float, on_empty=None, check=None) -> Tally:
+        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`, within `seconds` of
+        `start` (0: unbounded).
+
+        The first draw, `samples` worlds, is drawn in pieces of whole units (`draw_size`) where the
+        budget cuts it (a first draw that fits is drawn whole, so its worlds do not depend on the
+        timing), each piece timed as `kind` (`unit_seconds`). With `check`, a cut first draw stops at
+        half the budget and `check(tally)` says whether to end the drawing there.
+        """
         plan = self.plan
+        unit = self.unit_worlds
+        least = self.least_worlds
         acc, drawn = None, 0
-        target = samples
-        start = time.perf_counter()
         self.stopped = "worlds"
-        while True:
+
+        def timed_draw(stop: int):
+            nonlocal acc, drawn, on_empty
             t0 = time.perf_counter()
-            if target > drawn:
-                acc = draw(drawn, target, acc)
-            s1, s2, w1, w2, _, positive = (np.asarray(a) for a in jax.device_get(acc))
+            acc = draw(drawn, stop, acc)
             spent = time.perf_counter() - t0
-            self.world_seconds = spent / (target - drawn) if target > drawn else self.world_seconds
-            drawn = target
+            self.world_seconds = spent / (stop - drawn)
+            self.unit_seconds[kind] = spent / -(-(stop - drawn) // unit)
+            drawn = stop
+            s1, s2, w1, w2, _, positive = (np.asarray(a) for a in jax.device_get(acc))
             tally = Tally(s1=s1[plan.row_of], s2=s2[plan.row_of], w1=float(w1), w2=float(w2), drawn=drawn,
                           positive=int(positive))
             if on_empty is not None and tally.positive == 0:
-                on_empty()
-                on_empty = None
+                on_empty, asked = None, on_empty
+                asked()
+            return tally
+
+        def done(tally: Tally) -> bool:
             if drawn >= most:
-                break
+                return True
             if tally.effective >= min_effective and tally.positive > 0 and (
                     not target_se or _max_se(tally, rows) <= target_se):
                 self.stopped = "target"
-                break
+                return True
+            return False
+
+        # The first draw, in pieces where the budget cuts it.
+        share = 0.5 if check is not None else 1.0
+        while drawn < samples:
+            want = samples - drawn
+            if seconds > 0:
+                speed = self._unit_speed(kind)
+                left = share * seconds - (time.perf_counter() - start)
+                piece = want if speed is None and self.host else draw_size(want, unit, speed, left)
+                if drawn == 0:
+                    piece = max(piece, min(want, least))  # a round answers from at least this many
+                if piece == 0:
+                    break
+            else:
+                piece = want
+            tally = timed_draw(drawn + piece)
+            if share < 1.0 and drawn < samples:
+                if check(tally):
+                    self.stopped = "time"
+                    return tally
+                share = 1.0
+        if drawn < samples:  # cut by the budget
+            if not done(tally):
+                self.stopped = "time"
+            return tally
+        while not done(tally):
             target = min(most, 2 * drawn)
-            elapsed = time.perf_counter() - start
-            # The next draw starts only while it is predicted to end within the budget, with a margin
-            # for the speed's noise (weblech's 0.4 s rounds on a 2-core CPU reached 0.52 s without).
-            if seconds > 0 and elapsed + DRAW_MARGIN * (target - drawn) * self.world_seconds > seconds:
+            # The next draw starts only while it is predicted to end within the budget.
+            cost = -(-(target - drawn) // unit) * (self._unit_speed(kind) or 0.0)
+            if seconds > 0 and time.perf_counter() - start + DRAW_MARGIN * cost > seconds:
                 self.stopped = "time"
                 break
+            tally = timed_draw(target)
         return tally
 
     def _draw_device(self, run, key, data, start: int, stop: int, acc):

@@ -130,6 +130,7 @@ class ShardedSampler(sampling.Sampler):
         if not out.host:
             out._program, out._exe, out._device_arrays = None, None, None
         out.compiles, out.compile_seconds, out.world_seconds = 0, 0.0, None
+        out.unit_seconds = {}  # its own: the speeds of another mesh
         return out
 
     @property
