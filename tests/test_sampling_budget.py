@@ -1,4 +1,4 @@
-"""A time-bounded draw (`Sampler.__call__`'s `seconds`) against a fake clock: no test here times anything.
+"""A time-bounded draw (`fastlbp.engines.sampling_budget`) against a fake clock: no test times anything.
 
 The sampler's clock is replaced by one that only the draws move: every call of the compiled round
 advances it by a fixed cost per batch of the kind of worlds drawn (unlabelled, labelled, tilted), and
@@ -14,7 +14,7 @@ import dataclasses
 from datalog.bayesnet import to_model
 from datalog.synthetic import layered
 from fastlbp.core.graph import AND, OR, Factor, from_factors
-from fastlbp.engines import sampling, sampling_program
+from fastlbp.engines import sampling, sampling_budget, sampling_program
 from fastlbp.engines.sampling import Sampler
 
 _FIELDS = [f.name for f in dataclasses.fields(sampling_program.RoundData)]
@@ -35,7 +35,8 @@ def fake_costs(monkeypatch, sampler: Sampler, per_batch: dict[str, float], tilt_
     """The sampler's draws cost `per_batch[kind]` fake seconds a batch ("plain", "weighted", "tilted"),
     a partly drawn batch as much as a whole one, and its tilt `tilt_seconds`. Returns the clock."""
     clock = FakeClock()
-    monkeypatch.setattr(sampling, "time", clock)
+    monkeypatch.setattr(sampling, "time", clock)  # a run's start
+    monkeypatch.setattr(sampling_budget, "time", clock)  # its draws and tilt
     draw, tilt = sampler._draw_device, sampler._device_tilt
 
     def timed_draw(run, key, data, start, stop, acc):
@@ -55,14 +56,14 @@ def fake_costs(monkeypatch, sampler: Sampler, per_batch: dict[str, float], tilt_
 def test_draw_size_counts_whole_batches():
     # Batches of 1,024 worlds at 0.1 s: 0.4 s left fits 3 of them (3.45 s with the margin), a partial
     # fourth costs as much as a whole one, and a draw that fits is not cut.
-    assert sampling.draw_size(10_000, 1024, 0.1, 0.4) == 3 * 1024
-    assert sampling.draw_size(3 * 1024 + 32, 1024, 0.1, 0.4) == 3 * 1024
-    assert sampling.draw_size(2048, 1024, 0.1, 0.4) == 2048
-    assert sampling.draw_size(3000, 1024, 0.1, 0.25, margin=1.0) == 2048  # 3,000 worlds are 3 batches
-    assert sampling.draw_size(10_000, 1024, 0.1, 0.05) == 0  # not even one
-    assert sampling.draw_size(10_000, 1024, 0.1, -1.0) == 0
-    assert sampling.draw_size(10_000, 1024, None, 0.4) == 1024  # not measured: one batch, which measures it
-    assert sampling.draw_size(0, 1024, 0.1, 0.4) == 0
+    assert sampling_budget.draw_size(10_000, 1024, 0.1, 0.4) == 3 * 1024
+    assert sampling_budget.draw_size(3 * 1024 + 32, 1024, 0.1, 0.4) == 3 * 1024
+    assert sampling_budget.draw_size(2048, 1024, 0.1, 0.4) == 2048
+    assert sampling_budget.draw_size(3000, 1024, 0.1, 0.25, margin=1.0) == 2048  # 3,000 worlds are 3 batches
+    assert sampling_budget.draw_size(10_000, 1024, 0.1, 0.05) == 0  # not even one
+    assert sampling_budget.draw_size(10_000, 1024, 0.1, -1.0) == 0
+    assert sampling_budget.draw_size(10_000, 1024, None, 0.4) == 1024  # not measured: a batch measures it
+    assert sampling_budget.draw_size(0, 1024, 0.1, 0.4) == 0
 
 
 def test_a_labelled_round_is_sized_by_labelled_worlds_not_the_last_draw(monkeypatch):

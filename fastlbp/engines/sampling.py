@@ -54,6 +54,14 @@ moved per world, so uint64 would gain nothing.
 
 Its speed against the memory floor, on the H200 and on a CPU: BENCHMARKS.md, "Exact inference and sampling"
 (`benchmarks/bench_sampling.py`).
+
+The parts, by role: this module holds `Sampler` (batch sizes, the device program's life, a run's
+draws) and `sample_marginals`; `sampling_plan` the network's arrays, `sampling_program` the device
+program, `sampling_coins` the device's coins, `sampling_host` the host path's numpy steps,
+`sampling_budget` how many worlds a time-bounded run draws (`TimedDrawing`, a base of `Sampler`),
+`sampling_estimates` the estimates and the refusals (`TooFewSamples`, `NoConsistentWorld`),
+`sampling_weights` the device's label weights and row sums, and `sampling_bits` the bit and scale
+arithmetic both paths share.
 """
 
 from __future__ import annotations
@@ -64,24 +72,28 @@ import time
 
 import jax
 import numpy as np
-from jax import lax
 
 from fastlbp.core.constraints import conflicting_labels
 from fastlbp.core.errors import ContradictoryEvidence, InferenceError
-from fastlbp.core.graph import AND, FactorGraph
+from fastlbp.core.graph import FactorGraph
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
 from fastlbp.engines import importance, proposal, sampling_plan, sampling_program, sampling_weights
 from fastlbp.engines.marginals import Marginals
-from fastlbp.engines.sampling_bits import _LN2, _rows_dot, _unpack, combine_scaled_sums, scale_exponent
+from fastlbp.engines.sampling_bits import _unpack
+from fastlbp.engines.sampling_budget import TimedDrawing
 from fastlbp.engines.sampling_coins import HEAD_DIGITS, digit_bits, threefry2x32
-from fastlbp.engines.sampling_estimates import Z95, Tally, _max_se, wilson  # noqa: F401  (part of this API)
+from fastlbp.engines.sampling_estimates import (  # noqa: F401  (part of this API)
+    Z95,
+    NoConsistentWorld,
+    Tally,
+    TooFewSamples,
+    wilson,
+)
+from fastlbp.engines.sampling_host import batch_sums, combine, hard_coin, host_coins, propagate
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
     FIRST_ROW,
-    ONE_COIN,
-    ONES_ROW,
-    ZERO_COIN,
     NotABayesNet,
     SamplerPlan,
     digits,
@@ -100,9 +112,6 @@ BATCH_BYTES = 1 << 28
 # in numpy: no compilation. weblech (2,600 reads) took 6-14 s to plan and compile on the device path's
 # first call on this CPU, and 0.2 s on the host for 10^5 worlds.
 HOST_EDGES = 20_000
-# A draw's predicted seconds are taken this many times over when deciding whether it fits the budget
-# (weblech's 0.4 s rounds on a 2-core CPU reached 0.52 s without a margin: the speed's noise).
-DRAW_MARGIN = 1.15
 # Bytes a batch may take on a CPU (`per_word` in `Sampler.__init__` times its words): a batch is the
 # unit a time-bounded draw is cut in, and larger ones were no faster there. Two runs on this 2-core CPU
 # (32 MiB L3): avrora's labelled worlds cost 4.0e-5 s each in batches of 16 and 32 words (4 and 8 MiB)
@@ -116,13 +125,8 @@ HOST_BATCH_WORDS = 1 << 9  # 16,384 worlds per host batch
 # label sets of tests/test_sampling_program.py were beyond 4 standard errors (the prior's worlds missed
 # the posterior while looking effective); at 0.5 none.
 TILT_BELOW = 0.5
-# Host seconds of the proposal's sweeps per variable, assumed until a tilt has been timed (H200 host: 0.25 s
-# at ftp's 69K variables; `Sampler.__call__` skips a tilt that would overrun the round's budget).
-TILT_SECONDS_PER_VARIABLE = 4e-6
 # Fewest worlds `methods.measured_speed` probes the sampler's speed with.
 PROBE_WORLDS = 8192
-# Fewest worlds a time-bounded run draws (`Sampler.__call__`'s `seconds`).
-MIN_WORLDS = 1024
 
 
 def _batch_budget() -> int:
@@ -133,244 +137,13 @@ def _batch_budget() -> int:
     return max(BATCH_BYTES, int(stats.get("bytes_limit", 0)) // 8)
 
 
-class TooFewSamples(InferenceError):
-    """The labels' weight sits on too few worlds: fewer effective samples than `settings.min_accepted`."""
-
-    def __init__(self, effective: float, drawn: int, needed: int, positive: int | None = None):
-        self.accepted, self.effective, self.drawn, self.needed = int(effective), effective, drawn, needed
-        self.positive = positive
-        of = "" if positive is None else f", {positive} of them of positive weight"
-        super().__init__(f"sampling: the labels leave {effective:.0f} effective samples of {drawn} worlds "
-                         f"drawn{of} (at least {needed} needed for estimates; min_accepted): they are "
-                         "improbable where the sampler draws; use --method exact where the graph allows, or "
-                         "draw more (max_samples)")
-
-
-class NoConsistentWorld(TooFewSamples):
-    """No world drawn has positive weight under the labels, and the hard constraints prove nothing."""
-
-    def __init__(self, drawn: int, needed: int, labels: dict[str, bool]):
-        self.labels = labels
-        InferenceError.__init__(
-            self, f"sampling: none of the {drawn} worlds drawn is consistent with the labels "
-                  f"({_label_list(labels)}); their probability is 0 or below about 1/{drawn} where the "
-                  "sampler draws, which the model's hard constraints could not decide; use --method exact "
-                  "where the graph allows")
-        self.accepted = self.effective = 0
-        self.drawn, self.needed, self.positive = drawn, needed, 0
-
-
-def _label_list(labels: dict[str, bool], most: int = 6) -> str:
-    items = [f"{name}={'true' if t else 'false'}" for name, t in list(labels.items())[:most]]
-    return ", ".join(items) + (f", ... ({len(labels)} labels)" if len(labels) > most else "")
-
-
 def seed_key(seed: int) -> np.ndarray:
     """(2,) uint32 the Threefry key of `seed`, as `jax.random.key(seed)` makes it (high, low word)."""
     seed = int(seed) % (1 << 64)
     return np.array([seed >> 32, seed & _ONES], np.uint32)
 
 
-# Digits every host coin word gets before the undecided ones are compacted (as the device's head).
-_HOST_HEAD_PAIRS = 6
-
-
-def _host_coins(coin_arrays, rng: np.random.Generator, width: int) -> np.ndarray:
-    """(C, W) uint32 coin words on the host: the digit recurrence of `sampling_coins` on numpy's words.
-
-    Every coin word draws `_HOST_HEAD_PAIRS` digit pairs; then only the (coin, word) pairs with an
-    undecided bit go on, compacted, until each is decided or its p has no digit left (then 0).
-    """
-    rows = FIRST_COIN + sum(int(ids.shape[0]) for _, ids, _ in coin_arrays)
-    coins = np.zeros((rows, width), np.uint32)
-    coins[ONE_COIN] = _ONES
-    start = FIRST_COIN
-    for bits, ids, need in coin_arrays:
-        n = ids.shape[0]
-        acc = np.zeros((n, width), np.uint32)
-        und = np.full((n, width), _ONES, np.uint32)
-        digits = int(need.max()) if n else 0
-        shifts = np.uint32(31) - (np.arange(64, dtype=np.uint32) & np.uint32(31))
-        for k in range(min(digits, 2 * _HOST_HEAD_PAIRS)):
-            d = np.uint32(0) - ((bits[k // 32] >> shifts[k]) & np.uint32(1))  # (n,) all ones where digit is 1
-            r = rng.integers(0, 1 << 32, size=(n, width), dtype=np.uint32)
-            acc |= und & r & d[:, None]
-            und &= r ^ d[:, None]
-        und[need <= 2 * _HOST_HEAD_PAIRS] = 0
-        coin, word = np.nonzero(und)
-        u, a = und[coin, word], acc[coin, word]
-        for k in range(2 * _HOST_HEAD_PAIRS, digits):
-            live = (u != 0) & (need[coin] > k)
-            if not live.any():
-                break
-            coin, word, u, a = coin[live], word[live], u[live], a[live]
-            d = np.uint32(0) - ((bits[k // 32, coin] >> shifts[k]) & np.uint32(1))
-            r = rng.integers(0, 1 << 32, size=coin.shape[0], dtype=np.uint32)
-            a = a | (u & r & d)
-            u = u & (r ^ d)
-            acc[coin, word] = a
-        coins[start:start + n] = acc
-        start += n
-    return coins
-
-
-def _take_rows(xp, table, idx):
-    """table[idx] along axis 0 for an integer index array of any shape: (*idx.shape, W).
-
-    On the device one `lax.gather` primitive: `jnp` indexing traced 8 ms a call (660 calls, 5 of the
-    10 s that tracing avrora's batch took on this CPU, every run before the compiled program loads).
-    """
-    if xp is np:
-        return table[idx]
-    dims = lax.GatherDimensionNumbers(offset_dims=(idx.ndim,), collapsed_slice_dims=(0,),
-                                      start_index_map=(0,))
-    return lax.gather(table, lax.expand_dims(idx, (idx.ndim,)), dims, (1, table.shape[1]),
-                      mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
-
-
-def _set_rows(xp, state, start: int, x):
-    if xp is np:
-        state[start:start + x.shape[0]] = x
-        return state
-    return lax.dynamic_update_slice(state, x, (start, 0))
-
-
-def _propagate(xp, level_arrays, levels, num_rows, coins, masks=None, conditions=False):
-    """(V+2, W) uint32 state words of a batch, level by level (module docstring).
-
-    Args:
-        xp: numpy (host) or jax.numpy (device).
-        masks: None, or the labels' (force_and, force_or, cond_rows) (R,) uint32 row masks
-            (`importance.LabelArrays`): a deferred parent's row holds its condition, and a labelled
-            row its label, before the next level reads it.
-        conditions: also return the (V+2, W) words of each variable's condition (all ones for an
-            empty body), which tell a tilted proposal's weights which coin a world drew.
-    """
-    width = coins.shape[1]
-    state = xp.zeros((num_rows, width), np.uint32)
-    state = _set_rows(xp, state, ONES_ROW, xp.full((1, width), _ONES, np.uint32))
-    conds = xp.zeros((num_rows, width), np.uint32) if conditions else None
-    for groups, arrays in zip(levels, level_arrays, strict=True):
-        xs, cs = [], []
-        for (kind, start, hard1, hard2), (rows, c1, c2) in zip(groups, arrays, strict=True):
-            if rows.shape[1] == 0:
-                cond, x = None, _take_rows(xp, coins, c1)  # (n, W)
-            else:
-                body = _take_rows(xp, state, rows)  # (n, w, W)
-                if xp is np:
-                    cond = (np.bitwise_and if kind == AND else np.bitwise_or).reduce(body, axis=1)
-                else:
-                    op = lax.bitwise_and if kind == AND else lax.bitwise_or
-                    cond = lax.reduce(body, np.uint32(_ONES if kind == AND else 0), op, (1,))
-                x = _select(xp, cond, coins, c1, c2, hard1, hard2)
-            if conditions:
-                cs.append(xp.full(x.shape, _ONES, np.uint32) if cond is None else cond)
-            if masks is not None:
-                keep = masks[2][start:start + rows.shape[0], None]  # deferred parents hold cond
-                x = (keep if cond is None else cond & keep) | (x & ~keep)
-            xs.append(x)
-        # A level's groups write consecutive rows: one update of the state per level, not per group.
-        x = xp.concatenate(xs) if len(xs) > 1 else xs[0]
-        first = groups[0][1]
-        if conditions:
-            conds = _set_rows(xp, conds, first, xp.concatenate(cs) if len(cs) > 1 else cs[0])
-        if masks is not None:
-            end = first + x.shape[0]
-            x = (x & masks[0][first:end, None]) | masks[1][first:end, None]
-        state = _set_rows(xp, state, first, x)
-    return (state, conds) if conditions else state
-
-
-def _select(xp, cond, coins, c1, c2, hard1, hard2):
-    """cond ? coin1 : coin2 per bit; a group whose coins are all 0 or all 1 (`hard`) reads none."""
-    if hard1 == ONE_COIN and hard2 == ZERO_COIN:
-        return cond  # a Bingo tuple
-    if hard2 == ZERO_COIN:
-        return cond & (np.uint32(_ONES) if hard1 == ONE_COIN else (
-            np.uint32(0) if hard1 == ZERO_COIN else _take_rows(xp, coins, c1)))  # a clause: cond & coin
-    one = {ONE_COIN: np.uint32(_ONES), ZERO_COIN: np.uint32(0)}
-    x1 = _take_rows(xp, coins, c1) if hard1 is None else one[hard1]
-    x2 = _take_rows(xp, coins, c2) if hard2 is None else one[hard2]
-    return (cond & x1) | (~cond & x2)
-
-
-def _tally(xp, state, labels, valid_worlds, extra_log_w=None):
-    """A batch's weighted sums: (s1 (R,), s2 (R,), w1, w2, k, positive).
-
-    s1 = sum_w w [x], s2 = sum_w w^2 [x] per state row, w1 = sum w, w2 = sum w^2 with the weights
-    scaled by 2^-k (k: the least integer with 2^k at least the batch's largest weight,
-    `sampling_bits.scale_exponent`); positive counts the worlds of positive weight. Without labels
-    (`labels` None) every valid world weighs 1 (popcounts).
-    """
-    rows, width = state.shape
-    idx = xp.arange(width * WORD_BITS)
-    ok = idx < valid_worlds  # (N,) worlds past the run's last in the last batch weigh nothing
-    if labels is None:
-        room = xp.clip(valid_worlds - xp.arange(width) * WORD_BITS, 0, WORD_BITS)
-        keep = xp.where(room >= WORD_BITS, np.uint32(_ONES),
-                        ((np.uint32(1) << xp.minimum(room, 31).astype(np.uint32)) - np.uint32(1)))
-        counts = xp.bitwise_count(state & keep[None, :].astype(np.uint32)).astype(np.float64).sum(axis=1)
-        n = ok.sum().astype(np.float64)
-        return counts, counts, n, n, xp.zeros((), np.float64), ok.sum()
-    entry_row, deferred, valid = labels[8], labels[9], labels[12]
-    log_w, expected = importance.weigh(xp, _unpack(xp, state[entry_row]), labels)
-    if extra_log_w is not None:
-        log_w = log_w + extra_log_w  # a tilted proposal's P / Q (`proposal.mixture_log_w`)
-    log_w = xp.where(ok, log_w, -np.inf)
-    top = scale_exponent(xp, log_w.max())  # the batch's scale 2^top (`sampling_bits.combine_scaled_sums`)
-    scale = xp.where(top > -np.inf, top * _LN2, 0.0)
-    omega = xp.where(log_w > -np.inf, xp.exp(log_w - scale), 0.0)  # (N,) in [0, 1]
-    omega2 = omega * omega
-    both = _rows_dot(xp, state, xp.stack([omega, omega2], axis=1))
-    s1, s2 = both[:, 0], both[:, 1]
-    # Deferred parents' rows hold their condition: their sums are the expectations' instead.
-    e1, e2 = expected @ omega, expected @ omega2
-    target = xp.where(deferred & valid, entry_row, rows)
-    if xp is np:
-        d = target < rows
-        s1[target[d]], s2[target[d]] = e1[d], e2[d]
-    else:
-        s1 = s1.at[target].set(e1, mode="drop")
-        s2 = s2.at[target].set(e2, mode="drop")
-    return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
-
-
-def _combine(xp, acc, batch):
-    """Two sets of weighted sums with their own scales, on the larger one
-    (`sampling_bits.combine_scaled_sums`)."""
-    return batch if acc is None else combine_scaled_sums(xp, acc, batch)
-
-
-def _hard(coin_rows: np.ndarray):
-    """ONE_COIN or ZERO_COIN when every row of a group's coins is that one, else None."""
-    for row in (ONE_COIN, ZERO_COIN):
-        if coin_rows.size and np.all(coin_rows == row):
-            return row
-    return None
-
-
-def draw_size(wanted: int, unit: int, unit_seconds: float | None, left: float,
-              margin: float = DRAW_MARGIN) -> int:
-    """Worlds of the next piece of a time-bounded draw of `wanted` more worlds.
-
-    A draw costs whole units of `unit` worlds (a round of the device's batches: one partly drawn costs a
-    whole one), `unit_seconds` each as last measured for this kind of draw (`Sampler.unit_seconds`).
-
-    Returns:
-        `wanted` where its units are predicted to end within `left` seconds (their time taken
-        `margin` times over), else the whole units that are (0: none); one unit where the speed is not
-        measured yet (None): drawing it measures it.
-    """
-    if wanted <= 0:
-        return 0
-    if unit_seconds is None:
-        return min(wanted, unit)
-    if margin * -(-wanted // unit) * unit_seconds <= left:
-        return wanted
-    return min(wanted, max(0, int(left / (margin * unit_seconds))) * unit)
-
-
-class Sampler:
+class Sampler(TimedDrawing):
     """A sampler for one graph: `sampler(labels, samples, seed, ...) -> Tally`.
 
     Args:
@@ -427,8 +200,8 @@ class Sampler:
         self.reserved = False  # `reserve` was called
         self._head_digits, self._tail_capacity = head_digits, tail_capacity
         if self.host:
-            self._meta_levels = tuple(tuple((g.kind, g.start, _hard(g.coin1), _hard(g.coin2)) for g in lv)
-                                      for lv in plan.levels)
+            self._meta_levels = tuple(tuple((g.kind, g.start, hard_coin(g.coin1), hard_coin(g.coin2))
+                                            for g in lv) for lv in plan.levels)
             self.batch_words = int(batch_words or HOST_BATCH_WORDS)
             self._arrays = ([(b.bits, b.ids, b.need) for b in plan.buckets],
                             [[(g.rows, g.coin1, g.coin2) for g in lv] for lv in plan.levels])
@@ -642,116 +415,6 @@ class Sampler:
         self.stopped = stopped
         return tally
 
-    def _affordable_tilt(self, labels: dict[int, bool], start: float, seconds: float):
-        """The proposal's `Tilt` for `labels` (`_device_tilt`, host work), or None: nothing to tilt, or
-        its host work and the fewest tilted worlds a draw takes (`least_worlds`, at the speed of
-        labelled ones until tilted ones are timed) would overrun the budget of a round begun at
-        `start` (its host work timed, `tilt_seconds_per_variable`)."""
-        if seconds > 0:
-            tilt_cost = self.plan.num_vars * (self.tilt_seconds_per_variable or TILT_SECONDS_PER_VARIABLE)
-            unit = self.unit_seconds.get("tilted", self.unit_seconds.get("weighted", 0.0))
-            draw = self.least_worlds // self.unit_worlds * unit
-            if time.perf_counter() - start + tilt_cost + DRAW_MARGIN * draw > seconds:
-                return None
-        t0 = time.perf_counter()
-        tilt = self._device_tilt(labels)
-        self.tilt_seconds_per_variable = (time.perf_counter() - t0) / max(self.plan.num_vars, 1)
-        return tilt
-
-    @property
-    def unit_worlds(self) -> int:
-        """Worlds a draw's time is counted in: a round of the device's batches (one per device; a
-        batch partly drawn costs a whole one), a word on the host (its batches follow the draw)."""
-        return WORD_BITS if self.host else self.batch_words * WORD_BITS * self.devices_used
-
-    @property
-    def least_worlds(self) -> int:
-        """Fewest worlds a time-bounded draw takes: `MIN_WORLDS`, on the device in whole units."""
-        return MIN_WORLDS if self.host else -(-MIN_WORLDS // self.unit_worlds) * self.unit_worlds
-
-    def _unit_speed(self, kind: str) -> float | None:
-        """Measured seconds of `unit_worlds` worlds of `kind`; on the host, the last draw's speed where
-        `kind` has none (a probe there would change the worlds: its streams follow the batches)."""
-        measured = self.unit_seconds.get(kind)
-        if measured is None and self.host and self.world_seconds:
-            return self.world_seconds * WORD_BITS
-        return measured
-
-    def _drawing(self, draw, kind: str, samples: int, most: int, target_se: float, min_effective: float,
-                 rows, seconds: float, start: float, on_empty=None, check=None) -> Tally:
-        """The doubling loop of `__call__` over `draw(start, stop, acc) -> acc`, within `seconds` of
-        `start` (0: unbounded).
-
-        The first draw, `samples` worlds, is drawn in pieces of whole units (`draw_size`) where the
-        budget cuts it (a first draw that fits is drawn whole, so its worlds do not depend on the
-        timing), each piece timed as `kind` (`unit_seconds`). With `check`, a cut first draw stops at
-        half the budget and `check(tally)` says whether to end the drawing there.
-        """
-        plan = self.plan
-        unit = self.unit_worlds
-        least = self.least_worlds
-        acc, drawn = None, 0
-        self.stopped = "worlds"
-
-        def timed_draw(stop: int):
-            nonlocal acc, drawn, on_empty
-            t0 = time.perf_counter()
-            acc = draw(drawn, stop, acc)
-            spent = time.perf_counter() - t0
-            self.world_seconds = spent / (stop - drawn)
-            self.unit_seconds[kind] = spent / -(-(stop - drawn) // unit)
-            drawn = stop
-            s1, s2, w1, w2, _, positive = (np.asarray(a) for a in jax.device_get(acc))
-            tally = Tally(s1=s1[plan.row_of], s2=s2[plan.row_of], w1=float(w1), w2=float(w2), drawn=drawn,
-                          positive=int(positive))
-            if on_empty is not None and tally.positive == 0:
-                on_empty, asked = None, on_empty
-                asked()
-            return tally
-
-        def done(tally: Tally) -> bool:
-            if drawn >= most:
-                return True
-            if tally.effective >= min_effective and tally.positive > 0 and (
-                    not target_se or _max_se(tally, rows) <= target_se):
-                self.stopped = "target"
-                return True
-            return False
-
-        # The first draw, in pieces where the budget cuts it.
-        share = 0.5 if check is not None else 1.0
-        while drawn < samples:
-            want = samples - drawn
-            if seconds > 0:
-                speed = self._unit_speed(kind)
-                left = share * seconds - (time.perf_counter() - start)
-                piece = want if speed is None and self.host else draw_size(want, unit, speed, left)
-                if drawn == 0:
-                    piece = max(piece, min(want, least))  # a round answers from at least this many
-                if piece == 0:
-                    break
-            else:
-                piece = want
-            tally = timed_draw(drawn + piece)
-            if share < 1.0 and drawn < samples:
-                if check(tally):
-                    self.stopped = "time"
-                    return tally
-                share = 1.0
-        if drawn < samples:  # cut by the budget
-            if not done(tally):
-                self.stopped = "time"
-            return tally
-        while not done(tally):
-            target = min(most, 2 * drawn)
-            # The next draw starts only while it is predicted to end within the budget.
-            cost = -(-(target - drawn) // unit) * (self._unit_speed(kind) or 0.0)
-            if seconds > 0 and time.perf_counter() - start + DRAW_MARGIN * cost > seconds:
-                self.stopped = "time"
-                break
-            tally = timed_draw(target)
-        return tally
-
     def _draw_device(self, run, key, data, start: int, stop: int, acc):
         """Adds worlds start..stop-1 (multiples of 32) to `acc` by one call of the compiled round."""
         first_word, total_words = start // WORD_BITS, stop // WORD_BITS
@@ -761,7 +424,7 @@ class Sampler:
         # Combined on the host (the sums come back anyway): jnp here compiled its small ops at the
         # first doubling of a session, in the middle of the interactive loop.
         batch = tuple(np.asarray(a) for a in jax.device_get(batch))
-        return batch if acc is None else _combine(np, acc, batch)
+        return batch if acc is None else combine(np, acc, batch)
 
     def _device_tilt(self, labels: dict[int, bool]):
         """The proposal's `Tilt` for a label set (host work, `proposal.tilted_coins`), or None."""
@@ -781,7 +444,7 @@ class Sampler:
 
     def _proposal(self, labels: dict[int, bool], arrays: importance.LabelArrays):
         """The host's tilted coins for a label set (`fastlbp.engines.proposal`): (coin arrays as
-        `_host_coins` takes them, the tilted variables' (rows, a1, b1, a2, b2)), or None."""
+        `host_coins` takes them, the tilted variables' (rows, a1, b1, a2, b2)), or None."""
         plan = self.plan
         sampled = np.ones(plan.num_vars, bool)
         sampled[np.fromiter(labels, np.int64, len(labels))] = False
@@ -807,24 +470,24 @@ class Sampler:
             valid = min(stop - first * WORD_BITS, width * WORD_BITS)
             # A stream per (seed, first word): world i is the same whatever the rounds.
             rng = np.random.Generator(np.random.Philox(key=(first << 64) | (int(seed) % (1 << 64))))
-            coins = _host_coins(self._arrays[0], rng, width)
+            coins = host_coins(self._arrays[0], rng, width)
             masks = labels[:3] if labels is not None else None
             if tilt is None:
-                state, extra = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
+                state, extra = propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
                                           coins, masks), None
             else:
                 # Defensive mixture: words of even index keep the prior's coins, odd ones take the
                 # tilted coins; every world is weighed against the mixture (`proposal.mixture_log_w`).
                 odd = ((first + np.arange(width)) % 2 == 1)[None, :]
                 bucket, rows = tilt[0]
-                coins[rows] = np.where(odd, _host_coins([bucket], rng, width)[FIRST_COIN:], coins[rows])
-                state, conds = _propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
+                coins[rows] = np.where(odd, host_coins([bucket], rng, width)[FIRST_COIN:], coins[rows])
+                state, conds = propagate(np, self._arrays[1], self._meta_levels, self.plan.num_rows,
                                           coins, masks, conditions=True)
                 rows = tilt[1][0]
                 extra = proposal.mixture_log_w(proposal.proposal_log_w(
                     _unpack(np, state[rows]), _unpack(np, conds[rows]), *tilt[1][1:]))
-            batch = _tally(np, state, labels, valid, extra)
-            acc = _combine(np, acc, batch)
+            batch = batch_sums(np, state, labels, valid, extra)
+            acc = combine(np, acc, batch)
         return acc
 
 

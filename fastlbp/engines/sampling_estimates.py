@@ -1,7 +1,10 @@
-"""What a sampling run's weighted sums give: estimates, standard errors, honest intervals.
+"""What a sampling run's weighted sums give: estimates, standard errors, honest intervals, or a refusal.
 
     tally = Tally(s1, s2, w1, w2, drawn, positive)    # from `fastlbp.engines.sampling.Sampler`
     p, se, lower, upper = tally.estimates()
+
+Too few effective samples for estimates is an error, not noise: `TooFewSamples`, and `NoConsistentWorld`
+where no world drawn has positive weight (`fastlbp.engines.sampling.sample_marginals` raises them).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
+from fastlbp.core.errors import InferenceError
 
 # Two-sided 95% normal quantile of the Wilson intervals.
 Z95 = 1.959963984540054
@@ -75,3 +80,35 @@ def _max_se(tally: Tally, rows) -> float:
         tally = dataclasses.replace(tally, s1=tally.s1[rows], s2=tally.s2[rows])
     _, se, _, _ = tally.estimates()
     return float(np.max(se)) if se.size else 0.0
+
+
+class TooFewSamples(InferenceError):
+    """The labels' weight sits on too few worlds: fewer effective samples than `settings.min_accepted`."""
+
+    def __init__(self, effective: float, drawn: int, needed: int, positive: int | None = None):
+        self.accepted, self.effective, self.drawn, self.needed = int(effective), effective, drawn, needed
+        self.positive = positive
+        of = "" if positive is None else f", {positive} of them of positive weight"
+        super().__init__(f"sampling: the labels leave {effective:.0f} effective samples of {drawn} worlds "
+                         f"drawn{of} (at least {needed} needed for estimates; min_accepted): they are "
+                         "improbable where the sampler draws; use --method exact where the graph allows, or "
+                         "draw more (max_samples)")
+
+
+class NoConsistentWorld(TooFewSamples):
+    """No world drawn has positive weight under the labels, and the hard constraints prove nothing."""
+
+    def __init__(self, drawn: int, needed: int, labels: dict[str, bool]):
+        self.labels = labels
+        InferenceError.__init__(
+            self, f"sampling: none of the {drawn} worlds drawn is consistent with the labels "
+                  f"({_label_list(labels)}); their probability is 0 or below about 1/{drawn} where the "
+                  "sampler draws, which the model's hard constraints could not decide; use --method exact "
+                  "where the graph allows")
+        self.accepted = self.effective = 0
+        self.drawn, self.needed, self.positive = drawn, needed, 0
+
+
+def _label_list(labels: dict[str, bool], most: int = 6) -> str:
+    items = [f"{name}={'true' if t else 'false'}" for name, t in list(labels.items())[:most]]
+    return ", ".join(items) + (f", ... ({len(labels)} labels)" if len(labels) > most else "")
