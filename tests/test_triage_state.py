@@ -13,7 +13,7 @@ from triage_support import FAST, FailingConnection, demo_model, hand_model, made
 from fastlbp.core.errors import ContradictoryEvidence, InputError, SettingsError
 from fastlbp.core.settings import Settings
 from fastlbp.triage import Journal, SessionInUse, Triage
-from fastlbp.triage.state import stored_settings
+from fastlbp.triage.stored import stored_settings
 
 COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(

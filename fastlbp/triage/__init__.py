@@ -17,17 +17,14 @@
 """
 
 from fastlbp.inference.explain import Derivation, Explanation, explain, format_explanation
-from fastlbp.triage.journal import (
-    JOURNAL_VERSION,
-    Journal,
-    SessionWriteError,
-    backup_path,
-    fingerprint,
-)
+from fastlbp.triage.journal import Journal, SessionWriteError
+from fastlbp.triage.journal_format import JOURNAL_VERSION, fingerprint
+from fastlbp.triage.journal_reading import backup_path
 from fastlbp.triage.labels import read_labels_or_session, session_labels, write_labels
 from fastlbp.triage.lock import SessionInUse, SessionLock
+from fastlbp.triage.outcome import Outcome, RoundInfo
 from fastlbp.triage.paths import default_session_path, legacy_session_path, locate
-from fastlbp.triage.state import Outcome, RoundInfo, Triage
+from fastlbp.triage.state import Triage
 from fastlbp.triage.terminal import HELP, Terminal
 
 __all__ = [

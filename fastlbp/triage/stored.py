@@ -29,15 +29,8 @@ from fastlbp.core.model import Model
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
 from fastlbp.inference.methods import check_name
 from fastlbp.triage.evidence import Learning, StartEvidence, stored_start
-from fastlbp.triage.journal import (
-    JOURNAL_VERSION,
-    PLAIN_VERSION,
-    Contents,
-    classify,
-    fingerprint,
-    newer,
-    read_file,
-)
+from fastlbp.triage.journal_format import JOURNAL_VERSION, PLAIN_VERSION, fingerprint
+from fastlbp.triage.journal_reading import Contents, classify, newer, read_file
 from schedules.plan import STRATEGIES, make_plan, parse_spec
 
 # The stored schedule of a session with a custom order: this name, then the spec's options
