@@ -34,17 +34,20 @@ still used for the events it covers.
 
 This module holds what the reader (`fastlbp.triage.journal_reading`) and the
 writer (`fastlbp.triage.journal`) agree on: the SQL, the whole schema a
-journal may have, the versions, the graph's fingerprint and the events' digest.
+journal may have, the versions, its JSON values, the graph's fingerprint and the events'
+digest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Iterable
 
 import numpy as np
 
+from fastlbp.core.errors import SettingsError
 from fastlbp.core.model import Model
 from fastlbp.inference.ranking import alarm_vars
 
@@ -91,6 +94,18 @@ OPTIONAL_MASTER = frozenset({("table", SNAPSHOT_TABLE, SNAPSHOT_TABLE, SNAPSHOT_
 
 # (seq, kind, alarm, truth, at) as stored; `Journal.events` gives the first four.
 Row = tuple[int, str, str | None, bool | None, float]
+
+
+def stored_json(text: str):
+    """A JSON value the journal stores (a meta entry, a "settings" event's payload), parsed.
+
+    Raises:
+        SettingsError: not JSON (a resume reports it as damage).
+    """
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise SettingsError(f"not JSON: {err}") from None
 
 
 def fingerprint(model: Model) -> str:
