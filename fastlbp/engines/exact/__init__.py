@@ -352,5 +352,5 @@ def exact_marginals_many(model_or_graph, labels: dict[int, bool] | None, setting
     return marginals, log_z
 
 
-__all__ = ["exact_marginals", "exact_marginals_many", "Engine", "engine_for", "ExactTooWide", "memory_budget", "clamp", "binarize",
-           "plan", "run"]
+__all__ = ["exact_marginals", "exact_marginals_many", "Engine", "engine_for", "ExactTooWide", "memory_budget",
+           "clamp", "binarize", "plan", "run"]
