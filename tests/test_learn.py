@@ -345,7 +345,7 @@ def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_fa
     # Round 2 ranked with two EM steps from the first label: its top alarm's probability is that model's.
     first = run.steps[0]
     learner = Learner([model], [{first.var: first.truth}], online.options)
-    learner.run(max_iters=2)
+    learner.run(max_iters=2, information=False)  # as simulate's online steps
     m = exact_marginals(apply_rule_probs(model, learner.current()), {first.var: first.truth}).marginals
     assert run.steps[1].probability == pytest.approx(m[run.steps[1].var], abs=1e-9)
     assert abs(run.steps[1].probability - plain.steps[1].probability) > 1e-7  # learning changed the model
