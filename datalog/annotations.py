@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 
 from datalog.reading import json_type, shown, text_only, unique
 from fastlbp.core.errors import InputError
@@ -82,14 +83,34 @@ def _text(value, path, location, what) -> str:
     return value
 
 
-def _location(value, path, loc) -> dict:
+def _section(value, section: str, what: str, path) -> Iterator[tuple[str, object, str]]:
+    """(key, value, JSON path) of each entry of derivation.json's object `section` ("locations",
+    "relations"), checked: an object, each key given once and text (`what` names the keys in a message)."""
+    where = f"$.{section}"
     if not isinstance(value, dict):
-        raise InputError(path, None, f"a location must be an object, got {json_type(value)}", loc)
+        raise InputError(path, None, f"\"{section}\" must be an object, got {json_type(value)}", where)
+    unique(value, path, where)
+    for key, item in value.items():
+        loc = f"{where}[{json.dumps(key)}]"
+        text_only([key], what, path, loc)
+        yield key, item, loc
+
+
+def _object(value, what: str, fields: tuple[str, ...], path, loc) -> dict:
+    """`value` checked as a JSON object of `fields` alone, each key given once (`what`: "location",
+    "relation", for the message)."""
+    if not isinstance(value, dict):
+        raise InputError(path, None, f"a {what} must be an object, got {json_type(value)}", loc)
     unique(value, path, loc)
-    extra = set(value) - set(LOCATION_FIELDS)
+    extra = set(value) - set(fields)
     if extra:
-        raise InputError(path, None, f"unknown location field {sorted(extra)[0]!r} (expected "
-                         f"{', '.join(LOCATION_FIELDS)})", loc)
+        raise InputError(path, None, f"unknown {what} field {sorted(extra)[0]!r} (expected "
+                         f"{', '.join(fields)})", loc)
+    return value
+
+
+def _location(value, path, loc) -> dict:
+    _object(value, "location", LOCATION_FIELDS, path, loc)
     if "file" not in value:
         raise InputError(path, None, "a location needs \"file\"", loc)
     file = _text(value["file"], path, f"{loc}.file", "file")
@@ -125,14 +146,8 @@ def parse_locations(value, tuple_index: dict[str, int], path) -> dict[str, list[
         InputError: a wrong type or value (JSON path named), or a key that is
             neither a pattern nor a tuple of the graph.
     """
-    if not isinstance(value, dict):
-        raise InputError(path, None, f"\"locations\" must be an object, got {json_type(value)}",
-                         "$.locations")
-    unique(value, path, "$.locations")
     out = {}
-    for key, locs in value.items():
-        loc = f"$.locations[{json.dumps(key)}]"
-        text_only([key], "tuple", path, loc)
+    for key, locs, loc in _section(value, "locations", "tuple", path):
         if not is_pattern(key) and key not in tuple_index:
             raise InputError(path, None, f"tuple {key!r} is not in the graph (a pattern has an argument "
                              "'*', e.g. race(*,*))", loc)
@@ -149,21 +164,9 @@ def parse_relations(value, path) -> dict[str, dict]:
         InputError: a wrong type or value (JSON path named); a severity
             outside [0, 10] or without `"security": true`.
     """
-    if not isinstance(value, dict):
-        raise InputError(path, None, f"\"relations\" must be an object, got {json_type(value)}",
-                         "$.relations")
-    unique(value, path, "$.relations")
     out = {}
-    for name, spec in value.items():
-        loc = f"$.relations[{json.dumps(name)}]"
-        text_only([name], "relation", path, loc)
-        if not isinstance(spec, dict):
-            raise InputError(path, None, f"a relation must be an object, got {json_type(spec)}", loc)
-        unique(spec, path, loc)
-        extra = set(spec) - set(RELATION_FIELDS)
-        if extra:
-            raise InputError(path, None, f"unknown relation field {sorted(extra)[0]!r} (expected "
-                             f"{', '.join(RELATION_FIELDS)})", loc)
+    for name, spec, loc in _section(value, "relations", "relation", path):
+        _object(spec, "relation", RELATION_FIELDS, path, loc)
         rel: dict = {}
         for key in ("description", "help"):
             if key in spec:

@@ -62,7 +62,16 @@ from datalog.annotations import parse_annotations
 from datalog.bayesnet import to_model
 from datalog.cycles import least_fixpoint
 from datalog.derivation import DEFAULT_RULE_PROBABILITY, Dedup, DerivationGraph, Rule, merge_duplicates
-from datalog.reading import Once, check_probability, json_type, loads_json, shown, text_only, unique
+from datalog.reading import (
+    Once,
+    check_probability,
+    json_type,
+    loads_json,
+    name_value_lines,
+    shown,
+    text_only,
+    unique,
+)
 from datalog.rule_dict import RULE_DICT, read_rule_dict, write_rule_dict
 from fastlbp.core.errors import InputError, read_text, text_lines
 from fastlbp.core.model import Model
@@ -374,12 +383,10 @@ def _lines(path: Path, max_decompressed: int | None):
 
 
 def _name_value_lines(path: Path, what: str, max_decompressed: int | None):
-    """Lines `NAME: value` (split at the last colon)."""
-    for ln, s in _lines(path, max_decompressed):
-        name, sep, value = s.rpartition(":")
-        if not sep or not name.strip():
-            raise InputError(str(path), ln, f"malformed line, expected 'NAME: {what}', got {shown(s)}")
-        yield ln, name.strip(), value.strip()
+    """Lines `NAME: value` (split at the last colon; a Bingo file has no comments)."""
+    for ln, _, name, value in name_value_lines(path, f"'NAME: {what}'", comments=False,
+                                               max_decompressed=max_decompressed):
+        yield ln, name, value.strip()
 
 
 def read_bingo(directory: str | os.PathLike, *, max_decompressed: int | None = None

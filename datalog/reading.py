@@ -5,7 +5,8 @@ nesting, integers past Python's 4,300-digit limit) and marks objects that
 repeat a key, which `unique` reports where the reader knows the location;
 `text_only` refuses lone surrogates; `Once` refuses a key given twice with
 different values (a labels file naming an alarm true and false);
-`rule_prob_lines` reads a rule-probability file (`Rk: p`) for every reader of one.
+`name_value_lines` reads the lines `NAME: value` of a text file, and `rule_prob_lines` a
+rule-probability file (`Rk: p`) for every reader of one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from fastlbp.core.errors import InputError, read_text, text_lines
@@ -133,6 +135,30 @@ class Once:
         self.lines.setdefault(key, ln)
 
 
+def name_value_lines(path: Path, expected: str, *, comments: bool = True,
+                     max_decompressed: int | None = None) -> Iterator[tuple[int, str, str, str]]:
+    """(line number, line, name, value) of each `NAME: value` line of a text file, split at the last colon:
+    the line and the name stripped, the value as written; blank lines are skipped, and with `comments`
+    lines that begin with `#`.
+
+    Args:
+        expected: what a line should look like, for the message (e.g. "'Rk: probability'").
+        max_decompressed: limit for a gzip-compressed file (`fastlbp.core.errors.read_text`).
+
+    Raises:
+        InputError: a line without a colon or without a name (file and line).
+    """
+    for ln, line in enumerate(text_lines(read_text(path, max_decompressed=max_decompressed)), 1):
+        s = line.strip()
+        if not s or (comments and s.startswith("#")):
+            continue
+        name, sep, value = s.rpartition(":")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(str(path), ln, f"malformed line, expected {expected}, got {shown(s)}")
+        yield ln, s, name, value
+
+
 def rule_prob_lines(path) -> list[tuple[int, str, float]]:
     """The rules of a rule-probability file as written: (line, rule name, probability), in file order.
 
@@ -149,14 +175,7 @@ def rule_prob_lines(path) -> list[tuple[int, str, float]]:
     p = Path(path)
     once = Once(p, "the probability of rule")
     out = []
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, sep, value = s.rpartition(":")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(str(p), ln, f"malformed line, expected 'Rk: probability', got {shown(s)}")
+    for ln, _, name, value in name_value_lines(p, "'Rk: probability'"):
         prob = check_probability(value.strip(), str(p), ln, None, f"probability of rule {name}")
         once.set(name, prob, ln, name)
         out.append((ln, name, prob))

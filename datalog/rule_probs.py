@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog.reading import rule_prob_lines
+from datalog.reading import Once, check_probability, name_value_lines, rule_prob_lines, shown
 from fastlbp.core.errors import InputError
 from fastlbp.core.model import Model
 
@@ -60,21 +60,14 @@ def read_priors(path: str | os.PathLike) -> list[tuple[int, str, float, float | 
         InputError: a malformed line, a centre that is not a probability, a strength out of range,
             or a rule given two different priors (file and line).
     """
-    from datalog.reading import Once, check_probability, shown
-    from fastlbp.core.errors import read_text, text_lines
-
     p = Path(path)
     once = Once(p, "the prior of rule")
     out = []
-    for ln, line in enumerate(text_lines(read_text(p)), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        name, sep, value = s.rpartition(":")
-        name, fields = name.strip(), value.split()
-        if not sep or not name or len(fields) not in (1, 2):
-            raise InputError(str(p), ln, f"malformed line, expected 'Rk: p' or 'Rk: p strength', got "
-                             f"{shown(s)}")
+    expected = "'Rk: p' or 'Rk: p strength'"
+    for ln, s, name, value in name_value_lines(p, expected):
+        fields = value.split()
+        if len(fields) not in (1, 2):
+            raise InputError(str(p), ln, f"malformed line, expected {expected}, got {shown(s)}")
         centre = check_probability(fields[0], str(p), ln, None, f"prior of rule {name}")
         strength = None
         if len(fields) == 2:

@@ -411,3 +411,37 @@ def test_large_graphs_order_by_min_degree(monkeypatch):
     got = exact_marginals(graph, engine=Engine(graph))
     assert got.info["heuristic"] == "min-degree"
     np.testing.assert_allclose(got.marginals, by_min_fill.marginals, atol=1e-12)
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), num_vars=st.integers(1, 12), num_factors=st.integers(1, 16),
+       runs=st.integers(1, 5), labelled=st.booleans())
+def test_a_batch_of_parameter_values_equals_one_run_each(seed, num_vars, num_factors, runs, labelled):
+    """`exact_marginals_many` (the host passes over a batch of table values, learning's E-steps) gives each
+    run what `exact_marginals` gives it alone, and runs whose evidence is impossible raise as one would."""
+    from fastlbp.engines.exact import exact_marginals_many
+
+    rng = np.random.default_rng(seed)
+    factors = random_factors(rng, num_vars, num_factors, max_body=4, hard=0.3)
+    labels = random_labels(rng, num_vars, most=3) if labelled else {}
+    graph = from_factors(factors, num_vars)
+    engine = Engine(graph)
+    flats = np.repeat(engine.logflat[None], runs, axis=0)
+    soft = np.isfinite(engine.logflat) & (engine.logflat < 0)  # entries of neither 0 nor 1: reweighted
+    flats[:, soft] += rng.normal(0, 0.5, (runs, int(soft.sum())))
+    alone = []
+    for k in range(runs):
+        one = Engine(graph)
+        one.logflat = flats[k].copy()
+        try:
+            alone.append(exact_marginals(graph, labels, engine=one))
+        except (ContradictoryEvidence, InferenceError) as err:
+            alone.append(err)
+    if any(isinstance(a, Exception) for a in alone):
+        with pytest.raises((ContradictoryEvidence, InferenceError)):
+            exact_marginals_many(graph, labels, None, engine, flats)
+        return
+    marginals, log_evidence = exact_marginals_many(graph, labels, None, engine, flats)
+    for k, a in enumerate(alone):
+        np.testing.assert_allclose(marginals[k], a.marginals, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(log_evidence[k], a.info["log_evidence"], rtol=1e-12, atol=1e-12)

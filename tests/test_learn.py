@@ -345,7 +345,7 @@ def test_online_simulation_ranks_each_round_with_the_probabilities_learned_so_fa
     # Round 2 ranked with two EM steps from the first label: its top alarm's probability is that model's.
     first = run.steps[0]
     learner = Learner([model], [{first.var: first.truth}], online.options)
-    learner.run(max_iters=2)
+    learner.run(max_iters=2, information=False)  # as simulate's online steps
     m = exact_marginals(apply_rule_probs(model, learner.current()), {first.var: first.truth}).marginals
     assert run.steps[1].probability == pytest.approx(m[run.steps[1].var], abs=1e-9)
     assert abs(run.steps[1].probability - plain.steps[1].probability) > 1e-7  # learning changed the model
@@ -735,3 +735,39 @@ def test_labels_on_inner_tuples_identify_rules_that_fire_together():
     assert np.all(with_inner.upper - with_inner.lower < 0.3)
     assert with_inner.lower[0] <= mid.mean() <= with_inner.upper[0]
     assert with_inner.lower[1] <= alarm.sum() / mid.sum() <= with_inner.upper[1]
+
+
+def test_a_rule_that_always_fired_gets_the_profile_bound_not_the_priors():
+    # n alarms, each derived by one clause of R0 from an input tuple, all labelled true: the posterior
+    # rises to p = 1, where the logit's curvature vanishes; the Laplace interval was the prior's
+    # [0.368, 1] ("poorly identified" with 50 clauses that all fired). The profile's bound is where
+    # (n + a) log p + b log(1 - p) drops by 1.92 from its top: about exp(-1.92 / (n + a)).
+    from datalog.derivation import from_clauses
+
+    n = 50
+    clauses = [("R0", f"alarm({i})", [f"in({i})"]) for i in range(n)]
+    truth = {f"alarm({i})": True for i in range(n)}
+    dg = from_clauses(clauses, rules={"R0": 0.999}, alarms=list(truth), truth=truth)
+    result = learn([to_model(dg, compress=True)], None, LearnOptions(method="exact"))
+    assert result.probability[0] > 0.9999 and result.upper[0] == 1.0
+    expect = np.exp(-1.92 / (n + result.prior[0] * 2.0))
+    assert expect - 0.01 <= result.lower[0] <= expect  # bisection errs wide, by under 0.2 in logit
+    assert "poorly identified" not in result.lines()[0].comment
+
+
+def test_em_from_several_starts_keeps_the_best_maximum_and_its_intervals_hold_what_they_passed():
+    from fastlbp.inference.learn import PROFILE_DROP, _hull
+
+    fam, models = _taint_family(3)
+    one = learn(models, None, LearnOptions(method="exact", starts=1))
+    several = learn(models, None, LearnOptions(method="exact", starts=4))
+    assert one.starts == 1 and several.starts == 4
+    assert several.objective[-1] >= one.objective[-1] - 1e-6
+    # `_hull`: points within the 95 % drop of the best widen the intervals, others do not.
+    lower, upper = np.array([0.4, 0.4]), np.array([0.6, 0.6])
+    used = np.array([True, False])
+    seen = [(np.array([0.5, 0.5]), -10.0), (np.array([0.3, 0.9]), -10.0 - PROFILE_DROP + 0.01),
+            (np.array([0.05, 0.99]), -10.0 - PROFILE_DROP - 0.01)]
+    lo, hi = _hull(seen, lower, upper, used)
+    np.testing.assert_allclose(lo, [0.3, 0.4])
+    np.testing.assert_allclose(hi, [0.6, 0.6])

@@ -16,7 +16,7 @@ from fastlbp.core.errors import InputError
 from fastlbp.core.settings import Settings
 from fastlbp.inference.session import Session
 from fastlbp.triage import Journal, Triage, default_session_path, fingerprint, legacy_session_path
-from fastlbp.triage.journal import JOURNAL_VERSION, PLAIN_VERSION
+from fastlbp.triage.journal_format import JOURNAL_VERSION, PLAIN_VERSION
 
 
 def test_journal_refuses_misuse(tmp_path):

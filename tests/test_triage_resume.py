@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from triage_support import FAST, FailingConnection, demo_model, tamper
+from triage_support import FAST, FailingConnection, demo_model, random_action, tamper
 
 from fastlbp.core.errors import InputError
 from fastlbp.inference.session import Session
@@ -45,15 +45,8 @@ def long_session(path, settings, labels=50, seed=0, learning=None):
     rng = np.random.default_rng(seed)
     t = Triage.open(model(), path, settings=settings, learning=learning)
     while len(t.labels) < labels:
-        action = rng.choice(["t", "f", "f", "f", "skip", "undo", "jump"])
-        if action in ("t", "f"):
-            assert t.label(action == "t").accepted
-        elif action == "skip":
-            t.skip()
-        elif action == "undo":
-            t.undo()
-        else:
-            t.jump(str(rng.integers(1, 5)))
+        action, out = random_action(t, rng, ["t", "f", "f", "f", "skip", "undo", "jump"])
+        assert out.accepted or action not in ("t", "f")
     return t
 
 

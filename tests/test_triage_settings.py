@@ -17,7 +17,7 @@ from fastlbp.core.settings import Settings
 from fastlbp.inference.session import Session
 from fastlbp.io.loading import load
 from fastlbp.triage import Journal, Triage
-from fastlbp.triage.journal import read_file
+from fastlbp.triage.journal_reading import read_file
 
 
 @pytest.fixture(autouse=True)

@@ -8,12 +8,21 @@ import time
 import jax.monitoring
 import numpy as np
 import pytest
-from triage_support import FAST, FailingConnection, demo_model, hand_model, made_session, tamper, truncate
+from triage_support import (
+    FAST,
+    FailingConnection,
+    demo_model,
+    hand_model,
+    made_session,
+    random_action,
+    tamper,
+    truncate,
+)
 
 from fastlbp.core.errors import ContradictoryEvidence, InputError, SettingsError
 from fastlbp.core.settings import Settings
 from fastlbp.triage import Journal, SessionInUse, Triage
-from fastlbp.triage.state import stored_settings
+from fastlbp.triage.stored import stored_settings
 
 COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -61,15 +70,7 @@ def test_resume_is_exact(tmp_path, seed):
     rng = np.random.default_rng(seed)
     t = open_demo(tmp_path)
     for _ in range(8):
-        action = rng.choice(["t", "f", "f", "skip", "undo", "jump"])
-        if action in ("t", "f"):
-            t.label(action == "t")
-        elif action == "skip":
-            t.skip()
-        elif action == "undo":
-            t.undo()
-        else:
-            t.jump(str(rng.integers(1, 5)))
+        random_action(t, rng, ["t", "f", "f", "skip", "undo", "jump"])
     before = state(t)
     t.close()
     r = open_demo(tmp_path, resume=True)
@@ -230,15 +231,8 @@ def test_resume_is_exact_when_writes_fail(tmp_path, seed):
     real = t.journal.conn
     for _ in range(15):
         t.journal.conn = FailingConnection(real) if rng.random() < 0.25 else real
-        action = rng.choice(["t", "f", "skip", "undo", "undo", "jump"])
-        if action in ("t", "f"):
-            t.label(action == "t", None if rng.random() < 0.6 else int(rng.choice(t.alarms)))
-        elif action == "skip":
-            t.skip()
-        elif action == "undo":
-            t.undo()
-        else:
-            t.jump(str(rng.integers(1, 5)))
+        random_action(t, rng, ["t", "f", "skip", "undo", "undo", "jump"],
+                      pick=lambda: None if rng.random() < 0.6 else int(rng.choice(t.alarms)))
     t.journal.conn = real
     before = state(t)
     t.close()

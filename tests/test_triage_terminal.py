@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from fastlbp.cli import get_app
 from fastlbp.core.settings import Settings
 from fastlbp.triage import Terminal, Triage
-from fastlbp.triage.state import RoundInfo
+from fastlbp.triage.outcome import RoundInfo
 from fastlbp.triage.terminal import format_round
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,6 +7,7 @@ its oracle; `load_demo` loads that file as the commands do (default
 the same graph in memory without compression, for tests that need no file.
 `made_session`, `tamper`, `truncate` and `FailingConnection` make session
 files, damage them, and make their writes fail as on a full disk;
+`random_action` drives a session with random labels, skips, undos and jumps;
 `data_home` points the user's data folder into a test's folder and
 `default_session` says where the command line keeps a graph's session then.
 """
@@ -104,6 +105,23 @@ def made_session(tmp_path, name="s.db"):
     assert t.skip().accepted and t.label(True).accepted
     t.close()
     return tmp_path / name
+
+
+def random_action(t: Triage, rng: np.random.Generator, actions, pick=None) -> tuple[str, object]:
+    """One action drawn by `rng` from `actions` ("t", "f", "skip", "undo", "jump"; repeats weight them)
+    done on session `t`: (the action, its `Outcome`).
+
+    A label ("t", "f") labels the current alarm, or the variable `pick()` returns (None: the current
+    one); a jump goes to one of the four top-ranked alarms.
+    """
+    action = str(rng.choice(actions))
+    if action in ("t", "f"):
+        return action, t.label(action == "t", None if pick is None else pick())
+    if action == "skip":
+        return action, t.skip()
+    if action == "undo":
+        return action, t.undo()
+    return action, t.jump(str(rng.integers(1, 5)))
 
 
 def tamper(path, *sql):

@@ -253,6 +253,19 @@ def note(msg: str, quiet: bool = False) -> None:
         typer.echo(msg, err=True)
 
 
+def method_notes(how: str, seconds: float, reason: str | None, flags, quiet: bool, caveats=()) -> None:
+    """What stderr says of an inference command's round: `how` it was made and in what time, why
+    `--method auto` chose its method (`reason`), `caveats` of the output, and each flag as a warning
+    (flags and warnings are said even with --quiet)."""
+    note(f"{how}, {seconds:.3f} s.", quiet)
+    if reason:
+        note(sentence(f"method auto: {reason}"), quiet)
+    for line in caveats:
+        note(line, quiet)
+    for flag in flags:
+        status(sentence(f"warning: {flag}"))
+
+
 # A table on a terminal shows as many rows as fit: the terminal's height less these lines (the header, the
 # "N more" line, the method lines and a caveat on stderr, the next prompt), but at least MIN_TABLE_ROWS.
 TABLE_MARGIN = 8

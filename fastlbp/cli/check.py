@@ -16,6 +16,7 @@ from fastlbp.cli.app import (
     note,
     output_target,
 )
+from fastlbp.cli.evidence import gather
 from fastlbp.cli.options import (
     GraphArg,
     InferenceOptions,
@@ -87,12 +88,8 @@ def check(
     output = output_target(output, graph, labels)
     progress = loading.progress()
     model = loading.load(graph, settings, progress)
-    extra = {}
-    if labels:
-        from fastlbp.triage.labels import read_labels_or_session  # a labels file or a triage session
-
-        model, extra = read_labels_or_session(labels, model)  # may make the model again (renumbered)
-    known = {**model.labels, **extra}
+    ev = gather(model, labels=labels)  # a labels file or a triage session; may make the model again
+    model, known = ev.model, ev.labels
     loading.start_jax(progress)
     with Ticker("running LBP and the reference", progress), conflicts_located(labels, model, graph):
         report = checking.check(model, known, settings, reference=reference.value)

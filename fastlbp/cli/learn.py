@@ -67,7 +67,11 @@ def learn(
     auto picks per graph: exact where its induced width fits, at any size, else
     lbp (never the sampler: under many alarm labels its weights collapse). EM
     steps are extrapolated (Anderson acceleration), then Newton steps with the
-    labels' information once EM stalls. A sampled E-step draws 50,000 worlds (--samples sets
+    labels' information once EM stalls. With exact E-steps EM runs from 6 points
+    at once (the stated probabilities, 0.5, random ones; one batched pass a round)
+    and keeps the best maximum, and each interval is checked against the profile
+    posterior (rules the labels reach only through others have flat ridges that
+    the curvature at the maximum does not show). A sampled E-step draws 50,000 worlds (--samples sets
     it) with a fixed seed, and EM stops once its steps are below the
     sampler's error, which the output reports.
 
@@ -121,7 +125,8 @@ def learn(
     result = Learner(models, labels, options).run()
     centre = "the stated probabilities" if loading.rule_prob is None else f"--rule-prob {loading.rule_prob}"
     header = [f"learned by fastlbp learn (EM, {', '.join(sorted(set(result.methods)))} E-step) from "
-              f"{len(models)} graph(s), {sum(map(len, labels))} labels: {result.iterations} E-steps, "
+              f"{len(models)} graph(s), {sum(map(len, labels))} labels: {result.iterations} E-steps"
+              + (f" (EM from {result.starts} starts at once)" if result.starts > 1 else "") + ", "
               f"{'converged' if result.converged else 'NOT converged (raise --em-iters)'}",
               *([] if result.noise is None else [
                   f"sampled E-step: {result.effective_worlds:,.0f} effective worlds; Monte Carlo standard "

@@ -8,15 +8,7 @@ from typing import Annotated
 
 import typer
 
-from fastlbp.cli.app import (
-    conflicts_located,
-    emit,
-    handles_errors,
-    note,
-    output_target,
-    sentence,
-    status,
-)
+from fastlbp.cli.app import conflicts_located, emit, handles_errors, method_notes, output_target
 from fastlbp.cli.evidence import EvidenceOptions, SoftLabelsOpt, gather
 from fastlbp.cli.options import (
     CsvExactNamesOpt,
@@ -121,11 +113,7 @@ def marginals(
         rows = ([name, repr(p)] + ([repr(e[i]) for e in errors] if errors else [])
                 for i, (name, p) in enumerate(zip(names, values, strict=True)))
         emit(csv_document(header, rows, 0, csv_exact_names), output)
-    note(f"{methods.describe(rnd)}, {rnd.seconds:.3f} s.", loading.quiet)
-    if rnd.reason:
-        note(sentence(f"method auto: {rnd.reason}"), loading.quiet)
-    for flag in rnd.flags:
-        status(sentence(f"warning: {flag}"))
+    method_notes(methods.describe(rnd), rnd.seconds, rnd.reason, rnd.flags, loading.quiet)
 
 
 def _listed(model, marginals, all_variables: bool) -> tuple[list[str], list[float]]:

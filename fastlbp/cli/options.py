@@ -177,6 +177,25 @@ CSV_EXACT_NAMES_HELP = (
 CsvExactNamesOpt = Annotated[bool, typer.Option("--csv-exact-names", help=CSV_EXACT_NAMES_HELP)]
 
 
+# Online learning (`simulate`, `triage`): EM steps on the labels after each one.
+LEARN_HELP = ("Learn the rule probabilities from the labels as they come: after each label a few EM steps "
+              "(--learn-steps), warm-started, then the next round ranks with them (their time counts in the "
+              "round's).")
+
+
+def learn_options(more_help: str = "", max_steps: int | None = None) -> tuple[object, object]:
+    """The `--learn` and `--learn-steps` options of a command that learns as it labels.
+
+    Args:
+        more_help: what `--learn`'s help adds for the command.
+        max_steps: `--learn-steps`' upper bound (triage's: what a session stores,
+            `fastlbp.triage.evidence.Learning`), or None.
+    """
+    return (Annotated[bool, typer.Option("--learn", help=LEARN_HELP + more_help)],
+            Annotated[int, typer.Option("--learn-steps", min=1, max=max_steps,
+                                        help="EM steps per label with --learn.")])
+
+
 # The shared option sets --------------------------------------------------------------------------
 
 

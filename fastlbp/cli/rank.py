@@ -13,9 +13,9 @@ from fastlbp.cli.app import (
     degenerate_warning,
     emit,
     handles_errors,
+    method_notes,
     note,
     output_target,
-    sentence,
     status,
     summary,
     terminal_rows,
@@ -221,14 +221,8 @@ def rank(
         emit(writers.to_table(result, rows=rows), output)
     loading.finish(progress, model)
     how = result.how or summary(result.iterations, result.converged, result.delta, result.seconds)
-    note(f"{how}, {result.seconds:.3f} s.", loading.quiet)
-    if result.reason:
-        note(sentence(f"method auto: {result.reason}"), loading.quiet)
-    if format is RankFormat.table:
-        for line in writers.caveats(result):
-            note(line, loading.quiet)
-    for flag in result.flags:
-        status(sentence(f"warning: {flag}"))
+    method_notes(how, result.seconds, result.reason, result.flags, loading.quiet,
+                 caveats=writers.caveats(result) if format is RankFormat.table else ())
     warning = None
     if method_of(result.method).unchecked:
         # Every unlabelled alarm, not only the `--top` shown: the top few of a good ranking may be equal.

@@ -24,10 +24,13 @@ from fastlbp.cli.options import (
     LoadOptions,
     OutputOpt,
     graph_command,
+    learn_options,
     settings_of,
 )
 from fastlbp.cli.progress import visible
 from fastlbp.core.errors import InputError
+
+LearnOpt, LearnStepsOpt = learn_options()
 
 
 class SimFormat(StrEnum):
@@ -59,12 +62,8 @@ def simulate(
                                               "(needs matplotlib: the `plots` extra).")] = None,
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", min=1,
                                                    help="Stop after this many labels.")] = None,
-    learn: Annotated[bool, typer.Option(
-        "--learn", help="Learn the rule probabilities from the labels as they come: after each label a "
-                        "few EM steps (--learn-steps) on this graph, warm-started, then the next round "
-                        "ranks with them (their time counts in the round's).")] = False,
-    learn_steps: Annotated[int, typer.Option("--learn-steps", min=1,
-                                             help="EM steps per label with --learn.")] = 3,
+    learn: LearnOpt = False,
+    learn_steps: LearnStepsOpt = 3,
     output: OutputOpt = None,
     *,
     evidence: EvidenceOptions,

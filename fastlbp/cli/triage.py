@@ -31,10 +31,13 @@ from fastlbp.cli.options import (
     InferenceOptions,
     LoadOptions,
     graph_command,
+    learn_options,
     settings_of,
 )
 from fastlbp.core.errors import InputError
 from fastlbp.core.settings import INFERENCE_FIELDS
+
+LearnOpt, LearnStepsOpt = learn_options(" Stored in the session: a resume learns the same.", max_steps=1000)
 
 # fastlbp.triage (the session, its journal and the terminal) is imported by
 # the functions below when they run, so other commands and `fastlbp --help` do not pay for it.
@@ -113,13 +116,8 @@ def triage(
         "--export", help="Write the session's labels to FILE as 'NAME true|false' lines (- for stdout) and "
                          "exit; `fastlbp rank GRAPH -l FILE` reads them (or give rank the session file "
                          "itself).", show_default=False)] = None,
-    learn: Annotated[bool, typer.Option(
-        "--learn", help="Learn the rule probabilities from the labels as they come: after each label a "
-                        "few EM steps (--learn-steps), warm-started, then the re-ranking round uses them "
-                        "(their time is part of the round's). Stored in the session: a resume learns "
-                        "the same.")] = False,
-    learn_steps: Annotated[int, typer.Option("--learn-steps", min=1, max=1000,
-                                             help="EM steps per label with --learn.")] = 3,
+    learn: LearnOpt = False,
+    learn_steps: LearnStepsOpt = 3,
     *,
     evidence: EvidenceOptions,
     inference: InferenceOptions,

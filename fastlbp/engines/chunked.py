@@ -55,6 +55,12 @@ class ChunkLayout:
     plan: P.ChunkPlan
     sums: equations.Summation
 
+    @classmethod
+    def on_device(cls, graph: FactorGraph, plan: P.ChunkPlan) -> ChunkLayout:
+        """The layout of `plan` on `graph`, put on the device (the chunk loop's and the persistent
+        kernel's: both sum the variables only)."""
+        return jax.device_put(cls(plan, xla_sums(graph, factor=False)))
+
 
 def _chunk_update(graph: FactorGraph, msgs, agg, acc, rows):
     """Updates the written slots of one chunk.
@@ -159,7 +165,7 @@ def runner_for(graph: FactorGraph, plan: P.ChunkPlan, name: str, *, unroll: int 
     """A `Runner` for a chunk plan packed by `schedules.compile_schedule` (tests, benchmarks); `backend`
     and `reason` are what the plan asked for and why (the chunk loop sums with dense gathers)."""
     start = time.perf_counter()
-    layout = jax.device_put(ChunkLayout(plan, xla_sums(graph, factor=False)))
+    layout = ChunkLayout.on_device(graph, plan)
     seconds = time.perf_counter() - start
     info = RunnerInfo(backend=backend, reason=reason, unroll=unroll, layout_seconds=seconds,
                       compiled=compiled)

@@ -53,7 +53,6 @@ from fastlbp.engines.loop import (
     graph_of,
     iterate,
     plan_for,
-    xla_sums,
 )
 from schedules import chunk_plan as P
 from schedules.plan import Plan
@@ -314,7 +313,7 @@ def runner_for(graph: FactorGraph, plan: P.ChunkPlan, name: str, *, interpret: b
     if atomic and interpret:
         raise ValueError("the atomic variant runs on the GPU only")
     start = time.perf_counter()
-    layout = jax.device_put(ChunkLayout(plan, xla_sums(graph, factor=False)))
+    layout = ChunkLayout.on_device(graph, plan)
     info = RunnerInfo(backend="fused_interpret" if interpret else "fused", reason=reason,
                       layout_seconds=time.perf_counter() - start, compiled=compiled,
                       tuning={"num_warps": num_warps, "atomic": atomic})

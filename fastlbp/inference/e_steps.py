@@ -8,7 +8,7 @@ table's (`Method.e_step`), so learning compares no method names. Only the clause
 the rule probabilities, and every class takes them as data (nothing is planned or compiled again):
 
 * `ExactEStep`: one exact-inference `Engine` (plan and program once); a step rewrites the clause tables'
-  log entries in place (`Engine.logflat`).
+  log entries in place (`Engine.logflat`); `many` takes a batch of clause probabilities in one pass.
 * `SampleEStep`: the importance sampler with the labels as weights, a fresh host plan per step (the
   coins' probabilities are its data), the same seed every step (common random numbers).
 * `LBPEStep`: LBP prepared once (runner and compiled round kept), warm-started from the last step's
@@ -60,6 +60,19 @@ class ExactEStep:
         m = exact_marginals(self.aug.model, self.labels, self.settings, engine=self.engine)
         self.log_evidence = float(m.info["log_evidence"])
         return m.marginals, None
+
+    @float64
+    def many(self, clause_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """((B, V) P(x=1 | labels), (B,) log P(labels)) at each row of clause_p ((B, K) float64), in one
+        pass of the engine over the batch (`exact_marginals_many`); the engine's own tables are untouched."""
+        from fastlbp.engines.exact import exact_marginals_many
+
+        clause_p = np.asarray(clause_p, np.float64)
+        flats = np.repeat(self.engine.logflat[None], clause_p.shape[0], axis=0)
+        with np.errstate(divide="ignore"):
+            flats[:, self.pos] = np.log1p(-clause_p)
+            flats[:, self.pos + 1] = np.log(clause_p)
+        return exact_marginals_many(self.aug.model, self.labels, self.settings, self.engine, flats)
 
 
 class SampleEStep:

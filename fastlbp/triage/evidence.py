@@ -39,6 +39,7 @@ import time
 
 from fastlbp.core.errors import ContradictoryEvidence, SettingsError
 from fastlbp.core.model import Model
+from fastlbp.triage.journal_format import stored_json
 
 # The entries of a "report" (what became of the carried labels and how many soft ones a file gave).
 REPORT_KEYS = {"carried": int, "softened": int, "dropped": int, "soft_file": int, "confidence": float}
@@ -83,10 +84,7 @@ class StartEvidence:
         Raises:
             SettingsError: not JSON, or not as `to_json` writes it.
         """
-        try:
-            raw = json.loads(text)
-        except ValueError as err:
-            raise SettingsError(f"not JSON: {err}") from None
+        raw = stored_json(text)
         if not isinstance(raw, dict) or set(raw) != {"labels", "soft", "report"}:
             raise SettingsError("expected labels, soft and report")
         labels, soft, report = raw["labels"], raw["soft"], raw["report"]
@@ -164,10 +162,7 @@ class Learning:
     @classmethod
     def from_json(cls, text: str) -> Learning:
         """Raises: SettingsError: not as `to_json` writes it."""
-        try:
-            raw = json.loads(text)
-        except ValueError as err:
-            raise SettingsError(f"not JSON: {err}") from None
+        raw = stored_json(text)
         if not isinstance(raw, dict) or set(raw) != {"steps", "prior_strength"}:
             raise SettingsError("expected steps and prior_strength")
         return cls(raw["steps"], raw["prior_strength"])

@@ -21,15 +21,8 @@ from fastlbp.core.model import Model
 from fastlbp.core.text import safe_name
 from fastlbp.io.loading import keep_tuples, load_labels
 from fastlbp.triage.evidence import stored_start
-from fastlbp.triage.journal import (
-    JOURNAL_VERSION,
-    SQLITE_MAGIC,
-    classify,
-    damaged,
-    newer,
-    not_a_session,
-    read_file,
-)
+from fastlbp.triage.journal_format import JOURNAL_VERSION, SQLITE_MAGIC
+from fastlbp.triage.journal_reading import damaged, newer, read_file, session_kind
 from fastlbp.triage.stored import meta_problem
 
 # The first line of every labels file `export` writes; only such a file is ever overwritten.
@@ -58,11 +51,7 @@ def session_labels(path: str | os.PathLike) -> list[tuple[str, bool]]:
         InputError: not a session file, a damaged one, one of a newer version.
     """
     p = Path(path)
-    kind, reason = classify(p)
-    if kind == "missing":
-        raise InputError(str(p), None, "no such file")
-    if kind == "foreign":
-        raise not_a_session(p, reason)
+    kind = session_kind(p, "no such file")
     if kind == "empty":
         raise damaged(p, "the file is empty", True)
     contents = read_file(p)

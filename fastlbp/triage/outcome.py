@@ -36,4 +36,11 @@ class Outcome:
     round: RoundInfo | None = None
 
 
-__all__ = ["Outcome", "RoundInfo", "how_made"]
+def not_saved(what: str, problem: str) -> Outcome:
+    """The refusal of an action (`what`: "label", "skip", ...) whose event could not be journaled
+    (`problem`: why the session file could not be written)."""
+    return Outcome(False, f"the {what} was not saved, so it is not applied: {problem}; the session is "
+                          f"as it was (try again, or quit)")
+
+
+__all__ = ["Outcome", "RoundInfo", "how_made", "not_saved"]

@@ -19,7 +19,7 @@ stored after each round (journal table "snapshot", one row):
 
 The labels, skips, focus, undo history and settings come from the events, by
 a walk that runs no round (`Triage._walk`). The snapshot names the last event
-it covers and a digest of the events up to it (`journal.events_digest`): a
+it covers and a digest of the events up to it (`journal_format.events_digest`): a
 journal whose events differ from what the snapshot saw (edited, recovered,
 an event deleted) is replayed in full instead, and nothing in a snapshot is
 ever a label. Events after the snapshot (a kill during the round of the last
@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from fastlbp.inference.methods import METHODS
-from fastlbp.triage.journal import events_digest
+from fastlbp.triage.journal_format import events_digest
 
 FORMAT = 1
 KEYS = {"format", "seq", "digest", "refused", "choice", "dtype", "learned"}

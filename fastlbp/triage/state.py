@@ -2,35 +2,20 @@
 
 The session is event-sourced. Every action that changes state (label, undo,
 skip, jump) is appended to its journal (`fastlbp.triage.journal`) and
-committed *before* the user is told it was accepted. After each round the
-session also stores a snapshot (`fastlbp.triage.snapshot`): the messages that
-round started from, the method `auto` chose, `--learn`'s probabilities and
-the events the model refused. A resume walks the events without running a
-round (labels, skips, focus, undo history, settings), then runs the last
-round again from the stored messages: one round for any number of labels
-(two when the process was killed during the last label's round, whose event
-is replayed after it), and the messages, marginals and ranking after a
-resume are the ones the session had (bit for bit on the same device). A
-journal without a usable snapshot (written by an earlier release, edited,
-recovered) replays every event and its round, as before. A kill at any
-moment therefore loses at most an action that was never acknowledged. A
-label that contradicts the model (probability 0) is removed from the journal
-again and reported; so is an action the journal cannot store (a full disk):
-it is not applied.
+committed *before* the user is told it was accepted; after each round the
+session also stores a snapshot (`fastlbp.triage.snapshot`), so that a resume
+runs one round for any number of labels. A kill at any moment therefore
+loses at most an action that was never acknowledged. A label that
+contradicts the model (probability 0) is removed from the journal again and
+reported; so is an action the journal cannot store (a full disk): it is not
+applied.
 
-A resume trusts nothing in the file it did not write: every stored value is
-checked (`fastlbp.triage.journal.read_contents`, `stored_settings`), a
-damaged file is reported and left as it is (`recover=True` starts a new
-session from its valid events, keeping it as a backup), and a custom order is
-stored as its text, never as a path to open again. The replay is total:
-events no single session writes (two processes appending to one file did:
-an undo with nothing to undo, a label of a labelled alarm) are skipped with
-a note instead of failing the resume.
+`Triage` is this module's state and actions, with three mixins, each in its
+own module:
 
-Inference settings given on a resume are applied (`change_settings`): a
-round with the new settings runs first, then a "settings" event is
-journaled, so a later resume switches at the same point and repeats the
-rounds exactly; settings that cannot run are refused, and nothing changes.
+    state_opening.py    `open` (new, resumed, recovered sessions) and `close`
+    state_replay.py     the journal's events replayed or walked, the snapshot stored and restored
+    state_settings.py   `change_settings`: other inference settings, journaled
 
     t = Triage.open(model, "race.triage.db", graph_path="race.json", settings=Settings())
     t.current               # variable index of the alarm on top (or jumped to)
@@ -41,55 +26,27 @@ rounds exactly; settings that cannot run are refused, and nothing changes.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 
-from fastlbp.core.errors import ContradictoryEvidence, InferenceError, InputError, SettingsError
+from fastlbp.core.errors import ContradictoryEvidence
 from fastlbp.core.model import Model
-from fastlbp.core.settings import CONTROL_FIELDS, Settings
+from fastlbp.core.settings import Settings
 from fastlbp.core.text import safe_name
-from fastlbp.inference import methods
 from fastlbp.inference.explain import Explanation, clause_index, explain, explain_name
 from fastlbp.inference.ranking import alarm_vars, order_alarms
-from fastlbp.inference.session import Session
-from fastlbp.triage.evidence import Learning, OnlineRules, Started, StartEvidence, stored_start
-from fastlbp.triage.journal import (
-    Contents,
-    Journal,
-    SessionWriteError,
-    backup_path,
-    check_target,
-    classify,
-    damaged,
-    move_aside,
-    not_a_session,
-    read_file,
-)
-from fastlbp.triage.lock import SessionLock
-from fastlbp.triage.outcome import Outcome, RoundInfo, how_made
-from fastlbp.triage.snapshot import Snapshot, Unusable, decode, encode
-from fastlbp.triage.stored import (
-    change_payload,
-    check_changes,
-    check_identity,
-    custom_order,
-    describe_change,
-    meta_problem,
-    new_meta,
-    read_change,
-    settings_text,
-    stored_meta,
-    stored_settings,
-)
-from schedules.plan import make_plan
+from fastlbp.triage.evidence import Learning, OnlineRules, Started
+from fastlbp.triage.journal import Journal, SessionWriteError
+from fastlbp.triage.outcome import Outcome, RoundInfo, how_made, not_saved
+from fastlbp.triage.state_opening import OpeningMixin
+from fastlbp.triage.state_replay import ReplayMixin
+from fastlbp.triage.state_settings import SettingsMixin, session_for
 
-__all__ = ["Triage", "Outcome", "RoundInfo", "stored_settings"]
+__all__ = ["Triage"]
 
 
-class Triage:
+class Triage(OpeningMixin, ReplayMixin, SettingsMixin):
     """A triage session over one model: labels, skips, focus, and the journal that makes them durable."""
 
     def __init__(self, model: Model, journal: Journal | None, settings: Settings, *,
@@ -110,7 +67,7 @@ class Triage:
         self.settings = settings
         self.custom_order, self.order_file = order, order_file
         self.start = start or Started()
-        self.session = _session(model, settings, order, order_source)
+        self.session = session_for(model, settings, order, order_source)
         self.session.labels.update({v: t for v, t in self.start.labels.items() if v not in model.labels})
         self.session.soft = dict(self.start.soft)
         self.learning = learning
@@ -134,301 +91,6 @@ class Triage:
         self._unsaved = False  # events applied since the last snapshot (`close` writes one)
         self.resume_rounds = 0  # rounds a resume ran (`Session.run` calls of the restore and replay)
 
-    # Opening --------------------------------------------------------------
-    @classmethod
-    def open(cls, model: Model, path: str | os.PathLike, *, graph_path: str | None = None,
-             resume: bool = False, overwrite: bool = False, recover: bool = False,
-             settings: Settings | None = None, evidence: StartEvidence | None = None,
-             learning: Learning | None = None) -> Triage:
-        """Starts a new session in `path`, or restores (resume) or recovers (recover) the one there.
-
-        The session's file is locked for as long as the returned `Triage` is
-        open (`close`): another process, or another `open` in this one, is
-        refused. The inference settings (`Settings.inference()`: schedule,
-        precision, tol, max_iters, damping, backend) are stored in the journal,
-        a custom order as its text; a resumed session runs with the stored
-        ones, so its rounds repeat exactly. A journal written before the backend
-        was stored resumes with the default backend. Loading settings (cycles,
-        compress) always come from `settings`: they shaped `model` before it
-        got here.
-
-        Args:
-            overwrite: replace a session at `path` (never a file that is not one).
-            recover: start a new session at `path` from the valid events of the
-                damaged one there (its settings if valid, else `settings`); the
-                damaged file is kept as `journal.backup_path(path)`. An intact
-                session is simply resumed.
-            evidence: a new session's evidence besides the graph's labels (carried labels, soft
-                evidence: `fastlbp.triage.evidence.StartEvidence`), on `model` as loaded; stored in
-                the journal, so a resume (which takes the stored one) starts from the same.
-            learning: a new session learns the rule probabilities from its labels (stored too).
-
-        Raises:
-            InputError: no session to resume, a session already there (and not
-                `overwrite`), a file that is not a session, a journal made for
-                another graph or by a newer version, a damaged journal (the file
-                is left as it is), or a file that cannot be written
-                (`SessionWriteError`); `SessionInUse` when another holds it.
-            ValueError: `recover` with `resume` or `overwrite`.
-        """
-        if recover and (resume or overwrite):
-            raise ValueError("recover excludes resume and overwrite")
-        if (resume or recover) and (evidence or learning is not None):
-            raise ValueError("a resumed or recovered session keeps its stored evidence and learning")
-        settings = settings or Settings()
-        path = Path(path)
-        lock = SessionLock.acquire(path)
-        try:
-            if resume:
-                return cls._resume(model, path, lock, settings)
-            if recover:
-                return cls._recover(model, path, lock, settings, graph_path)
-            evidence = evidence or StartEvidence()
-            return cls._create(model, path, lock, settings, graph_path, overwrite, evidence, learning)
-        except BaseException:
-            lock.release()  # each opener closes what it opened itself
-            raise
-
-    @classmethod
-    def _create(cls, model: Model, path: Path, lock: SessionLock, settings: Settings,
-                graph_path: str | None, overwrite: bool, evidence: StartEvidence,
-                learning: Learning | None) -> Triage:
-        check_target(path, overwrite)  # before the first round, so that a refusal is quick
-        stored, order, order_file = custom_order(settings)
-        try:
-            model, start = Started.of(evidence, model)
-        except SettingsError as err:
-            raise InputError(str(path), None, f"the session cannot start: {err}") from None
-        meta = new_meta(model, graph_path, stored, order, order_file, evidence, learning)
-        t = cls(model, None, stored, order=order, order_source=order_file, order_file=order_file, start=start,
-                learning=learning)
-        t._first_round()
-        # Written only now: a session that cannot start leaves the one it would replace alone.
-        t.journal = Journal.create(path, meta, overwrite=overwrite, lock=lock)
-        return t
-
-    @classmethod
-    def _resume(cls, model: Model, path: Path, lock: SessionLock, settings: Settings) -> Triage:
-        journal = Journal.open(path, lock=lock)
-        try:
-            contents = journal.read(model.index)
-            try:
-                evidence, learning = stored_start(contents.meta)
-                model, start = Started.of(evidence, model)
-            except SettingsError as err:
-                raise damaged(path, str(err), contents.recognised) from None
-            check_identity(path, contents, model)
-            check_changes(contents, settings)
-            problem = contents.meta_problem or meta_problem(contents.meta)
-            if problem is None:
-                try:
-                    stored, order = stored_meta(contents.meta, settings)
-                except SettingsError as err:
-                    problem = f"the stored settings are not valid ({err})"
-            problem = problem or contents.events_problem
-            if problem:
-                raise damaged(path, problem, contents.recognised)
-            journal.check_writable()
-
-            def fresh() -> Triage:
-                return cls(model, journal, stored, order=order,
-                           order_source=f"{path}: its stored custom order",
-                           order_file=contents.meta.get("order_file") if order is not None else None,
-                           start=start, learning=learning)
-
-            t = fresh()
-            row, problem = journal.read_snapshot()
-            if row is not None:
-                try:
-                    t.replay_notes = t._restore(contents.rows, decode(row, contents.rows))
-                    return t
-                except Unusable as err:
-                    problem = str(err)
-                    t = fresh()  # the walk changed it
-            t._first_round()
-            t.replay_notes = t.replay(contents.rows)
-            t.resume_rounds = len(t.rounds)
-            if problem:
-                t.replay_notes.insert(0, f"the session's snapshot was not used ({problem}); every label's "
-                                         f"round was replayed")
-            return t
-        except BaseException:
-            journal.lock = None  # `open` releases it
-            journal.close()
-            raise
-
-    @classmethod
-    def _recover(cls, model: Model, path: Path, lock: SessionLock, settings: Settings,
-                 graph_path: str | None) -> Triage:
-        kind, reason = classify(path)
-        if kind == "missing":
-            raise InputError(str(path), None, "no triage session to recover")
-        if kind == "foreign":
-            raise not_a_session(path, reason)
-        if kind == "empty":
-            contents = Contents(structure="the file is empty", recognised=True)
-        else:
-            contents = read_file(path, model.index)
-        notes = []
-        try:
-            evidence, learning = stored_start(contents.meta)
-            model, start = Started.of(evidence, model)
-        except SettingsError as err:
-            notes.append(f"the stored evidence and learning cannot be used ({err}); the new session starts "
-                         f"without them")
-            evidence, learning, start = StartEvidence(), None, Started()
-        check_identity(path, contents, model)
-        check_changes(contents, settings)
-        problem = contents.problem or meta_problem(contents.meta)
-        try:
-            stored, order = stored_meta(contents.meta, settings)
-            order_file = contents.meta.get("order_file")
-            source = f"{path}: its stored custom order"
-        except SettingsError as err:
-            problem = problem or f"the stored settings are not valid ({err})"
-            notes.append(f"the stored settings cannot be used ({err}); the new session runs with this "
-                         f"command's settings")
-            stored, order, order_file = custom_order(settings)
-            source = order_file
-        if problem is None:
-            t = cls._resume(model, path, lock, settings)
-            t.replay_notes.insert(0, f"nothing to recover: {path} is intact (resumed)")
-            return t
-        t = cls(model, None, stored, order=order, order_source=source, order_file=order_file, start=start,
-                learning=learning)
-        t._first_round()
-        backup = backup_path(path)
-        meta = new_meta(model, graph_path or contents.meta.get("graph"), stored, order, order_file, evidence,
-                        learning)
-        meta["recovered_from"] = str(backup)
-        moved = move_aside(path, backup)
-        try:
-            t.journal = Journal.create(path, meta, rows=contents.rows, lock=lock)
-        except BaseException:
-            for src, dst in reversed(moved):
-                os.rename(dst, src)
-            raise
-        total = "?" if contents.total is None else contents.total
-        notes.append(f"recovered {len(contents.rows)} of {total} events from {path} ({problem}); the "
-                     f"damaged file is kept as {backup}")
-        try:
-            t.replay_notes = notes + t.replay(contents.rows)
-        except BaseException:
-            t.journal.lock = None  # `open` releases it
-            t.close()
-            raise
-        return t
-
-    def close(self) -> None:
-        """Stores a snapshot of events applied since the last one, then closes the journal and releases the
-        session's lock (idempotent)."""
-        if self.journal is not None:
-            if self._unsaved and self.rounds:
-                self._save()
-            self.journal.close()
-            self._unsaved = False
-
-    # The snapshot (`fastlbp.triage.snapshot`) ---------------------------------------
-    def _save(self) -> str:
-        """Stores the snapshot of the state now; "" or, when it cannot be written, a note for the user.
-
-        A snapshot that cannot be written loses nothing (the events are the session): the next resume
-        replays the rounds since the last one stored.
-        """
-        choice = self.session.choice
-        learned = e_steps = None
-        if self.online is not None:
-            learned = np.stack([*self.online.before, self.online.learner.probability])
-            e_steps = self.online.learner.warm_starts()
-        messages = None if self._round_input is None else np.asarray(self._round_input)
-        state, blob, learned_blob = encode(self._refused, None if choice is None else (choice.method,
-                                                                                       choice.reason),
-                                           messages, learned, e_steps)
-        try:
-            self.journal.write_snapshot(state, blob, learned_blob)
-        except SessionWriteError as err:
-            return f" (the session's snapshot was not saved: {err.message}; a resume replays the rounds " \
-                   f"since the last one saved)"
-        self._unsaved = False
-        return ""
-
-    def _restore(self, rows, snap: Snapshot) -> list[str]:
-        """The state of a snapshot and the events after it (`rows`: the journal's): its notes for the user.
-
-        The events the snapshot covers are walked without a round, the last round runs again from its
-        stored messages, and the events after the snapshot are replayed (a round per label or undo).
-
-        Raises:
-            Unusable: the snapshot does not fit the state its events give (another number of labels
-                learned from, messages of another length or precision); `self` is then spent.
-        """
-        covered = [r for r in rows if r[0] <= snap.seq]
-        notes = self._walk(covered, snap.refused)
-        if self.online is not None:
-            rules = len(self.online.learner.names)
-            if snap.learned is None or snap.learned.shape != (len(self.order) + 1, rules):
-                raise Unusable("its learned probabilities do not match the labels")
-            self.online.before = [p.copy() for p in snap.learned[:-1]]
-            self.online.learner.probability = snap.learned[-1].copy()
-            try:
-                self.online.learner.set_warm_starts(snap.e_steps)
-            except SettingsError as err:
-                raise Unusable(f"its E-step messages do not fit ({err})") from None
-            self.session.set_parameters(self.online.model_now())
-        elif snap.learned is not None:
-            raise Unusable("it holds learned probabilities, and the session learns none")
-        if snap.choice is not None and methods.chooses(self.settings.method):
-            self.session.choice = methods.Choice(*snap.choice)
-        if snap.messages is not None:
-            self.session.messages = _device_messages(snap.messages, self.session, self.model.graph.num_edges)
-        start = len(self.rounds)
-        try:
-            self._round(warm=snap.messages is not None)
-        except (ContradictoryEvidence, InferenceError) as err:
-            raise Unusable(f"its last round cannot run again ({err})") from None
-        self._refused = dict(snap.refused)
-        notes += self.replay([r for r in rows if r[0] > snap.seq])
-        self.resume_rounds = len(self.rounds) - start
-        return notes
-
-    def _walk(self, rows, refused: dict[int, str]) -> list[str]:
-        """Applies events (after the session's start) as `replay` does, without a round: labels, skips,
-        focus, undo history, settings. `refused`: the events the model refused, skipped with their note.
-        Returns the notes for the user."""
-        notes = []
-        settings, order, order_file = self.settings, self.custom_order, self.order_file
-        for seq, kind, alarm, truth, *_ in rows:
-            var = None if alarm is None or kind == "settings" else self.model.index[alarm]
-            if seq in refused:
-                notes.append(refused[seq])
-            elif kind == "settings":
-                settings, order, order_file = read_change(alarm, settings)
-            elif var is not None and var in self.labels:
-                notes.append(_labelled_note(seq, kind, alarm))
-            elif kind == "label":
-                self.session.label(var, truth)
-                self._labelled(seq, var)
-            elif kind == "skip":
-                self._skipped(seq, var)
-            elif kind == "jump":
-                self.focus = var
-            elif not self._history:
-                notes.append(_nothing_to_undo(seq))
-            else:
-                kind_undone, done, var = self._history.pop()
-                self.focus = None
-                if kind_undone == "skip":
-                    self.skipped = [(s, v) for s, v in self.skipped if s != done]
-                else:
-                    self.order = [(s, v) for s, v in self.order if s != done]
-                    self.session.unlabel(var)
-        if settings != self.settings or order != self.custom_order:
-            # The session the last "settings" event made (`_run_with`), with the evidence so far.
-            session = _session(self.session.model, settings, order, order_file)
-            session.labels, session.soft = dict(self.session.labels), dict(self.session.soft)
-            self.session, self.settings = session, settings
-            self.custom_order, self.order_file = order, order_file
-        return notes
 
     # State ----------------------------------------------------------------
     @property
@@ -475,138 +137,6 @@ class Triage:
         self.rounds.append(info)
         return info
 
-    # Settings -------------------------------------------------------------
-    def change_settings(self, changes: dict) -> Outcome:
-        """Runs on with `changes` to the inference settings (e.g. {"schedule": "seqfix"}), journaled.
-
-        A round with the new settings runs first (warm when only tol,
-        max_iters or damping change; else a new runner and a cold round, with
-        every label); only then is the change journaled and applied. Settings
-        that cannot run (a GPU backend without a GPU, exact inference on a graph
-        too wide, a custom order that does not fit) are refused, and the session
-        is as it was.
-
-        Args:
-            changes: `Settings` fields and values; a schedule may name a custom
-                order's file (its text is stored, never its path).
-
-        Returns:
-            accepted with "no change" when the settings are the current ones.
-        """
-        try:
-            target = dataclasses.replace(self.settings, **changes)
-            if "schedule" in changes:
-                target, order, order_file = custom_order(target)
-            else:
-                order, order_file = self.custom_order, self.order_file
-        except (InputError, SettingsError) as err:
-            return Outcome(False, f"the settings cannot be changed: {_text(err)}")
-        if target == self.settings and order == self.custom_order:
-            return Outcome(True, "no change")
-        what = self._describe(target, order)
-        try:
-            prepared = self._run_with(target, order, order_file)
-        except (InputError, SettingsError, InferenceError, ContradictoryEvidence) as err:
-            return _refused(what, err, self.settings)
-        try:
-            self.journal.append_settings(change_payload(target, order, order_file))
-        except SessionWriteError as err:
-            return _not_saved("settings change", err)
-        out = self._switch(target, order, order_file, prepared, what)
-        return dataclasses.replace(out, message=out.message + self._save())
-
-    def _apply_settings(self, settings: Settings, order: str | None, order_file: str | None) -> Outcome:
-        """Replays a "settings" event: a round with `settings`, then the switch (refused: no switch)."""
-        what = self._describe(settings, order)
-        try:
-            prepared = self._run_with(settings, order, order_file)
-        except (InputError, SettingsError, InferenceError, ContradictoryEvidence) as err:
-            return _refused(what, err, self.settings)
-        return self._switch(settings, order, order_file, prepared, what)
-
-    def _describe(self, settings: Settings, order: str | None) -> str:
-        what = describe_change(self.settings, settings)
-        if order != self.custom_order:
-            what = "the custom order replaced" + ("" if what == "no change" else f", {what}")
-        return what
-
-    def _switch(self, settings: Settings, order: str | None, order_file: str | None, prepared,
-                what: str) -> Outcome:
-        session, rnd, seconds, given = prepared
-        self.session, self.settings = session, settings
-        self._round_input, self._unsaved = given, True
-        self.custom_order, self.order_file = order, order_file
-        self._ranking = order_alarms(rnd.log_odds, self.alarms, exclude=self.session.labels)
-        info = RoundInfo(seconds, rnd.iterations, rnd.converged, rnd.delta, rnd.remedy, how_made(rnd))
-        self.rounds.append(info)
-        return Outcome(True, f"settings changed: {what}", info)
-
-    def _run_with(self, settings: Settings, order: str | None, source: str | None):
-        """(session, round, seconds, the messages it started from or None): a round with `settings` and
-        every label, leaving `self` as it is."""
-        start = time.perf_counter()
-        fixed = order != self.custom_order or any(
-            getattr(settings, f.name) != getattr(self.settings, f.name)
-            for f in dataclasses.fields(Settings) if f.name not in CONTROL_FIELDS)
-        if fixed:
-            # The evidence and the probabilities learned so far carry over.
-            session = _session(self.session.model, settings, order, source)
-            session.labels = dict(self.session.labels)
-            session.soft = dict(self.session.soft)
-            given = None
-            rnd = session.run(warm=False)
-        else:
-            # tol, max_iters, damping are data to the compiled round: a copy of the session with its
-            # messages runs warm, and the session itself stays untouched until the switch.
-            session = self.session.fork()
-            session.settings = settings
-            given = session.messages
-            rnd = session.run(warm=True)
-        return session, rnd, time.perf_counter() - start, given
-
-    def replay(self, rows) -> list[str]:
-        """Re-applies the journal's events (after the cold round); returns notes for the user.
-
-        Total: every journal `read_contents` accepts replays. Events a single
-        session never writes (an undo with nothing to undo, a label, skip or
-        jump of an alarm that is labelled) are skipped with a note; a label or
-        undo the model refuses is noted and left in the file (a resume never
-        writes to it).
-
-        Args:
-            rows: (seq, kind, alarm, truth, ...) events as `Contents.rows` holds them,
-                every alarm a variable of the model.
-        """
-        notes = []
-        for seq, kind, alarm, truth, *_ in rows:
-            self._unsaved = True
-            refused = None
-            var = None if alarm is None or kind == "settings" else self.model.index[alarm]
-            if kind == "settings":
-                out = self._apply_settings(*read_change(alarm, self.settings))  # checked on reading
-                if not out.accepted:
-                    refused = f"event {seq}: {out.message}"
-            elif var is not None and var in self.labels:
-                notes.append(_labelled_note(seq, kind, alarm))
-            elif kind == "label":
-                out = self._apply_label(seq, var, truth, replaying=True)
-                if not out.accepted:
-                    refused = out.message
-            elif kind == "skip":
-                self._skipped(seq, var)
-            elif kind == "jump":
-                self.focus = var
-            elif not self._history:
-                notes.append(_nothing_to_undo(seq))
-            else:
-                out = self._apply_undo(seq, replaying=True)
-                if not out.accepted:
-                    refused = out.message
-            if refused is not None:
-                self._refused[seq] = refused
-                notes.append(refused)
-        return notes
-
     # Actions --------------------------------------------------------------
     def label(self, truth: bool, var: int | None = None) -> Outcome:
         """Labels `var` (default: the current alarm), journals it, and runs a warm round."""
@@ -618,7 +148,7 @@ class Triage:
         try:
             seq = self.journal.append("label", self.model.var_names[var], truth)
         except SessionWriteError as err:
-            return _not_saved("label", err)
+            return not_saved("label", err.message)
         refused = len(self._refused)
         return self._saved(self._apply_label(seq, var, truth), refused)
 
@@ -678,7 +208,7 @@ class Triage:
         try:
             seq = self.journal.append("skip", self.model.var_names[var])
         except SessionWriteError as err:
-            return _not_saved("skip", err)
+            return not_saved("skip", err.message)
         self._skipped(seq, var)
         self._unsaved = True
         return Outcome(True, f"skipped {safe_name(self.model.var_names[var])}")
@@ -690,7 +220,7 @@ class Triage:
         try:
             seq = self.journal.append("undo")
         except SessionWriteError as err:
-            return _not_saved("undo", err)
+            return not_saved("undo", err.message)
         refused = len(self._refused)
         return self._saved(self._apply_undo(seq), refused)
 
@@ -789,7 +319,7 @@ class Triage:
         try:
             self.journal.append("jump", self.model.var_names[var])
         except SessionWriteError as err:
-            return _not_saved("jump", err)
+            return not_saved("jump", err.message)
         self.focus = var
         self._unsaved = True
         return Outcome(True, f"now at {safe_name(self.model.var_names[var])}")
@@ -834,51 +364,3 @@ class Triage:
             "learning": self.learning is not None,
         }
 
-
-def _text(err: Exception) -> str:
-    """An error for a message: an input error names its file and line (a custom order's)."""
-    return str(err)
-
-
-def _labelled_note(seq: int, kind: str, alarm: str) -> str:
-    return f"skipped event {seq}: {kind} of {safe_name(alarm)}, which is labelled already"
-
-
-def _nothing_to_undo(seq: int) -> str:
-    return f"skipped event {seq}: an undo with nothing to undo"
-
-
-def _device_messages(messages: np.ndarray, session: Session, edges: int):
-    """Stored messages as the session's warm start.
-
-    Raises:
-        Unusable: of another length or precision than the session's.
-    """
-    import jax.numpy as jnp
-
-    from fastlbp.core.jax_setup import float64_context
-
-    if messages.shape != (edges,) or messages.dtype != np.dtype(session.dtype):
-        raise Unusable(f"its messages ({messages.size:,} {messages.dtype.name}) are not the session's "
-                       f"({edges:,} {np.dtype(session.dtype).name})")
-    with float64_context():
-        return jnp.asarray(messages)
-
-
-def _refused(what: str, err: Exception, kept: Settings) -> Outcome:
-    return Outcome(False, f"refused the settings change ({what}): {_text(err)}; the session is unchanged "
-                          f"({settings_text(kept)})")
-
-
-def _not_saved(what: str, err: SessionWriteError) -> Outcome:
-    return Outcome(False, f"the {what} was not saved, so it is not applied: {err.message}; the session is "
-                          f"as it was (try again, or quit)")
-
-
-def _session(model: Model, settings: Settings, order: str | None, source: str | None) -> Session:
-    """The `Session` of `settings`; a custom order runs from its stored text, which its plan carries
-    (`schedules.plan.Spec.order`): no path from the session file is ever opened."""
-    session = Session(model, settings) if order is None else Session(
-        model, settings, plan=make_plan(settings, order=order, source=source))
-    session.compile_flags()  # the first label compiles nothing
-    return session

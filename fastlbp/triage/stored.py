@@ -29,15 +29,8 @@ from fastlbp.core.model import Model
 from fastlbp.core.settings import CYCLE_MODES, PRECISIONS, Settings
 from fastlbp.inference.methods import check_name
 from fastlbp.triage.evidence import Learning, StartEvidence, stored_start
-from fastlbp.triage.journal import (
-    JOURNAL_VERSION,
-    PLAIN_VERSION,
-    Contents,
-    classify,
-    fingerprint,
-    newer,
-    read_file,
-)
+from fastlbp.triage.journal_format import JOURNAL_VERSION, PLAIN_VERSION, fingerprint, stored_json
+from fastlbp.triage.journal_reading import Contents, classify, newer, read_file
 from schedules.plan import STRATEGIES, make_plan, parse_spec
 
 # The stored schedule of a session with a custom order: this name, then the spec's options
@@ -187,10 +180,7 @@ def stored_loading(meta: dict[str, str]) -> dict | None:
     """
     if "loading" not in meta:
         return None
-    try:
-        raw = json.loads(meta["loading"])
-    except ValueError as err:
-        raise SettingsError(f"not JSON: {err}") from None
+    raw = stored_json(meta["loading"])
     if not isinstance(raw, dict) or set(raw) != {"cycles", "compress"}:
         raise SettingsError(f"expected cycles and compress, got {str(raw)[:80]!r}")
     if raw["cycles"] not in CYCLE_MODES or type(raw["compress"]) is not bool:
@@ -229,10 +219,7 @@ def read_change(payload: str, settings: Settings) -> tuple[Settings, str | None,
     Raises:
         SettingsError: not JSON, or not as `change_payload` writes it.
     """
-    try:
-        raw = json.loads(payload)
-    except ValueError as err:
-        raise SettingsError(f"not JSON: {err}") from None
+    raw = stored_json(payload)
     if not isinstance(raw, dict) or not isinstance(raw.get("settings"), dict):
         raise SettingsError("expected an object with the settings")
     order, order_file = raw.get("order"), raw.get("order_file")
@@ -282,10 +269,7 @@ def stored_meta(meta: dict[str, str], settings: Settings) -> tuple[Settings, str
     """
     if "settings" not in meta:
         raise SettingsError("no settings")
-    try:
-        raw = json.loads(meta["settings"])
-    except ValueError as err:
-        raise SettingsError(f"not JSON: {err}") from None
+    raw = stored_json(meta["settings"])
     order = meta.get("order")
     try:
         stored = stored_settings(raw, settings, order=order)

@@ -23,7 +23,8 @@ from fastlbp.inference.explain import format_explanation
 from fastlbp.inference.methods import method_of
 from fastlbp.triage.labels import write_labels
 from fastlbp.triage.lineinput import LineReader, has_keys, shown_keys
-from fastlbp.triage.state import Outcome, RoundInfo, Triage
+from fastlbp.triage.outcome import Outcome, RoundInfo
+from fastlbp.triage.state import Triage
 
 PAGE = 20  # lines a search or `more` shows at once
 MOVED_SHOWN = 2  # alarms named in the "moved:" line

@@ -58,7 +58,7 @@ from fastlbp.core.jax_setup import float64
 from fastlbp.core.settings import Settings
 from fastlbp.engines.exact import kernels, program
 from fastlbp.engines.exact.binarize import Binarized, Table, binarize
-from fastlbp.engines.exact.eliminate import Arena, default_host_below, run
+from fastlbp.engines.exact.eliminate import Arena, default_host_below, run, run_many
 from fastlbp.engines.exact.order import BYTES, BucketTree, plan
 from fastlbp.engines.marginals import Marginals
 
@@ -207,12 +207,15 @@ class Engine:
             if BYTES * big.device_size <= budget:
                 self.arena.reserve(big)
 
-    def inputs(self, prog: program.Program, labels: dict[int, bool]) -> np.ndarray:
-        """The clamped log tables of `prog` at these label values."""
+    def inputs(self, prog: program.Program, labels: dict[int, bool], logflat: np.ndarray | None = None
+               ) -> np.ndarray:
+        """The clamped log tables of `prog` at these label values: (N,) from `self.logflat`, or (B, N)
+        from `logflat` (B, L) (a batch of the tables' log values, `exact_marginals_many`)."""
         values = np.zeros(self.binarized.num_total + 1, np.int64)  # index -1 (no label): 0
         for v, truth in labels.items():
             values[v] = int(truth)
-        return self.logflat[prog.src + (values[prog.lab_var] * prog.lab_stride).sum(axis=1)]
+        at = prog.src + (values[prog.lab_var] * prog.lab_stride).sum(axis=1)
+        return self.logflat[at] if logflat is None else np.asarray(logflat, np.float64)[:, at]
 
 
 _ENGINES: OrderedDict = OrderedDict()  # id(graph) -> (weakref to graph, host_below, chunks, Engine)
@@ -233,6 +236,48 @@ def engine_for(graph: FactorGraph, host_below: int | None = None,
     while len(_ENGINES) > 4:
         _ENGINES.popitem(last=False)
     return engine
+
+
+def _program(engine: Engine, labels: dict[int, bool], settings: Settings):
+    """(plan, program) of `engine` at the labelled set, within `settings`' memory budget.
+
+    Raises:
+        ExactTooWide: the tables would exceed the budget (before any device work).
+    """
+    budget = memory_budget(settings)
+    # A bucket over more variables than this alone exceeds the budget: ordering stops there.
+    most = max(1, int(math.log2(max(budget, BYTES) / BYTES)))
+    labelled = frozenset(labels)
+    p = engine.plan(labelled, most)
+    if p is None or p.bytes_needed > budget:
+        width = most if p is None else p.width
+        needed = BYTES * 2 ** (most + 1) if p is None else p.bytes_needed
+        raise ExactTooWide(width, needed, budget, at_least=p is None,
+                           heuristic=engine.heuristic(engine.binarized.num_total - len(labelled)))
+    prog = engine.program(labelled, most)
+    engine._reserve(prog, most, budget)
+    return p, prog
+
+
+def _marginals(p: BucketTree, lm: np.ndarray, labels: dict[int, bool], num_vars: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """((V,) P(x=1), (V,) log odds) of the model's variables from the buckets' log marginals lm (n, 2)."""
+    log_odds = np.zeros(num_vars)
+    for v, truth in labels.items():
+        log_odds[v] = np.inf if truth else -np.inf
+    model_vars = p.order < num_vars
+    with np.errstate(invalid="ignore"):
+        log_odds[p.order[model_vars]] = lm[model_vars, 1] - lm[model_vars, 0]
+    small = np.exp(-np.abs(log_odds))  # the sigmoid without overflow
+    return np.where(log_odds >= 0, 1.0, small) / (1.0 + small), log_odds
+
+
+def _contradiction(graph: FactorGraph, names, labels: dict[int, bool]) -> Exception:
+    if not labels:
+        return InferenceError("the model has probability 0: its hard (0/1) parameters contradict each other "
+                              "with no labels")
+    core = conflicting_labels(graph, labels) or labels
+    return ContradictoryEvidence({(names[v] if names is not None else str(v)): t for v, t in core.items()})
 
 
 @float64
@@ -265,35 +310,12 @@ def exact_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     num_vars = graph.num_vars
     if engine is None:
         engine = engine_for(graph, host_below)
-    budget = memory_budget(settings)
-    # A bucket over more variables than this alone exceeds the budget: ordering stops there.
-    most = max(1, int(math.log2(max(budget, BYTES) / BYTES)))
-    labelled = frozenset(labels)
-    p = engine.plan(labelled, most)
-    if p is None or p.bytes_needed > budget:
-        width = most if p is None else p.width
-        needed = BYTES * 2 ** (most + 1) if p is None else p.bytes_needed
-        raise ExactTooWide(width, needed, budget, at_least=p is None,
-                           heuristic=engine.heuristic(engine.binarized.num_total - len(labelled)))
-    prog = engine.program(labelled, most)
-    engine._reserve(prog, most, budget)
+    p, prog = _program(engine, labels, settings)
     plan_seconds = time.perf_counter() - start
     result = run(prog, engine.inputs(prog, labels), engine.arena)
     if not np.isfinite(result.log_evidence):
-        if not labels:
-            raise InferenceError("the model has probability 0: its hard (0/1) parameters contradict each "
-                                 "other with no labels")
-        core = conflicting_labels(graph, labels) or labels
-        raise ContradictoryEvidence({(names[v] if names is not None else str(v)): t for v, t in core.items()})
-    log_odds = np.zeros(num_vars)
-    for v, truth in labels.items():
-        log_odds[v] = np.inf if truth else -np.inf
-    lm = result.log_marginals
-    model_vars = p.order < num_vars
-    with np.errstate(invalid="ignore"):
-        log_odds[p.order[model_vars]] = lm[model_vars, 1] - lm[model_vars, 0]
-    small = np.exp(-np.abs(log_odds))  # the sigmoid without overflow
-    marginals = np.where(log_odds >= 0, 1.0, small) / (1.0 + small)
+        raise _contradiction(graph, names, labels)
+    marginals, log_odds = _marginals(p, result.log_marginals, labels, num_vars)
     info = {"width": p.width, "heuristic": p.heuristic, "largest_entries": p.largest, "buckets": len(p.order),
             "bytes": p.bytes_needed, "aux_vars": engine.binarized.num_total - num_vars,
             "log_evidence": result.log_evidence, "plan_seconds": plan_seconds,
@@ -301,5 +323,34 @@ def exact_marginals(model_or_graph, labels: dict[int, bool] | None = None,
     return Marginals("exact", marginals, log_odds, np.zeros(num_vars), time.perf_counter() - start, info)
 
 
-__all__ = ["exact_marginals", "Engine", "engine_for", "ExactTooWide", "memory_budget", "clamp", "binarize",
-           "plan", "run"]
+@float64
+def exact_marginals_many(model_or_graph, labels: dict[int, bool] | None, settings: Settings | None,
+                         engine: Engine, logflat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """P(x=1 | labels) for every variable under a batch of parameter values: one graph, one labelled set,
+    B versions of its tables' log values (`Engine.logflat`'s layout), eliminated together
+    (`eliminate.run_many`: the host passes cost about what one run's do).
+
+    Args:
+        model_or_graph, labels, settings: as `exact_marginals`.
+        engine: the graph's `Engine` (its plan and program are used; its own `logflat` is not).
+        logflat: (B, L) float64 log table entries per run.
+
+    Returns:
+        ((B, V) float64 marginals, (B,) float64 log P(labels)).
+
+    Raises:
+        ExactTooWide, ContradictoryEvidence, InferenceError: as `exact_marginals` (contradictory under
+        any run of the batch).
+    """
+    settings = settings or Settings()
+    graph, names, labels = _inputs(model_or_graph, labels)
+    p, prog = _program(engine, labels, settings)
+    lm, log_z = run_many(prog, engine.inputs(prog, labels, logflat), engine.arena)
+    if not np.all(np.isfinite(log_z)):
+        raise _contradiction(graph, names, labels)
+    marginals = np.stack([_marginals(p, lm[k], labels, graph.num_vars)[0] for k in range(len(log_z))])
+    return marginals, log_z
+
+
+__all__ = ["exact_marginals", "exact_marginals_many", "Engine", "engine_for", "ExactTooWide", "memory_budget",
+           "clamp", "binarize", "plan", "run"]
