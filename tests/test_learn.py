@@ -637,11 +637,11 @@ def test_cli_learn_per_rule_priors_and_strength_limits(tmp_path):
 
 
 def test_beta_quantiles_are_never_nan():
-    from fastlbp.inference.learn import _quantile
+    from fastlbp.inference.learn_intervals import beta_quantile
 
     a = np.array([2.0, 9e307, np.inf, 1e20])
     b = np.array([3.0, 1e307, 5.0, 3e20])
-    out = _quantile(0.025, a, b, np.array([0.1, 0.2, 0.3, 0.4]))
+    out = beta_quantile(0.025, a, b, np.array([0.1, 0.2, 0.3, 0.4]))
     assert np.all(np.isfinite(out)) and np.all((0 <= out) & (out <= 1))
     assert out[1] == pytest.approx(0.9) and out[2] == pytest.approx(0.3) and out[3] == pytest.approx(0.25)
 
@@ -756,7 +756,7 @@ def test_a_rule_that_always_fired_gets_the_profile_bound_not_the_priors():
 
 
 def test_em_from_several_starts_keeps_the_best_maximum_and_its_intervals_hold_what_they_passed():
-    from fastlbp.inference.learn import PROFILE_DROP, _hull
+    from fastlbp.inference.learn_intervals import PROFILE_DROP, hull
 
     fam, models = _taint_family(3)
     one = learn(models, None, LearnOptions(method="exact", starts=1))
@@ -768,6 +768,6 @@ def test_em_from_several_starts_keeps_the_best_maximum_and_its_intervals_hold_wh
     used = np.array([True, False])
     seen = [(np.array([0.5, 0.5]), -10.0), (np.array([0.3, 0.9]), -10.0 - PROFILE_DROP + 0.01),
             (np.array([0.05, 0.99]), -10.0 - PROFILE_DROP - 0.01)]
-    lo, hi = _hull(seen, lower, upper, used)
+    lo, hi = hull(seen, lower, upper, used)
     np.testing.assert_allclose(lo, [0.3, 0.4])
     np.testing.assert_allclose(hi, [0.6, 0.6])

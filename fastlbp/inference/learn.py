@@ -47,55 +47,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from datalog.rule_probs import MAX_PRIOR_STRENGTH, RuleLine, clause_factors, rule_names
+from datalog.rule_probs import MAX_PRIOR_STRENGTH, RuleLine
 from fastlbp.core.errors import SettingsError
-from fastlbp.core.graph import AND, FactorGraph, from_arrays
 from fastlbp.core.jax_setup import float64
 from fastlbp.core.model import Model
 from fastlbp.core.settings import Settings
+from fastlbp.inference.learn_intervals import Intervals, beta_quantile, hull
+from fastlbp.inference.learn_model import EPS, Augmented, _Posterior, augment, e_step_method, union
+from fastlbp.inference.learn_search import START_STEPS, Search
 from fastlbp.inference.methods import check_name, chooses, method_of
 
-EPS = 1e-9  # probabilities stay inside (EPS, 1 - EPS): a coin of probability 0 or 1 is a hard constraint
-# Anderson acceleration's memory (EM steps whose secants it combines): a few slow directions dominate
-# EM where labels leave much unobserved (weblech's 16 rules from 11 alarm labels).
-ANDERSON_MEMORY = 5
-# A sampled E-step's run converges when no rule's step exceeds this fraction of its Monte Carlo standard
-# error (steps below the noise move p by less than the sampler can tell apart).
-NOISE_FRACTION = 0.25
-# EM (accelerated) hands over to Newton steps on the posterior, with the observed information the run
-# computes anyway, once its largest residual has not halved in this many E-steps: on weblech's alarm
-# labels Anderson-accelerated EM with a sampled E-step crawled at residuals of 3-6e-3 from its 8th
-# E-step on (rules the labels barely inform; the map's steps are rough where worlds change with p).
-STALLED = 4
-NEWTON_STEPS = 4  # Newton steps at most (one E-step each), with the information of the first point
-# Newton steps converge when no rule moves by more than this many Monte Carlo standard errors of the
-# posterior's maximum (`Learner.map_noise`): in directions the labels barely inform, the sampler's error
-# in the gradient moves the maximum by far more than one EM step's error, and Newton's steps from there
-# on are that noise (weblech: steps of 1.2-2.6 errors, 0.02-0.03 in p, after the first).
-MAP_NOISE_Z = 3.0
 # Once the information is known, a rule whose step is below this fraction of its posterior standard
 # deviation has settled: further steps change no interval and no ranking (taint family, 5 small graphs,
 # exact E-step: Newton's 4 steps left the rules the labels barely inform moving by 1e-3 to 1e-2 against
 # posterior deviations of 0.1-0.3, reported not converged after 18 E-steps; plain EM took 498).
 POSTERIOR_FRACTION = 0.05
-# The profile check of the intervals (`Learner._profile`): the 95 % likelihood-ratio drop (chi-square(1)'s
-# 0.95 quantile, 3.84, halved), the most tries per bound, the most a try moves a bound (times its logit
-# distance from the maximum), and the logit past which a bound is 0 or 1.
-PROFILE_DROP = 1.92
-PROFILE_TRIES = 5
-PROFILE_GROWTH = 4.0
-PROFILE_EDGE = 12.0
-PROFILE_STEPS = 2  # Newton steps toward the profile's maximum per try, stopped once they gain < PROFILE_GAIN
-PROFILE_GAIN = 0.05
-# Then accelerated EM steps among the others at most, where Newton's still leave the drop over the bound
-# (taint family, avrora size: a bound at 0.964 of a rule whose ridge runs flat, within 0.7 nats, to 0.999).
-PROFILE_EM_STEPS = 12
-# Bisections of a one-sided rule's far bound (`Learner._profile_inward`).
-PROFILE_BISECTIONS = 6
-# EM from several starts (`Learner._best_start`, exact E-steps, `LearnOptions.starts`): the random starts'
-# logit spread (0.5 to 0.98 within one standard deviation of 0.5), and the fewest E-steps per start.
-START_SPREAD = 2.0
-START_STEPS = 10
 # Points of exact E-steps per batch (`Learner.counts_many`): the information's 2 per rule, the profile's
 # bounds, EM's starts. On the taint family (avrora size, 2-core CPU) 32 points cost about 5 single runs.
 BATCH = 32
@@ -142,7 +108,7 @@ class LearnOptions:
             (`Learner._profile`: per bound 1 E-step where the Laplace bound holds, at most 9).
         starts: with `information` and exact E-steps, EM from this many points at once (the current
             probabilities, 0.5, random ones; `Learner._best_start`), the best one's maximum kept; the
-            points they pass widen the intervals (`_hull`). 1: EM from the current probabilities only.
+            points they pass widen the intervals (`hull`). 1: EM from the current probabilities only.
         e_step_min_accepted: fewest effective worlds of a sampled E-step (more are drawn, doubling,
             below it): at the stated probabilities labels can be improbable (weblech: 0.07 % of
             the worlds count, so `Settings.min_accepted`'s 1,000 took 1.6M worlds, 19 s), and EM's
@@ -215,211 +181,6 @@ class OnlineOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class Augmented:
-    """A model with a body variable per clause, and where its clauses are.
-
-    Attributes:
-        model: the augmented model (same variables first, then one b_c per clause with a body).
-        clause_var: (K,) int64 X_c of each clause (a variable of the original model too).
-        body_var: (K,) int64 b_c, -1 for a clause without a body (it always holds).
-        factor: (K,) int64 the factor of X_c (whose p1 is the rule's probability).
-        rule: (K,) int64 the clause's rule, an index into the graph's rules.
-        names: the graph's rule names.
-    """
-
-    model: Model
-    clause_var: np.ndarray
-    body_var: np.ndarray
-    factor: np.ndarray
-    rule: np.ndarray
-    names: list[str]
-
-    def graph_with(self, clause_p: np.ndarray) -> FactorGraph:
-        """The augmented graph with clause factors' p1 = clause_p ((K,) float64); p2 too where bodiless."""
-        g = self.model.graph
-        p1 = np.array(g.p1, np.float64, copy=True)
-        p2 = np.array(g.p2, np.float64, copy=True)
-        p1[self.factor] = clause_p
-        bodiless = self.body_var < 0
-        p2[self.factor[bodiless]] = clause_p[bodiless]
-        return dataclasses.replace(g, p1=p1, p2=p2)
-
-
-def augment(model: Model) -> Augmented:
-    """Adds b_c = AND(body_c) for every clause with a body and makes X_c = AND(b_c) (module docstring).
-
-    Raises:
-        InputError: the model has no rules (not a derivation graph).
-    """
-    names = rule_names(model)
-    factor, rule = clause_factors(model)
-    g = model.graph
-    off = np.asarray(g.factor_offsets, np.int64)
-    ev = np.asarray(g.edge_var, np.int64)
-    heads = np.asarray(g.factor_head, np.int64)
-    kinds = np.asarray(g.factor_kind, np.int64)
-    num_f, num_v = heads.size, model.num_vars
-    lens = off[1:] - off[:-1] - 1
-    split = np.sort(factor[lens[factor] > 0])
-    new_var = np.full(num_f, -1, np.int64)
-    new_var[split] = num_v + np.arange(split.size)
-    body_var = new_var[factor]
-    is_body = np.ones(ev.size, bool)
-    is_body[off[:-1]] = False
-    owner = np.repeat(np.arange(num_f), lens)
-    members = ev[is_body]
-    moved = new_var[owner] >= 0  # body entries of split clauses: they go to b_c's factor
-    owners = np.concatenate([owner[~moved], split, num_f + np.searchsorted(split, owner[moved])])
-    entries = np.concatenate([members[~moved], new_var[split], members[moved]])
-    order = np.argsort(owners, kind="stable")
-    counts = np.bincount(owners, minlength=num_f + split.size)
-    offsets = np.zeros(num_f + split.size + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    ones = np.ones(split.size)
-    graph = from_arrays(np.concatenate([kinds, np.full(split.size, AND)]),
-                        np.concatenate([heads, new_var[split]]), offsets, entries[order],
-                        np.concatenate([np.asarray(g.p1, np.float64), ones]),
-                        np.concatenate([np.asarray(g.p2, np.float64), 0 * ones]), num_vars=num_v + split.size)
-    var_names = tuple(model.var_names) + tuple(f"{model.var_names[heads[a]]}@body" for a in split)
-    aug = Model(graph=graph, var_names=var_names, alarms=model.alarms, labels=dict(model.labels),
-                source=model.source, meta={"rule_names": names})
-    return Augmented(aug, heads[factor], body_var, factor, rule, names)
-
-
-def union(augs: Sequence[Augmented], rules: Sequence[np.ndarray], names: Sequence[str],
-          labels: Sequence[dict[int, bool]]) -> tuple[Augmented, dict[int, bool], np.ndarray]:
-    """The disjoint union of augmented models: graph i's variables shifted by the ones before it.
-
-    Args:
-        augs: the augmented models.
-        rules: per model, (K_i,) int64 each clause's rule as an index into `names`.
-        names: the rule names the union's `Augmented.rule` indexes.
-        labels: per model {variable: truth}.
-
-    Returns:
-        (the union, its labels, (len(augs) + 1,) int64 variable offsets).
-    """
-    voff = np.zeros(len(augs) + 1, np.int64)
-    np.cumsum([a.model.num_vars for a in augs], out=voff[1:])
-    parts = {k: [] for k in ("kind", "head", "lens", "body", "p1", "p2", "clause", "bvar", "factor", "names")}
-    foff = 0
-    for i, a in enumerate(augs):
-        g = a.model.graph
-        off = np.asarray(g.factor_offsets, np.int64)
-        is_body = np.ones(int(off[-1]), bool)
-        is_body[off[:-1]] = False
-        parts["kind"].append(np.asarray(g.factor_kind, np.int64))
-        parts["head"].append(np.asarray(g.factor_head, np.int64) + voff[i])
-        parts["lens"].append(off[1:] - off[:-1] - 1)
-        parts["body"].append(np.asarray(g.edge_var, np.int64)[is_body] + voff[i])
-        parts["p1"].append(np.asarray(g.p1, np.float64))
-        parts["p2"].append(np.asarray(g.p2, np.float64))
-        parts["clause"].append(a.clause_var + voff[i])
-        parts["bvar"].append(np.where(a.body_var >= 0, a.body_var + voff[i], -1))
-        parts["factor"].append(a.factor + foff)
-        parts["names"].extend(f"g{i}:{n}" for n in a.model.var_names)
-        foff += off.size - 1
-    cat = {k: np.concatenate(v) if k != "names" else v for k, v in parts.items()}
-    offsets = np.zeros(cat["lens"].size + 1, np.int64)
-    np.cumsum(cat["lens"], out=offsets[1:])
-    graph = from_arrays(cat["kind"], cat["head"], offsets, cat["body"], cat["p1"], cat["p2"],
-                        num_vars=int(voff[-1]))
-    merged = {int(v) + int(voff[i]): bool(t) for i, lab in enumerate(labels) for v, t in lab.items()}
-    alarms = tuple(int(x) + int(voff[i]) for i, a in enumerate(augs) for x in a.model.alarms)
-    model = Model(graph=graph, var_names=tuple(cat["names"]), alarms=alarms, source="union",
-                  meta={"rule_names": list(names)})
-    return (Augmented(model, cat["clause"], cat["bvar"], cat["factor"], np.concatenate(list(rules)),
-                      list(names)), merged, voff)
-
-
-def e_step_method(model: Model, settings: Settings, labels: dict[int, bool]) -> str:
-    """The E-step "auto" learns with on one graph: "exact" where bucket elimination's induced width
-    fits (`fastlbp.inference.methods.AUTO_EXACT_MEMORY`, or less where `settings.exact_memory` says
-    so) whatever the graph's size, else "lbp".
-
-    Not `methods.choose`'s rule, for two measured reasons (datalog.families, BENCHMARKS.md, issue 43):
-
-    * size: `choose` skips exact above `AUTO_EXACT_VARS` variables to spare a ranking round the
-      ordering (about 1 s), but learning runs tens of E-steps, and graphs of independent modules
-      (taint, points-to per module) keep a small width at any size (18,000 variables, width < 24);
-    * the sampler: under alarm labels its importance weights collapse at the stated probabilities
-      (1 to 5 effective worlds of 400,000 on 300 alarm labels, taint and synthetic families), so a
-      sampled E-step from there drew to its 10M-world budget, or raised `TooFewSamples`, every step.
-      `method="sample"` stays available where the labels are few.
-    """
-    from fastlbp.engines import exact
-    from fastlbp.inference.methods import AUTO_EXACT_MEMORY
-
-    budget = min(exact.memory_budget(settings), AUTO_EXACT_MEMORY)
-    most = max(1, int(math.log2(max(budget, exact.BYTES) / exact.BYTES)))
-    plan = exact.engine_for(model.graph).plan(frozenset(labels), most)
-    return "exact" if plan is not None and plan.bytes_needed <= budget else "lbp"
-
-
-class _Posterior:
-    """P(X_c = 1 | L) and P(b_c = 1 | L) of one graph's clauses at given clause probabilities, by the E-step
-    of the method's row (`Method.e_step`, `fastlbp.inference.e_steps`)."""
-
-    @float64
-    def __init__(self, aug: Augmented, labels: dict[int, bool], method: str, settings: Settings,
-                 rules: np.ndarray):
-        self.aug, self.settings = aug, settings
-        self.rules = rules  # (K,) each clause's rule, an index into the learner's names
-        # "auto": learning's own choice per graph (`e_step_method`), not a ranking round's.
-        named = not chooses(method)
-        self.method = method_of(method).name if named else e_step_method(aug.model, settings, labels)
-        self.row = method_of(self.method)
-        self.e_step = self.row.e_step(aug, labels, settings)
-        # (K,) standard errors of the last sampled E-step's P(X_c | L) and P(body_c | L) (None: not sampled).
-        self.noise: tuple[np.ndarray, np.ndarray] | None = None
-
-    @property
-    def labels(self) -> dict[int, bool]:
-        return self.e_step.labels
-
-    @labels.setter
-    def labels(self, labels: dict[int, bool]) -> None:
-        self.e_step.labels = dict(labels)
-
-    @property
-    def log_evidence(self) -> float:
-        return self.e_step.log_evidence
-
-    @property
-    def info(self) -> dict:
-        """The last sampled E-step's `Marginals.info` (worlds, effective worlds); {} otherwise."""
-        return self.e_step.info
-
-    @float64
-    def __call__(self, clause_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """((K,) P(X_c | L), (K,) P(body_c | L)) at clause probabilities clause_p ((K,) float64)."""
-        aug = self.aug
-        marg, se = self.e_step(clause_p)
-        if se is not None:
-            body_se = np.where(aug.body_var >= 0, se[np.maximum(aug.body_var, 0)], 0.0)
-            self.noise = (se[aug.clause_var], body_se)
-        fired = marg[aug.clause_var]
-        body = np.where(aug.body_var >= 0, marg[np.maximum(aug.body_var, 0)], 1.0)
-        # A sampler's or LBP's estimates may put a clause above its body by noise: X_c implies b_c.
-        return fired, np.maximum(body, fired)
-
-    @property
-    def batched(self) -> bool:
-        """Whether the E-step takes a batch of clause probabilities in one pass (`many`)."""
-        return hasattr(self.e_step, "many")
-
-    @float64
-    def many(self, clause_p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """((B, K) P(X_c | L), (B, K) P(body_c | L), (B,) log P(L)) at each row of clause_p ((B, K)),
-        in one pass (`batched` E-steps only)."""
-        aug = self.aug
-        marg, log_ev = self.e_step.many(clause_p)
-        fired = marg[:, aug.clause_var]
-        body = np.where(aug.body_var >= 0, marg[:, np.maximum(aug.body_var, 0)], 1.0)
-        return fired, np.maximum(body, fired), log_ev
-
-
-@dataclasses.dataclass(frozen=True)
 class LearnResult:
     """Learned rule probabilities and their evidence.
 
@@ -442,7 +203,7 @@ class LearnResult:
             rate: the Laplace interval of the observed information, also where p is at 0 or 1; one-sided
             where the central one would leave out p), with exact E-steps and `LearnOptions.profile`
             widened where the profile posterior is flatter (`Learner._profile`) and to every point an
-            exact E-step evaluated within the 95 % likelihood-ratio drop of the best (`_hull`); else
+            exact E-step evaluated within the 95 % likelihood-ratio drop of the best (`hull`); else
             of Beta(a + F + 1, b + B - F + 1), the expected counts taken as observed (narrower than the
             truth where the labels leave much missing).
         information: whether support and the intervals come from the observed information.
@@ -505,7 +266,7 @@ class LearnResult:
         return out
 
 
-class Learner:
+class Learner(Search, Intervals):
     """EM over several graphs of one analysis, kept between calls (online learning warm-starts it).
 
     Args:
@@ -722,7 +483,7 @@ class Learner:
         noise = np.zeros(len(self.names))
 
         # Every point an exact E-step evaluated, with its log posterior: those within `PROFILE_DROP` of
-        # the best lie inside each rule's profile interval (`_hull`).
+        # the best lie inside each rule's profile interval (`hull`).
         seen: list[tuple[np.ndarray, float]] = []
 
         def evaluate(p):
@@ -794,23 +555,23 @@ class Learner:
             # The posterior of `support` fully observed clauses at the MAP's rate: the Laplace interval
             # inside (0, 1), and still one where the MAP sits at 0 or 1 (logit p's curvature vanishes).
             alpha, beta_ = self.a + support * p, self.b + support * (1 - p)
-            lower = _quantile(0.025, alpha + 1, beta_ + 1, p)
-            upper = _quantile(0.975, alpha + 1, beta_ + 1, p)
+            lower = beta_quantile(0.025, alpha + 1, beta_ + 1, p)
+            upper = beta_quantile(0.975, alpha + 1, beta_ + 1, p)
             # Near 0 or 1 the central interval can leave out the MAP itself: one-sided there.
             top, bottom = p > upper, p < lower
-            lower = np.where(top, _quantile(0.05, alpha + 1, beta_ + 1, p), np.where(bottom, 0.0, lower))
-            upper = np.where(bottom, _quantile(0.95, alpha + 1, beta_ + 1, p), np.where(top, 1.0, upper))
+            lower = np.where(top, beta_quantile(0.05, alpha + 1, beta_ + 1, p), np.where(bottom, 0.0, lower))
+            upper = np.where(bottom, beta_quantile(0.95, alpha + 1, beta_ + 1, p), np.where(top, 1.0, upper))
             if opts.profile and all(post is not None and method_of(post.method).exact
                                     for post in self._posteriors):
                 t = time.perf_counter()
                 lower, upper = self._profile(p, cov, lower, upper, clauses > 0, body, seen)
                 info_s += time.perf_counter() - t
-            lower, upper = _hull(seen, lower, upper, clauses > 0)
+            lower, upper = hull(seen, lower, upper, clauses > 0)
         else:
             alpha = self.a + fired
             beta_ = self.b + np.maximum(body - fired, 0.0)
-            lower = _quantile(0.025, alpha + 1, beta_ + 1, p)
-            upper = _quantile(0.975, alpha + 1, beta_ + 1, p)
+            lower = beta_quantile(0.025, alpha + 1, beta_ + 1, p)
+            upper = beta_quantile(0.975, alpha + 1, beta_ + 1, p)
             support = np.asarray(body, np.float64).copy()
         return LearnResult(names=self.names, probability=p, prior=self.p0.copy(), fired=fired, body=body,
                            clauses=clauses, support=support, lower=np.asarray(lower, np.float64),
@@ -820,332 +581,6 @@ class Learner:
                            seconds=seconds, information_seconds=info_s,
                            noise=noise if sampled else None, effective_worlds=effective, starts=starts)
 
-    def _best_start(self, x: np.ndarray, starts: int, steps: int, seen: list) -> tuple[np.ndarray, int]:
-        """Accelerated EM from `starts` points at once (`_start_points`), each until it converges or
-        stalls (`STALLED`) or after `steps` E-steps, their E-steps one batch per round (`_drive`).
-
-        Returns (the point where the chain of the highest log posterior got, the rounds run); every
-        evaluated point goes to `seen`.
-
-        Why: where the labels reach a rule only through others, the log posterior has long flat ridges
-        and EM crawls along them to wherever its start leads (taint family, avrora size, 5 graphs: EM
-        from the stated 0.999s, from 0.5 and from 4 random points stopped 0.7 nats apart with one rule
-        between 0.92 and 0.999, the truth 0.999); the best of several starts is a better maximum, and
-        the points they pass show how far the ridge goes (`_hull`).
-        """
-        num_r = len(self.names)
-        rounds = 0
-        value: dict[bytes, float] = {}
-
-        def evaluate_many(points):
-            nonlocal rounds
-            rounds += 1
-            fired, body, log_ev = self.counts_many(points)
-            replies = []
-            for k, point in enumerate(points):
-                obj = self.objective(float(log_ev[k]), point)
-                value[point.tobytes()] = obj
-                seen.append((point.copy(), obj))
-                replies.append((self.mstep(fired[k], body[k]), obj, fired[k], body[k], np.zeros(num_r)))
-            return replies
-
-        chains = [self._em_chain(point, steps, np.zeros(num_r), stop_when_stalled=True)
-                  for point in self._start_points(x, starts)]
-        ends = self._drive(chains, evaluate_many)
-        best = max((e for e in ends if e[2] is not None), key=lambda e: value[e[2][0].tobytes()])
-        return best[0], rounds
-
-    def _start_points(self, x: np.ndarray, starts: int) -> list[np.ndarray]:
-        """`starts` points to run EM from: `x`, every rule at 0.5, then random ones (logit normal with
-        standard deviation `START_SPREAD`, seeded by `settings.seed`); rules without clauses stay at x."""
-        rng = np.random.default_rng(self.options.settings.seed)
-        used = np.zeros(len(self.names), bool)
-        for rules in self.global_rule:
-            used[np.unique(rules)] = True
-        points = [np.array(x, np.float64)]
-        while len(points) < starts:
-            other = (np.full(x.size, 0.5) if len(points) == 1
-                     else _sigmoid(rng.normal(0.0, START_SPREAD, x.size)))
-            points.append(np.clip(np.where(used, other, x), EPS, 1 - EPS))
-        return points
-
-    def _profile(self, p: np.ndarray, cov: np.ndarray, lower: np.ndarray, upper: np.ndarray, used: np.ndarray,
-                 body: np.ndarray, seen: list | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The Laplace interval's bounds checked against the profile posterior (exact E-steps only: they
-        give log P(L)), and moved out where it is flatter.
-
-        At a bound b of rule r the others are maximised from below (`_profile_value`: their conditional
-        mode under the Laplace approximation or the maximum's, Newton steps, then EM steps); the drop of the
-        log posterior from the maximum must be `PROFILE_DROP` (the 95 % likelihood-ratio bound),
-        and where the steps already show less they stop. Where it is less, the
-        posterior is flatter than its curvature at the maximum says (a curved ridge: rules that reach
-        the alarms only jointly), and the bound moves out by sqrt(PROFILE_DROP / drop) of its logit
-        distance (at most `PROFILE_GROWTH`), up to `PROFILE_TRIES` times, to 0 or 1 past
-        `PROFILE_EDGE` in logit; where the maximum sits at 0 or 1, the far bound is found by bisection
-        instead (`_profile_inward`). The bounds advance together, their E-steps one batch per round
-        (`_drive`). Evaluated points go to `seen` (point, log posterior).
-        """
-        lower, upper = np.array(lower, np.float64), np.array(upper, np.float64)
-        seen = [] if seen is None else seen
-
-        num_r = len(self.names)
-
-        def evaluate_many(points):
-            fired, body, log_ev = self.counts_many(points)
-            replies = []
-            for k, point in enumerate(points):
-                value = self.objective(float(log_ev[k]), point)
-                seen.append((point.copy(), value))
-                replies.append((self.mstep(fired[k], body[k]), value, fired[k], body[k], np.zeros(num_r)))
-            return replies
-
-        top = evaluate_many(p[None])[0][1]
-        top = max(top, *(v for _, v in seen))
-        logit = np.log(p) - np.log1p(-p)
-        bounds = [(r, side, edge) for r in np.flatnonzero(used)
-                  for side, edge in ((lower, 0.0), (upper, 1.0)) if 0.0 < side[r] < 1.0]
-        near = [(x, top - v) for x, v in seen if top - v < PROFILE_DROP]
-        chains = []
-        for r, b, edge in bounds:
-            # The evaluated point inside the drop that reaches farthest past the Laplace bound (EM's
-            # starts crawl along ridges): the search goes on from there.
-            sign = -1.0 if edge == 0.0 else 1.0
-            past = [(x, d) for x, d in near if sign * (x[r] - b[r]) > 0]
-            anchor = max(past, key=lambda xd: sign * xd[0][r]) if past else None
-            chains.append(self._profile_bound(int(r), float(b[r]), edge, p, logit, cov, used, top, body,
-                                              anchor))
-        for (r, b, _), moved in zip(bounds, self._drive(chains, evaluate_many), strict=True):
-            b[r] = moved
-        return lower, upper
-
-    def _profile_bound(self, r: int, bound: float, edge: float, p: np.ndarray, logit: np.ndarray,
-                       cov: np.ndarray, used: np.ndarray, top: float, body: np.ndarray,
-                       anchor: tuple[np.ndarray, float] | None = None):
-        """One bound of `_profile` as a generator of the points to evaluate, sent back (EM's image, log
-        posterior, F, B, noise) for each; returns the bound, moved out where the profile is flatter,
-        or, where the maximum sits against 0 or 1 (`_profile_inward`; `body` (R,) the expected bodies
-        held), moved in to where it drops by `PROFILE_DROP`. `anchor`: (an evaluated point past the
-        bound, its drop) to go on from: its rule r is the bound, and the next tries start from its
-        others (taint family: a ridge whose profile dips past the Laplace bound and rises again, EM's
-        starts found points on it 0.997 where the truth is 0.999)."""
-        target = math.log(bound) - math.log1p(-bound)
-        # Fewer than one expected failure (or firing) of its clauses whose body held: the likelihood only
-        # rises toward 1 (or 0), and the maximum sits where the prior's pseudo-counts stop it.
-        one_sided = body[r] >= 1.0 and min(p[r], 1 - p[r]) * body[r] < 1.0
-        if one_sided and (edge == 0.0) == (p[r] > 0.5):
-            return (yield from self._profile_inward(r, target, logit, cov, used, top))
-        start = None
-        if anchor is not None:
-            start, drop = anchor
-            bound = float(start[r])
-            target = logit[r] + (float(np.log(bound) - np.log1p(-bound)) - logit[r]) * min(
-                PROFILE_GROWTH, math.sqrt(PROFILE_DROP / max(drop, PROFILE_DROP / PROFILE_GROWTH**2)))
-            if abs(target) >= PROFILE_EDGE:
-                return edge
-        for _ in range(PROFILE_TRIES):
-            drop = top - (yield from self._profile_value(r, target, logit, cov, used, top, start))
-            if drop >= PROFILE_DROP:
-                break
-            grow = PROFILE_GROWTH if drop <= 0 else min(PROFILE_GROWTH, math.sqrt(PROFILE_DROP / drop))
-            target = logit[r] + (target - logit[r]) * grow
-            if abs(target) >= PROFILE_EDGE:
-                return edge
-            bound = float(_sigmoid(np.array([target]))[0])
-        return bound
-
-    def _profile_inward(self, r: int, target: float, logit: np.ndarray, cov: np.ndarray, used: np.ndarray,
-                        top: float):
-        """The bound of a rule whose maximum sits against 0 or 1, on the side away from it: there the logit's
-        curvature vanishes, the Laplace interval is the prior's, and the rule reads "poorly identified"
-        however many clauses it has (taint family: 15,616 clauses, learned 1.000, interval [0.368, 1]).
-        Bisection in logit between the bound (where the drop must be at least `PROFILE_DROP`) and
-        `PROFILE_EDGE` toward the maximum, `PROFILE_BISECTIONS` times; the bound kept is the last point
-        known to drop by `PROFILE_DROP` or more (the interval errs wide)."""
-        inside = math.copysign(min(abs(logit[r]), PROFILE_EDGE), logit[r])
-        outside = target
-        if top - (yield from self._profile_value(r, outside, logit, cov, used, top)) < PROFILE_DROP:
-            return float(_sigmoid(np.array([outside]))[0])  # the prior's bound holds
-        for _ in range(PROFILE_BISECTIONS):
-            mid = (inside + outside) / 2
-            if top - (yield from self._profile_value(r, mid, logit, cov, used, top)) >= PROFILE_DROP:
-                outside = mid
-            else:
-                inside = mid
-        return float(_sigmoid(np.array([outside]))[0])
-
-    def _profile_value(self, r: int, target: float, logit: np.ndarray, cov: np.ndarray, used: np.ndarray,
-                       top: float, start: np.ndarray | None = None):
-        """The profile posterior at logit p_r = target, from below (a generator of points, as
-        `_profile_bound`): the others at their conditional mode under the Laplace approximation, then
-        `PROFILE_STEPS` Newton steps among them with r held (the others' covariance given r, the Schur
-        complement, as inverse Hessian; at most 1 in logit), then, where those leave the drop over
-        `PROFILE_DROP`, up to `PROFILE_EM_STEPS` accelerated EM steps among them; each stage stops once
-        the drop is under the bound; with `start` (R,), the others start from its values instead.
-        Returns the best log posterior found."""
-        others = used.copy()
-        others[r] = False
-        schur = cov - np.outer(cov[:, r], cov[r]) / cov[r, r]
-        conditional = np.where(np.outer(others, others), schur, 0.0)
-        x_logit = logit + cov[:, r] / cov[r, r] * (target - logit[r])
-        if start is not None:
-            x_logit = np.log(start) - np.log1p(-start)
-        x_logit[r] = target
-        x_logit[~used] = logit[~used]
-        x = _sigmoid(x_logit)
-        image, value, fired, body, _ = yield x
-        # The maximum's others too: on a curved ridge the Laplace approximation's conditional mode can
-        # lie off it (taint family: from the maximum's others, with the rule moved from 0.931 to 0.999,
-        # 10 EM steps reach 0.19 nats below the top; from the conditional mode 8 steps stayed over 1.92).
-        plain = _sigmoid(np.where(np.arange(logit.size) == r, target, logit))
-        reply = yield plain
-        if reply[1] > value:
-            x, (image, value, fired, body, _) = plain, reply
-        for _ in range(PROFILE_STEPS):
-            if top - value < PROFILE_DROP:
-                break
-            grad = np.where(others, fired - x * body + self.a - (self.a + self.b) * x, 0.0)
-            step = np.clip(conditional @ grad, -1.0, 1.0)
-            new = _sigmoid(np.log(x) - np.log1p(-x) + np.where(others, step, 0.0))
-            reply = yield new
-            gain = reply[1] - value
-            if gain > 0:
-                x, (image, value, fired, body, _) = new, reply
-            if gain < PROFILE_GAIN:
-                break
-        if top - value >= PROFILE_DROP:
-            # Newton's quadratic model failed (a curved ridge): EM from its image of the best point.
-            inner = self._em_chain(np.where(others, image, x), PROFILE_EM_STEPS, np.zeros(x.size), True,
-                                   held=~others)
-            point = next(inner)
-            while top - value >= PROFILE_DROP:
-                reply = yield point
-                value = max(value, reply[1])
-                try:
-                    point = inner.send(reply)
-                except StopIteration:
-                    break
-            inner.close()
-        return value
-
-    def _em(self, x: np.ndarray, evaluate, most: int, count, settled: np.ndarray, stop_when_stalled: bool
-            ) -> tuple[np.ndarray, bool, tuple | None]:
-        """EM steps (Anderson-accelerated with `options.accelerate`) from `x` until converged, `most`
-        E-steps in all (`count()` says how many ran), or, with `stop_when_stalled`, the largest
-        residual has not halved in `STALLED` E-steps (`run` describes the safeguards); `evaluate(p)`
-        returns (EM's image G(p), objective) and leaves the counts in `_last_counts`, `_last_noise`.
-
-        Returns:
-            (p: EM's last image where converged, else the next point to evaluate or the stalled
-            point; converged; (point, F, B) of the last E-step, or None if none ran).
-        """
-        chain = self._em_chain(x, most - count(), settled, stop_when_stalled)
-        try:
-            point = next(chain)
-            while True:
-                g, obj = evaluate(point)
-                point = chain.send((g, obj, *self._last_counts, self._last_noise))
-        except StopIteration as done:
-            return done.value
-
-    def _em_chain(self, x: np.ndarray, most: int, settled: np.ndarray, stop_when_stalled: bool,
-                  held: np.ndarray | None = None):
-        """`_em` as a generator of the points to evaluate, sent back (G(p), objective, F, B, noise) for
-        each: several chains (EM from several starts) advance together, their E-steps one batch
-        (`_drive`). Converged: no rule's residual above `tol`, `NOISE_FRACTION` of its Monte Carlo
-        standard error (sampled E-steps) or `settled` (R,). `held` (R,) bool: rules kept where they are
-        (the profile's). Returns what `_em` does."""
-        opts = self.options
-        dx: list[np.ndarray] = []  # differences of the residuals f and of the images g, oldest first
-        dg: list[np.ndarray] = []
-        last = None  # (x, g, f, objective) of the last accepted point
-        extrapolated = False  # x is Anderson's point, not plain EM's G(last x)
-        best, since = math.inf, 0  # the smallest residual yet, E-steps since it last halved
-        at = None
-        evaluated = 0
-        while evaluated < most:
-            g, obj, fired, body, noise = yield x
-            if held is not None:
-                g = np.where(held, x, g)
-            evaluated += 1
-            at = (x, fired, body)
-            f = g - x
-            fell = not math.isnan(obj) and last is not None and obj < last[3] - 1e-12 * abs(last[3])
-            if extrapolated and (np.linalg.norm(f) > 2 * np.linalg.norm(last[2]) or fell):
-                # The extrapolation lost ground: plain EM's step from the last point, memory restarted.
-                dx.clear()
-                dg.clear()
-                x, last, extrapolated = last[1], None, False
-                continue
-            if np.all(np.abs(f) <= np.maximum(np.maximum(opts.tol, NOISE_FRACTION * noise), settled)):
-                return g, True, at
-            size = float(np.max(np.abs(f)))
-            best, since = (size, 0) if size <= best / 2 else (best, since + 1)
-            if stop_when_stalled and since >= STALLED:
-                return x, False, at
-            if last is not None and opts.accelerate:
-                dx.append(f - last[2])
-                dg.append(g - last[1])
-                del dx[:-ANDERSON_MEMORY], dg[:-ANDERSON_MEMORY]
-            last = (x, g, f, obj)
-            x, extrapolated = g, bool(dx)
-            if dx:
-                gamma = np.linalg.lstsq(np.stack(dx, axis=1), f, rcond=1e-10)[0]
-                x = np.clip(g - np.stack(dg, axis=1) @ gamma, EPS, 1 - EPS)
-        return x, False, at
-
-    def _drive(self, chains: list, evaluate_many) -> list:
-        """Advances generators of points (`_em_chain`, the profile's bounds) together: each round the
-        points of those still running go to `evaluate_many` ((B, R) -> a list of B replies) as one
-        batch. Returns each generator's return value."""
-        results: list = [None] * len(chains)
-        points: dict[int, np.ndarray] = {}
-        for i, chain in enumerate(chains):
-            try:
-                points[i] = next(chain)
-            except StopIteration as done:
-                results[i] = done.value
-        while points:
-            order = list(points)
-            replies = evaluate_many(np.stack([points[i] for i in order]))
-            points = {}
-            for i, reply in zip(order, replies, strict=True):
-                try:
-                    points[i] = chains[i].send(reply)
-                except StopIteration as done:
-                    results[i] = done.value
-        return results
-
-    def _newton(self, x: np.ndarray, fired: np.ndarray, body: np.ndarray, cov: np.ndarray, used: np.ndarray,
-                evaluate, most: int, settled: np.ndarray | float = 0.0) -> tuple[np.ndarray, bool]:
-        """Newton steps on log P(L) + log prior in logit p from `x` (F, B its E-step's counts), with the
-        posterior covariance `cov` at `x` (`covariance`) kept as the inverse Hessian: the gradient is
-        the score F - p B plus the prior's a - (a + b) p (`score`). Each step is one E-step
-        (`evaluate`), at most 1 in logit per rule; converged as EM is (`run`). Returns (p, converged)."""
-        for _ in range(min(NEWTON_STEPS, most)):
-            grad = np.where(used, fired - x * body + self.a - (self.a + self.b) * x, 0.0)
-            step = np.clip(cov @ grad, -1.0, 1.0)
-            logit = np.log(x) - np.log1p(-x)
-            new = _sigmoid(logit + step)
-            evaluate(new)
-            moved = np.abs(new - x)
-            x = new
-            fired, body = self._last_counts
-            if np.all(moved <= np.maximum(np.maximum(self.options.tol, MAP_NOISE_Z * self.map_noise(x, cov)),
-                                          settled)):
-                return x, True
-        return x, False
-
-    def map_noise(self, probability: np.ndarray, cov: np.ndarray) -> np.ndarray:
-        """(R,) the Monte Carlo standard error of the posterior's maximum at `probability`, from the last
-        `counts`' sampled E-steps and the posterior covariance `cov` in logit (`covariance`): the
-        gradient's error (F_r - p_r B_r, the clauses' errors taken as independent) through the inverse
-        Hessian, in p. 0 where no E-step is sampled."""
-        var_fired, var_body = getattr(self, "_count_variance", (0.0, 0.0))
-        p = np.asarray(probability, np.float64)
-        var_grad = np.zeros(p.size) + var_fired + p**2 * var_body
-        var_logit = np.einsum("ij,j,ij->i", cov, var_grad, cov)
-        return p * (1 - p) * np.sqrt(np.maximum(var_logit, 0.0))
-
     def methods(self) -> tuple[str, ...]:
         """The E-step's method per graph ("" before its first E-step)."""
         out = [""] * len(self.augs)
@@ -1153,105 +588,6 @@ class Learner:
             for i in block:
                 out[i] = post.method if post is not None else ""
         return tuple(out)
-
-    def score(self, probability: np.ndarray) -> np.ndarray:
-        """(R,) d log P(L) / d logit p_r at rule probabilities `probability` (R,): F_r - p_r B_r (Fisher's
-        identity: the expected complete-data score under P(. | L))."""
-        fired, body, _ = self.counts(probability)
-        return fired - probability * body
-
-    def information(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
-        """(R, R) observed information of the labels about logit p at `probability` (R,):
-        -d^2 log P(L) / d logit p^2, by central differences of `score` (2 E-steps per rule in `used`,
-        `options.step` apart, one batch where the E-steps are `batched`; LBP at
-        `options.information_tol`), symmetrised. Rows and columns of
-        rules not in `used` (no clauses) are 0."""
-        p = np.asarray(probability, np.float64)
-        num_r = p.size
-        used = np.ones(num_r, bool) if used is None else np.asarray(used, bool)
-        logit = np.log(p) - np.log1p(-p)
-        h = self.options.step
-        hess = np.zeros((num_r, num_r))
-        sessions = [post.e_step for post in self._posteriors if post is not None and post.row.iterative]
-        kept = [s.settings for s in sessions]
-        tight = self.options.information_tol
-        for s in sessions:
-            s.settings = dataclasses.replace(s.settings, tol=min(s.settings.tol, tight))
-        rules = np.flatnonzero(used)
-        points = np.repeat(logit[None], 2 * rules.size, axis=0)  # up_r0, down_r0, up_r1, ...
-        points[2 * np.arange(rules.size), rules] += h
-        points[2 * np.arange(rules.size) + 1, rules] -= h
-        points = _sigmoid(points)
-        try:
-            fired, body, _ = self.counts_many(points)
-            score = fired - points * body
-            hess[:, rules] = ((score[0::2] - score[1::2]) / (2 * h)).T
-        finally:
-            for s, old in zip(sessions, kept, strict=True):
-                s.settings = old
-        hess[~used] = 0.0
-        return -(hess + hess.T) / 2
-
-    def covariance(self, probability: np.ndarray, used: np.ndarray | None = None) -> np.ndarray:
-        """(R, R) posterior covariance of logit p at `probability` (the MAP, where the Laplace
-        approximation holds): the inverse of the labels' `information` plus the prior's precision
-        (a + b) p (1 - p) on the diagonal.
-
-        The information's negative eigenvalues (an approximate E-step's noise, or a MAP not quite
-        reached) are raised to 0 first, so no rule's posterior is wider than its prior: a direction
-        the labels do not inform keeps the prior's width, and the rules along it are reported as
-        poorly identified, never as known.
-        """
-        p = np.asarray(probability, np.float64)
-        used = np.ones(p.size, bool) if used is None else np.asarray(used, bool)
-        info = self.information(p, used)
-        prior = (self.a + self.b) * p * (1 - p)
-        cov = np.diag(1 / prior)
-        idx = np.flatnonzero(used)
-        if idx.size:
-            w, v = np.linalg.eigh(info[np.ix_(idx, idx)])
-            precision = (v * np.maximum(w, 0.0)) @ v.T + np.diag(prior[idx])
-            cov[np.ix_(idx, idx)] = np.linalg.inv(precision)
-        return cov
-
-
-def _hull(seen: list[tuple[np.ndarray, float]], lower: np.ndarray, upper: np.ndarray, used: np.ndarray
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals widened to every evaluated point whose log posterior is within `PROFILE_DROP` of the
-    best evaluated: such a point's every coordinate lies inside that rule's 95 % profile interval (the
-    profile at it is at least the point's value), wherever the Laplace approximation ends."""
-    if not seen:
-        return lower, upper
-    values = np.array([v for _, v in seen])
-    near = np.stack([x for (x, _), ok in zip(seen, values >= values.max() - PROFILE_DROP, strict=True) if ok])
-    lower = np.where(used, np.minimum(lower, near.min(axis=0)), lower)
-    upper = np.where(used, np.maximum(upper, near.max(axis=0)), upper)
-    return lower, upper
-
-
-def _quantile(q: float, a: np.ndarray, b: np.ndarray, centre: np.ndarray) -> np.ndarray:
-    """Beta(a, b)'s q-quantile, never NaN: where scipy's is not finite (a + b past about 1e17, or
-    infinite where the information vanished), the normal approximation around the mean (`centre`
-    where a or b is infinite), inside [0, 1]."""
-    from scipy.stats import beta, norm
-
-    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = np.array(beta.ppf(q, a, b), np.float64, ndmin=1)
-    bad = ~np.isfinite(out)
-    if np.any(bad):
-        a_, b_ = a.reshape(out.shape)[bad], b.reshape(out.shape)[bad]
-        n = a_ + b_
-        finite = np.isfinite(n) & (n > 0)
-        mean = np.where(finite, a_ / np.where(finite, n, 1.0), np.broadcast_to(centre, out.shape)[bad])
-        sd = np.where(finite, np.sqrt(mean * (1 - mean) / np.where(finite, n + 1, 1.0)), 0.0)
-        out[bad] = np.clip(mean + norm.ppf(q) * sd, 0.0, 1.0)
-    return out.reshape(np.shape(a))
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.clip(1 / (1 + np.exp(-x)), EPS, 1 - EPS)
-
 
 def learn(models: Sequence[Model], labels: Sequence[dict[int, bool]] | None = None,
           options: LearnOptions | None = None) -> LearnResult:
