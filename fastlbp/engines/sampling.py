@@ -90,7 +90,7 @@ from fastlbp.engines.sampling_estimates import (  # noqa: F401  (part of this AP
     TooFewSamples,
     wilson,
 )
-from fastlbp.engines.sampling_host import batch_sums, combine, hard_coin, host_coins, propagate
+from fastlbp.engines.sampling_host import add_batch_sums, batch_sums, hard_coin, host_coins, propagate
 from fastlbp.engines.sampling_plan import (
     FIRST_COIN,
     FIRST_ROW,
@@ -424,7 +424,7 @@ class Sampler(TimedDrawing):
         # Combined on the host (the sums come back anyway): jnp here compiled its small ops at the
         # first doubling of a session, in the middle of the interactive loop.
         batch = tuple(np.asarray(a) for a in jax.device_get(batch))
-        return batch if acc is None else combine(np, acc, batch)
+        return batch if acc is None else add_batch_sums(np, acc, batch)
 
     def _device_tilt(self, labels: dict[int, bool]):
         """The proposal's `Tilt` for a label set (host work, `proposal.tilted_coins`), or None."""
@@ -487,7 +487,7 @@ class Sampler(TimedDrawing):
                 extra = proposal.mixture_log_w(proposal.proposal_log_w(
                     _unpack(np, state[rows]), _unpack(np, conds[rows]), *tilt[1][1:]))
             batch = batch_sums(np, state, labels, valid, extra)
-            acc = combine(np, acc, batch)
+            acc = add_batch_sums(np, acc, batch)
         return acc
 
 

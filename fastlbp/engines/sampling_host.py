@@ -3,7 +3,7 @@
     coins = host_coins(coin_arrays, rng, width)                  # (C, W) coin words from numpy's Philox
     state = propagate(np, level_arrays, levels, num_rows, coins, masks)   # (V + 2, W) state words
     sums = batch_sums(np, state, labels, valid_worlds)           # (s1, s2, w1, w2, top, positive)
-    acc = combine(np, acc, sums)
+    acc = add_batch_sums(np, acc, sums)
 
 The module docstring of `fastlbp.engines.sampling` says what the words hold: bit i of a state word is
 world i, a level is a gather of its body's words, an AND or OR reduction and a select between two coin
@@ -196,7 +196,7 @@ def batch_sums(xp, state, labels, valid_worlds, extra_log_w=None):
     return s1, s2, omega.sum(), omega2.sum(), top, (log_w > -np.inf).sum()
 
 
-def combine(xp, acc, batch):
+def add_batch_sums(xp, acc, batch):
     """Two sets of weighted sums with their own scales, on the larger one
     (`sampling_bits.combine_scaled_sums`)."""
     return batch if acc is None else combine_scaled_sums(xp, acc, batch)
@@ -210,4 +210,4 @@ def hard_coin(coin_rows: np.ndarray):
     return None
 
 
-__all__ = ["host_coins", "propagate", "batch_sums", "combine", "hard_coin"]
+__all__ = ["host_coins", "propagate", "batch_sums", "add_batch_sums", "hard_coin"]
