@@ -35,7 +35,14 @@ so an EM step plans and compiles nothing new. Each method's E-step is its row's
   warm-started from the last step's messages; a step replaces the device
   graph's p1 only.
 
-Graphs are handled one after another; their counts add up per rule name.
+Graphs are handled one after another; their counts add up per rule name. Exact
+E-steps take a batch of points in one pass, so EM runs from several starts at once
+and the information's and the profile's points are batches.
+
+Where the rest lives: the augmented model and a block's posterior in
+`learn_model`; EM's chains, starts and Newton steps in `learn_search` (the mixin
+`Search`); the information, the profile check of each interval and the hull of
+the points evaluated near the top in `learn_intervals` (the mixin `Intervals`).
 """
 
 from __future__ import annotations
