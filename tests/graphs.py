@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastlbp.core.graph import AND, OR, Factor, label_codes
+from fastlbp.core.graph import AND, OR, Factor, from_factors, label_codes
 
 
 def _probs(rng: np.random.Generator, hard: float) -> tuple[float, float]:
@@ -199,3 +199,19 @@ def evidence_from_labels(num_vars: int, labels: dict[int, bool] | None = None) -
     """
     codes = label_codes(num_vars, labels)
     return np.where(codes > 0, np.inf, np.where(codes < 0, -np.inf, 0.0))
+
+
+def far_evidence():
+    """An input s (prior 0.5) and two chains of 8 and 9 clauses (p = 1e-3) from it to `end`: `end`
+    labelled true leaves the prior's worlds no weight; the tilted proposal finds it
+    (`test_engines_sampling.test_evidence_far_below_an_input_is_looked_ahead_at`)."""
+    factors, v = [Factor(AND, 0, (), 0.5, 0.5)], 1
+    tails = []
+    for length in (8, 9):
+        prev = 0
+        for _ in range(length):
+            factors.append(Factor(AND, v, (prev,), 1e-3, 0.0))
+            prev, v = v, v + 1
+        tails.append(prev)
+    factors.append(Factor(OR, v, tuple(tails), 1.0, 0.0))
+    return from_factors(factors, v + 1), v

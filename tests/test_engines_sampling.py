@@ -17,7 +17,7 @@ from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.core.settings import Settings
 from fastlbp.engines import sampling, sampling_plan
 from fastlbp.engines.sampling import NoConsistentWorld, NotABayesNet, Sampler, TooFewSamples, sample_marginals
-from tests.graphs import random_polytree
+from tests.graphs import far_evidence, random_polytree
 
 SAMPLES = 1 << 17
 
@@ -232,17 +232,7 @@ def test_evidence_far_below_an_input_is_looked_ahead_at():
     # Two chains of 8 and 9 clauses (rule probability 1e-3) from an input s (prior 0.5) derive `end`;
     # `end` labelled true needs s. The prior proposal never draws a firing chain (1e-24 a world); the
     # tilted half of the mixture fires each coin with 0.999 and finds P(s | end) = 1.
-    factors, v = [Factor(AND, 0, (), 0.5, 0.5)], 1
-    tails = []
-    for length in (8, 9):
-        prev = 0
-        for _ in range(length):
-            factors.append(Factor(AND, v, (prev,), 1e-3, 0.0))
-            prev, v = v, v + 1
-        tails.append(prev)
-    factors.append(Factor(OR, v, tuple(tails), 1.0, 0.0))
-    n, end = v + 1, v
-    graph = from_factors(factors, n)
+    graph, end = far_evidence()
     cfg = Settings(samples=1 << 14, max_samples=1 << 14, target_se=0, min_accepted=100)
     with pytest.raises(TooFewSamples):
         sample_marginals(graph, {end: True}, cfg, sampler=Sampler(graph, tilt=False))
@@ -250,7 +240,8 @@ def test_evidence_far_below_an_input_is_looked_ahead_at():
     assert result.marginals[0] == 1.0 and result.info["effective_samples"] > 1000
     # Within 0.01, not within its SE: the worlds where only the longer chain fires (posterior 1e-3)
     # have Q about 1.6e-5, so 2^14 worlds rarely hold one (2^20 worlds: 0.99904 for 0.99900).
-    assert np.abs(result.marginals - exact_marginals(factors, n, {end: True})).max() < 0.01
+    expect = exact_marginals(graph.factors(), graph.num_vars, {end: True})
+    assert np.abs(result.marginals - expect).max() < 0.01
 
 
 def test_improbable_labels_are_weights_not_rejections():

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from graphs import far_evidence
+
 from datalog.bayesnet import to_model
 from datalog.synthetic import layered
-from fastlbp.core.graph import AND, OR, Factor, from_factors
 from fastlbp.engines import sampling, sampling_budget, sampling_program
 from fastlbp.engines.sampling import Sampler
 
@@ -66,16 +67,22 @@ def test_draw_size_counts_whole_batches():
     assert sampling_budget.draw_size(0, 1024, 0.1, 0.4) == 0
 
 
-def test_a_labelled_round_is_sized_by_labelled_worlds_not_the_last_draw(monkeypatch):
-    # Labelled worlds cost three times unlabelled ones (2-3x on a CPU). An unlabelled draw between two
-    # labelled rounds must not size the next labelled round: before, it took 2.4 times its budget
-    # (avrora's first labelled round after an unlabelled one: 0.8 s for 0.4).
+def labelled_sampler(monkeypatch):
+    """A device sampler of a small layered graph, warm for labels on its last alarm, on a fake clock where
+    labelled (and tilted) worlds cost three times unlabelled ones: (sampler, alarm, clock)."""
     model = to_model(layered(num_inputs=6, layers=2, width=6, seed=0))
     sampler = Sampler(model.graph, model.var_names, batch_words=32, host=False)
     alarm = int(model.alarms[-1])
     sampler.reserve([alarm])
     sampler.warm()
-    clock = fake_costs(monkeypatch, sampler, {"plain": 1.0, "weighted": 3.0, "tilted": 3.0})
+    return sampler, alarm, fake_costs(monkeypatch, sampler, {"plain": 1.0, "weighted": 3.0, "tilted": 3.0})
+
+
+def test_a_labelled_round_is_sized_by_labelled_worlds_not_the_last_draw(monkeypatch):
+    # Labelled worlds cost three times unlabelled ones (2-3x on a CPU). An unlabelled draw between two
+    # labelled rounds must not size the next labelled round: before, it took 2.4 times its budget
+    # (avrora's first labelled round after an unlabelled one: 0.8 s for 0.4).
+    sampler, alarm, clock = labelled_sampler(monkeypatch)
     sampler({alarm: True}, 2 * 1024, 1)  # labelled worlds timed
     sampler(None, 2 * 1024, 1)  # then unlabelled ones
     budget = 40.0
@@ -90,33 +97,12 @@ def test_a_labelled_round_is_sized_by_labelled_worlds_not_the_last_draw(monkeypa
 def test_a_round_whose_kind_was_never_drawn_measures_it_before_it_fills_the_budget(monkeypatch):
     # No labelled worlds drawn yet (a session forced to the sampler, no speed probe): the round draws a
     # batch, then what fits at the speed it measured, never `samples` at the unlabelled speed.
-    model = to_model(layered(num_inputs=6, layers=2, width=6, seed=0))
-    sampler = Sampler(model.graph, model.var_names, batch_words=32, host=False)
-    alarm = int(model.alarms[-1])
-    sampler.reserve([alarm])
-    sampler.warm()
-    clock = fake_costs(monkeypatch, sampler, {"plain": 1.0, "weighted": 3.0, "tilted": 3.0})
+    sampler, alarm, clock = labelled_sampler(monkeypatch)
     sampler(None, 2 * 1024, 1, seconds=1000.0)
     start = clock.now
     sampler({alarm: True}, 10**5, 1, seconds=40.0, target_se=1e-3)
     elapsed = clock.now - start
     assert sampler.stopped == "time" and elapsed <= 40.0
-
-
-def far_evidence():
-    """An input s (prior 0.5) and two chains of 8 and 9 clauses (p = 1e-3) from it to `end`: `end`
-    labelled true leaves the prior's worlds no weight; the tilted proposal finds it
-    (`test_engines_sampling.test_evidence_far_below_an_input_is_looked_ahead_at`)."""
-    factors, v = [Factor(AND, 0, (), 0.5, 0.5)], 1
-    tails = []
-    for length in (8, 9):
-        prev = 0
-        for _ in range(length):
-            factors.append(Factor(AND, v, (prev,), 1e-3, 0.0))
-            prev, v = v, v + 1
-        tails.append(prev)
-    factors.append(Factor(OR, v, tuple(tails), 1.0, 0.0))
-    return from_factors(factors, v + 1), v
 
 
 def test_a_cut_round_still_tilts_within_its_budget(monkeypatch):
