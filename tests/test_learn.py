@@ -762,6 +762,7 @@ def test_em_from_several_starts_keeps_the_best_maximum_and_its_intervals_hold_wh
     one = learn(models, None, LearnOptions(method="exact", starts=1))
     several = learn(models, None, LearnOptions(method="exact", starts=4))
     assert one.starts == 1 and several.starts == 4
+    assert learn(models, None, LearnOptions(method="exact", starts=4, max_iters=3)).iterations <= 3
     assert several.objective[-1] >= one.objective[-1] - 1e-6
     # `_hull`: points within the 95 % drop of the best widen the intervals, others do not.
     lower, upper = np.array([0.4, 0.4]), np.array([0.6, 0.6])

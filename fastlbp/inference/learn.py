@@ -516,7 +516,8 @@ class Learner(Search, Intervals):
         settled = np.zeros(len(self.names))  # a step this small changes no conclusion (`POSTERIOR_FRACTION`)
         starts = max(1, int(opts.starts)) if use_info else 1
         if starts > 1 and self.batched():
-            x, rounds = self._best_start(x, starts, max(START_STEPS, most // 4), seen)
+            # Within the run's E-steps: `max_iters` bounds the starts' rounds too.
+            x, rounds = self._best_start(x, starts, min(most, max(START_STEPS, most // 4)), seen)
             iterations += rounds
         else:
             starts = 1
